@@ -1,0 +1,100 @@
+"""The book's model applied to a sweep: predicted times per point and model curves.
+
+For hardware with published constants (TPU, GPU entries) the prediction uses them. The
+``cpu`` entry has none, so its constants come from the sweep: the AllGather fit calibrates
+W and T_min, and the other collectives are predicted from those two numbers and the book's
+factors (2x for AllReduce, 1/4 for AllToAll...). Where there is no AllGather, each family is
+predicted from its own fit, and the report says so.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pandas as pd
+
+from analysis.hardware import Hardware, load_hardware, wraparound_for
+from analysis.model import predict_collective
+from analysis.notation import NotationError
+
+
+def axis_sizes(row) -> list[int]:
+    return [int(s) for s in str(row["axis_sizes"]).split("x") if s]
+
+
+def hardware_for(name: str) -> Hardware | None:
+    try:
+        return load_hardware(name)
+    except NotationError:
+        return None
+
+
+def _unit_hw(hw: Hardware) -> Hardware:
+    return dataclasses.replace(hw, link_bw_bidir_Bps=1.0, link_bw_unidir_Bps=1.0, hop_latency_s=1.0)
+
+
+def unit_terms(points: pd.DataFrame) -> pd.DataFrame:
+    """Add ``latency_unit`` (seconds per second of T_min: the hops) and ``bandwidth_unit``
+    (seconds per 1/W: the bytes the formula sends over a link) to each point."""
+    lat, bw = [], []
+    cache: dict[str, Hardware | None] = {}
+    for row in points.to_dict("records"):
+        hw = cache.setdefault(row["hardware"], hardware_for(row["hardware"]))
+        if hw is None or row["op"] not in ("all_gather", "reduce_scatter", "all_reduce", "all_to_all"):
+            lat.append(np.nan), bw.append(np.nan)
+            continue
+        sizes = axis_sizes(row)
+        p = predict_collective(row["op"], float(row["V_bytes"]), sizes, _unit_hw(hw), wraparound_for(hw, sizes))
+        lat.append(p.latency_time_s), bw.append(p.bandwidth_time_s)
+    return points.assign(latency_unit=lat, bandwidth_unit=bw)
+
+
+def model_constants(hw: Hardware, fits: pd.DataFrame) -> tuple[Hardware | None, str]:
+    """The constants to predict with, and where they came from (for the report)."""
+    if hw.link_bw_bidir_Bps is not None and hw.hop_latency_s is not None:
+        return hw, f"published constants of `{hw.name}` ({hw.source})"
+    ag = fits[(fits["op"] == "all_gather")] if len(fits) and "W_Bps" in fits else fits.iloc[0:0]
+    if len(ag):
+        best = ag.sort_values("n_points").iloc[-1]
+        fitted = dataclasses.replace(hw, link_bw_bidir_Bps=float(best["W_Bps"]),
+                                     link_bw_unidir_Bps=float(best["W_Bps"]) / 2,
+                                     hop_latency_s=float(best["T_min_s"]))
+        return fitted, (f"`{hw.name}` has no published constants: W and T_min were fitted to the "
+                        f"AllGather points (mesh {best['mesh']}, axes {best['axes']}) and predict every collective")
+    return None, f"`{hw.name}` has no published constants and the sweep has no AllGather to calibrate them"
+
+
+def predict_points(points: pd.DataFrame, hw: Hardware | None) -> pd.DataFrame:
+    """Add ``model_time_s`` and ``model_regime`` from the book's formula with ``hw``."""
+    if hw is None:
+        return points.assign(model_time_s=np.nan, model_regime=None)
+    t, regime = [], []
+    for row in points.to_dict("records"):
+        sizes = axis_sizes(row)
+        p = predict_collective(row["op"], float(row["V_bytes"]), sizes, hw, wraparound_for(hw, sizes))
+        t.append(p.time_s), regime.append(p.regime)
+    return points.assign(model_time_s=t, model_regime=regime)
+
+
+def curves(points: pd.DataFrame, fits: pd.DataFrame, hw: Hardware | None, n: int = 60) -> pd.DataFrame:
+    """Smooth lines for the figures: per family, the α-β fit and the book model over V."""
+    rows = []
+    for fam, g in points.groupby("family", sort=False):
+        V = np.geomspace(g["V_bytes"].min(), g["V_bytes"].max(), n)
+        first = g.iloc[0]
+        f = fits[(fits["op"] == first["op"]) & (fits["axes"] == first["axes"]) & (fits["mesh"] == first["mesh"])
+                 & (fits["dtype"] == first["dtype"])] if len(fits) else fits
+        if len(f) and math.isfinite(f["beta_Bps"].iloc[0]):
+            rows.append(pd.DataFrame({"family": fam, "curve": "α-β fit", "V_bytes": V,
+                                      "time_s": f["alpha_s"].iloc[0] + V / f["beta_Bps"].iloc[0]}))
+        if hw is not None:
+            grid = pd.DataFrame({"op": first["op"], "V_bytes": V, "axis_sizes": first["axis_sizes"]})
+            rows.append(pd.DataFrame({"family": fam, "curve": "book model", "V_bytes": V,
+                                      "time_s": predict_points(grid, hw)["model_time_s"].to_numpy()}))
+    if not rows:
+        return pd.DataFrame(columns=["family", "curve", "V_bytes", "time_s", "busbw_Bps"])
+    out = pd.concat(rows, ignore_index=True)
+    factor = points.groupby("family")["busbw_Bps"].first() / points.groupby("family")["algbw_Bps"].first()
+    out["busbw_Bps"] = out["V_bytes"] / out["time_s"] * out["family"].map(factor)
+    return out

@@ -1,0 +1,186 @@
+"""The report of a sweep: ``summary.csv``, ``fit.json`` and ``report/`` (index.html,
+report.md, figures), rebuilt from disk alone.
+
+The steps are small functions over DataFrames (summary -> points -> fits -> predictions ->
+figures -> blocks), so each can be tested and reused by other reports.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis import plots
+from analysis.fit import GROUP_KEYS, fit_table
+from analysis.predictions import curves, hardware_for, model_constants, predict_points, unit_terms
+from analysis.render import Report, fmt
+from analysis.summary import summary_table
+
+
+def _family(df: pd.DataFrame) -> pd.Series:
+    return df["op"] + " over " + df["axes"].astype(str) + " (" + df["axis_sizes"].astype(str) + "), " \
+        + df["dtype"].astype(str) + ", mesh " + df["mesh"].astype(str)
+
+
+def target_points(summary: pd.DataFrame) -> pd.DataFrame:
+    """The ok rows of the collective each job asked for, labelled by family."""
+    pts = summary[(summary["status"] == "ok") & summary["is_target"]].copy()
+    pts["family"] = _family(pts)
+    return pts.sort_values(["family", "V_bytes"]).reset_index(drop=True)
+
+
+def _bytes(n) -> str:
+    if n is None or (isinstance(n, float) and not math.isfinite(n)):
+        return fmt(n)
+    n = float(n)
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.3g} B"
+
+
+def analyse(root: Path) -> dict:
+    """Everything the report shows, as tables: summary, points, fits, model, curves."""
+    summary = summary_table(root)
+    points = unit_terms(target_points(summary))
+    fits = fit_table(points) if len(points) else pd.DataFrame(columns=GROUP_KEYS)
+    hw_name = points["hardware"].mode().iloc[0] if len(points) else None
+    hw = hardware_for(hw_name) if hw_name else None
+    model_hw, model_source = model_constants(hw, fits) if hw is not None else (None, "no successful points")
+    points = predict_points(points, model_hw)
+    points["measured_over_model"] = points["time_s"] / points["model_time_s"]
+    return {"summary": summary, "points": points, "fits": fits, "model_hw": model_hw,
+            "model_source": model_source, "curves": curves(points, fits, model_hw)}
+
+
+def write_report(root: str | Path) -> Path:
+    """Write ``summary.csv``, ``fit.json`` and ``report/`` for the sweep in ``root``."""
+    root = Path(root)
+    t0 = time.perf_counter()
+    a = analyse(root)
+    a["summary"].to_csv(root / "summary.csv", index=False)
+    (root / "fit.json").write_text(json.dumps({
+        "fits": a["fits"].replace({np.inf: None}).to_dict(orient="records"),
+        "model_source": a["model_source"],
+        "model_W_Bps": getattr(a["model_hw"], "link_bw_bidir_Bps", None),
+        "model_T_min_s": getattr(a["model_hw"], "hop_latency_s", None)}, indent=1, default=str))
+    out = root / "report"
+    out.mkdir(exist_ok=True)
+    rep = build(root, a, out)
+    (out / "report.md").write_text(rep.to_markdown(out))
+    index = out / "index.html"
+    index.write_text(rep.to_html())
+    (out / "build_s.txt").write_text(f"{time.perf_counter() - t0:.3f}\n")
+    return index
+
+
+def build(root: Path, a: dict, out: Path) -> Report:
+    """The report's blocks, figures saved under ``out``."""
+    s, pts, fits = a["summary"], a["points"], a["fits"]
+    jobs = s.drop_duplicates("job")
+    ok, failed = jobs[jobs["status"] == "ok"], jobs[jobs["status"] != "ok"]
+    rep = Report(f"shardlab report: {root.name}")
+    rep.text(f"Folder `{root}`: {len(jobs)} jobs, {len(ok)} ok, {len(failed)} failed. "
+             f"Tables: `summary.csv` (one row per run and collective), `fit.json`.")
+
+    rep.heading("What ran")
+    first = ok.iloc[0] if len(ok) else (jobs.iloc[0] if len(jobs) else None)
+    if first is not None:
+        rep.table(pd.DataFrame({
+            "hardware": [first["hardware"]], "backend": [first["backend"]], "device": [first["device_kind"]],
+            "devices": [first["device_count"]], "jax": [first["jax_version"]],
+            "meshes": [", ".join(sorted(set(map(str, jobs["mesh_axes"].dropna()))))],
+            "ops": [", ".join(sorted(set(map(str, jobs["op"].dropna()))))],
+            "dtypes": [", ".join(sorted(set(map(str, jobs["dtype"].dropna()))))],
+            "sizes": [f"{_bytes(jobs['V_bytes'].min())} to {_bytes(jobs['V_bytes'].max())}"]}))
+
+    rep.heading("How these numbers were taken")
+    pert = pts["trace_over_untraced"].dropna()
+    pert_txt = (f"Across the points, the op time in the trace was {pert.median():.2g}x the untraced median "
+                f"(range {pert.min():.2g}x to {pert.max():.2g}x)" if len(pert) else "No trace was parsed")
+    rep.text("Times are medians of **untraced** iterations, each blocked before the next starts; the bars "
+             "show p10 to p90 and the 95% confidence interval of each median is in the tables. A few "
+             "iterations were then traced separately with `jax.profiler` to attribute time to HLO ops. "
+             f"{pert_txt}: that is what the profiler did to the timings, and why the timings do not "
+             "come from the trace. An untraced step also includes JAX's dispatch of the program, which "
+             "dominates the smallest messages.")
+
+    if len(pts):
+        figs = _figures(a, out)
+        rep.heading("Figures")
+        for path, caption in figs:
+            rep.figure(path, caption)
+
+    rep.heading("Fitted latency and bandwidth")
+    if len(fits):
+        f = fits.copy()
+        cols = {"op": "op", "axes": "axes", "group_size": "devices/group", "dtype": "dtype", "mesh": "mesh",
+                "n_points": "points", "alpha_s": "α (s)", "beta_Bps": "β (B/s)",
+                "alpha_beta_rel_rmse": "α-β rel. RMSE", "T_min_s": "T_min (s)", "W_Bps": "W (B/s)",
+                "book_rel_rmse": "book rel. RMSE", "crossover_bytes": "crossover V"}
+        f["crossover_bytes"] = f.get("crossover_bytes", pd.Series(dtype=float)).map(_bytes)
+        rep.table(f[[c for c in cols if c in f]].rename(columns=cols))
+        rep.text("α-β: `T = α + V/β`. Book: `T = max(T_min·hops, c·V/W)` with the book's hops and factor c "
+                 "for each collective, so W is comparable across collectives. Residuals are relative.")
+    else:
+        rep.text("Too few successful points to fit.")
+
+    rep.heading("Measured against the book's model")
+    rep.text(f"Model constants: {a['model_source']}.")
+    if len(pts):
+        t = pd.DataFrame({
+            "op": pts["op"], "axes": pts["axes"], "V": pts["V_bytes"].map(_bytes), "time (s)": pts["time_s"],
+            "95% CI": [f"{fmt(lo)} to {fmt(hi)}" for lo, hi in zip(pts["time_ci_low_s"], pts["time_ci_high_s"])],
+            "busbw (B/s)": pts["busbw_Bps"], "model (s)": pts["model_time_s"], "regime": pts["model_regime"],
+            "measured/model": pts["measured_over_model"], "trace op (s)": pts["trace_op_time_s"],
+            "trace/untraced": pts["trace_over_untraced"], "noisy": pts["noisy"]})
+        rep.table(t)
+        noisy = pts[pts["noisy"]]
+        if len(noisy):
+            rep.text(f"**{len(noisy)} noisy point(s)**: the median's 95% CI is wider than the target "
+                     f"(±{100 * 0.05:.0f}% by default) within the time budget; read them with care: "
+                     + ", ".join(f"{r.op} {_bytes(r.V_bytes)} (±{100 * r.time_rel_ci:.0f}%)" for r in noisy.itertuples()))
+
+    if len(failed) or s["skipped"].notna().any():
+        rep.heading("Failed and skipped")
+        if len(failed):
+            rep.table(pd.DataFrame({"job": failed["job"], "error type": failed["error_type"],
+                                    "error": failed["error"].astype(str).str.slice(0, 300)}))
+        sk = s[s["skipped"].notna()].drop_duplicates("job")
+        if len(sk):
+            rep.text("Files that could not be read (the rest of the report stands without them):")
+            rep.table(pd.DataFrame({"job": sk["job"], "skipped": sk["skipped"]}))
+
+    rep.heading("Traces")
+    rep.text(f"Each job folder holds `trace/plugins/profile/<time>/<host>.xplane.pb`. Open them with "
+             f"`python -m analysis view {root}` (XProf on 127.0.0.1), or "
+             f"`tensorboard --logdir {root} --host 127.0.0.1`. The compiled HLO is in each job's `hlo/`.")
+    return rep
+
+
+def _figures(a: dict, out: Path) -> list[tuple[Path, str]]:
+    pts, fits, cur = a["points"], a["fits"], a["curves"]
+    hw = a["model_hw"]
+    title = f"{pts['hardware'].iloc[0]} ({pts['device_kind'].iloc[0]} x{int(pts['device_count'].iloc[0])})"
+    f1 = plots.time_vs_bytes(pts, cur, out / "time_vs_bytes.png", title)
+    cross = []
+    for fam, g in pts.groupby("family", sort=False):
+        first = g.iloc[0]
+        f = fits[(fits["op"] == first["op"]) & (fits["axes"] == first["axes"]) & (fits["mesh"] == first["mesh"])
+                 & (fits["dtype"] == first["dtype"])] if "crossover_bytes" in fits else fits.iloc[0:0]
+        if len(f) and np.isfinite(f["crossover_bytes"].iloc[0]) and f["crossover_bytes"].iloc[0] > 0:
+            cross.append({"family": fam, "V_bytes": f["crossover_bytes"].iloc[0],
+                          "label": _bytes(f["crossover_bytes"].iloc[0])})
+    ceilings = []
+    if hw is not None and hw.kind != "cpu" and hw.link_bw_bidir_Bps:
+        ceilings.append({"label": f"{hw.name} link W (bidirectional)", "Bps": hw.link_bw_bidir_Bps})
+    f2 = plots.bandwidth_vs_bytes(pts, cur, pd.DataFrame(cross, columns=["family", "V_bytes", "label"]),
+                                  pd.DataFrame(ceilings, columns=["label", "Bps"]), out / "bandwidth_vs_bytes.png", title)
+    return [(f1, "Time per step against V (log-log): untraced medians with p10-p90 bars, the α-β fit "
+                 "(dashed) and the book's model (solid)."),
+            (f2, "Bus bandwidth against V, the model's curve, and where each family turns from "
+                 "latency-bound to bandwidth-bound (dotted).")]

@@ -1,0 +1,133 @@
+"""The tidy table of a sweep: one row per run and collective op (``summary.csv``).
+
+Timings come from the untraced iterations in result.json; the trace only attributes time
+to ops (``trace_*`` columns) and measures how much the profiler perturbed them.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis import hlo as hlo_parser
+from analysis import trace as trace_reader
+from analysis.load import read_results
+
+# nccl-tests' bus-bandwidth factors: busbw = algbw * factor(n), n = devices per group.
+BUSBW_FACTOR = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_to_all": lambda n: (n - 1) / n,
+}
+HLO_KIND_OF_OP = {"all_gather": "all-gather", "reduce_scatter": "reduce-scatter",
+                  "all_reduce": "all-reduce", "all_to_all": "all-to-all"}
+
+
+def _run_columns(r: dict) -> dict:
+    exp = r.get("experiment") or {}
+    cfg = r.get("config") or {}
+    env = r.get("environment") or {}
+    op_cfg = cfg.get("op") or {}
+    mesh = exp.get("mesh") or {}
+    s = (r.get("timing") or {}).get("summary") or {}
+    target = ((cfg.get("timing") or {}).get("target_rel_ci")) or 0.05
+    pred = r.get("prediction") or {}
+    return {
+        "job": r["job"], "status": r.get("status"), "error_type": r.get("error_type"), "error": r.get("error"),
+        "op": exp.get("op", op_cfg.get("name")), "expr": exp.get("expr"), "dtype": exp.get("dtype", cfg.get("dtype")),
+        "mesh": mesh.get("name", (cfg.get("mesh") or {}).get("name")),
+        "mesh_axes": ",".join(f"{k}={v}" for k, v in (mesh.get("axes") or {}).items()),
+        "axes": "".join(exp.get("axes") or op_cfg.get("axes") or []),
+        "axis_sizes": "x".join(str((mesh.get("axes") or {}).get(a, "")) for a in exp.get("axes") or []),
+        "group_size": exp.get("group_size"), "num_groups": exp.get("num_groups"),
+        "size_bytes": exp.get("size_bytes"), "V_bytes": exp.get("V_bytes"),
+        "hardware": exp.get("hardware", (cfg.get("hardware") or {}).get("name")),
+        "backend": env.get("backend"), "device_kind": env.get("device_kind"), "device_count": env.get("device_count"),
+        "jax_version": env.get("jax_version"),
+        "time_s": s.get("median_s"), "time_p10_s": s.get("p10_s"), "time_p90_s": s.get("p90_s"),
+        "time_ci_low_s": s.get("ci_low_s"), "time_ci_high_s": s.get("ci_high_s"), "time_cv": s.get("cv"),
+        "time_rel_ci": s.get("rel_ci_halfwidth"), "time_n": s.get("n"),
+        "noisy": bool(s) and s.get("rel_ci_halfwidth", np.inf) > target,
+        "compile_s": (r.get("compile") or {}).get("compile_s"),
+        "traced_iter_over_untraced": (r.get("trace") or {}).get("traced_iter_over_untraced"),
+        "predicted_time_s": pred.get("time_s"), "predicted_regime": pred.get("regime"),
+    }
+
+
+def _hlo_rows(r: dict) -> tuple[list[dict], str | None]:
+    rel = (r.get("files") or {}).get("hlo_compiled")
+    if not rel:
+        return [], None
+    path = Path(r["job_dir"]) / rel
+    try:
+        text = path.read_text()
+        device_ids = np.asarray((r.get("experiment") or {}).get("mesh", {}).get("device_ids"))
+        axis_names = list(((r.get("experiment") or {}).get("mesh") or {}).get("axes") or {})
+        colls = hlo_parser.parse_collectives(text, num_devices=int(device_ids.size) or None)
+    except (OSError, UnicodeDecodeError, hlo_parser.HloParseError) as exc:
+        return [], f"{path}: {exc}"
+    rows = []
+    for c in colls:
+        try:
+            groups = c.replica_groups or (tuple(int(d) for d in device_ids.ravel()),)
+            axes = "".join(hlo_parser.group_mesh_axes(groups, device_ids, axis_names))
+        except (hlo_parser.HloParseError, ValueError):
+            axes = None
+        rows.append({"hlo_op": c.name, "hlo_kind": c.kind, "hlo_dtype": c.dtype,
+                     "hlo_operand_bytes": c.operand_bytes, "hlo_result_bytes": c.result_bytes,
+                     "hlo_group_size": c.group_size, "hlo_num_groups": c.num_groups, "hlo_axes": axes})
+    return rows, None
+
+
+def _trace_ops(r: dict) -> tuple[pd.DataFrame | None, str | None]:
+    rel = (r.get("files") or {}).get("xplane")
+    if not rel:
+        return None, None
+    path = Path(r["job_dir"]) / rel
+    try:
+        ops = trace_reader.device_ops(trace_reader.read_xplane(path))
+    except (OSError, trace_reader.TraceError) as exc:
+        return None, f"{path}: {exc}"
+    return trace_reader.op_summary(trace_reader.op_steps(ops)) if len(ops) else None, None
+
+
+def job_rows(r: dict) -> list[dict]:
+    """The summary rows of one job: one per collective in its compiled HLO (at least one)."""
+    base = _run_columns(r)
+    problems = []
+    hlo_rows, err = _hlo_rows(r)
+    problems += [err] if err else []
+    ops, err = _trace_ops(r)
+    problems += [err] if err else []
+    base["skipped"] = "; ".join(problems) or None
+    rows = [dict(base, **h) for h in hlo_rows] or [dict(base)]
+    for row in rows:
+        if ops is not None and row.get("hlo_op") is not None:
+            hit = ops[ops["hlo_op"] == row["hlo_op"]]
+            if len(hit):
+                row["trace_op_time_s"] = float(hit["op_time_s"].iloc[0])
+                row["trace_device_time_s"] = float(hit["device_time_s"].iloc[0])
+                row["trace_arrival_skew_s"] = float(hit["arrival_skew_s"].iloc[0])
+                row["trace_iterations"] = int(hit["iterations"].iloc[0])
+    return rows
+
+
+def summary_table(root: str | Path) -> pd.DataFrame:
+    """Every job under ``root`` as tidy rows, with bandwidths and profiler perturbation."""
+    df = pd.DataFrame([row for r in read_results(root) for row in job_rows(r)])
+    for col in ("hlo_op", "hlo_kind", "trace_op_time_s", "trace_device_time_s", "trace_arrival_skew_s",
+                "hlo_group_size", "hlo_operand_bytes", "hlo_result_bytes"):
+        if col not in df:
+            df[col] = np.nan
+    n = df["group_size"].astype(float)
+    factor = pd.Series([BUSBW_FACTOR.get(op, lambda _: np.nan)(g) if g == g and g else np.nan
+                        for op, g in zip(df["op"], n)], index=df.index, dtype=float)
+    df["algbw_Bps"] = df["V_bytes"].astype(float) / df["time_s"].astype(float)
+    df["busbw_Bps"] = df["algbw_Bps"] * factor
+    df["trace_over_untraced"] = df["trace_op_time_s"].astype(float) / df["time_s"].astype(float)
+    df["measured_over_predicted"] = df["time_s"].astype(float) / df["predicted_time_s"].astype(float)
+    # The row of the collective the experiment asked for (XLA may add others, e.g. in matmuls).
+    df["is_target"] = [HLO_KIND_OF_OP.get(op) == kind for op, kind in zip(df["op"], df["hlo_kind"])]
+    return df

@@ -1,0 +1,28 @@
+"""``python -m runner [overrides]``: Hydra turns the config into one ``run(cfg)`` call."""
+from __future__ import annotations
+
+import logging
+import sys
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from runner.job import run
+from runner.schema import register_configs
+
+register_configs()
+log = logging.getLogger("shardlab")
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+def main(cfg: DictConfig) -> None:
+    result = run(cfg)
+    if result["status"] != "ok" and HydraConfig.get().mode == RunMode.RUN:
+        # A single run that failed exits non-zero; in a multirun the sweep goes on.
+        sys.exit(2 if result["error_type"] == "ConfigError" else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""``run(cfg)``: one experiment, from a composed config to ``result.json`` in its folder.
+
+This is the pure core behind ``python -m runner``; tests call it directly. It never
+raises for a failing point: the failure is recorded (status ``failed``, the error, and
+whatever was measured before it) so a sweep goes on.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from runner.jaxenv import process_env
+from runner.spec import ConfigError, build_spec, format_size
+from runner.worker import WorkerDied, discard_worker, get_worker
+
+log = logging.getLogger("shardlab")
+RESULT_NAME = "result.json"
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    """Write ``data`` to ``path`` via a temp file and a rename: never a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=1, default=str)
+    os.replace(tmp, path)
+
+
+def _job_dir() -> Path:
+    from hydra.core.hydra_config import HydraConfig
+
+    return Path(HydraConfig.get().runtime.output_dir)
+
+
+def run(cfg: DictConfig, job_dir: str | Path | None = None) -> dict:
+    """Run the experiment ``cfg`` describes and write ``<job_dir>/result.json``.
+
+    ``job_dir`` defaults to Hydra's output folder for this job. Returns the result dict.
+    """
+    job_dir = Path(job_dir) if job_dir is not None else _job_dir()
+    job_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    result: dict = {"status": "failed", "error": None, "error_type": None,
+                    "config": OmegaConf.to_container(cfg, resolve=True)}
+    try:
+        spec = build_spec(cfg)
+    except ConfigError as exc:
+        result.update(error_type="ConfigError", error=str(exc))
+    else:
+        worker = get_worker(process_env(spec["hardware"]))
+        try:
+            reply = worker.run(spec, job_dir, float(cfg.timeout_s))
+        except WorkerDied as exc:
+            discard_worker()
+            result.update(error_type="WorkerDied", error=str(exc))
+        else:
+            result.update(reply.pop("record"))
+            result.update(reply)
+    result["wall_s"] = time.perf_counter() - t0
+    write_json_atomic(job_dir / RESULT_NAME, result)
+    _log_line(result, job_dir)
+    return result
+
+
+def _log_line(result: dict, job_dir: Path) -> None:
+    exp = result.get("experiment") or {}
+    what = exp.get("expr") or result["config"]["op"]["name"]
+    size = exp.get("size_bytes")
+    where = f"{what} {format_size(size) if size else ''}".strip()
+    if result["status"] == "ok":
+        s = result["timing"]["summary"]
+        log.info("%s: median %.4g ms (n=%d, 95%% CI +-%.1f%%) -> %s", where, s["median_s"] * 1e3, s["n"],
+                 100 * s["rel_ci_halfwidth"], job_dir)
+    else:
+        log.error("%s: FAILED (%s) %s -> %s", where, result["error_type"], result["error"], job_dir)

@@ -1,0 +1,95 @@
+"""One sweep point, inside the worker process: mesh, program, compile, check, time, trace.
+
+``measure`` fills ``record`` as it goes, so a failure part-way still leaves what was
+learnt (the environment, the compile time, the HLO) in the job's result.json.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from analysis import trace as trace_analysis
+from runner import programs, timing, tracing
+from runner.devices import environment, resolve_hardware
+from runner.spec import check_against_devices
+
+HLO_DIR = "hlo"
+TRACE_DIR = "trace"
+
+
+def measure(spec: dict, job_dir: Path, record: dict) -> None:
+    """Run ``spec``; write ``hlo/`` and ``trace/`` under ``job_dir``; fill ``record``."""
+    devices = jax.devices()
+    record["environment"] = environment(jax, devices)
+    record["hardware"] = resolve_hardware(spec["hardware"], devices)
+    mesh_axes = check_against_devices(spec, len(devices))  # last check before device work
+    mesh = jax.make_mesh(tuple(mesh_axes.values()), tuple(mesh_axes))
+    op = spec["op"]
+    prog = programs.build(op["name"], op["axes"], mesh, op["size_bytes"], spec["dtype"])
+    group = int(np.prod([mesh_axes[a] for a in op["axes"]]))
+    record["experiment"] = {
+        "op": op["name"], "expr": prog.expr, "axes": op["axes"], "size_bytes": op["size_bytes"],
+        "V_bytes": prog.V_bytes, "dtype": spec["dtype"], "group_size": group,
+        "num_groups": len(devices) // group,
+        "mesh": {"name": spec["mesh"]["name"], "axes": mesh_axes, "device_ids": mesh.device_ids.tolist()},
+        "hardware": record["hardware"]["name"],
+    }
+
+    x = prog.make_input()
+    t0 = time.perf_counter()
+    lowered = prog.fn.lower(x)
+    t1 = time.perf_counter()
+    compiled = lowered.compile()
+    t2 = time.perf_counter()
+    record["compile"] = {"lower_s": t1 - t0, "compile_s": t2 - t1}
+    hlo_dir = job_dir / HLO_DIR
+    hlo_dir.mkdir(parents=True, exist_ok=True)
+    (hlo_dir / "lowered.stablehlo.mlir").write_text(lowered.as_text())
+    (hlo_dir / "compiled.hlo.txt").write_text(compiled.as_text())
+    record["files"] = {"hlo_lowered": f"{HLO_DIR}/lowered.stablehlo.mlir",
+                       "hlo_compiled": f"{HLO_DIR}/compiled.hlo.txt"}
+
+    def step():
+        return compiled(x)
+
+    if spec["check_result"]:
+        record["check"] = check(np.asarray(step()), prog.reference(), spec["dtype"])
+        if not record["check"]["passed"]:
+            raise AssertionError(f"result differs from the NumPy reference: {record['check']}")
+
+    t_timing = time.perf_counter()
+    record["timing"] = timing.time_step(step, spec["timing"])
+    record["timing"]["wall_s"] = time.perf_counter() - t_timing
+
+    if spec["trace"]["enabled"]:
+        t_trace = time.perf_counter()
+        captured = tracing.capture(step, job_dir / TRACE_DIR, spec["trace"])
+        record["files"]["xplane"] = str(captured.pop("xplane").relative_to(job_dir))
+        record["trace"] = captured
+        record["trace"]["wall_s"] = time.perf_counter() - t_trace
+        record["trace"].update(traced_vs_untraced(job_dir / record["files"]["xplane"],
+                                                  captured["wall_samples_s"],
+                                                  record["timing"]["summary"]["median_s"]))
+
+
+def check(got: np.ndarray, want: np.ndarray, dtype: str) -> dict:
+    """Compare against the NumPy reference, as nccl-tests' data check does."""
+    got64, want64 = got.astype(np.float64), want.astype(np.float64)
+    tol = 1e-2 if dtype in ("bfloat16", "float16") else 0.0  # inputs are small ints: f32/int sums are exact
+    err = float(np.max(np.abs(got64 - want64) / np.maximum(np.abs(want64), 1.0))) if want.size else 0.0
+    return {"passed": bool(got.shape == want.shape and err <= tol), "max_rel_error": err,
+            "tolerance": tol, "shape": list(got.shape)}
+
+
+def traced_vs_untraced(xplane: Path, traced_walls: list[float], untraced_median_s: float) -> dict:
+    """How much the profiler perturbed the step: traced times over the untraced median."""
+    ops = trace_analysis.device_ops(trace_analysis.read_xplane(xplane))
+    summary = trace_analysis.op_summary(trace_analysis.op_steps(ops)) if len(ops) else None
+    out = {"op_events": int(len(ops)), "traced_iter_median_s": float(np.median(traced_walls)),
+           "traced_iter_over_untraced": float(np.median(traced_walls) / untraced_median_s)}
+    if summary is not None:
+        out["ops"] = summary.to_dict(orient="records")
+    return out

@@ -1,0 +1,86 @@
+"""Typed schemas for the YAML in ``conf/`` and the registration of ``sweeps/``.
+
+YAML is the source of truth; these dataclasses only give it types, so OmegaConf rejects an
+unknown key or a wrongly typed value while Hydra composes the config, before anything runs.
+Value checks that need more than a type (allowed names, divisibility, units) live in
+:mod:`runner.spec`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, OmegaConf
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SWEEPS_DIR = REPO_ROOT / "sweeps"
+
+
+@dataclass
+class HardwareConf:
+    name: str = MISSING
+    kind: str = MISSING  # auto | cpu | tpu | gpu
+    device_kinds: list[str] = field(default_factory=list)
+    device_count: Optional[int] = None
+    interconnect: Optional[str] = None  # torus | switch | host
+    wraparound: Optional[str] = None  # always | never | multiple_of_4 | only_16
+    topology: Optional[str] = None  # physical slice shape, e.g. "4x4x4"; None = each mesh axis its own
+    link_bw_unidir_Bps: Optional[float] = None
+    link_bw_bidir_Bps: Optional[float] = None
+    hop_latency_s: Optional[float] = None
+    hbm_bw_Bps: Optional[float] = None
+    flops_per_s: dict[str, float] = field(default_factory=dict)
+    source: str = ""
+
+
+@dataclass
+class MeshConf:
+    name: str = MISSING
+    axes: dict[str, int] = MISSING  # axis name -> size; -1 = all the devices left
+
+
+@dataclass
+class OpConf:
+    name: str = MISSING
+    axes: list[str] = field(default_factory=lambda: ["X"])
+    size_bytes: Any = MISSING  # int or a string with a unit: "16MiB", "1KiB", "4096"
+
+
+@dataclass
+class TimingConf:
+    warmup_min_iters: int = 3
+    warmup_max_s: float = 2.0
+    min_iters: int = 10
+    max_iters: int = 2000
+    target_rel_ci: float = 0.05  # stop once the median's 95% CI is within +-5% of it
+    budget_s: float = 3.0  # per sweep point, timed iterations only
+
+
+@dataclass
+class TraceConf:
+    enabled: bool = True
+    iters: int = 5
+    python_tracer_level: int = 0
+    host_tracer_level: int = 1
+
+
+@dataclass
+class Config:
+    hardware: HardwareConf = MISSING
+    mesh: MeshConf = MISSING
+    op: OpConf = MISSING
+    dtype: str = "float32"
+    timing: TimingConf = field(default_factory=TimingConf)
+    trace: TraceConf = field(default_factory=TraceConf)
+    timeout_s: float = 600.0  # a sweep point that runs longer is killed and recorded as failed
+    check_result: bool = True
+
+
+def register_configs() -> None:
+    """Register the schema and every ``sweeps/*.yaml`` as ``+sweep=NAME`` (global package)."""
+    cs = ConfigStore.instance()
+    cs.store(name="config_schema", node=Config)
+    for path in sorted(SWEEPS_DIR.glob("*.yaml")):
+        cs.store(group="sweep", name=path.stem, node=OmegaConf.load(path), package="_global_")

@@ -1,0 +1,62 @@
+"""Untraced timing of one compiled step: warm up until settled, then iterate until the
+median is known well enough or the budget is spent.
+
+Every iteration blocks before the next starts. That bounds the work in flight (thousands of
+unblocked 8-device CPU collectives deadlocked XLA's rendezvous here, DESIGN.md fact 4) and
+makes each sample one whole step as a caller sees it.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from analysis.stats import rel_ci_halfwidth, summarize
+
+CHECK_EVERY = 10  # re-evaluate the stopping rule every this many samples
+
+
+def _once(step) -> float:
+    t0 = time.perf_counter()
+    step().block_until_ready()
+    return time.perf_counter() - t0
+
+
+def warm_up(step, min_iters: int, max_s: float) -> list[float]:
+    """Run until the median of the last 3 iterations is within 10% of the 3 before them."""
+    times: list[float] = []
+    t_end = time.perf_counter() + max_s
+    while True:
+        times.append(_once(step))
+        if len(times) >= max(min_iters, 6):
+            prev, last = np.median(times[-6:-3]), np.median(times[-3:])
+            if abs(last - prev) <= 0.1 * prev or time.perf_counter() > t_end:
+                return times
+
+
+def time_step(step, timing: dict) -> dict:
+    """Timing samples of ``step`` (a callable returning a JAX array) and their summary."""
+    t_start = time.perf_counter()
+    warm = warm_up(step, timing["warmup_min_iters"], timing["warmup_max_s"])
+    t_warm = time.perf_counter()
+    samples: list[float] = []
+    stop = "max_iters"
+    while len(samples) < timing["max_iters"]:
+        samples.append(_once(step))
+        n = len(samples)
+        if n >= timing["min_iters"] and n % CHECK_EVERY == 0:
+            if rel_ci_halfwidth(samples) <= timing["target_rel_ci"]:
+                stop = "ci_tight"
+                break
+            if time.perf_counter() - t_warm >= timing["budget_s"]:
+                stop = "budget"
+                break
+    t_done = time.perf_counter()
+    return {
+        "samples_s": samples,
+        "summary": summarize(samples),
+        "warmup_iters": len(warm),
+        "warmup_s": t_warm - t_start,
+        "timed_s": t_done - t_warm,
+        "stop_reason": stop,
+    }

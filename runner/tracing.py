@@ -1,0 +1,41 @@
+"""Capture a few iterations of a step under ``jax.profiler``, separately from the timing.
+
+The trace is for attributing time to ops, not for timing: the profiler slows a small CPU
+collective by 2-5x (DESIGN.md fact 3). The options come from ``conf`` (``trace.*``); the
+defaults are the cheapest ones that still record every device-op event on CPU.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import jax
+
+
+def capture(step, trace_dir: Path, trace: dict) -> dict:
+    """Trace ``trace['iters']`` blocked iterations of ``step`` into ``trace_dir``.
+
+    Returns the wall time of each traced iteration (to set beside the untraced samples),
+    the time spent writing the trace, and the path of the xplane file written.
+    """
+    options = jax.profiler.ProfileOptions()
+    options.python_tracer_level = trace["python_tracer_level"]
+    options.host_tracer_level = trace["host_tracer_level"]
+    trace_dir.mkdir(parents=True, exist_ok=True)
+    before = set(trace_dir.glob("plugins/profile/*/*.xplane.pb"))
+    jax.profiler.start_trace(str(trace_dir), profiler_options=options)
+    walls = []
+    try:
+        for _ in range(trace["iters"]):
+            t0 = time.perf_counter()
+            step().block_until_ready()
+            walls.append(time.perf_counter() - t0)
+    finally:
+        t_stop = time.perf_counter()
+        jax.profiler.stop_trace()
+        write_s = time.perf_counter() - t_stop
+    written = sorted(set(trace_dir.glob("plugins/profile/*/*.xplane.pb")) - before)
+    if not written:
+        raise RuntimeError(f"jax.profiler wrote no .xplane.pb under {trace_dir}")
+    return {"iters": len(walls), "wall_samples_s": walls, "write_s": write_s, "xplane": written[-1],
+            "options": {k: trace[k] for k in ("python_tracer_level", "host_tracer_level")}}

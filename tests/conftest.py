@@ -1,0 +1,38 @@
+"""Shared test setup.
+
+Tests that import JAX themselves need 8 CPU devices, and XLA reads that once, when JAX
+starts: set it here, before any test module imports jax. (The runner's own worker process
+sets it independently, in runner.jaxenv.)
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+from hydra import compose, initialize_config_dir  # noqa: E402
+
+from runner.schema import REPO_ROOT, register_configs  # noqa: E402
+
+CONF_DIR = str(REPO_ROOT / "conf")
+
+
+@pytest.fixture(scope="session")
+def compose_cfg():
+    """``compose_cfg(["op=all_reduce", ...])`` -> the composed config, as ``python -m runner`` sees it."""
+    register_configs()
+
+    def _compose(overrides=(), return_hydra_config=False):
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+            return compose(config_name="config", overrides=list(overrides), return_hydra_config=return_hydra_config)
+
+    return _compose
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
