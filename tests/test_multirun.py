@@ -1,0 +1,68 @@
+"""A small real multirun through the CLI ends with summary.csv, fit.json and a report."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+SIZES = ["1KiB", "64KiB", "1MiB"]
+FAST = ["timing.budget_s=0.2", "timing.min_iters=5", "trace.iters=2"]
+
+
+def _runner(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory, repo_root):
+    out = tmp_path_factory.mktemp("sweep") / "collectives"
+    proc = _runner("+sweep=collectives_sizes", f"op.size_bytes={','.join(SIZES)}", "op=all_gather,all_reduce",
+                   f"hydra.sweep.dir={out}", *FAST, cwd=repo_root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+def test_every_point_has_its_folder_and_result(sweep):
+    jobs = sorted(p for p in sweep.iterdir() if (p / "result.json").exists())
+    assert len(jobs) == 2 * len(SIZES)
+    for job in jobs:
+        r = json.loads((job / "result.json").read_text())
+        assert r["status"] == "ok", r["error"]
+        assert (job / r["files"]["xplane"]).is_file() and (job / "hlo" / "compiled.hlo.txt").is_file()
+        assert (job / ".hydra" / "overrides.yaml").is_file()
+
+
+def test_summary_has_one_row_per_run_and_collective_with_units(sweep):
+    s = pd.read_csv(sweep / "summary.csv")
+    assert len(s) == 2 * len(SIZES)
+    assert set(s["hlo_kind"]) == {"all-gather", "all-reduce"}
+    assert {"V_bytes", "time_s", "busbw_Bps", "algbw_Bps", "trace_op_time_s", "trace_over_untraced"} <= set(s)
+    assert (s["busbw_Bps"] > 0).all() and (s["trace_op_time_s"] > 0).all()
+    ag, ar = s[s["op"] == "all_gather"], s[s["op"] == "all_reduce"]
+    # nccl-tests: busbw = algbw * (n-1)/n for AllGather and * 2(n-1)/n for AllReduce, n = 8
+    assert (ag["busbw_Bps"] / ag["algbw_Bps"]).to_numpy() == pytest.approx(7 / 8)
+    assert (ar["busbw_Bps"] / ar["algbw_Bps"]).to_numpy() == pytest.approx(14 / 8)
+
+
+def test_fit_and_report_name_every_size_and_show_the_figures(sweep):
+    fit = json.loads((sweep / "fit.json").read_text())
+    assert {f["op"] for f in fit["fits"]} == {"all_gather", "all_reduce"}
+    assert all(f["W_Bps"] > 0 and f["T_min_s"] > 0 for f in fit["fits"])
+    md = (sweep / "report" / "report.md").read_text()
+    for size in ("1 KiB", "64 KiB", "1 MiB"):
+        assert f"| {size} |" in md
+    html = (sweep / "report" / "index.html").read_text()
+    assert html.count("data:image/png;base64,") == 2
+    assert "untraced" in md and "Fitted latency and bandwidth" in md
+
+
+def test_analysis_report_rebuilds_from_disk(sweep, repo_root):
+    (sweep / "report" / "report.md").unlink()
+    proc = subprocess.run([sys.executable, "-m", "analysis", "report", str(sweep)], cwd=repo_root,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert (sweep / "report" / "report.md").is_file()

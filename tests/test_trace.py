@@ -1,0 +1,79 @@
+"""Trace tables -> per-device op intervals, for the shapes CPU, TPU and GPU profiles have.
+
+The reader itself is exercised on real CPU traces in test_runner.py; here the tables are
+built by hand, because no TPU or GPU trace can be produced on the CI machine.
+"""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from analysis.trace import EVENT_COLUMNS, TraceError, device_ops, op_steps, op_summary, read_xplane
+
+
+def _events(rows) -> pd.DataFrame:
+    df = pd.DataFrame(rows, columns=EVENT_COLUMNS)
+    return df.astype({"start_ns": float, "duration_ns": float})
+
+
+def test_tpu_xla_ops_line_gives_one_interval_per_device_and_iteration():
+    rows = []
+    for dev in range(4):
+        for it in range(3):
+            t0 = 1000 * it + 10 * dev  # devices start 0, 10, 20, 30 ns apart
+            rows.append((f"/device:TPU:{dev}", "XLA Ops", "all-gather.1", t0, 100.0, None, None, None))
+            rows.append((f"/device:TPU:{dev}", "XLA Ops", "fusion.2", t0 + 200, 50.0, None, None, None))
+        rows.append((f"/device:TPU:{dev}", "XLA Modules", "jit_f(123)", 0.0, 3000.0, None, None, None))
+        rows.append((f"/device:TPU:{dev}", "Steps", "0", 0.0, 3000.0, None, None, None))
+    rows.append(("/host:CPU", "python", "PjitFunction(f)", 0.0, 10.0, None, None, None))
+    ops = device_ops(_events(rows))
+    assert set(ops["hlo_op"]) == {"all-gather.1", "fusion.2"}  # module and step lines are not ops
+    ag = ops[ops["hlo_op"] == "all-gather.1"]
+    assert sorted(ag["device"].unique()) == [0, 1, 2, 3]
+    assert sorted(ag["iteration"].unique()) == [0, 1, 2]
+    steps = op_steps(ops)
+    s = steps[(steps["hlo_op"] == "all-gather.1")].iloc[0]
+    # last start 30 ns, last end 130 ns: 100 ns from the last arrival; skew 30 ns
+    assert s["op_time_s"] == pytest.approx(100e-9)
+    assert s["arrival_skew_s"] == pytest.approx(30e-9)
+    assert s["devices"] == 4
+
+
+def test_gpu_stream_kernels_are_attributed_by_hlo_op_stat():
+    rows = []
+    for dev in range(2):
+        for it in range(2):
+            t0 = 5000.0 * it
+            rows.append((f"/device:GPU:{dev}", "Stream #13(Compute)", "ncclDevKernel_AllGather_RING_LL(...)",
+                         t0, 400.0, "all-gather-start.1", "jit_f", None))
+            rows.append((f"/device:GPU:{dev}", "Stream #7(MemcpyH2D)", "MemcpyH2D", t0, 10.0, None, None, None))
+            rows.append((f"/device:GPU:{dev}", "Stream #13(Compute)", "loop_fusion", t0 + 500, 40.0,
+                         "fusion.3", "jit_f", None))
+    ops = device_ops(_events(rows))
+    assert set(ops["hlo_op"]) == {"all-gather-start.1", "fusion.3"}  # memcpy has no hlo_op: not an op
+    assert set(ops["hlo_module"]) == {"jit_f"}
+    summ = op_summary(op_steps(ops))
+    ag = summ[summ["hlo_op"] == "all-gather-start.1"].iloc[0]
+    assert ag["iterations"] == 2 and ag["devices"] == 2
+    assert ag["device_time_s"] == pytest.approx(400e-9)
+
+
+def test_cpu_events_take_their_device_from_device_ordinal_not_the_thread():
+    rows = [
+        ("/host:CPU", "tf_XLAPjRtCpuClient/1", "all_gather.3", 0.0, 50.0, "all_gather.3", "jit_f", 0),
+        ("/host:CPU", "tf_XLAPjRtCpuClient/1", "all_gather.3", 100.0, 20.0, "all_gather.3", "jit_f", 1),
+        ("/host:CPU", "tf_XLAPjRtCpuClient/2", "Rendezvous", 0.0, 40.0, None, None, None),
+        ("/host:CPU", "tf_XLAPjRtCpuClient/2", "ThunkExecutor::Execute", 0.0, 40.0, None, None, 1),
+    ]
+    ops = device_ops(_events(rows))
+    assert list(ops["device"]) == [0, 1] and list(ops["iteration"]) == [0, 0]
+    s = op_steps(ops).iloc[0]
+    # device 1 arrived last (100 ns) and ended last (120 ns)
+    assert s["op_time_s"] == pytest.approx(20e-9) and s["arrival_skew_s"] == pytest.approx(100e-9)
+
+
+def test_unreadable_trace_is_a_clear_error(tmp_path):
+    bad = tmp_path / "x.xplane.pb"
+    bad.write_bytes(b"\x00not a protobuf at all" * 10)
+    with pytest.raises(TraceError, match="x.xplane.pb"):
+        read_xplane(bad)
