@@ -63,8 +63,10 @@ def _hlo_rows(r: dict) -> tuple[list[dict], str | None]:
     path = Path(r["job_dir"]) / rel
     try:
         text = path.read_text()
-        device_ids = np.asarray((r.get("experiment") or {}).get("mesh", {}).get("device_ids"))
-        axis_names = list(((r.get("experiment") or {}).get("mesh") or {}).get("axes") or {})
+        mesh_axes = ((r.get("experiment") or {}).get("mesh") or {}).get("axes") or {}
+        axis_names = list(mesh_axes)
+        # HLO replica groups number devices by their position in the mesh, not by device id.
+        device_ids = np.arange(int(np.prod(list(mesh_axes.values())))).reshape(list(mesh_axes.values()) or [0])
         colls = hlo_parser.parse_collectives(text, num_devices=int(device_ids.size) or None)
     except (OSError, UnicodeDecodeError, hlo_parser.HloParseError) as exc:
         return [], f"{path}: {exc}"

@@ -1,0 +1,477 @@
+"""The scaling book's sharding notation: parse, print, check against a mesh, and convert
+to and from ``jax.sharding.PartitionSpec``.
+
+Grammar (ASCII; the Unicode ``·`` and ``→`` are accepted too)::
+
+    array      A[I_X, J]   A[I_XY, J]   [B_X, D_Y]   C[I, K]{U_X}     (the name is optional)
+    collective AllGather_X(A[I_X, J])      AllGather_XY(...)     AllReduce_Y(...)
+               ReduceScatter_{X,K}(C[I, K]{U_X})   AllToAll_{X,J}(A[I_X, J])
+               (parentheses optional; ``-> result`` optional and checked)
+    matmul     A[I, J_X] * B[J_X, K] -> C[I, K]    (``*``, ``·`` or ``@``; ``*_J`` names the
+               contracting dim; the output is optional)
+
+Names: a dim is a letter followed by letters or digits (``B``, ``D``, ``E1``, ``Batch``); a
+mesh axis is ONE capital letter, so the subscript ``_XY`` means axes X then Y (X major).
+A subscript may be braced: ``I_{XY}``. Collective names are case-insensitive.
+
+Every invalid input raises :class:`NotationError` (a ``ValueError``), quoting the part at fault.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Sequence
+
+__all__ = ["NotationError", "Dim", "Array", "Collective", "Matmul", "parse", "format_expr",
+           "check", "to_partition_spec", "from_partition_spec", "mesh_sizes"]
+
+
+class NotationError(ValueError):
+    """Invalid user input (an expression, mesh, dims, topology or hardware choice); the
+    message quotes the offending part."""
+
+
+_AXIS = re.compile(r"[A-Z]")
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*\Z")
+KINDS = {"allgather": "AllGather", "reducescatter": "ReduceScatter",
+         "allreduce": "AllReduce", "alltoall": "AllToAll"}
+
+
+@dataclass(frozen=True)
+class Dim:
+    """One array dimension and the mesh axes that shard it (major first)."""
+    name: str
+    axes: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return self.name + ("_" + "".join(self.axes) if self.axes else "")
+
+
+@dataclass(frozen=True)
+class Array:
+    """A sharded array: its dims, optional name, and the axes it is unreduced over."""
+    dims: tuple[Dim, ...]
+    name: str | None = None
+    unreduced: tuple[str, ...] = ()
+    # Only a matmul's output may repeat a mesh axis (book case 4, "invalid as written"), so
+    # that the cost model can say which input to gather instead of rejecting the expression.
+    loose: bool = field(default=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        where = str(self)
+        if not self.dims:
+            raise NotationError(f"{where}: an array needs at least one dim")
+        names = [d.name for d in self.dims]
+        for n in names:
+            if names.count(n) > 1:
+                raise NotationError(f"{where}: dim {n} appears twice")
+        seen: dict[str, str] = {}
+        for d in self.dims:
+            if len(set(d.axes)) != len(d.axes):
+                raise NotationError(f"{where}: a mesh axis repeats in the subscript of {d.name}")
+            for a in d.axes:
+                if a in seen and not self.loose:
+                    raise NotationError(f"{where}: mesh axis {a} is used twice ({seen[a]} and {d.name}); "
+                                        "a mesh axis may shard at most one dim")
+                seen[a] = d.name
+        for a in self.unreduced:
+            if a in seen:
+                raise NotationError(f"{where}: mesh axis {a} both shards {seen[a]} and is unreduced")
+            if self.unreduced.count(a) > 1:
+                raise NotationError(f"{where}: unreduced axis {a} is listed twice")
+
+    def __str__(self) -> str:
+        text = (self.name or "") + "[" + ", ".join(map(str, self.dims)) + "]"
+        return text + ("{U_" + "".join(self.unreduced) + "}" if self.unreduced else "")
+
+    @property
+    def axes(self) -> tuple[str, ...]:
+        """Every mesh axis that shards a dim, in dim order."""
+        return tuple(a for d in self.dims for a in d.axes)
+
+    def dim(self, name: str) -> Dim:
+        for d in self.dims:
+            if d.name == name:
+                return d
+        raise NotationError(f"{self}: has no dim {name}")
+
+    def dim_of(self, axis: str) -> str | None:
+        """The dim sharded over ``axis``, or None."""
+        return next((d.name for d in self.dims if axis in d.axes), None)
+
+    def with_axes(self, dim: str, axes: Sequence[str]) -> "Array":
+        return replace(self, dims=tuple(Dim(d.name, tuple(axes)) if d.name == dim else d for d in self.dims))
+
+    def without_axes(self, axes: Sequence[str]) -> "Array":
+        return replace(self, dims=tuple(Dim(d.name, tuple(a for a in d.axes if a not in axes)) for d in self.dims))
+
+    def local_elements(self, mesh: Mapping[str, int], sizes: Mapping[str, int]) -> int:
+        """Elements one device holds (global dims divided by their shard counts)."""
+        n = 1
+        for d in self.dims:
+            n *= sizes[d.name] // _prod(mesh[a] for a in d.axes)
+        return n
+
+
+@dataclass(frozen=True)
+class Collective:
+    """``Kind_axes(operand)``; ``dim`` is the dim ReduceScatter scatters / AllToAll moves to."""
+    kind: str
+    axes: tuple[str, ...]
+    operand: Array
+    dim: str | None = None
+    written_result: Array | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS.values():
+            raise NotationError(f"{self.kind!r} is not a collective (one of {', '.join(KINDS.values())})")
+        if not self.axes or len(set(self.axes)) != len(self.axes):
+            raise NotationError(f"{self._head()}: needs distinct mesh axes")
+        if self.kind in ("ReduceScatter", "AllToAll") and self.dim is None:
+            raise NotationError(f"{self._head()}: name the dim, e.g. {self.kind}_{{{''.join(self.axes)},K}}")
+        if self.kind in ("AllGather", "AllReduce") and self.dim is not None:
+            raise NotationError(f"{self._head()}: {self.kind} takes no dim")
+        res = self.result()  # validates the operand against the kind
+        if self.written_result is not None and _shape_key(self.written_result) != _shape_key(res):
+            raise NotationError(f"{self}: the result is {_unnamed(res)}, not {self.written_result}")
+
+    def _head(self) -> str:
+        sub = "".join(self.axes)
+        return f"{self.kind}_{{{sub},{self.dim}}}" if self.dim else f"{self.kind}_{sub}"
+
+    def __str__(self) -> str:
+        text = f"{self._head()}({self.operand})"
+        return text + (f" -> {self.written_result}" if self.written_result is not None else "")
+
+    def result(self) -> Array:
+        """The array after the collective (raises NotationError if it does not apply)."""
+        op, k = self.operand, self.kind
+        if k in ("AllGather", "AllToAll"):
+            missing = [a for a in self.axes if op.dim_of(a) is None]
+            if missing:
+                raise NotationError(f"{self}: {op} is not sharded over {''.join(missing)}")
+        else:
+            missing = [a for a in self.axes if a not in op.unreduced]
+            if missing:
+                raise NotationError(f"{self}: {op} is not unreduced over {''.join(missing)} "
+                                    f"(an unreduced array is written like C[I, K]{{U_X}})")
+        if self.dim is not None:
+            op.dim(self.dim)  # raises if absent
+        if k == "AllGather":
+            return op.without_axes(self.axes)
+        if k == "AllReduce":
+            return replace(op, unreduced=tuple(a for a in op.unreduced if a not in self.axes))
+        if k == "ReduceScatter":
+            out = replace(op, unreduced=tuple(a for a in op.unreduced if a not in self.axes))
+            return out.with_axes(self.dim, op.dim(self.dim).axes + self.axes)
+        if any(op.dim_of(a) == self.dim for a in self.axes):
+            raise NotationError(f"{self}: {self.dim} is already sharded over those axes")
+        out = op.without_axes(self.axes)
+        return out.with_axes(self.dim, out.dim(self.dim).axes + self.axes)
+
+
+@dataclass(frozen=True)
+class Matmul:
+    """``lhs * rhs -> out``: dims named in both inputs and absent from ``out`` are contracted."""
+    lhs: Array
+    rhs: Array
+    out: Array | None = None
+    contract: str | None = None
+
+    def __post_init__(self) -> None:
+        shared = [d.name for d in self.lhs.dims if d.name in {e.name for e in self.rhs.dims}]
+        if self.contract is not None and self.contract not in shared:
+            raise NotationError(f"{self}: contracting dim {self.contract} is not in both inputs")
+        if self.out is not None:
+            free = {d.name for d in self.lhs.dims + self.rhs.dims} - set(self.contracting)
+            got = {d.name for d in self.out.dims}
+            if got != free:
+                raise NotationError(f"{self}: the output's dims should be {sorted(free)}, got {sorted(got)}")
+        for a in self.out.axes if self.out is not None else ():
+            owners = [d.name for d in self.out.dims if a in d.axes]
+            if len(owners) > 1 and not (self.lhs.dim_of(a) in owners and self.rhs.dim_of(a) in owners):
+                raise NotationError(f"{self}: the output uses mesh axis {a} twice ({' and '.join(owners)})")
+        both = set(self.lhs.unreduced) & set(self.rhs.unreduced)
+        if both:
+            raise NotationError(f"{self}: both inputs are unreduced over {''.join(sorted(both))}; "
+                                "a product of partial sums is not a partial sum")
+
+    @property
+    def contracting(self) -> tuple[str, ...]:
+        shared = [d.name for d in self.lhs.dims if d.name in {e.name for e in self.rhs.dims}]
+        if self.contract is not None:
+            return (self.contract,)
+        if self.out is None:
+            return tuple(shared)
+        return tuple(n for n in shared if n not in {d.name for d in self.out.dims})
+
+    def __str__(self) -> str:
+        dot = f" *_{self.contract} " if self.contract else " * "
+        return f"{self.lhs}{dot}{self.rhs}" + (f" -> {self.out}" if self.out is not None else "")
+
+
+Expr = Array | Collective | Matmul
+
+
+def _prod(xs) -> int:
+    n = 1
+    for x in xs:
+        n *= x
+    return n
+
+
+def _shape_key(a: Array):
+    return (a.dims, tuple(sorted(a.unreduced)))
+
+
+def _unnamed(a: Array) -> str:
+    return str(replace(a, name=None))
+
+
+def replace_unreduced(arr: Array, unreduced: Sequence[str]) -> Array:
+    """The same array, unreduced over ``unreduced`` instead."""
+    return replace(arr, unreduced=tuple(unreduced))
+
+
+def format_expr(expr: Expr, unicode: bool = False) -> str:
+    """Print an expression in the book's notation (ASCII by default; ``·``/``→`` if unicode)."""
+    text = str(expr)
+    return text.replace(" -> ", " → ").replace(" *", " ·") if unicode else text
+
+
+# ---------------------------------------------------------------- parser
+_TOKEN = re.compile(r"\s*(?:(?P<name>[A-Za-z][A-Za-z0-9]*)|(?P<arrow>->|→)|(?P<dot>[*·⋅@])|(?P<punct>[\[\](){},_]))")
+
+
+def _tokenize(text: str) -> list[tuple[str, str, int]]:
+    toks, pos = [], 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            rest = text[pos:].lstrip()
+            if not rest:
+                break
+            bad = len(text) - len(rest)
+            raise NotationError(f"unexpected {text[bad]!r} at column {bad + 1} in {text!r}")
+        kind = m.lastgroup
+        toks.append((kind, m.group(kind), m.start(kind)))
+        pos = m.end()
+    return toks
+
+
+class _Parser:
+    def __init__(self, text: str):
+        self.text, self.toks, self.i = text, _tokenize(text), 0
+
+    def peek(self, k: int = 0) -> tuple[str, str, int]:
+        j = self.i + k
+        return self.toks[j] if j < len(self.toks) else ("end", "", len(self.text))
+
+    def fail(self, what: str) -> NotationError:
+        _, val, pos = self.peek()
+        got = repr(val) if val else "the end"
+        return NotationError(f"expected {what} but found {got} at column {pos + 1} in {self.text!r}")
+
+    def take(self, val: str) -> None:
+        if self.peek()[1] != val:
+            raise self.fail(repr(val))
+        self.i += 1
+
+    def name(self, what: str = "a name") -> str:
+        kind, val, _ = self.peek()
+        if kind != "name":
+            raise self.fail(what)
+        self.i += 1
+        return val
+
+    def axes(self) -> tuple[str, ...]:
+        """After '_': ``XY`` or ``{XY}`` (each capital letter one mesh axis)."""
+        braced = self.peek()[1] == "{"
+        if braced:
+            self.i += 1
+        pos = self.peek()[2]
+        word = self.name("mesh axes (capital letters)")
+        if not all(_AXIS.fullmatch(c) for c in word):
+            raise NotationError(f"mesh axis names are single capital letters; {word!r} at column {pos + 1} "
+                                f"in {self.text!r} is not")
+        if braced:
+            self.take("}")
+        return tuple(word)
+
+    def array(self, loose: bool = False) -> Array:
+        name = self.name() if self.peek()[0] == "name" else None
+        self.take("[")
+        dims = [self.dim()]
+        while self.peek()[1] == ",":
+            self.i += 1
+            dims.append(self.dim())
+        self.take("]")
+        unreduced: tuple[str, ...] = ()
+        if self.peek()[1] == "{":
+            self.i += 1
+            while True:
+                if self.name("U (as in {U_X})") != "U":
+                    raise NotationError(f"the unreduced suffix is written {{U_X}} in {self.text!r}")
+                self.take("_")
+                unreduced += self.axes()
+                if self.peek()[1] != ",":
+                    break
+                self.i += 1
+            self.take("}")
+        return Array(tuple(dims), name, unreduced, loose)
+
+    def dim(self) -> Dim:
+        name = self.name("a dim name")
+        if self.peek()[1] == "_":
+            self.i += 1
+            return Dim(name, self.axes())
+        return Dim(name)
+
+    def collective(self, kind: str) -> Collective:
+        self.i += 1
+        self.take("_")
+        dim = None
+        if self.peek()[1] == "{":
+            self.i += 1
+            axes = self.axes()
+            if self.peek()[1] == ",":
+                self.i += 1
+                dim = self.name("a dim name")
+            self.take("}")
+        else:
+            axes = self.axes()
+        paren = self.peek()[1] == "("
+        if paren:
+            self.i += 1
+        operand = self.array()
+        if paren:
+            self.take(")")
+        result = self.result()
+        return Collective(kind, axes, operand, dim, result)
+
+    def result(self) -> Array | None:
+        if self.peek()[0] == "arrow":
+            self.i += 1
+            return self.array()
+        return None
+
+    def expr(self) -> Expr:
+        kind, val, _ = self.peek()
+        if kind == "name" and val.lower() in KINDS and self.peek(1)[1] == "_":
+            out: Expr = self.collective(KINDS[val.lower()])
+        else:
+            lhs = self.array()
+            if self.peek()[0] == "dot":
+                self.i += 1
+                contract = None
+                if self.peek()[1] == "_":
+                    self.i += 1
+                    braced = self.peek()[1] == "{"
+                    self.i += braced
+                    contract = self.name("the contracting dim")
+                    if braced:
+                        self.take("}")
+                rhs = self.array()
+                out = Matmul(lhs, rhs, self._matmul_out(), contract)
+            else:
+                out = lhs
+        if self.peek()[0] != "end":
+            raise self.fail("the end of the expression")
+        return out
+
+    def _matmul_out(self) -> Array | None:
+        if self.peek()[0] != "arrow":
+            return None
+        self.i += 1
+        return self.array(loose=True)
+
+
+def parse(text: str) -> Expr:
+    """Parse an array, collective or matmul written in the book's notation."""
+    if not isinstance(text, str) or not text.strip():
+        raise NotationError("empty expression")
+    return _Parser(text).expr()
+
+
+# ---------------------------------------------------------------- mesh checks
+def mesh_sizes(mesh: Any) -> dict[str, int]:
+    """``{'X': 4, ...}`` from a mapping or a ``jax.sharding.Mesh`` (its ``.shape``)."""
+    shape = getattr(mesh, "shape", mesh)
+    try:
+        return {str(k): int(v) for k, v in dict(shape).items()}
+    except (TypeError, ValueError) as err:
+        raise NotationError(f"not a mesh: {mesh!r}") from err
+
+
+def arrays_of(expr: Expr) -> list[Array]:
+    """Every array an expression mentions (a collective's result included)."""
+    if isinstance(expr, Array):
+        return [expr]
+    if isinstance(expr, Collective):
+        return [expr.operand, expr.result()]
+    return [expr.lhs, expr.rhs] + ([expr.out] if expr.out is not None else [])
+
+
+def check(expr: Expr, mesh: Any, sizes: Mapping[str, int] | None = None) -> None:
+    """Check an expression against a mesh (every axis exists) and, given global dim sizes,
+    that every dim has a size divisible by its number of shards."""
+    m = mesh_sizes(mesh)
+    for arr in arrays_of(expr):
+        for a in arr.axes + arr.unreduced:
+            if a not in m:
+                raise NotationError(f"{arr}: mesh axis {a} is not in the mesh "
+                                    f"({', '.join(f'{k}={v}' for k, v in m.items())})")
+        if sizes is None:
+            continue
+        for d in arr.dims:
+            if d.name not in sizes:
+                raise NotationError(f"{arr}: dim {d.name} has no size (give it, e.g. {d.name}=1024)")
+            shards = _prod(m[a] for a in d.axes)
+            if sizes[d.name] <= 0 or sizes[d.name] % shards:
+                raise NotationError(f"{arr}: dim {d.name}={sizes[d.name]} is not divisible by its "
+                                    f"{shards} shards over {''.join(d.axes) or 'no axis'}")
+
+
+# ---------------------------------------------------------------- PartitionSpec
+def to_partition_spec(arr: Array | str, mesh: Any = None):
+    """``A[I_XY, J]`` -> ``PartitionSpec(('X', 'Y'), None)``; ``{U_X}`` -> ``unreduced={'X'}``.
+    Given a mesh, its axes are checked first. Imports jax only when called."""
+    from jax.sharding import PartitionSpec
+
+    arr = parse(arr) if isinstance(arr, str) else arr
+    if not isinstance(arr, Array) or arr.loose:
+        raise NotationError(f"{arr}: only a valid array has a PartitionSpec")
+    if mesh is not None:
+        check(arr, mesh)
+    entries = [None if not d.axes else d.axes[0] if len(d.axes) == 1 else tuple(d.axes) for d in arr.dims]
+    if arr.unreduced:
+        return PartitionSpec(*entries, unreduced=set(arr.unreduced))
+    return PartitionSpec(*entries)
+
+
+def from_partition_spec(spec: Any, dims: Sequence[str], name: str | None = None, mesh: Any = None) -> Array:
+    """``PartitionSpec(('X', 'Y'), None)`` with dims ``('I', 'J')`` -> ``A[I_XY, J]``. A spec
+    shorter than ``dims`` leaves the trailing dims replicated, as in JAX."""
+    # jax refuses tuple(spec) when the spec carries unreduced axes; `.partitions` is its accessor.
+    entries = tuple(getattr(spec, "partitions", spec))
+    if len(entries) > len(dims):
+        raise NotationError(f"{spec}: has {len(entries)} entries for {len(dims)} dims {list(dims)}")
+    out = []
+    for i, dname in enumerate(dims):
+        e = entries[i] if i < len(entries) else None
+        axes = () if e is None else (e,) if isinstance(e, str) else tuple(e)
+        for a in axes:
+            if not isinstance(a, str) or not _AXIS.fullmatch(a):
+                raise NotationError(f"{spec}: mesh axis {a!r} is not a single capital letter, "
+                                    "which this notation needs")
+        if not isinstance(dname, str) or not _NAME.match(dname):
+            raise NotationError(f"dim name {dname!r} is not a letter followed by letters or digits")
+        out.append(Dim(dname, axes))
+    order = list(mesh_sizes(mesh)) if mesh is not None else []
+    # A frozenset in jax: print it in mesh order (else alphabetically) so the result is stable.
+    unreduced = sorted(getattr(spec, "unreduced", ()) or (),
+                       key=lambda a: (order.index(a) if a in order else len(order), a))
+    arr = Array(tuple(out), name, tuple(unreduced))
+    if mesh is not None:
+        check(arr, mesh)
+    return arr

@@ -1,0 +1,218 @@
+"""The book's cost model, checked against values derived by hand from its formulas.
+
+Constants used below (conf/hardware): v4p W_bidi = 9e10 B/s, T_min = 1e-6 s, C(bf16) =
+2.75e14; v5e W_bidi = 9e10, W_unidir = 4.5e10; H100 W (NVLink egress) = 4.5e11.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from analysis.hardware import load_hardware, wraparound_for
+from analysis.model import compare_q4_strategies, predict_collective, predict_expr
+from analysis.notation import NotationError
+
+V4P, V5E, H100 = load_hardware("tpu_v4p"), load_hardware("tpu_v5e"), load_hardware("h100")
+CUBE = {"X": 4, "Y": 4, "Z": 4}
+rel = dict(rel=1e-9)
+
+
+def test_question2_allgather_x_is_bandwidth_bound():
+    # AllGather_X([B_X, D_Y]) on v4p 4x4x4, B=1024, D=4096, bf16. Each device ends with the
+    # array gathered over X within its Y shard: bf16[1024, 4096/4] = 2 * 1024 * 1024 =
+    # 2,097,152 B (seed 000: "2 MB per Y-shard"). X=4 wraps around (multiple of 4):
+    # T = max(1e-6 * 4/2, 2097152 / 9e10) = max(2 us, 23.30 us) = 23.30 us.
+    c = predict_expr("AllGather_X([B_X, D_Y])", CUBE, {"B": 1024, "D": 4096}, "bfloat16", V4P, "4x4x4")
+    p = c.prediction
+    assert p.V_bytes == 2 * 1024 * 1024
+    assert p.time_s == pytest.approx(2097152 / 9e10, **rel)
+    assert p.latency_time_s == pytest.approx(2e-6, **rel)
+    assert (p.regime, p.topology, p.hops) == ("bandwidth", "ring", 2)
+    assert c.result == "[B, D_Y]"
+
+
+def test_question3_tiny_allgather_is_latency_bound():
+    # AllGather_X([B_X]), B=128 bf16: V = 256 B; bandwidth 256/9e10 = 2.8 ns; a ring of 4
+    # needs 4/2 = 2 hops of 1 us -> 2 us, latency-bound.
+    p = predict_expr("AllGather_X([B_X])", CUBE, {"B": 128}, "bfloat16", V4P, "4x4x4").prediction
+    assert p.V_bytes == 256
+    assert p.time_s == pytest.approx(2e-6, **rel)
+    assert p.regime == "latency"
+
+
+def test_question2_two_axis_gather_doubles_bandwidth():
+    # AllGather_XY([B_X, D_Y]): V = bf16[1024, 4096] = 8,388,608 B over k=2 rings:
+    # max(1e-6 * (4+4)/2, 8388608 / (9e10 * 2)) = max(4 us, 46.60 us).
+    p = predict_expr("AllGather_XY([B_X, D_Y])", CUBE, {"B": 1024, "D": 4096}, "bfloat16", V4P, "4x4x4").prediction
+    assert p.V_bytes == 8 * 2**20
+    assert p.time_s == pytest.approx(8388608 / 1.8e11, **rel)
+    assert p.latency_time_s == pytest.approx(4e-6, **rel)
+
+
+def test_question2_allreduce_z_and_allreduce_is_twice_allgather():
+    # AllReduce_Z([B_X, D_Y]{U_Z}): V = the per-device input bf16[256, 1024] = 524,288 B;
+    # AllReduce = ReduceScatter + AllGather = 2 * 524288 / 9e10 = 11.65 us.
+    p = predict_expr("AllReduce_Z([B_X, D_Y]{U_Z})", CUBE, {"B": 1024, "D": 4096}, "bfloat16", V4P, "4x4x4").prediction
+    assert p.V_bytes == 524288
+    assert p.time_s == pytest.approx(2 * 524288 / 9e10, **rel)
+    for sizes in ([4], [4, 4], [2]):
+        for V in (1e3, 1e8):  # both regimes: latency and bandwidth each double
+            ag = predict_collective("all_gather", V, sizes, V4P)
+            ar = predict_collective("AllReduce", V, sizes, V4P)
+            assert ar.time_s == pytest.approx(2 * ag.time_s, **rel)
+
+
+def test_pop_quiz2_line_without_wraparound_vs_ring():
+    # v5e mesh {X: 8, Y: 4}, AllGather_Y([E_Y, F]), E=2048, F=8192 bf16: V = 33,554,432 B.
+    # v5e wraps only an axis of 16, so Y=4 is a line: (N-1) * (V/N) / W_unidir
+    # = 3 * 8388608 / 4.5e10 = 559.24 us; the book's ring formula gives V / 9e10 = 372.83 us.
+    expr, mesh = "AllGather_Y([E_Y, F])", {"X": 8, "Y": 4}
+    p = predict_expr(expr, mesh, {"E": 2048, "F": 8192}, "bfloat16", V5E).prediction
+    assert p.topology == "line" and p.regime == "bandwidth"
+    assert p.time_s == pytest.approx(3 * 33554432 / 4 / 4.5e10, **rel)
+    assert p.book_time_s == pytest.approx(33554432 / 9e10, **rel)
+    assert p.time_s / p.book_time_s == pytest.approx(2 * 3 / 4)  # "about 2x": 2(N-1)/N
+    assert "wraparound" in p.note
+    # E=F=256: V = 131,072 B; bandwidth 3 * 32768 / 4.5e10 = 2.18 us; the line's 3 hops
+    # of 1 us dominate -> 3 us, latency-bound (a ring would need 2 hops).
+    p = predict_expr(expr, mesh, {"E": 256, "F": 256}, "bfloat16", V5E).prediction
+    assert (p.time_s, p.regime) == (pytest.approx(3e-6), "latency")
+    # The same gather over an axis of 16 on v5e is a ring: V / W_bidi.
+    p16 = predict_collective("all_gather", 33554432, [16], V5E)
+    assert p16.topology == "ring" and p16.time_s == pytest.approx(33554432 / 9e10, **rel)
+
+
+def test_alltoall_is_a_quarter_of_allgather_on_a_ring():
+    # 1-D ring: V / (4 W); N-D: V * max(N_i) / (4 * N * W) -> on 4x4, V * 4 / (4 * 16 * W) = V / (16 W).
+    V = 1e9
+    ag = predict_collective("all_gather", V, [16], V5E)
+    a2a = predict_collective("all_to_all", V, [16], V5E)
+    assert a2a.time_s == pytest.approx(ag.time_s / 4, **rel) == pytest.approx(V / (4 * 9e10), **rel)
+    assert predict_collective("all_to_all", V, [4, 4], V4P).time_s == pytest.approx(V / (16 * 9e10), **rel)
+
+
+def test_gpu_switch_formulas():
+    # 8 GPUs, W = 4.5e11: AllGather V*7/(8W); AllToAll V*7/(64W); AllReduce 2x AllGather.
+    V = 1e9
+    ag = predict_collective("all_gather", V, [8], H100)
+    assert ag.topology == "switch" and ag.time_s == pytest.approx(V * 7 / (8 * 4.5e11), **rel)
+    assert predict_collective("reduce_scatter", V, [8], H100).time_s == pytest.approx(ag.time_s, **rel)
+    assert predict_collective("all_to_all", V, [8], H100).time_s == pytest.approx(V * 7 / (64 * 4.5e11), **rel)
+    assert predict_collective("all_reduce", V, [8], H100).time_s == pytest.approx(2 * ag.time_s, **rel)
+
+
+def test_host_uses_the_ring_formula_with_caller_constants():
+    cpu = load_hardware("cpu")
+    with pytest.raises(NotationError, match="hop_latency_s"):
+        predict_collective("all_gather", 1e6, [8], cpu)
+    fitted = dataclasses.replace(cpu, link_bw_bidir_Bps=2e9, hop_latency_s=2e-5)
+    # max(2e-5 * 8/2, 1e6 / 2e9) = max(80 us, 500 us)
+    p = predict_collective("all_gather", 1e6, [8], fitted)
+    assert p.time_s == pytest.approx(5e-4, **rel) and p.topology == "ring"
+
+
+def test_wraparound_rules_and_topology():
+    assert wraparound_for(V4P, [4, 4, 4], "4x4x4") == [True, True, True]
+    assert wraparound_for(V4P, [2, 4]) == [False, True]
+    assert wraparound_for(V5E, [8, 16], "8x16") == [False, True]
+    assert wraparound_for(load_hardware("tpu_v3"), [4, 8]) == [True, True]
+    with pytest.raises(NotationError, match="4x8"):
+        wraparound_for(V4P, [4, 4], "4x8")
+
+
+def test_load_hardware_by_path_reads_unsigned_exponents(tmp_path):
+    # PyYAML would read 4.5e10 as a string; the loader must make it a float.
+    f = tmp_path / "chip.yaml"
+    f.write_text("name: chip\nkind: tpu\ninterconnect: torus\nwraparound: always\n"
+                 "link_bw_bidir_Bps: 4.5e10\nhop_latency_s: 1.0e-6\nflops_per_s: {bfloat16: 1e14}\n")
+    hw = load_hardware(str(f))
+    assert hw.link_bw_bidir_Bps == 4.5e10 and hw.flops("bfloat16") == 1e14
+    with pytest.raises(NotationError, match="unknown hardware"):
+        load_hardware("no_such_chip")
+
+
+# Matmuls on v4p, mesh {X: 4, Y: 4}, I=1024, J=2048, K=4096, bf16. FLOPs = 2*I*J*K = 1.718e10.
+MESH, DIMS = {"X": 4, "Y": 4}, {"I": 1024, "J": 2048, "K": 4096}
+FLOPS = 2 * 1024 * 2048 * 4096
+
+
+def mm(expr: str):
+    return predict_expr(expr, MESH, DIMS, "bfloat16", V4P)
+
+
+def test_case1_no_communication():
+    # All 16 devices do distinct work: T_math = FLOPS / (16 * 2.75e14) = 3.90 us.
+    r = mm("A[I_X, J] * B[J, K_Y] -> C[I_X, K_Y]")
+    assert (r.case, r.collectives, r.T_comms_s) == (1, (), 0)
+    assert r.flops == FLOPS and r.devices == 16
+    assert r.T_math_s == pytest.approx(FLOPS / (16 * 2.75e14), **rel)
+
+
+def test_case2_gathers_the_sharded_input():
+    # AllGather_X(A[I, J_X]): V = bf16[1024, 2048] = 4 MiB -> 4194304 / 9e10 = 46.60 us; every
+    # device then does the whole matmul: T_math = FLOPS / 2.75e14 = 62.47 us (compute-bound).
+    r = mm("A[I, J_X] * B[J, K] -> C[I, K]")
+    assert r.case == 2 and [c.expression for c in r.collectives] == ["AllGather_X(A[I, J_X])"]
+    assert r.T_comms_s == pytest.approx(4194304 / 9e10, **rel)
+    assert r.T_math_s == pytest.approx(FLOPS / 2.75e14, **rel) and r.bound == "compute"
+    assert r.serial_time_s == pytest.approx(r.T_math_s + r.T_comms_s, **rel)
+    assert any("strategy 2" in a for a in r.alternatives)
+
+
+def test_case3_allreduce_or_reducescatter():
+    # Partial sums C[I, K]{U_X}: V = bf16[1024, 4096] = 8 MiB. AllReduce = 2 * V / W = 186.41 us;
+    # a sharded output needs only the ReduceScatter: V / W = 93.21 us. 4 devices: T_math 15.62 us.
+    r = mm("A[I, J_X] * B[J_X, K] -> C[I, K]")
+    assert r.case == 3 and [c.expression for c in r.collectives] == ["AllReduce_X(C[I, K]{U_X})"]
+    assert r.T_comms_s == pytest.approx(2 * 8388608 / 9e10, **rel) and r.devices == 4
+    assert any("ReduceScatter_{X,K}" in a for a in r.alternatives)
+    r = mm("A[I, J_X] * B[J_X, K] -> C[I, K_X]")
+    assert [c.expression for c in r.collectives] == ["ReduceScatter_{X,K}(C[I, K]{U_X})"]
+    assert r.T_comms_s == pytest.approx(8388608 / 9e10, **rel)
+    assert mm("A[I, J_X] * B[J_X, K] -> C[I, K]{U_X}").collectives == ()
+
+
+def test_case4_gathers_one_input():
+    # Invalid as written: gathering A moves bf16[1024, 2048] = 4 MiB, B bf16[2048, 4096] = 16 MiB,
+    # so gather A (the smaller): 46.60 us. If the output keeps I_X, B must be gathered instead.
+    r = mm("A[I_X, J] * B[J, K_X] -> C[I_X, K_X]")
+    assert r.case == 4 and [c.expression for c in r.collectives] == ["AllGather_X(A[I_X, J])"]
+    assert r.T_comms_s == pytest.approx(4194304 / 9e10, **rel)
+    assert any("AllGather_X(B[J, K_X])" in a for a in r.alternatives)
+    assert any("twice" in n for n in r.notes)
+    r = mm("A[I_X, J] * B[J, K_X] -> C[I_X, K]")
+    assert r.case == 4 and [c.expression for c in r.collectives] == ["AllGather_X(B[J, K_X])"]
+
+
+def test_replicated_output_gathers_the_smaller_side():
+    # C[I, K] from A[I_X, J]: gather A (4 MiB) before, rather than C (8 MiB) after.
+    r = mm("A[I_X, J] * B[J, K] -> C[I, K]")
+    assert [c.expression for c in r.collectives] == ["AllGather_X(A[I_X, J])"]
+
+
+def test_question4_strategies():
+    # B=1024, D=4096, F=8192, X=4, bf16 (2 bytes) on v4p:
+    # strategy 1: max(2BDF/C, 2DF/W) = max(249.89 us, 745.65 us) = 745.65 us
+    # strategy 2: max(2BDF/(XC), 2*2*B*F/W) = max(62.47 us, 372.83 us) = 372.83 us -> 2 wins.
+    # Comms-bound, so the crossover is D > 2B: B* = D/2 = 2048 (strategy 1 still flat there:
+    # 2048 <= b*C/(2W) = 3055.6).
+    q = compare_q4_strategies(1024, 4096, 8192, 4, V4P)
+    assert q.strategy1_time_s == pytest.approx(2 * 4096 * 8192 / 9e10, **rel)
+    assert q.strategy2_time_s == pytest.approx(4 * 1024 * 8192 / 9e10, **rel)
+    assert q.winner == 2 and q.crossover_B == pytest.approx(2048)
+    assert compare_q4_strategies(4096, 4096, 8192, 4, V4P).winner == 1
+    # D=16384: B* = 8192 > 3055.6, so strategy 2 wins at every B.
+    assert compare_q4_strategies(1024, 16384, 8192, 4, V4P).crossover_B is None
+    assert compare_q4_strategies(100_000, 16384, 8192, 4, V4P).winner == 2
+
+
+def test_errors_are_notation_errors():
+    with pytest.raises(NotationError, match="AllGather_Y"):
+        mm("AllGather_Y(A[I_X, J])")
+    with pytest.raises(NotationError, match="unknown collective"):
+        predict_collective("broadcast", 1.0, [4], V4P)
+    with pytest.raises(NotationError, match="auto"):
+        predict_collective("all_gather", 1.0, [4], load_hardware("auto"))
+    assert math.isclose(predict_collective("all_gather", 1e6, [1], V4P).time_s, 0.0)
