@@ -62,10 +62,29 @@ def run(cfg: DictConfig, job_dir: str | Path | None = None) -> dict:
         else:
             result.update(reply.pop("record"))
             result.update(reply)
+    if result["status"] == "ok":
+        result["prediction"] = predict(result)
     result["wall_s"] = time.perf_counter() - t0
     write_json_atomic(job_dir / RESULT_NAME, result)
     _log_line(result, job_dir)
     return result
+
+
+def predict(result: dict) -> dict:
+    """The book's prediction for this run on its hardware, or why there is none."""
+    from analysis.hardware import load_hardware, wraparound_for
+    from analysis.model import predict_collective
+    from analysis.notation import NotationError
+
+    exp = result["experiment"]
+    sizes = [exp["mesh"]["axes"][a] for a in exp["axes"]]
+    try:
+        hw = load_hardware(result["hardware"]["name"])
+        p = predict_collective(exp["op"], exp["V_bytes"], sizes, hw, wraparound_for(hw, sizes))
+    except NotationError as exc:
+        # cpu has no published W or T_min: the report fits them from the sweep instead.
+        return {"time_s": None, "note": str(exc)}
+    return p.to_dict()
 
 
 def _log_line(result: dict, job_dir: Path) -> None:
