@@ -21,11 +21,11 @@ def test_tpu_xla_ops_line_gives_one_interval_per_device_and_iteration():
     for dev in range(4):
         for it in range(3):
             t0 = 1000 * it + 10 * dev  # devices start 0, 10, 20, 30 ns apart
-            rows.append((f"/device:TPU:{dev}", "XLA Ops", "all-gather.1", t0, 100.0, None, None, None))
-            rows.append((f"/device:TPU:{dev}", "XLA Ops", "fusion.2", t0 + 200, 50.0, None, None, None))
-        rows.append((f"/device:TPU:{dev}", "XLA Modules", "jit_f(123)", 0.0, 3000.0, None, None, None))
-        rows.append((f"/device:TPU:{dev}", "Steps", "0", 0.0, 3000.0, None, None, None))
-    rows.append(("/host:CPU", "python", "PjitFunction(f)", 0.0, 10.0, None, None, None))
+            rows.append((f"/device:TPU:{dev}", "XLA Ops", "all-gather.1", t0, 100.0, None, None, None, None))
+            rows.append((f"/device:TPU:{dev}", "XLA Ops", "fusion.2", t0 + 200, 50.0, None, None, None, None))
+        rows.append((f"/device:TPU:{dev}", "XLA Modules", "jit_f(123)", 0.0, 3000.0, None, None, None, None))
+        rows.append((f"/device:TPU:{dev}", "Steps", "0", 0.0, 3000.0, None, None, None, None))
+    rows.append(("/host:CPU", "python", "PjitFunction(f)", 0.0, 10.0, None, None, None, None))
     ops = device_ops(_events(rows))
     assert set(ops["hlo_op"]) == {"all-gather.1", "fusion.2"}  # module and step lines are not ops
     ag = ops[ops["hlo_op"] == "all-gather.1"]
@@ -45,10 +45,10 @@ def test_gpu_stream_kernels_are_attributed_by_hlo_op_stat():
         for it in range(2):
             t0 = 5000.0 * it
             rows.append((f"/device:GPU:{dev}", "Stream #13(Compute)", "ncclDevKernel_AllGather_RING_LL(...)",
-                         t0, 400.0, "all-gather-start.1", "jit_f", None))
-            rows.append((f"/device:GPU:{dev}", "Stream #7(MemcpyH2D)", "MemcpyH2D", t0, 10.0, None, None, None))
+                         t0, 400.0, "all-gather-start.1", "jit_f", None, None))
+            rows.append((f"/device:GPU:{dev}", "Stream #7(MemcpyH2D)", "MemcpyH2D", t0, 10.0, None, None, None, None))
             rows.append((f"/device:GPU:{dev}", "Stream #13(Compute)", "loop_fusion", t0 + 500, 40.0,
-                         "fusion.3", "jit_f", None))
+                         "fusion.3", "jit_f", None, None))
     ops = device_ops(_events(rows))
     assert set(ops["hlo_op"]) == {"all-gather-start.1", "fusion.3"}  # memcpy has no hlo_op: not an op
     assert set(ops["hlo_module"]) == {"jit_f"}
@@ -60,16 +60,34 @@ def test_gpu_stream_kernels_are_attributed_by_hlo_op_stat():
 
 def test_cpu_events_take_their_device_from_device_ordinal_not_the_thread():
     rows = [
-        ("/host:CPU", "tf_XLAPjRtCpuClient/1", "all_gather.3", 0.0, 50.0, "all_gather.3", "jit_f", 0),
-        ("/host:CPU", "tf_XLAPjRtCpuClient/1", "all_gather.3", 100.0, 20.0, "all_gather.3", "jit_f", 1),
-        ("/host:CPU", "tf_XLAPjRtCpuClient/2", "Rendezvous", 0.0, 40.0, None, None, None),
-        ("/host:CPU", "tf_XLAPjRtCpuClient/2", "ThunkExecutor::Execute", 0.0, 40.0, None, None, 1),
+        ("/host:CPU", "tf_XLAPjRtCpuClient/1", "all_gather.3", 0.0, 50.0, "all_gather.3", "jit_f", 0, None),
+        ("/host:CPU", "tf_XLAPjRtCpuClient/1", "all_gather.3", 100.0, 20.0, "all_gather.3", "jit_f", 1, None),
+        ("/host:CPU", "tf_XLAPjRtCpuClient/2", "Rendezvous", 0.0, 40.0, None, None, None, None),
+        ("/host:CPU", "tf_XLAPjRtCpuClient/2", "ThunkExecutor::Execute", 0.0, 40.0, None, None, 1, None),
     ]
     ops = device_ops(_events(rows))
     assert list(ops["device"]) == [0, 1] and list(ops["iteration"]) == [0, 0]
     s = op_steps(ops).iloc[0]
     # device 1 arrived last (100 ns) and ended last (120 ns)
     assert s["op_time_s"] == pytest.approx(20e-9) and s["arrival_skew_s"] == pytest.approx(100e-9)
+
+
+def test_gpu_kernels_of_one_launch_are_one_execution():
+    # As seen on an H100 (jax 0.11.2): a cuBLAS matmul `custom-call.1` runs a Memset then the
+    # GEMM kernel; both carry the launch's scope_range_id. Two iterations, launches 658 and 660.
+    rows = []
+    for it, scope in enumerate((658, 660)):
+        t0 = 2_000_000.0 * it
+        rows.append(("/device:GPU:0", "Stream #14(Compute,Memset)", "Memset 3", t0, 800.0,
+                     "custom-call.1", "jit_f", None, scope))
+        rows.append(("/device:GPU:0", "Stream #14(Compute,Memset)", "nvjet_sm90_tst_256x128", t0 + 244_000,
+                     1_193_000.0, "custom-call.1", "jit_f", None, scope))
+    ops = device_ops(_events(rows))
+    assert list(ops["iteration"]) == [0, 1] and list(ops["kernels"]) == [2, 2]
+    steps = op_steps(ops)
+    # device time = 800 + 1,193,000 ns; the 243 us host gap between the kernels is not counted
+    assert steps["device_time_s"].to_numpy() == pytest.approx([1_193_800e-9] * 2)
+    assert steps["op_time_s"].to_numpy() == pytest.approx([1_193_800e-9] * 2)
 
 
 def test_unreadable_trace_is_a_clear_error(tmp_path):
