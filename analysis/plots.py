@@ -54,12 +54,13 @@ def bandwidth_vs_bytes(points: pd.DataFrame, curves: pd.DataFrame, crossovers: p
     fig, ax = plt.subplots(figsize=(8, 5.5))
     _draw(ax, points, curves, "busbw_Bps", palette)
     for row in crossovers.itertuples():
-        ax.axvline(row.V_bytes, color=palette.get(row.family, "grey"), linestyle=":", lw=1)
-        ax.annotate(f"crossover {row.label}", (row.V_bytes, ax.get_ylim()[0]), rotation=90, fontsize=7,
-                    va="bottom", ha="right", color=palette.get(row.family, "grey"))
+        color = palette.get(row.family, "grey")
+        ax.axvline(row.V_bytes, color=color, linestyle=":", lw=1)
+        ax.text(row.V_bytes, 0.02, f" crossover {row.label}", rotation=90, fontsize=7, va="bottom", ha="right",
+                color=color, transform=ax.get_xaxis_transform())
     for row in ceilings.itertuples():
         ax.axhline(row.Bps, color="black", linestyle="--", lw=1)
-        ax.annotate(row.label, (ax.get_xlim()[0], row.Bps), fontsize=7, va="bottom")
+        ax.text(0.01, row.Bps, row.label, fontsize=7, va="bottom", transform=ax.get_yaxis_transform())
     _log_axes(ax, "bus bandwidth (B/s), nccl-tests convention")
     ax.set_title(title)
     ax.legend(fontsize=7, loc="lower right")

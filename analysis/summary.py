@@ -53,6 +53,7 @@ def _run_columns(r: dict) -> dict:
         "compile_s": (r.get("compile") or {}).get("compile_s"),
         "traced_iter_over_untraced": (r.get("trace") or {}).get("traced_iter_over_untraced"),
         "predicted_time_s": pred.get("time_s"), "predicted_regime": pred.get("regime"),
+        "ceiling_kind": (r.get("ceiling") or {}).get("kind"), "ceiling_Bps": (r.get("ceiling") or {}).get("Bps"),
     }
 
 
@@ -116,6 +117,20 @@ def job_rows(r: dict) -> list[dict]:
     return rows
 
 
+def ceiling_busbw(df: pd.DataFrame) -> pd.Series:
+    """The ceiling on the scale of one device's bus bandwidth.
+
+    ``host_copy``: every virtual CPU device copies through the same memory, so the host's
+    copy bandwidth is shared by all of them. ``link``: a collective over k torus axes uses
+    k links' worth (the book's N_axes factor).
+    """
+    ceiling = pd.to_numeric(df.get("ceiling_Bps"), errors="coerce")
+    devices = pd.to_numeric(df["device_count"], errors="coerce")
+    n_axes = df["axes"].astype(str).str.len().clip(lower=1)
+    return pd.Series(np.where(df.get("ceiling_kind") == "host_copy", ceiling / devices, ceiling * n_axes),
+                     index=df.index, dtype=float)
+
+
 def summary_table(root: str | Path) -> pd.DataFrame:
     """Every job under ``root`` as tidy rows, with bandwidths and profiler perturbation."""
     df = pd.DataFrame([row for r in read_results(root) for row in job_rows(r)])
@@ -128,6 +143,8 @@ def summary_table(root: str | Path) -> pd.DataFrame:
                         for op, g in zip(df["op"], n)], index=df.index, dtype=float)
     df["algbw_Bps"] = df["V_bytes"].astype(float) / df["time_s"].astype(float)
     df["busbw_Bps"] = df["algbw_Bps"] * factor
+    df["ceiling_busbw_Bps"] = ceiling_busbw(df)
+    df["busbw_over_ceiling"] = df["busbw_Bps"] / df["ceiling_busbw_Bps"]
     df["trace_over_untraced"] = df["trace_op_time_s"].astype(float) / df["time_s"].astype(float)
     df["measured_over_predicted"] = df["time_s"].astype(float) / df["predicted_time_s"].astype(float)
     # The row of the collective the experiment asked for (XLA may add others, e.g. in matmuls).

@@ -13,6 +13,7 @@ import numpy as np
 
 from analysis import trace as trace_analysis
 from runner import programs, timing, tracing
+from runner.ceiling import ceiling
 from runner.devices import environment, resolve_hardware
 from runner.spec import check_against_devices
 
@@ -25,6 +26,7 @@ def measure(spec: dict, job_dir: Path, record: dict) -> None:
     devices = jax.devices()
     record["environment"] = environment(jax, devices)
     record["hardware"] = resolve_hardware(spec["hardware"], devices)
+    record["ceiling"] = ceiling(record["hardware"])
     mesh_axes = check_against_devices(spec, len(devices))  # last check before device work
     mesh = jax.make_mesh(tuple(mesh_axes.values()), tuple(mesh_axes))
     op = spec["op"]

@@ -56,6 +56,7 @@ class TimingConf:
     max_iters: int = 2000
     target_rel_ci: float = 0.05  # stop once the median's 95% CI is within +-5% of it
     budget_s: float = 3.0  # per sweep point, timed iterations only
+    iters_per_sample: int = 1
 
 
 @dataclass
@@ -63,7 +64,7 @@ class TraceConf:
     enabled: bool = True
     iters: int = 5
     python_tracer_level: int = 0
-    host_tracer_level: int = 1
+    host_tracer_level: Optional[int] = None  # None: per backend, see conf/config.yaml
 
 
 @dataclass

@@ -90,6 +90,7 @@ def build_spec(cfg: DictConfig) -> dict:
                           f"{c['dtype']} elements ({itemsize} B each)")
     if hw["kind"] not in ("auto", "cpu", "tpu", "gpu"):
         raise ConfigError(f"hardware.kind={hw['kind']!r}: allowed kinds are auto, cpu, tpu, gpu")
+    _check_timing(c["timing"], c["trace"])
     spec = {
         "op": {"name": op["name"], "axes": op_axes, "size_bytes": size_bytes},
         "mesh": {"name": mesh["name"], "axes": dict(axes)},
@@ -103,6 +104,24 @@ def build_spec(cfg: DictConfig) -> dict:
     if len(known) == len(axes):  # fully known mesh: check divisibility now, not in the worker
         check_shapes(spec, known)
     return spec
+
+
+def _check_timing(timing: dict, trace: dict) -> None:
+    rules = [("timing.warmup_min_iters", timing["warmup_min_iters"] >= 1, ">= 1"),
+             ("timing.min_iters", timing["min_iters"] >= 3, ">= 3"),
+             ("timing.max_iters", timing["max_iters"] >= timing["min_iters"], ">= timing.min_iters"),
+             ("timing.target_rel_ci", 0 < timing["target_rel_ci"] < 1, "between 0 and 1 (0.05 = +-5%)"),
+             ("timing.budget_s", timing["budget_s"] > 0, "> 0 seconds"),
+             # bounded: thousands of unblocked CPU collectives deadlocked XLA (DESIGN.md fact 4)
+             ("timing.iters_per_sample", 1 <= timing["iters_per_sample"] <= 64, "from 1 to 64"),
+             ("trace.iters", trace["iters"] >= 1, ">= 1"),
+             ("trace.host_tracer_level", trace["host_tracer_level"] in (None, 0, 1, 2, 3), "null, 0, 1, 2 or 3"),
+             ("trace.python_tracer_level", trace["python_tracer_level"] in (0, 1), "0 or 1")]
+    for key, ok, allowed in rules:
+        if not ok:
+            section, name = key.split(".")
+            value = (timing if section == "timing" else trace)[name]
+            raise ConfigError(f"{key}={value!r}: must be {allowed}")
 
 
 def resolve_mesh(axes: dict[str, int], device_count: int) -> dict[str, int]:

@@ -11,6 +11,11 @@ from pathlib import Path
 
 import jax
 
+# The cheapest host tracer level that keeps every device-op event, per backend. CPU ops are
+# host events (level 0 records none); GPU kernels come from the device tracer (level 0 kept
+# all of them on an H100); TPU is not verified here, so it keeps the safe level.
+HOST_TRACER_LEVEL = {"cpu": 1, "gpu": 0, "tpu": 1}
+
 
 def capture(step, trace_dir: Path, trace: dict) -> dict:
     """Trace ``trace['iters']`` blocked iterations of ``step`` into ``trace_dir``.
@@ -19,8 +24,11 @@ def capture(step, trace_dir: Path, trace: dict) -> dict:
     the time spent writing the trace, and the path of the xplane file written.
     """
     options = jax.profiler.ProfileOptions()
+    host_level = trace["host_tracer_level"]
+    if host_level is None:
+        host_level = HOST_TRACER_LEVEL.get(jax.default_backend(), 1)
     options.python_tracer_level = trace["python_tracer_level"]
-    options.host_tracer_level = trace["host_tracer_level"]
+    options.host_tracer_level = host_level
     trace_dir.mkdir(parents=True, exist_ok=True)
     before = set(trace_dir.glob("plugins/profile/*/*.xplane.pb"))
     jax.profiler.start_trace(str(trace_dir), profiler_options=options)
@@ -38,4 +46,4 @@ def capture(step, trace_dir: Path, trace: dict) -> dict:
     if not written:
         raise RuntimeError(f"jax.profiler wrote no .xplane.pb under {trace_dir}")
     return {"iters": len(walls), "wall_samples_s": walls, "write_s": write_s, "xplane": written[-1],
-            "options": {k: trace[k] for k in ("python_tracer_level", "host_tracer_level")}}
+            "options": {"python_tracer_level": trace["python_tracer_level"], "host_tracer_level": host_level}}

@@ -14,12 +14,14 @@ import multiprocessing as mp
 import os
 import signal
 import sys
+import time
 import traceback
 from pathlib import Path
 
 LOG_NAME = "worker.log"
 # Tests set this to a size in bytes; the worker then aborts (SIGABRT) on that sweep point.
 TEST_ABORT_ENV = "SHARDLAB_TEST_ABORT_SIZE_BYTES"
+STARTUP_TIMEOUT_S = 300
 
 
 class WorkerDied(RuntimeError):
@@ -61,6 +63,8 @@ def _serve(conn, env: dict) -> None:
     from runner.measure import measure
     from runner.spec import ConfigError
 
+    conn.send({"ready": True})  # the parent times the start-up: spawn, imports, JAX start
+
     while True:
         try:
             msg = conn.recv()
@@ -92,6 +96,9 @@ class Worker:
     def __init__(self, env: dict):
         ctx = mp.get_context("spawn")  # never fork a process that may hold JAX threads
         self.env = env
+        self.points = 0
+        self.start_s: float | None = None  # spawn to JAX ready, known after the first point
+        self._t_spawn = time.perf_counter()
         self._conn, child = ctx.Pipe()
         self.process = ctx.Process(target=_serve, args=(child, env), daemon=True, name="shardlab-worker")
         self.process.start()
@@ -103,14 +110,25 @@ class Worker:
     def run(self, spec: dict, job_dir: Path, timeout_s: float) -> dict:
         """Send one point; return the worker's reply or raise :class:`WorkerDied`."""
         log = Path(job_dir) / LOG_NAME
-        self._conn.send((spec, str(job_dir)))
-        if not self._conn.poll(timeout_s):
-            self.kill()
-            raise WorkerDied(f"timed out after {timeout_s:g} s (timeout_s); worker killed. "
-                             f"Last log lines:\n{_tail(log)}")
+        first = self.start_s is None
         try:
-            return self._conn.recv()
-        except (EOFError, ConnectionError):
+            if first:  # wait for JAX to start; a point's timeout starts after that
+                if not self._conn.poll(STARTUP_TIMEOUT_S):
+                    self.kill()
+                    raise WorkerDied(f"the worker did not start JAX within {STARTUP_TIMEOUT_S} s")
+                self._conn.recv()
+                self.start_s = time.perf_counter() - self._t_spawn
+            self._conn.send((spec, str(job_dir)))
+            if not self._conn.poll(timeout_s):
+                self.kill()
+                raise WorkerDied(f"timed out after {timeout_s:g} s (timeout_s); worker killed. "
+                                 f"Last log lines:\n{_tail(log)}")
+            reply = self._conn.recv()
+            self.points += 1
+            reply["worker"] = {"pid": self.process.pid, "points_served": self.points,
+                               "start_s": self.start_s if first else None}
+            return reply
+        except (EOFError, ConnectionError, BrokenPipeError):
             self.process.join(5)
             code = self.process.exitcode
             how = (f"killed by signal {signal.Signals(-code).name}" if code is not None and code < 0

@@ -80,3 +80,14 @@ def test_bad_values_fail_before_jax_with_the_key_named(compose_cfg, overrides, n
 def test_unknown_key_is_rejected_at_compose_time(compose_cfg):
     with pytest.raises(Exception, match="timing.warmup_itres"):
         compose_cfg(["timing.warmup_itres=3"])
+
+
+@pytest.mark.parametrize("override,needle", [
+    ("timing.iters_per_sample=1000", "timing.iters_per_sample=1000: must be from 1 to 64"),
+    ("timing.target_rel_ci=0", "timing.target_rel_ci=0"),
+    ("timing.max_iters=2", "timing.max_iters=2: must be >= timing.min_iters"),
+    ("trace.iters=0", "trace.iters=0"),
+])
+def test_timing_and_trace_values_are_checked(compose_cfg, override, needle):
+    with pytest.raises(ConfigError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        build_spec(compose_cfg([override]))

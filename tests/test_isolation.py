@@ -1,0 +1,47 @@
+"""A sweep point that kills its process, or runs past its timeout, fails alone."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+
+from runner import run
+from runner.worker import TEST_ABORT_ENV
+
+
+def test_aborting_point_is_recorded_and_the_sweep_goes_on(tmp_path, repo_root):
+    out = tmp_path / "sweep"
+    env = dict(os.environ, **{TEST_ABORT_ENV: str(4096)})  # the 4KiB point calls os.abort()
+    proc = subprocess.run([sys.executable, "-m", "runner", "+sweep=allgather_sizes",
+                           "op.size_bytes=1KiB,4KiB,16KiB", f"hydra.sweep.dir={out}", "timing.budget_s=0.2",
+                           "trace.iters=2"], cwd=repo_root, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    results = {p.name: json.loads((p / "result.json").read_text()) for p in out.iterdir() if (p / "result.json").exists()}
+    status = {r["config"]["op"]["size_bytes"]: r["status"] for r in results.values()}
+    assert status == {"1KiB": "ok", "4KiB": "failed", "16KiB": "ok"}
+    dead = next(r for r in results.values() if r["status"] == "failed")
+    assert dead["error_type"] == "WorkerDied" and "SIGABRT" in dead["error"]
+    # the points after the crash ran in a fresh worker
+    pids = {r["worker"]["pid"] for r in results.values() if r["status"] == "ok"}
+    assert len(pids) == 2
+    summary = pd.read_csv(out / "summary.csv")
+    assert sorted(summary["status"]) == ["failed", "ok", "ok"]
+    report = (out / "report" / "report.md").read_text()
+    assert "Failed and skipped" in report and "SIGABRT" in report
+
+
+def test_point_past_its_timeout_is_killed_and_recorded(compose_cfg, tmp_path):
+    # a 64 MiB all-reduce with a long budget cannot finish in 0.5 s on this machine
+    cfg = compose_cfg(["op=all_reduce", "op.size_bytes=64MiB", "timing.budget_s=30", "timing.target_rel_ci=0.001",
+                       "timeout_s=0.5"])
+    result = run(cfg, tmp_path)
+    assert result["status"] == "failed" and result["error_type"] == "WorkerDied"
+    assert "timed out after 0.5 s" in result["error"]
+    on_disk = json.loads((tmp_path / "result.json").read_text())
+    assert on_disk["status"] == "failed"
+    # and the next point gets a fresh, working worker
+    ok = run(compose_cfg(["op.size_bytes=4KiB", "timing.budget_s=0.2", "trace.enabled=false"]), tmp_path / "next")
+    assert ok["status"] == "ok"
