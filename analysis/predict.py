@@ -18,7 +18,7 @@ import json
 import re
 import sys
 
-from analysis.hardware import load_hardware
+from analysis.hardware import Hardware, load_hardware
 from analysis.model import ArrayPrediction, CollectiveCost, dtype_bytes, fmt_time, predict_expr
 from analysis.notation import NotationError
 
@@ -37,11 +37,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="bfloat16", help="element type (bfloat16, float32, int8, ...)")
     parser.add_argument("--topology", default=None, help="physical slice shape, e.g. 4x4x4; decides rings vs lines")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_constant_arguments(parser, flops=True)
+
+
+def add_constant_arguments(parser: argparse.ArgumentParser, flops: bool) -> None:
+    """Options that supply or override hardware constants (``cpu`` publishes none); read them
+    back with :func:`hardware_from_args`. ``flops`` adds ``--flops-per-s`` (for ``--dtype``)."""
     fitted = parser.add_argument_group("constants for hardware without published ones (cpu), or to override")
     fitted.add_argument("--link-bw-bidir-Bps", type=float, default=None, help="W_bidi (the ring formula's W)")
     fitted.add_argument("--link-bw-unidir-Bps", type=float, default=None, help="W_unidir (lines; a switch's W)")
     fitted.add_argument("--hop-latency-s", type=float, default=None, help="T_min per hop")
-    fitted.add_argument("--flops-per-s", type=float, default=None, help="peak FLOP/s for --dtype")
+    if flops:
+        fitted.add_argument("--flops-per-s", type=float, default=None, help="peak FLOP/s for --dtype")
 
 
 def parse_assignments(text: str, what: str, key_pattern: str) -> dict[str, int]:
@@ -57,11 +64,12 @@ def parse_assignments(text: str, what: str, key_pattern: str) -> dict[str, int]:
     return out
 
 
-def _hardware(args):
+def hardware_from_args(args: argparse.Namespace) -> Hardware:
+    """``--hardware`` loaded, with the constants :func:`add_constant_arguments` supplies."""
     hw = load_hardware(args.hardware)
     over = {k: getattr(args, k) for k in ("link_bw_bidir_Bps", "link_bw_unidir_Bps", "hop_latency_s")
             if getattr(args, k) is not None}
-    if args.flops_per_s is not None:
+    if getattr(args, "flops_per_s", None) is not None:
         over["flops_per_s"] = {**hw.flops_per_s, dtype_bytes(args.dtype)[0]: args.flops_per_s}
     return dataclasses.replace(hw, **over) if over else hw
 
@@ -117,7 +125,7 @@ def main(args: argparse.Namespace) -> int:
         if not mesh:
             raise NotationError("--mesh is empty; give it like X=4,Y=4")
         dims = parse_assignments(args.dims, "--dims", "[A-Za-z][A-Za-z0-9]*")
-        hw = _hardware(args)
+        hw = hardware_from_args(args)
         dtype, nbytes = dtype_bytes(args.dtype)
         result = predict_expr(args.expr, mesh, dims, dtype, hw, args.topology)
     except NotationError as err:

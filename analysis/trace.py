@@ -23,6 +23,7 @@ import pandas as pd
 EVENT_COLUMNS = ["plane", "line", "name", "start_ns", "duration_ns", "hlo_op", "hlo_module", "device_ordinal",
                  "scope_range_id"]
 _STATS = EVENT_COLUMNS[5:]
+_STAT_SET = frozenset(_STATS)
 _DEVICE_PLANE = re.compile(r"^/device:(TPU|GPU):(\d+)")
 
 
@@ -30,12 +31,16 @@ class TraceError(ValueError):
     """A trace file that cannot be read (missing, truncated, not an xplane)."""
 
 
-def read_xplane(path: str | Path) -> pd.DataFrame:
-    """Every event of an xplane file as a DataFrame with :data:`EVENT_COLUMNS`.
+def read_xplane(path: str | Path, candidates_only: bool = True) -> pd.DataFrame:
+    """The events of an xplane file as a DataFrame with :data:`EVENT_COLUMNS`.
 
-    Uses ``jax.profiler.ProfileData`` (the reader that ships with jaxlib). Stats other
-    than the few the analysis needs are dropped to keep this fast (one pass, no per-event
-    dicts).
+    Uses ``jax.profiler.ProfileData`` (the reader that ships with jaxlib). With
+    ``candidates_only`` (the default) it keeps just the events that can be device ops:
+    everything on ``/device:*`` planes, and on host planes the events named like an HLO
+    instruction (no spaces, colons or parentheses, unlike runtime bookkeeping such as
+    ``Wait: ...`` or ``ThunkExecutor::Execute``). That filter, applied while reading, is what
+    keeps the parse fast: touching an event's fields and stats from Python is most of the
+    cost. Pass ``candidates_only=False`` for every event of the file.
     """
     from jax.profiler import ProfileData
 
@@ -45,26 +50,39 @@ def read_xplane(path: str | Path) -> pd.DataFrame:
     except Exception as exc:  # the C++ reader raises a bare RuntimeError on bad bytes
         raise TraceError(f"{path}: not a readable xplane trace ({exc})") from exc
     cols: dict[str, list] = {c: [] for c in EVENT_COLUMNS}
+    add_plane, add_line, add_name = cols["plane"].append, cols["line"].append, cols["name"].append
+    add_start, add_dur = cols["start_ns"].append, cols["duration_ns"].append
+    add_stats = [(key, cols[key].append) for key in _STATS]
     for plane in data.planes:
         pname = plane.name
+        on_device = pname.startswith("/device:")
         for line in plane.lines:
             lname = line.name
             for ev in line.events:
-                cols["plane"].append(pname)
-                cols["line"].append(lname)
-                cols["name"].append(ev.name)
-                cols["start_ns"].append(ev.start_ns)
-                cols["duration_ns"].append(ev.duration_ns)
-                kept = dict.fromkeys(_STATS)
-                for key, value in ev.stats:
-                    if key in kept:
-                        kept[key] = value
-                for key in _STATS:
-                    cols[key].append(kept[key])
+                name = ev.name
+                candidate = on_device or not (" " in name or ":" in name or "(" in name)
+                if candidates_only and not candidate:
+                    continue
+                kept = {k: v for k, v in ev.stats if k in _STAT_SET} if candidate else {}
+                add_plane(pname)
+                add_line(lname)
+                add_name(name)
+                add_start(ev.start_ns)
+                add_dur(ev.duration_ns)
+                for key, add in add_stats:
+                    add(kept.get(key))
     df = pd.DataFrame(cols)
     df["start_ns"] = df["start_ns"].astype("float64")
     df["duration_ns"] = df["duration_ns"].astype("float64")
     return df
+
+
+def count_events(path: str | Path) -> int:
+    """How many events the file holds (for throughput figures)."""
+    from jax.profiler import ProfileData
+
+    data = ProfileData.from_serialized_xspace(Path(path).read_bytes())
+    return sum(1 for plane in data.planes for line in plane.lines for _ in line.events)
 
 
 def device_ops(events: pd.DataFrame) -> pd.DataFrame:

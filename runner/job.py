@@ -46,7 +46,7 @@ def run(cfg: DictConfig, job_dir: str | Path | None = None) -> dict:
     job_dir = Path(job_dir) if job_dir is not None else _job_dir()
     job_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    result: dict = {"status": "failed", "error": None, "error_type": None,
+    result: dict = {"status": "failed", "error": None, "error_type": None, "started_at": time.time(),
                     "config": OmegaConf.to_container(cfg, resolve=True)}
     try:
         spec = build_spec(cfg)
@@ -65,6 +65,7 @@ def run(cfg: DictConfig, job_dir: str | Path | None = None) -> dict:
     if result["status"] == "ok":
         result["prediction"] = predict(result)
     result["wall_s"] = time.perf_counter() - t0
+    result["ended_at"] = time.time()
     write_json_atomic(job_dir / RESULT_NAME, result)
     _log_line(result, job_dir)
     return result

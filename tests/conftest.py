@@ -36,3 +36,12 @@ def compose_cfg():
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def cpu_collectives_hlo() -> dict:
+    """Compiled HLO text of five shard_map collectives on a 4x2 CPU mesh, compiled once per
+    session in a fresh JAX process (see ``hlo_samples.compile_cpu_collectives``)."""
+    from hlo_samples import compile_cpu_collectives
+
+    return compile_cpu_collectives()

@@ -1,0 +1,202 @@
+"""Benchmark of shardlab itself: where a sweep's time goes, and shardlab against its peers.
+
+    python tests/bench/run.py [--quick] [--json FILE]
+
+Prints a table of figures; it never passes or fails on time. Ratios are measured side by
+side in one run (this machine is noisy): compare them, not absolute times across runs.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+
+def sweep_breakdown(work: Path, cache: Path, label: str) -> dict:
+    """Run the default sweep as a user does and split its wall time into its parts."""
+    out = work / f"sweep_{label}"
+    env = dict(os.environ, SHARDLAB_CACHE_DIR=str(cache))
+    t0 = time.time()
+    proc = subprocess.run([sys.executable, "-m", "runner", "+sweep=allgather_sizes", f"hydra.sweep.dir={out}"],
+                          cwd=REPO, env=env, capture_output=True, text=True)
+    total = time.time() - t0
+    if proc.returncode:
+        raise RuntimeError(proc.stderr[-3000:])
+    rs = [json.loads(p.read_text()) for p in sorted(out.glob("*/result.json"))]
+    first = min(r["started_at"] for r in rs)
+    parts = {
+        "interpreter + Hydra start": first - t0,
+        "worker: JAX start": sum((r.get("worker") or {}).get("start_s") or 0 for r in rs),
+        "compile": sum(r["compile"]["lower_s"] + r["compile"]["compile_s"] for r in rs),
+        "timed iterations (incl. warm-up)": sum(r["timing"]["warmup_s"] + r["timing"]["timed_s"] for r in rs),
+        "tracing": sum(r["trace"]["wall_s"] - r["trace"]["write_s"] for r in rs),
+        "trace writing": sum(r["trace"]["write_s"] for r in rs),
+        "analysis + report": float((out / "report" / "build_s.txt").read_text()),
+    }
+    parts["other (checks, HLO dumps, IPC, Hydra per job, exit)"] = total - sum(parts.values())
+    return {"label": label, "total_s": total, "points": len(rs), "parts_s": parts,
+            "compile_per_point_s": parts["compile"] / len(rs),
+            "harness_overhead": (total - parts["compile"] - parts["timed iterations (incl. warm-up)"]) / total,
+            "dir": str(out)}
+
+
+def small_message(repeats: int) -> dict:
+    """shardlab's reported time for a 1 KiB AllGather vs a naive perf_counter loop, same program."""
+    import jax
+
+    from runner import programs
+    from runner.timing import time_step
+
+    mesh = jax.make_mesh((8,), ("X",))
+    prog = programs.build("all_gather", ["X"], mesh, 1024, "float32")
+    x = prog.make_input()
+    compiled = prog.fn.lower(x).compile()
+    step = lambda: compiled(x)  # noqa: E731
+    cfg = {"warmup_min_iters": 3, "warmup_max_s": 2.0, "min_iters": 10, "max_iters": 2000, "target_rel_ci": 0.05,
+           "budget_s": 3.0, "iters_per_sample": 1}
+    shardlab, naive = [], []
+    for _ in range(repeats):  # interleaved, so drift hits both alike
+        shardlab.append(time_step(step, cfg)["summary"]["median_s"])
+        for _ in range(20):
+            step().block_until_ready()
+        ts = []
+        for _ in range(300):
+            t0 = time.perf_counter()
+            step().block_until_ready()
+            ts.append(time.perf_counter() - t0)
+        naive.append(float(np.median(ts)))
+    return {"shardlab_median_s": float(np.median(shardlab)), "naive_median_s": float(np.median(naive)),
+            "ratio": float(np.median(shardlab) / np.median(naive)), "repeats": repeats}
+
+
+def trace_parsing(work: Path, iters: int) -> dict:
+    """Events/s: shardlab's xplane reader vs json of the perfetto trace vs xprof's hlo_stats."""
+    import jax
+
+    from analysis.trace import device_ops, read_xplane
+    from runner import programs
+
+    mesh = jax.make_mesh((8,), ("X",))
+    prog = programs.build("all_gather", ["X"], mesh, 1024, "float32")
+    x = prog.make_input()
+    compiled = prog.fn.lower(x).compile()
+    opts = jax.profiler.ProfileOptions()
+    opts.python_tracer_level, opts.host_tracer_level = 0, 1
+    tdir = work / "bigtrace"
+    jax.profiler.start_trace(str(tdir), create_perfetto_trace=True, profiler_options=opts)
+    for _ in range(iters):
+        compiled(x).block_until_ready()
+    jax.profiler.stop_trace()
+    xplane = next(tdir.glob("plugins/profile/*/*.xplane.pb"))
+    perfetto = next(tdir.glob("plugins/profile/*/perfetto_trace.json.gz"))
+
+    def best(fn, n=3):
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            out = fn()
+            times.append(time.perf_counter() - t0)
+        return min(times), out
+
+    t_ours, events = best(lambda: read_xplane(xplane))
+    t_ops, ops = best(lambda: device_ops(events))
+    t_json, doc = best(lambda: json.loads(gzip.decompress(perfetto.read_bytes())))
+    n_json = len(doc["traceEvents"] if isinstance(doc, dict) else doc)
+    from xprof.convert import raw_to_tool_data
+
+    t_xprof, _ = best(lambda: raw_to_tool_data.xspace_to_tool_data([str(xplane)], "hlo_stats", {}))
+    n = len(events)
+    return {"events": n, "device_op_events": len(ops), "json_events": n_json,
+            "shardlab_read_s": t_ours, "shardlab_events_per_s": n / t_ours,
+            "shardlab_read_plus_ops_s": t_ours + t_ops, "json_load_s": t_json, "json_events_per_s": n_json / t_json,
+            "xprof_hlo_stats_s": t_xprof, "xprof_events_per_s": n / t_xprof}
+
+
+def report_100(work: Path, template_sweep: Path, n: int) -> dict:
+    """analysis + report time of an n-job multirun synthesised from one real job."""
+    from analysis.report import write_report
+
+    src = sorted(template_sweep.glob("*/result.json"))[len(list(template_sweep.glob("*/result.json"))) // 2].parent
+    base = json.loads((src / "result.json").read_text())
+    root = work / f"synthetic_{n}"
+    for i in range(n):
+        job = root / f"{i}_op.size_bytes={1024 * 2 ** (i % 17)}"
+        shutil.copytree(src, job, ignore=shutil.ignore_patterns("result.json"))
+        r = json.loads(json.dumps(base))
+        size = 1024 * 2 ** (i % 17)
+        r["experiment"]["size_bytes"] = r["experiment"]["V_bytes"] = size
+        med = 3e-4 + size / 1.5e9
+        r["timing"]["summary"].update(median_s=med, p10_s=med * 0.9, p90_s=med * 1.1, ci_low_s=med * 0.97,
+                                      ci_high_s=med * 1.03)
+        (job / "result.json").write_text(json.dumps(r))
+    t0 = time.perf_counter()
+    write_report(root)
+    return {"jobs": n, "analysis_report_s": time.perf_counter() - t0}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer repeats; under two minutes on 2 cores")
+    ap.add_argument("--json", type=Path, help="also write the figures to this file")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="shardlab-bench-"))
+    cache = work / "jax-cache"
+    t0 = time.time()
+    figures = {"machine": {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
+                           "platform": platform.platform()}, "quick": args.quick}
+    figures["sweep_cold"] = sweep_breakdown(work, cache, "cold cache")
+    figures["sweep_warm"] = sweep_breakdown(work, cache, "warm cache")
+    figures["small_message"] = small_message(3 if args.quick else 7)
+    figures["trace_parsing"] = trace_parsing(work, 300 if args.quick else 1500)
+    figures["report_100"] = report_100(work, Path(figures["sweep_warm"]["dir"]), 100)
+    figures["bench_wall_s"] = time.time() - t0
+    import jax
+
+    figures["machine"]["jax"] = jax.__version__
+    print_table(figures)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1))
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def print_table(f: dict) -> None:
+    m = f["machine"]
+    print(f"shardlab benchmark on {m['host']} ({m['cpus']} CPUs, Python {m['python']}, jax {m['jax']})\n")
+    for key in ("sweep_cold", "sweep_warm"):
+        s = f[key]
+        print(f"default sweep, {s['label']}: {s['total_s']:.1f} s for {s['points']} points; "
+              f"harness overhead {100 * s['harness_overhead']:.0f}%; compile {1e3 * s['compile_per_point_s']:.0f} ms/point")
+        for part, secs in s["parts_s"].items():
+            print(f"    {part:<55s} {secs:7.2f} s  {100 * secs / s['total_s']:5.1f}%")
+    sm = f["small_message"]
+    print(f"\n1 KiB AllGather on 8 CPU devices: shardlab {1e6 * sm['shardlab_median_s']:.0f} us, naive loop "
+          f"{1e6 * sm['naive_median_s']:.0f} us (ratio {sm['ratio']:.2f}, medians of {sm['repeats']} interleaved repeats)")
+    tp = f["trace_parsing"]
+    print(f"\ntrace parsing, {tp['events']} events ({tp['device_op_events']} device ops):")
+    print(f"    shardlab read_xplane     {tp['shardlab_read_s']:.3f} s  {tp['shardlab_events_per_s'] / 1e6:.2f} M events/s "
+          f"(+ device_ops: {tp['shardlab_read_plus_ops_s']:.3f} s)")
+    print(f"    json of perfetto .gz     {tp['json_load_s']:.3f} s  {tp['json_events_per_s'] / 1e6:.2f} M events/s")
+    print(f"    xprof hlo_stats          {tp['xprof_hlo_stats_s']:.3f} s  {tp['xprof_events_per_s'] / 1e6:.2f} M events/s")
+    r = f["report_100"]
+    print(f"\nanalysis + report of {r['jobs']} jobs: {r['analysis_report_s']:.2f} s")
+    print(f"\nbenchmark wall time {f['bench_wall_s']:.0f} s")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""The HLO parser on random and mutated text: only HloParseError, never another exception,
+and no pathological slowness."""
+
+from __future__ import annotations
+
+import time
+
+from hlo_samples import (COMMENTS_AND_LOOPS, CPU_REDUCE_SCATTER, GPU_ASYNC, MULTILINE, NEW_STYLE, OLD_STYLE,
+                         TPU_MODULE)
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from analysis.hlo import KINDS, HloParseError, expand_iota_groups, parse_collectives, shape_bytes
+
+
+VALID = "\n".join(
+    [CPU_REDUCE_SCATTER, OLD_STYLE, NEW_STYLE, TPU_MODULE, GPU_ASYNC, MULTILINE, COMMENTS_AND_LOOPS]
+)
+HLO_BITS = ["{", "}", "(", ")", "[", "]", ",", "=", "%", '"', "\\", "/*", "*/", "\n", " ", "ROOT ", "ENTRY ",
+            "f32[8]{0}", "all-gather(", "-start", "-done", "replica_groups=", "{{0,1}}", "[2,2]<=[4]",
+            "T(1,0)", "<=", "mesh[a=2]", "async-start(", "calls=", "HloModule x", "s4[", "?", "9" * 40]
+
+
+def _only_parse_errors(fn, *args) -> None:
+    try:
+        fn(*args)
+    except HloParseError:
+        pass
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(st.sampled_from(HLO_BITS), st.characters()), max_size=120).map("".join))
+def test_random_text_raises_only_hlo_parse_error(text):
+    for fn in (parse_collectives, shape_bytes, expand_iota_groups):
+        _only_parse_errors(fn, text)
+
+
+@st.composite
+def mutated_module(draw):
+    text = VALID
+    for _ in range(draw(st.integers(1, 4))):
+        i = draw(st.integers(0, len(text)))
+        j = min(len(text), i + draw(st.integers(0, 40)))
+        op = draw(st.sampled_from(["delete", "insert", "duplicate", "replace"]))
+        if op == "delete":
+            text = text[:i] + text[j:]
+        elif op == "insert":
+            text = text[:i] + draw(st.sampled_from(HLO_BITS)) + text[i:]
+        elif op == "duplicate":
+            text = text[:j] + text[i:j] + text[j:]
+        else:
+            text = text[:i] + draw(st.text(max_size=5)) + text[j:]
+    return text
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated_module())
+def test_mutated_modules_raise_only_hlo_parse_error(text):
+    start = time.perf_counter()
+    try:
+        found = parse_collectives(text)
+    except HloParseError:
+        found = []
+    assert time.perf_counter() - start < 2.0  # no pathological backtracking
+    assert all(c.kind in KINDS and c.operand_bytes >= 0 and c.result_bytes >= 0 for c in found)
+
+
+def test_valid_corpus_parses_and_scales():
+    assert len(parse_collectives(VALID)) == 1 + 2 + 2 + 3 + 5 + 1 + 2
+    # A big dump (thousands of instructions) stays fast: about 15k lines here.
+    big = VALID * 60
+    start = time.perf_counter()
+    assert len(parse_collectives(big)) == 16 * 60
+    assert time.perf_counter() - start < 5.0
