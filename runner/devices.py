@@ -1,6 +1,7 @@
 """What ran: the environment record and the hardware entry that matches the devices."""
 from __future__ import annotations
 
+import functools
 import platform
 import socket
 from pathlib import Path
@@ -32,7 +33,9 @@ def environment(jax, devices) -> dict:
     }
 
 
+@functools.lru_cache(maxsize=1)
 def _entries() -> list[dict]:
+    # Read once per worker: OmegaConf takes milliseconds a file, every point would pay it.
     return [OmegaConf.to_container(OmegaConf.load(p)) for p in sorted(HARDWARE_DIR.glob("*.yaml"))]
 
 

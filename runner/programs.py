@@ -26,7 +26,9 @@ class Program:
 
 
 def _values(n: int, dtype) -> np.ndarray:
-    return (np.arange(n) % 7).astype(dtype)
+    # 0..6 repeated: small integers keep every sum exact. np.resize tiles without an
+    # n-element arange and modulo, which cost seconds per sweep at 64 MiB.
+    return np.resize(np.arange(7, dtype=dtype), n)
 
 
 def build(op: str, axes: list[str], mesh: jax.sharding.Mesh, size_bytes: int, dtype: str) -> Program:
@@ -51,9 +53,10 @@ def build(op: str, axes: list[str], mesh: jax.sharding.Mesh, size_bytes: int, dt
         return Program(f"AllGather_{sub}(A[I_{sub}]) -> A[I]", fn, placed(host, P(ax)), lambda: host, size_bytes)
     if op in ("reduce_scatter", "all_reduce"):
         # Device k of the group holds its own V bytes of partial sums: block k of the input.
-        base = (np.arange(elems) % 7).astype(np.int64)
-        blocks = (base[None, :] + np.arange(p)[:, None]).astype(np_dtype)
-        total = (p * base + p * (p - 1) // 2).astype(np_dtype)  # sum over k of (base + k)
+        base = _values(elems, np_dtype)
+        blocks = base[None, :] + np.arange(p, dtype=np_dtype)[:, None]
+        total = _values(elems, np.int64) * p + p * (p - 1) // 2  # sum over k of (base + k)
+        total = total.astype(np_dtype)
         if op == "reduce_scatter":
             fn = sharded(lambda x: jax.lax.psum_scatter(x, ax, scatter_dimension=0, tiled=True), P(ax), P(ax))
             expr = f"ReduceScatter_{{{sub},I}}(A[I]{{U_{sub}}}) -> A[I_{sub}]"
