@@ -15,6 +15,8 @@ COMMANDS = {
     "predict": ("analysis.predict", "the scaling book's prediction for a collective or matmul"),
     "hlo": ("analysis.hlo_cli", "list the collectives in an HLO text file"),
     "view": ("analysis.view", "open a folder's traces in XProf, bound to 127.0.0.1"),
+    "compare": ("analysis.compare_cli", "compare two or more sweeps that share experiments"),
+    "calibrate": ("analysis.calibrate_cli", "fit W and T_min to a sweep and write a hardware entry"),
 }
 
 

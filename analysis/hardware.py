@@ -8,14 +8,14 @@ full 4x4x4 cubes) or ``only_16`` (v5e/v6e: only a full edge of 16).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Sequence
 
 from analysis.notation import NotationError
 
-__all__ = ["Hardware", "load_hardware", "hardware_dir", "parse_topology", "wraparound_for",
-           "wraparound_reason"]
+__all__ = ["Hardware", "Calibration", "calibrated_for", "load_hardware", "hardware_dir", "parse_topology",
+           "wraparound_for", "wraparound_reason"]
 
 WRAPAROUND_RULES = ("always", "never", "multiple_of_4", "only_16")
 INTERCONNECTS = ("torus", "switch", "host")
@@ -24,6 +24,18 @@ INTERCONNECTS = ("torus", "switch", "host")
 def hardware_dir() -> Path:
     """The repository's ``conf/hardware`` folder, found relative to this package."""
     return Path(__file__).resolve().parents[1] / "conf" / "hardware"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """W and T_min measured for one collective over ``n_axes`` mesh axes, written by
+    ``python -m analysis calibrate`` into a hardware file's ``calibrated:`` list."""
+    op: str
+    n_axes: int
+    link_bw_bidir_Bps: float
+    hop_latency_s: float
+    rel_rms_error: float | None = None
+    n_points: int | None = None
 
 
 @dataclass(frozen=True)
@@ -42,6 +54,7 @@ class Hardware:
     device_kinds: tuple[str, ...] = ()
     device_count: int | None = None
     source: str = ""
+    calibrated: tuple[Calibration, ...] = ()
 
     def require(self, attr: str) -> float:
         """A constant the model needs, or a NotationError saying how to supply it."""
@@ -58,6 +71,37 @@ class Hardware:
             known = ", ".join(self.flops_per_s) or "none"
             raise NotationError(f"hardware {self.name!r} has no flops_per_s for {dtype} (known: {known})")
         return float(self.flops_per_s[dtype])
+
+
+def calibrated_for(hw: Hardware, op: str, n_axes: int) -> Hardware:
+    """``hw`` with the constants measured for ``op`` over ``n_axes`` mesh axes, where its
+    ``calibrated`` list has an entry for them; otherwise ``hw`` unchanged.
+
+    The fit behind an entry took one W for every link, so both W fields get it: the model
+    then divides by the measured W whichever one its formula uses (ring, line or switch).
+    """
+    for entry in hw.calibrated:
+        if entry.op == op and entry.n_axes == n_axes:
+            return replace(hw, link_bw_bidir_Bps=entry.link_bw_bidir_Bps,
+                           link_bw_unidir_Bps=entry.link_bw_bidir_Bps, hop_latency_s=entry.hop_latency_s)
+    return hw
+
+
+def _calibrations(raw: Any, where: str) -> tuple[Calibration, ...]:
+    if not isinstance(raw, list) or not all(isinstance(e, dict) for e in raw):
+        raise NotationError(f"{where}: calibrated must be a list of "
+                            "{op, n_axes, link_bw_bidir_Bps, hop_latency_s}")
+    try:
+        return tuple(Calibration(op=str(e["op"]), n_axes=int(e["n_axes"]),
+                                 link_bw_bidir_Bps=_num(e["link_bw_bidir_Bps"], "link_bw_bidir_Bps", where),
+                                 hop_latency_s=_num(e["hop_latency_s"], "hop_latency_s", where),
+                                 rel_rms_error=_num(e.get("rel_rms_error"), "rel_rms_error", where),
+                                 n_points=None if e.get("n_points") is None else int(e["n_points"]))
+                     for e in raw)
+    except KeyError as err:
+        raise NotationError(f"{where}: a calibrated entry has no {err.args[0]}") from err
+    except (TypeError, ValueError) as err:
+        raise NotationError(f"{where}: a calibrated entry is malformed ({err})") from err
 
 
 def _num(value: Any, key: str, where: str) -> float | None:
@@ -91,6 +135,7 @@ def load_hardware(name_or_path: str) -> Hardware:
     kw["flops_per_s"] = {str(k): _num(v, f"flops_per_s.{k}", where) for k, v in (raw.get("flops_per_s") or {}).items()}
     kw["device_kinds"] = tuple(raw.get("device_kinds") or ())
     kw["kind"] = str(raw.get("kind", "auto"))
+    kw["calibrated"] = _calibrations(raw.get("calibrated") or [], where)
     if kw.get("wraparound") not in (None, *WRAPAROUND_RULES):
         raise NotationError(f"{where}: wraparound={kw['wraparound']!r} is not one of {WRAPAROUND_RULES}")
     if kw.get("interconnect") not in (None, *INTERCONNECTS):

@@ -24,7 +24,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
-from analysis.hardware import Hardware, wraparound_for, wraparound_reason
+from analysis.hardware import Hardware, calibrated_for, wraparound_for, wraparound_reason
 from analysis.notation import Array, Collective, NotationError, check, mesh_sizes, parse
 
 __all__ = ["CollectivePrediction", "predict_collective", "normalize_kind", "dtype_bytes", "fmt_time",
@@ -158,6 +158,7 @@ def predict_collective(kind: str, V_bytes: float, axis_sizes: Sequence[int], hw:
         raise NotationError(f"wraparound {list(rings)} does not match axis sizes {sizes}")
     # Axes of size 1 move nothing; dropping them keeps k (the axis count) honest.
     act = [(n, r) for n, r in zip(sizes, rings) if n > 1]
+    hw = calibrated_for(hw, k, len(act))  # measured constants for this collective, if hw has them
     base = "reduce_scatter" if k == "all_reduce" else k
     switch = hw.interconnect == "switch"
     if hw.interconnect == "host":

@@ -69,6 +69,8 @@ def hardware_from_args(args: argparse.Namespace) -> Hardware:
     hw = load_hardware(args.hardware)
     over = {k: getattr(args, k) for k in ("link_bw_bidir_Bps", "link_bw_unidir_Bps", "hop_latency_s")
             if getattr(args, k) is not None}
+    if over:
+        over["calibrated"] = ()  # constants given on the command line win over measured ones
     if getattr(args, "flops_per_s", None) is not None:
         over["flops_per_s"] = {**hw.flops_per_s, dtype_bytes(args.dtype)[0]: args.flops_per_s}
     return dataclasses.replace(hw, **over) if over else hw

@@ -31,7 +31,7 @@ def hardware_for(name: str) -> Hardware | None:
 
 
 def _unit_hw(hw: Hardware) -> Hardware:
-    return dataclasses.replace(hw, link_bw_bidir_Bps=1.0, link_bw_unidir_Bps=1.0, hop_latency_s=1.0)
+    return dataclasses.replace(hw, link_bw_bidir_Bps=1.0, link_bw_unidir_Bps=1.0, hop_latency_s=1.0, calibrated=())
 
 
 def unit_terms(points: pd.DataFrame) -> pd.DataFrame:
@@ -52,6 +52,9 @@ def unit_terms(points: pd.DataFrame) -> pd.DataFrame:
 
 def model_constants(hw: Hardware, fits: pd.DataFrame) -> tuple[Hardware | None, str]:
     """The constants to predict with, and where they came from (for the report)."""
+    if hw.calibrated:
+        return hw, (f"constants of `{hw.name}` measured per collective and number of mesh axes "
+                    f"({len(hw.calibrated)} entries; {hw.source})")
     if hw.link_bw_bidir_Bps is not None and hw.hop_latency_s is not None:
         return hw, f"published constants of `{hw.name}` ({hw.source})"
     ag = fits[(fits["op"] == "all_gather")] if len(fits) and "W_Bps" in fits else fits.iloc[0:0]

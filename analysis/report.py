@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import plots
+from analysis import matmul_report, plots
 from analysis.fit import GROUP_KEYS, fit_table
+from analysis.hardware import load_hardware
 from analysis.predictions import curves, hardware_for, model_constants, predict_points, unit_terms
 from analysis.render import Report, fmt
 from analysis.summary import summary_table
@@ -43,13 +44,16 @@ def _bytes(n) -> str:
     return f"{n:.3g} B"
 
 
-def analyse(root: Path) -> dict:
-    """Everything the report shows, as tables: summary, points, fits, model, curves."""
+def analyse(root: Path, hardware: str | None = None) -> dict:
+    """Everything the report shows, as tables: summary, points, fits, model, curves.
+    ``hardware`` names the entry whose constants the model uses (default: the one the sweep
+    ran on), e.g. one written by ``python -m analysis calibrate``."""
     summary = summary_table(root)
     points = unit_terms(target_points(summary))
     fits = fit_table(points) if len(points) else pd.DataFrame(columns=GROUP_KEYS)
-    hw_name = points["hardware"].mode().iloc[0] if len(points) else None
-    hw = hardware_for(hw_name) if hw_name else None
+    ran_on = summary.loc[summary["status"] == "ok", "hardware"].dropna()
+    hw_name = hardware or (ran_on.mode().iloc[0] if len(ran_on) else None)
+    hw = (load_hardware(hardware) if hardware else hardware_for(hw_name)) if hw_name else None
     model_hw, model_source = model_constants(hw, fits) if hw is not None else (None, "no successful points")
     points = predict_points(points, model_hw)
     points["measured_over_model"] = points["time_s"] / points["model_time_s"]
@@ -57,11 +61,12 @@ def analyse(root: Path) -> dict:
             "model_source": model_source, "curves": curves(points, fits, model_hw)}
 
 
-def write_report(root: str | Path) -> Path:
-    """Write ``summary.csv``, ``fit.json`` and ``report/`` for the sweep in ``root``."""
+def write_report(root: str | Path, hardware: str | None = None) -> Path:
+    """Write ``summary.csv``, ``fit.json`` and ``report/`` for the sweep in ``root``
+    (``hardware``: see :func:`analyse`)."""
     root = Path(root)
     t0 = time.perf_counter()
-    a = analyse(root)
+    a = analyse(root, hardware)
     a["summary"].to_csv(root / "summary.csv", index=False)
     (root / "fit.json").write_text(json.dumps({
         "fits": a["fits"].replace({np.inf: None}).to_dict(orient="records"),
@@ -117,6 +122,36 @@ def build(root: Path, a: dict, out: Path) -> Report:
         for path, caption in figs:
             rep.figure(path, caption)
 
+    if len(pts) or not s["op"].eq("matmul").all():  # a matmul-only sweep has no collective fits
+        _collective_sections(rep, a)
+
+    matmul_report.add_section(rep, s, a["model_hw"])
+
+    from analysis.hosts import add_section as add_processes_section
+
+    add_processes_section(rep, root, s, out)  # only for sweeps with multi-process jobs
+
+    if len(failed) or s["skipped"].notna().any():
+        rep.heading("Failed and skipped")
+        if len(failed):
+            rep.table(pd.DataFrame({"job": failed["job"], "error type": failed["error_type"],
+                                    "error": failed["error"].astype(str).str.slice(0, 300)}))
+        sk = s[s["skipped"].notna()].drop_duplicates("job")
+        if len(sk):
+            rep.text("Files that could not be read (the rest of the report stands without them):")
+            rep.table(pd.DataFrame({"job": sk["job"], "skipped": sk["skipped"]}))
+
+    rep.heading("Traces")
+    rep.text(f"Each job folder holds `trace/plugins/profile/<time>/<host>.xplane.pb`. Open them with "
+             f"`python -m analysis view {root}` (XProf on 127.0.0.1), or "
+             f"`tensorboard --logdir {root} --host 127.0.0.1`. The compiled HLO is in each job's `hlo/`.")
+    return rep
+
+
+
+def _collective_sections(rep: Report, a: dict) -> None:
+    """Fitted constants and the point-by-point comparison with the book's model."""
+    pts, fits = a["points"], a["fits"]
     rep.heading("Fitted latency and bandwidth")
     if len(fits):
         f = fits.copy()
@@ -146,23 +181,6 @@ def build(root: Path, a: dict, out: Path) -> Report:
             rep.text(f"**{len(noisy)} noisy point(s)**: the median's 95% CI is wider than the target "
                      f"(±{100 * 0.05:.0f}% by default) within the time budget; read them with care: "
                      + ", ".join(f"{r.op} {_bytes(r.V_bytes)} (±{100 * r.time_rel_ci:.0f}%)" for r in noisy.itertuples()))
-
-    if len(failed) or s["skipped"].notna().any():
-        rep.heading("Failed and skipped")
-        if len(failed):
-            rep.table(pd.DataFrame({"job": failed["job"], "error type": failed["error_type"],
-                                    "error": failed["error"].astype(str).str.slice(0, 300)}))
-        sk = s[s["skipped"].notna()].drop_duplicates("job")
-        if len(sk):
-            rep.text("Files that could not be read (the rest of the report stands without them):")
-            rep.table(pd.DataFrame({"job": sk["job"], "skipped": sk["skipped"]}))
-
-    rep.heading("Traces")
-    rep.text(f"Each job folder holds `trace/plugins/profile/<time>/<host>.xplane.pb`. Open them with "
-             f"`python -m analysis view {root}` (XProf on 127.0.0.1), or "
-             f"`tensorboard --logdir {root} --host 127.0.0.1`. The compiled HLO is in each job's `hlo/`.")
-    return rep
-
 
 def _figures(a: dict, out: Path) -> list[tuple[Path, str]]:
     pts, fits, cur = a["points"], a["fits"], a["curves"]

@@ -13,6 +13,7 @@ import pandas as pd
 from analysis import hlo as hlo_parser
 from analysis import trace as trace_reader
 from analysis.load import read_results
+from analysis.overlap import overlap_summary
 
 # nccl-tests' bus-bandwidth factors: busbw = algbw * factor(n), n = devices per group.
 BUSBW_FACTOR = {
@@ -36,7 +37,7 @@ def _run_columns(r: dict) -> dict:
     pred = r.get("prediction") or {}
     return {
         "job": r["job"], "status": r.get("status"), "error_type": r.get("error_type"), "error": r.get("error"),
-        "op": exp.get("op", op_cfg.get("name")), "expr": exp.get("expr"), "dtype": exp.get("dtype", cfg.get("dtype")),
+        "op": exp.get("op", op_cfg.get("name")), "expr": exp.get("expr", op_cfg.get("expr")), "dtype": exp.get("dtype", cfg.get("dtype")),
         "mesh": mesh.get("name", (cfg.get("mesh") or {}).get("name")),
         "mesh_axes": ",".join(f"{k}={v}" for k, v in (mesh.get("axes") or {}).items()),
         "axes": "".join(exp.get("axes") or op_cfg.get("axes") or []),
@@ -54,6 +55,9 @@ def _run_columns(r: dict) -> dict:
         "traced_iter_over_untraced": (r.get("trace") or {}).get("traced_iter_over_untraced"),
         "predicted_time_s": pred.get("time_s"), "predicted_regime": pred.get("regime"),
         "ceiling_kind": (r.get("ceiling") or {}).get("kind"), "ceiling_Bps": (r.get("ceiling") or {}).get("Bps"),
+        # matmul jobs
+        "strategy": exp.get("strategy"), "flops": exp.get("flops"),
+        "dims": " ".join(f"{k}={v}" for k, v in (exp.get("dims") or op_cfg.get("dims") or {}).items()) or None,
     }
 
 
@@ -84,16 +88,19 @@ def _hlo_rows(r: dict) -> tuple[list[dict], str | None]:
     return rows, None
 
 
-def _trace_ops(r: dict) -> tuple[pd.DataFrame | None, str | None]:
+def _trace_ops(r: dict) -> tuple[pd.DataFrame | None, dict, str | None]:
+    """Per-op trace times, the compute/collective overlap, and any problem reading them."""
     rel = (r.get("files") or {}).get("xplane")
     if not rel:
-        return None, None
+        return None, {}, None
     path = Path(r["job_dir"]) / rel
     try:
         ops = trace_reader.device_ops(trace_reader.read_xplane(path))
     except (OSError, trace_reader.TraceError) as exc:
-        return None, f"{path}: {exc}"
-    return trace_reader.op_summary(trace_reader.op_steps(ops)) if len(ops) else None, None
+        return None, {}, str(exc) if str(path) in str(exc) else f"{path}: {exc}"
+    if not len(ops):
+        return None, {}, None
+    return trace_reader.op_summary(trace_reader.op_steps(ops)), overlap_summary(ops), None
 
 
 def job_rows(r: dict) -> list[dict]:
@@ -102,9 +109,15 @@ def job_rows(r: dict) -> list[dict]:
     problems = []
     hlo_rows, err = _hlo_rows(r)
     problems += [err] if err else []
-    ops, err = _trace_ops(r)
+    kind, rel = HLO_KIND_OF_OP.get(base["op"]), (r.get("files") or {}).get("hlo_compiled")
+    if r.get("status") == "ok" and rel and not err and kind and not any(h["hlo_kind"] == kind for h in hlo_rows):
+        # e.g. a file cut short before the op: say so, or the point just vanishes from the tables
+        problems.append(f"{Path(r['job_dir']) / rel}: no {kind} in the compiled HLO (truncated?); "
+                        f"the point is left out of the tables")
+    ops, overlap, err = _trace_ops(r)
     problems += [err] if err else []
     base["skipped"] = "; ".join(problems) or None
+    base.update(overlap)
     rows = [dict(base, **h) for h in hlo_rows] or [dict(base)]
     for row in rows:
         if ops is not None and row.get("hlo_op") is not None:

@@ -17,11 +17,12 @@ log = logging.getLogger("shardlab")
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
-def main(cfg: DictConfig) -> None:
+def main(cfg: DictConfig) -> dict:
     result = run(cfg)
     if result["status"] != "ok" and HydraConfig.get().mode == RunMode.RUN:
         # A single run that failed exits non-zero; in a multirun the sweep goes on.
         sys.exit(2 if result["error_type"] == "ConfigError" else 1)
+    return result  # Hydra hands it to the callbacks (runner.progress reads ``resumed``)
 
 
 if __name__ == "__main__":

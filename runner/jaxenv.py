@@ -1,36 +1,65 @@
 """Process-wide JAX state, set in one place, before JAX is imported.
 
 XLA reads the virtual CPU device count and the platform from the environment once, when
-JAX starts, so the worker process calls :func:`start_jax` first thing and never changes
-them afterwards. A spec that needs other process-wide settings gets a fresh worker
+JAX starts, and ``jax.distributed.initialize`` must run before anything touches a device,
+so the worker process calls :func:`start_jax` first thing and never changes them
+afterwards. A spec that needs other process-wide settings gets a fresh worker
 (:func:`process_env` is the key the worker pool compares).
+
+Multi-process runs (``distributed=local`` or ``auto``) travel in the same environment, under
+the ``SHARDLAB_DIST_*`` names below; :func:`start_jax` turns them into
+``jax.distributed.initialize`` before returning JAX.
 """
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 DEFAULT_CPU_DEVICES = 8
 CACHE_DIR = Path(os.environ.get("SHARDLAB_CACHE_DIR", Path.home() / ".cache" / "shardlab" / "jax"))
 
+# How a worker learns its part in a multi-process run (set by process_env and, per process,
+# by runner.distributed.ProcessGroup). Absent or "none": a single process, as before.
+MODE_ENV = "SHARDLAB_DIST_MODE"  # none | local | auto
+NUM_PROCESSES_ENV = "SHARDLAB_DIST_NUM_PROCESSES"
+PROCESS_ID_ENV = "SHARDLAB_DIST_PROCESS_ID"
+COORDINATOR_ENV = "SHARDLAB_DIST_COORDINATOR"
+TIMEOUT_ENV = "SHARDLAB_DIST_TIMEOUT_S"
+_DEVICE_COUNT_FLAG = re.compile(r"--xla_force_host_platform_device_count=\S*")
 
-def process_env(hardware: dict) -> dict[str, str]:
-    """The environment a worker for ``hardware`` must start JAX with."""
-    count = hardware.get("device_count") or DEFAULT_CPU_DEVICES
+
+def process_env(hardware: dict, distributed: dict | None = None) -> dict[str, str]:
+    """The environment a worker for ``hardware`` (and ``distributed``) must start JAX with."""
+    dist = distributed or {"mode": "none"}
     flags = os.environ.get("XLA_FLAGS", "")
+    if dist["mode"] == "local":
+        # Each local process gets its share of the mesh, whatever the caller's flags said.
+        flags = _DEVICE_COUNT_FLAG.sub("", flags).strip()
+        count = dist["devices_per_process"]
+    else:
+        count = hardware.get("device_count") or DEFAULT_CPU_DEVICES
     if "xla_force_host_platform_device_count" not in flags:
         # Harmless on TPU/GPU hosts: it only shapes the CPU backend, which JAX then does not pick.
         flags = f"{flags} --xla_force_host_platform_device_count={count}".strip()
     env = {"XLA_FLAGS": flags}
-    if hardware["kind"] == "cpu":
+    if hardware["kind"] == "cpu" or dist["mode"] == "local":
         env["JAX_PLATFORMS"] = "cpu"
     elif os.environ.get("JAX_PLATFORMS"):
         env["JAX_PLATFORMS"] = os.environ["JAX_PLATFORMS"]
+    if dist["mode"] != "none":
+        env[MODE_ENV] = dist["mode"]
+        env[TIMEOUT_ENV] = str(int(dist["timeout_s"]))
+        for key, name in ((NUM_PROCESSES_ENV, "num_processes"), (PROCESS_ID_ENV, "process_id"),
+                          (COORDINATOR_ENV, "coordinator_address")):
+            if dist.get(name) is not None:
+                env[key] = str(dist[name])
     return env
 
 
 def start_jax(env: dict[str, str]):
-    """Apply ``env``, import JAX, enable the persistent compilation cache; return the module."""
+    """Apply ``env``, import JAX, enable the persistent compilation cache, join the other
+    processes if ``env`` says so; return the module."""
     import sys
 
     if "jax" in sys.modules:
@@ -43,4 +72,56 @@ def start_jax(env: dict[str, str]):
     # Cache even the small, fast compiles of collectives: a repeated sweep then skips them.
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    _start_distributed(jax, env)
     return jax
+
+
+def _start_distributed(jax, env: dict[str, str]) -> None:
+    """``jax.distributed.initialize`` for ``local`` and ``auto``; nothing for ``none``.
+
+    ``timeout_s`` bounds the wait for the other processes to join (JAX aborts this process
+    when it runs out, which the parent reports) and the wait for them at shutdown.
+    """
+    mode = env.get(MODE_ENV, "none")
+    if mode == "none":
+        return
+    timeout_s = int(env[TIMEOUT_ENV])
+    limits = {"initialization_timeout": timeout_s, "shutdown_timeout_seconds": timeout_s}
+    if mode == "local":
+        coordinator = env[COORDINATOR_ENV]
+        # CPU collectives between processes go through gloo over TCP (DESIGN.md fact 5).
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        # Bind the coordinator to 127.0.0.1 only; by default it listens on every interface.
+        jax.distributed.initialize(coordinator, num_processes=int(env[NUM_PROCESSES_ENV]),
+                                   process_id=int(env[PROCESS_ID_ENV]), coordinator_bind_address=coordinator,
+                                   **limits)
+        _gloo_on_loopback()
+        return
+    # auto: a cluster (TPU pod slice, SLURM, Open MPI) tells JAX who and where it is;
+    # values from the config, when given, take precedence over detection.
+    given = {"coordinator_address": env.get(COORDINATOR_ENV),
+             "num_processes": int(env[NUM_PROCESSES_ENV]) if NUM_PROCESSES_ENV in env else None,
+             "process_id": int(env[PROCESS_ID_ENV]) if PROCESS_ID_ENV in env else None}
+    jax.distributed.initialize(**{k: v for k, v in given.items() if v is not None}, **limits)
+
+
+def _gloo_on_loopback() -> None:
+    """Make gloo listen on 127.0.0.1 rather than on the address the host name resolves to.
+
+    Anything shardlab launches listens on loopback only (DESIGN.md fact 6), but JAX's CPU
+    backend creates gloo without a host name, so gloo binds to whatever ``gethostname()``
+    resolves to. JAX has no public option for it: replace the CPU backend factory (private
+    API) before the backend exists. If JAX's internals changed, keep its default.
+    """
+    try:
+        from jax._src import distributed, xla_bridge
+        from jax._src.lib import _jax
+
+        def cpu_client_on_loopback():
+            collectives = _jax.make_gloo_tcp_collectives(distributed_client=distributed.global_state.client,
+                                                         hostname="127.0.0.1")
+            return xla_bridge.make_cpu_client(collectives=collectives)
+
+        xla_bridge.register_backend_factory("cpu", cpu_client_on_loopback, priority=0, fail_quietly=False)
+    except (ImportError, AttributeError, TypeError, RuntimeError) as exc:
+        print(f"shardlab: could not bind gloo to 127.0.0.1 ({exc}); using JAX's default", flush=True)

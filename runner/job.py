@@ -45,15 +45,18 @@ def run(cfg: DictConfig, job_dir: str | Path | None = None) -> dict:
     """
     job_dir = Path(job_dir) if job_dir is not None else _job_dir()
     job_dir.mkdir(parents=True, exist_ok=True)
+    config = OmegaConf.to_container(cfg, resolve=True)
+    if config.get("resume") and (kept := kept_result(job_dir, config)) is not None:
+        return kept
     t0 = time.perf_counter()
     result: dict = {"status": "failed", "error": None, "error_type": None, "started_at": time.time(),
-                    "config": OmegaConf.to_container(cfg, resolve=True)}
+                    "config": config}
     try:
         spec = build_spec(cfg)
     except ConfigError as exc:
         result.update(error_type="ConfigError", error=str(exc))
     else:
-        worker = get_worker(process_env(spec["hardware"]))
+        worker = get_worker(process_env(spec["hardware"], spec["distributed"]))
         try:
             reply = worker.run(spec, job_dir, float(cfg.timeout_s))
         except WorkerDied as exc:
@@ -66,9 +69,38 @@ def run(cfg: DictConfig, job_dir: str | Path | None = None) -> dict:
         result["prediction"] = predict(result)
     result["wall_s"] = time.perf_counter() - t0
     result["ended_at"] = time.time()
-    write_json_atomic(job_dir / RESULT_NAME, result)
+    # distributed=auto: every host runs this job; process 0 writes result.json, the others beside it
+    index = (result.get("environment") or {}).get("process_index") or 0
+    write_json_atomic(job_dir / (RESULT_NAME if index == 0 else f"result.host{index}.json"), result)
     _log_line(result, job_dir)
     return result
+
+
+def kept_result(job_dir: Path, config: dict) -> dict | None:
+    """With ``resume``: the point's earlier result if it is ``ok`` for this same config.
+
+    Read before any device work, so a resumed sweep whose points all passed starts no JAX.
+    The file is left untouched; the returned dict says ``resumed`` for the progress log.
+    """
+    path = job_dir / RESULT_NAME
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None  # missing or damaged: run the point again
+    if old.get("status") != "ok":
+        return None
+
+    def same(c):  # whether we resume is not part of what was measured
+        return {k: v for k, v in (c or {}).items() if k != "resume"}
+
+    if same(old.get("config")) != same(config):
+        log.info("resume: %s has a result for another config; running the point again", job_dir)
+        return None
+    exp = old.get("experiment") or {}
+    size = exp.get("size_bytes")
+    log.info("resume: kept the ok result of %s%s -> %s", exp.get("expr"), f" {format_size(size)}" if size else "",
+             job_dir)
+    return dict(old, resumed=True)
 
 
 def predict(result: dict) -> dict:
@@ -81,6 +113,12 @@ def predict(result: dict) -> dict:
     sizes = [exp["mesh"]["axes"][a] for a in exp["axes"]]
     try:
         hw = load_hardware(result["hardware"]["name"])
+        if exp["op"] == "matmul":
+            from analysis.matmul import predict_matmul
+            from analysis.notation import parse
+
+            d = predict_matmul(parse(exp["expr"]), exp["mesh"]["axes"], exp["dims"], exp["dtype"], hw).to_dict()
+            return dict(d, time_s=d["predicted_time_s"])
         p = predict_collective(exp["op"], exp["V_bytes"], sizes, hw, wraparound_for(hw, sizes))
     except NotationError as exc:
         # cpu has no published W or T_min: the report fits them from the sweep instead.
@@ -92,7 +130,10 @@ def _log_line(result: dict, job_dir: Path) -> None:
     exp = result.get("experiment") or {}
     what = exp.get("expr") or result["config"]["op"]["name"]
     size = exp.get("size_bytes")
-    where = f"{what} {format_size(size) if size else ''}".strip()
+    if exp.get("dims"):  # a matmul: its dims and strategy say more than its bytes
+        where = f"{what} {' '.join(f'{k}={v}' for k, v in exp['dims'].items())} ({exp.get('strategy')})"
+    else:
+        where = f"{what} {format_size(size) if size else ''}".strip()
     if result["status"] == "ok":
         s = result["timing"]["summary"]
         log.info("%s: median %.4g ms (n=%d, 95%% CI +-%.1f%%) -> %s", where, s["median_s"] * 1e3, s["n"],

@@ -13,9 +13,10 @@ import jax
 import numpy as np
 
 from analysis import trace as trace_analysis
-from runner import programs, timing, tracing
+from runner import matmul, meshes, programs, timing, tracing
 from runner.ceiling import ceiling
 from runner.devices import environment, resolve_hardware
+from runner.memory import check_fits
 from runner.spec import check_against_devices
 
 HLO_DIR = "hlo"
@@ -42,50 +43,60 @@ def measure(spec: dict, job_dir: Path, record: dict) -> None:
         record["environment"] = environment(jax, devices)
         record["hardware"] = resolve_hardware(spec["hardware"], devices)
         record["ceiling"] = ceiling(record["hardware"])
-        mesh_axes = check_against_devices(spec, len(devices))  # last check before device work
-        mesh = jax.make_mesh(tuple(mesh_axes.values()), tuple(mesh_axes))
+        mesh_axes = check_against_devices(spec, len(devices))  # last checks before device work
+        stats = jax.local_devices()[0].memory_stats() or {}  # None on the CPU backend: its devices use host memory
+        record["memory_estimate"] = check_fits(spec, mesh_axes, stats.get("bytes_limit"))
+        mesh = meshes.build_mesh(mesh_axes, spec.get("distributed", {}).get("cross_process_axis"))
         op = spec["op"]
-        prog = programs.build(op["name"], op["axes"], mesh, op["size_bytes"], spec["dtype"])
+        if op["name"] == "matmul":
+            prog = matmul.build(op, mesh, spec["dtype"])
+        else:
+            prog = programs.build(op["name"], op["axes"], mesh, op["size_bytes"], spec["dtype"])
     group = int(np.prod([mesh_axes[a] for a in op["axes"]]))
     record["experiment"] = {
-        "op": op["name"], "expr": prog.expr, "axes": op["axes"], "size_bytes": op["size_bytes"],
+        "op": op["name"], "expr": prog.expr, "axes": op["axes"], "size_bytes": op.get("size_bytes"),
         "V_bytes": prog.V_bytes, "dtype": spec["dtype"], "group_size": group,
         "num_groups": len(devices) // group,
         "mesh": {"name": spec["mesh"]["name"], "axes": mesh_axes, "device_ids": mesh.device_ids.tolist()},
         "hardware": record["hardware"]["name"],
+        **prog.extra,
     }
+    record["experiment"]["placement"] = meshes.describe(mesh, op["axes"])  # which axes cross processes
+    record["process"] = meshes.process_info()
 
     with phase("input"):
-        x = prog.make_input()
+        args = prog.make_input()
+        args = args if isinstance(args, tuple) else (args,)  # a matmul takes two arrays
     with phase("lower"):
-        lowered = prog.fn.lower(x)
+        lowered = prog.fn.lower(*args)
     with phase("compile"):
         compiled = lowered.compile()
     record["compile"] = {"lower_s": phase["lower"], "compile_s": phase["compile"]}
     with phase("hlo_dump"):
         hlo_dir = job_dir / HLO_DIR
         hlo_dir.mkdir(parents=True, exist_ok=True)
-        (hlo_dir / "lowered.stablehlo.mlir").write_text(lowered.as_text())
-        (hlo_dir / "compiled.hlo.txt").write_text(compiled.as_text())
+        if jax.process_index() == 0:  # one copy per job; every process compiles the same program
+            (hlo_dir / "lowered.stablehlo.mlir").write_text(lowered.as_text())
+            (hlo_dir / "compiled.hlo.txt").write_text(compiled.as_text())
     record["files"] = {"hlo_lowered": f"{HLO_DIR}/lowered.stablehlo.mlir",
                        "hlo_compiled": f"{HLO_DIR}/compiled.hlo.txt"}
 
     def step():
-        return compiled(x)
+        return compiled(*args)
 
     if spec["check_result"]:
         with phase("check"):
-            record["check"] = check(np.asarray(step()), prog.reference(), spec["dtype"])
+            record["check"] = check(*meshes.comparable(step(), prog.reference()), spec["dtype"])
         if not record["check"]["passed"]:
             raise AssertionError(f"result differs from the NumPy reference: {record['check']}")
 
     with phase("timing"):
-        record["timing"] = timing.time_step(step, spec["timing"])
+        record["timing"] = timing.time_step(step, spec["timing"], meshes.agree)
     record["timing"]["wall_s"] = phase["timing"]
 
     if spec["trace"]["enabled"]:
         with phase("trace"):
-            captured = tracing.capture(step, job_dir / TRACE_DIR, spec["trace"])
+            captured = tracing.capture(step, meshes.trace_dir(job_dir / TRACE_DIR), spec["trace"])
         record["files"]["xplane"] = str(captured.pop("xplane").relative_to(job_dir))
         record["trace"] = captured
         record["trace"]["wall_s"] = phase["trace"]

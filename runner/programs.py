@@ -7,13 +7,15 @@ every dtype and the result can be checked against NumPy bit for bit.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
+
+from runner.meshes import global_array
 
 
 @dataclass
@@ -22,7 +24,8 @@ class Program:
     fn: Callable  # jitted: input array -> output array
     make_input: Callable[[], jax.Array]
     reference: Callable[[], np.ndarray]  # what fn(make_input()) must equal
-    V_bytes: int  # the bytes the book's formula uses
+    V_bytes: int | None  # the bytes the book's formula uses (None for a matmul)
+    extra: dict = field(default_factory=dict)  # op-specific facts for result.json's experiment
 
 
 def _values(n: int, dtype) -> np.ndarray:
@@ -45,7 +48,8 @@ def build(op: str, axes: list[str], mesh: jax.sharding.Mesh, size_bytes: int, dt
         return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=in_spec, out_specs=out_spec, check_vma=False))
 
     def placed(host: np.ndarray, spec) -> Callable[[], jax.Array]:
-        return lambda: jax.device_put(host, NamedSharding(mesh, spec))
+        # Not device_put: when the mesh spans processes each fills only its own devices.
+        return lambda: global_array(host, NamedSharding(mesh, spec))
 
     if op == "all_gather":
         host = _values(elems, np_dtype)

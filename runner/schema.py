@@ -33,6 +33,8 @@ class HardwareConf:
     hbm_bw_Bps: Optional[float] = None
     flops_per_s: dict[str, float] = field(default_factory=dict)
     source: str = ""
+    # measured W and T_min per collective, written by `python -m analysis calibrate`
+    calibrated: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -43,9 +45,14 @@ class MeshConf:
 
 @dataclass
 class OpConf:
-    name: str = MISSING
+    name: str = MISSING  # all_gather | reduce_scatter | all_reduce | all_to_all | matmul
+    # collectives:
     axes: list[str] = field(default_factory=lambda: ["X"])
-    size_bytes: Any = MISSING  # int or a string with a unit: "16MiB", "1KiB", "4096"
+    size_bytes: Any = None  # int or a string with a unit: "16MiB", "1KiB", "4096"
+    # matmul:
+    expr: Optional[str] = None  # the book's notation, e.g. "A[I, J_X] * B[J_X, K] -> C[I, K]"
+    dims: dict[str, int] = field(default_factory=dict)  # global size of each dim, e.g. {I: 1024}
+    strategy: str = "auto"  # see runner/matmul_plan.py STRATEGIES
 
 
 @dataclass
@@ -68,15 +75,28 @@ class TraceConf:
 
 
 @dataclass
+class DistributedConf:
+    mode: str = "none"  # none | local | auto (see conf/distributed/)
+    num_processes: Optional[int] = None
+    devices_per_process: Optional[int] = None
+    process_id: Optional[int] = None
+    coordinator_address: Optional[str] = None  # "host:port" of process 0
+    cross_process_axis: Optional[str] = None  # a mesh axis laid across the processes
+    timeout_s: float = 60.0  # how long processes may wait for each other (join, finish a point)
+
+
+@dataclass
 class Config:
     hardware: HardwareConf = MISSING
     mesh: MeshConf = MISSING
     op: OpConf = MISSING
+    distributed: DistributedConf = field(default_factory=DistributedConf)
     dtype: str = "float32"
     timing: TimingConf = field(default_factory=TimingConf)
     trace: TraceConf = field(default_factory=TraceConf)
     timeout_s: float = 600.0  # a sweep point that runs longer is killed and recorded as failed
     check_result: bool = True
+    resume: bool = False  # in a multirun: keep points whose result.json is ok for this config
 
 
 def register_configs() -> None:

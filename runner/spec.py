@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from runner.schema import REPO_ROOT
 
 COLLECTIVES = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
+OPS = COLLECTIVES + ("matmul",)
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "int32": 4, "int8": 1}
 _UNITS = {"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30,
           "KB": 10**3, "MB": 10**6, "GB": 10**9}
@@ -63,36 +64,18 @@ def build_spec(cfg: DictConfig) -> dict:
     """Check ``cfg`` without touching JAX and return the plain spec the worker runs."""
     c = OmegaConf.to_container(cfg, resolve=True)
     op, mesh, hw = c["op"], c["mesh"], c["hardware"]
-    if op["name"] not in COLLECTIVES:
-        raise ConfigError(f"op.name={op['name']!r}: allowed ops are {', '.join(COLLECTIVES)}")
+    if op["name"] not in OPS:
+        raise ConfigError(f"op.name={op['name']!r}: allowed ops are {', '.join(OPS)}")
     if c["dtype"] not in DTYPE_BYTES:
         raise ConfigError(f"dtype={c['dtype']!r}: allowed dtypes are {', '.join(DTYPE_BYTES)}")
     axes = mesh["axes"]
-    for name, size in axes.items():
-        if not re.fullmatch(r"[A-Z]", name):
-            raise ConfigError(f"mesh.axes: axis name {name!r} must be one capital letter (X, Y, Z, ...)")
-        if size != -1 and size < 1:
-            raise ConfigError(f"mesh.axes.{name}={size}: a size must be >= 1, or -1 for all the devices left")
-    if sum(1 for s in axes.values() if s == -1) > 1:
-        raise ConfigError(f"mesh.axes={axes}: at most one axis may be -1")
-    op_axes = list(op["axes"])
-    if not op_axes:
-        raise ConfigError("op.axes=[]: name at least one mesh axis to run the collective over")
-    for a in op_axes:
-        if a not in axes:
-            raise ConfigError(f"op.axes: {a!r} is not an axis of mesh {mesh['name']!r} (axes: {', '.join(axes)})")
-    if len(set(op_axes)) != len(op_axes):
-        raise ConfigError(f"op.axes={op_axes}: a mesh axis may appear only once")
-    size_bytes = parse_size(op["size_bytes"])
-    itemsize = DTYPE_BYTES[c["dtype"]]
-    if size_bytes % itemsize:
-        raise ConfigError(f"op.size_bytes={op['size_bytes']!r}: V={size_bytes} B is not a whole number of "
-                          f"{c['dtype']} elements ({itemsize} B each)")
+    _check_mesh_axes(axes)
     if hw["kind"] not in ("auto", "cpu", "tpu", "gpu"):
         raise ConfigError(f"hardware.kind={hw['kind']!r}: allowed kinds are auto, cpu, tpu, gpu")
     _check_timing(c["timing"], c["trace"])
+    op_spec = _matmul_op(op, axes) if op["name"] == "matmul" else _collective_op(op, axes, mesh["name"], c["dtype"])
     spec = {
-        "op": {"name": op["name"], "axes": op_axes, "size_bytes": size_bytes},
+        "op": op_spec,
         "mesh": {"name": mesh["name"], "axes": dict(axes)},
         "hardware": hw,
         "dtype": c["dtype"],
@@ -100,10 +83,58 @@ def build_spec(cfg: DictConfig) -> dict:
         "trace": c["trace"],
         "check_result": c["check_result"],
     }
+    from runner.distributed import check_distributed  # runner.distributed imports this module
+
+    spec["distributed"] = check_distributed(c["distributed"], hw, axes)
     known = {n: s for n, s in axes.items() if s != -1}
-    if len(known) == len(axes):  # fully known mesh: check divisibility now, not in the worker
+    if len(known) == len(axes):  # fully known mesh: check divisibility and memory now, not in the worker
         check_shapes(spec, known)
+        from runner.memory import check_fits  # imports this module
+
+        check_fits(spec, known)
     return spec
+
+
+def _check_mesh_axes(axes: dict) -> None:
+    for name, size in axes.items():
+        if not re.fullmatch(r"[A-Z]", name):
+            raise ConfigError(f"mesh.axes: axis name {name!r} must be one capital letter (X, Y, Z, ...)")
+        if size != -1 and size < 1:
+            raise ConfigError(f"mesh.axes.{name}={size}: a size must be >= 1, or -1 for all the devices left")
+    if sum(1 for s in axes.values() if s == -1) > 1:
+        raise ConfigError(f"mesh.axes={axes}: at most one axis may be -1")
+
+
+def _collective_op(op: dict, axes: dict, mesh_name: str, dtype: str) -> dict:
+    if op.get("expr") is not None or op.get("dims"):
+        raise ConfigError(f"op.expr / op.dims are for op=matmul; op={op['name']} takes op.axes and op.size_bytes")
+    if op.get("size_bytes") is None:
+        raise ConfigError(f"op.size_bytes: missing; {op['name']} needs V, e.g. op.size_bytes=16MiB")
+    op_axes = list(op["axes"])
+    if not op_axes:
+        raise ConfigError("op.axes=[]: name at least one mesh axis to run the collective over")
+    for a in op_axes:
+        if a not in axes:
+            raise ConfigError(f"op.axes: {a!r} is not an axis of mesh {mesh_name!r} (axes: {', '.join(axes)})")
+    if len(set(op_axes)) != len(op_axes):
+        raise ConfigError(f"op.axes={op_axes}: a mesh axis may appear only once")
+    size_bytes = parse_size(op["size_bytes"])
+    itemsize = DTYPE_BYTES[dtype]
+    if size_bytes % itemsize:
+        raise ConfigError(f"op.size_bytes={op['size_bytes']!r}: V={size_bytes} B is not a whole number of "
+                          f"{dtype} elements ({itemsize} B each)")
+    return {"name": op["name"], "axes": op_axes, "size_bytes": size_bytes}
+
+
+def _matmul_op(op: dict, axes: dict) -> dict:
+    from runner.matmul_plan import check_dims, parse_matmul, plan, used_axes  # imports this module
+
+    if op.get("expr") is None:
+        raise ConfigError("op.expr: missing; op=matmul needs one, e.g. 'A[I, J_X] * B[J_X, K] -> C[I, K]'")
+    mm = parse_matmul(op["expr"])
+    plan(mm, op["strategy"], {n: max(s, 1) for n, s in axes.items()})  # strategy fits the expression
+    dims = check_dims(mm, dict(op["dims"]), None)
+    return {"name": "matmul", "expr": op["expr"], "dims": dims, "strategy": op["strategy"], "axes": used_axes(mm)}
 
 
 def _check_timing(timing: dict, trace: dict) -> None:
@@ -141,7 +172,13 @@ def shards(spec: dict, mesh_axes: dict[str, int]) -> int:
 
 
 def check_shapes(spec: dict, mesh_axes: dict[str, int]) -> None:
-    """The array must split evenly over the op's axes (twice over for AllToAll)."""
+    """The array must split evenly over the op's axes (twice over for AllToAll); a matmul's
+    dims over their shards."""
+    if spec["op"]["name"] == "matmul":
+        from runner.matmul_plan import check_dims, parse_matmul
+
+        check_dims(parse_matmul(spec["op"]["expr"]), spec["op"]["dims"], mesh_axes)
+        return
     p = shards(spec, mesh_axes)
     itemsize = DTYPE_BYTES[spec["dtype"]]
     elems = spec["op"]["size_bytes"] // itemsize

@@ -27,7 +27,11 @@ def _once(step, k: int = 1) -> float:
     return (time.perf_counter() - t0) / k
 
 
-def warm_up(step, min_iters: int, max_s: float) -> list[float]:
+def _local(flag: bool) -> bool:
+    return flag
+
+
+def warm_up(step, min_iters: int, max_s: float, agree=_local) -> list[float]:
     """Run until the median of the last 3 iterations is within 10% of the 3 before them."""
     times: list[float] = []
     t_end = time.perf_counter() + max_s
@@ -35,14 +39,18 @@ def warm_up(step, min_iters: int, max_s: float) -> list[float]:
         times.append(_once(step))
         if len(times) >= max(min_iters, 6):
             prev, last = np.median(times[-6:-3]), np.median(times[-3:])
-            if abs(last - prev) <= 0.1 * prev or time.perf_counter() > t_end:
+            if agree(abs(last - prev) <= 0.1 * prev or time.perf_counter() > t_end):
                 return times
 
 
-def time_step(step, timing: dict) -> dict:
-    """Timing samples of ``step`` (a callable returning a JAX array) and their summary."""
+def time_step(step, timing: dict, agree=_local) -> dict:
+    """Timing samples of ``step`` (a callable returning a JAX array) and their summary.
+
+    ``agree`` turns each local stop decision into the one every process follows (with
+    several JAX processes, process 0's: see :func:`runner.meshes.agree`).
+    """
     t_start = time.perf_counter()
-    warm = warm_up(step, timing["warmup_min_iters"], timing["warmup_max_s"])
+    warm = warm_up(step, timing["warmup_min_iters"], timing["warmup_max_s"], agree)
     t_warm = time.perf_counter()
     samples: list[float] = []
     stop = "max_iters"
@@ -50,11 +58,10 @@ def time_step(step, timing: dict) -> dict:
         samples.append(_once(step, timing["iters_per_sample"]))
         n = len(samples)
         if n >= timing["min_iters"] and n % CHECK_EVERY == 0:
-            if rel_ci_halfwidth(samples) <= timing["target_rel_ci"]:
-                stop = "ci_tight"
-                break
-            if time.perf_counter() - t_warm >= timing["budget_s"]:
-                stop = "budget"
+            tight = rel_ci_halfwidth(samples) <= timing["target_rel_ci"]
+            spent = time.perf_counter() - t_warm >= timing["budget_s"]
+            if agree(tight or spent):
+                stop = "ci_tight" if tight else ("budget" if spent else "process 0")
                 break
     t_done = time.perf_counter()
     return {

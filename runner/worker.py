@@ -5,6 +5,8 @@ that kills its process - an abort inside XLA, a segfault, the OOM killer - or ru
 its timeout only loses itself: the parent records what it saw and starts a fresh worker
 for the next point. The worker is also the one place where process-wide JAX settings are
 applied (:mod:`runner.jaxenv`); a point that needs other settings gets a new worker.
+With ``distributed=local`` the "worker" is a group of them, one per JAX process
+(:class:`runner.distributed.ProcessGroup`), built from the same :class:`Worker`.
 """
 from __future__ import annotations
 
@@ -14,13 +16,18 @@ import multiprocessing as mp
 import os
 import signal
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
 
+from runner.jaxenv import MODE_ENV
+
 LOG_NAME = "worker.log"
 # Tests set this to a size in bytes; the worker then aborts (SIGABRT) on that sweep point.
 TEST_ABORT_ENV = "SHARDLAB_TEST_ABORT_SIZE_BYTES"
+# With TEST_ABORT_ENV in a multi-process run: only the process with this index aborts.
+TEST_ABORT_PROCESS_ENV = "SHARDLAB_TEST_ABORT_PROCESS"
 STARTUP_TIMEOUT_S = 300
 
 
@@ -28,11 +35,18 @@ class WorkerDied(RuntimeError):
     """The worker process ended (or was killed for its timeout) in the middle of a point."""
 
 
+def log_name(process_index: int) -> str:
+    """The log of one JAX process in a job folder: ``worker.log``, ``worker.host1.log``, ..."""
+    return LOG_NAME if process_index == 0 else f"worker.host{process_index}.log"
+
+
 def _tail(path: Path, lines: int = 20) -> str:
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        text = path.read_text(errors="replace").splitlines()
     except OSError:
         return ""
+    # An abort inside XLA ends with dozens of stack-frame addresses; the message is above them.
+    return "\n".join([t for t in text if not t.lstrip().startswith("@ 0x")][-lines:])
 
 
 @contextlib.contextmanager
@@ -55,15 +69,23 @@ def _output_to(log: Path):
         os.close(saved[1])
 
 
-def _serve(conn, env: dict) -> None:
+def _serve(conn, env: dict, startup_log: str) -> None:
     """Worker main loop: start JAX once, then run the points sent over ``conn``."""
+    if env.get(MODE_ENV) == "local":
+        os.setpgid(0, 0)  # its own process group: the parent can end it and anything it started
     from runner.jaxenv import start_jax
 
-    start_jax(env)
-    from runner.measure import measure
-    from runner.spec import ConfigError
-
+    with _output_to(Path(startup_log)):  # JAX's start-up (and distributed init) messages
+        try:
+            jax = start_jax(env)
+            from runner.measure import measure
+            from runner.spec import ConfigError
+        except Exception as exc:
+            traceback.print_exc()
+            conn.send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})
+            return
     conn.send({"ready": True})  # the parent times the start-up: spawn, imports, JAX start
+    index = jax.process_index()
 
     while True:
         try:
@@ -75,9 +97,10 @@ def _serve(conn, env: dict) -> None:
         spec, job_dir = msg
         job_dir = Path(job_dir)
         record: dict = {}
-        with _output_to(job_dir / LOG_NAME):
+        with _output_to(job_dir / log_name(index)):
             try:
-                if os.environ.get(TEST_ABORT_ENV) == str(spec["op"]["size_bytes"]):
+                if (os.environ.get(TEST_ABORT_ENV) == str(spec["op"].get("size_bytes"))
+                        and os.environ.get(TEST_ABORT_PROCESS_ENV, str(index)) == str(index)):
                     os.abort()  # test-only hook: lets the tests prove crash isolation
                 measure(spec, job_dir, record)
                 reply = {"status": "ok", "record": record}
@@ -98,9 +121,13 @@ class Worker:
         self.env = env
         self.points = 0
         self.start_s: float | None = None  # spawn to JAX ready, known after the first point
+        self.own_group = env.get(MODE_ENV) == "local"
+        fd, log = tempfile.mkstemp(prefix="shardlab-worker-", suffix=".log")
+        os.close(fd)
+        self.startup_log = Path(log)
         self._t_spawn = time.perf_counter()
         self._conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_serve, args=(child, env), daemon=True, name="shardlab-worker")
+        self.process = ctx.Process(target=_serve, args=(child, env, log), daemon=True, name="shardlab-worker")
         self.process.start()
         child.close()
 
@@ -111,31 +138,72 @@ class Worker:
         """Send one point; return the worker's reply or raise :class:`WorkerDied`."""
         log = Path(job_dir) / LOG_NAME
         first = self.start_s is None
+        if first:  # wait for JAX to start; a point's timeout starts after that
+            self.wait_ready(STARTUP_TIMEOUT_S)
+        self.submit(spec, job_dir)
         try:
-            if first:  # wait for JAX to start; a point's timeout starts after that
-                if not self._conn.poll(STARTUP_TIMEOUT_S):
-                    self.kill()
-                    raise WorkerDied(f"the worker did not start JAX within {STARTUP_TIMEOUT_S} s")
-                self._conn.recv()
-                self.start_s = time.perf_counter() - self._t_spawn
-            self._conn.send((spec, str(job_dir)))
             if not self._conn.poll(timeout_s):
                 self.kill()
                 raise WorkerDied(f"timed out after {timeout_s:g} s (timeout_s); worker killed. "
                                  f"Last log lines:\n{_tail(log)}")
-            reply = self._conn.recv()
-            self.points += 1
-            reply["worker"] = {"pid": self.process.pid, "points_served": self.points,
-                               "start_s": self.start_s if first else None}
-            return reply
         except (EOFError, ConnectionError, BrokenPipeError):
-            self.process.join(5)
-            code = self.process.exitcode
-            how = (f"killed by signal {signal.Signals(-code).name}" if code is not None and code < 0
-                   else f"exited with code {code}")
-            raise WorkerDied(f"worker process {how} while running this point. Last log lines:\n{_tail(log)}")
+            pass  # the process ended: receive() says how
+        reply = self.receive(log)
+        reply["worker"] = {"pid": self.process.pid, "points_served": self.points,
+                           "start_s": self.start_s if first else None}
+        return reply
+
+    def wait_ready(self, timeout_s: float) -> None:
+        """Wait until JAX has started in the worker; raise :class:`WorkerDied` if it does not."""
+        try:
+            if not self._conn.poll(timeout_s):
+                self.kill()
+                raise WorkerDied(f"the worker did not start JAX within {timeout_s:g} s; killed. "
+                                 f"Last lines of its start-up log:\n{_tail(self.startup_log)}")
+            msg = self._conn.recv()
+        except (EOFError, ConnectionError, BrokenPipeError):
+            raise WorkerDied(f"the worker {self._how_it_ended()} while starting JAX. Last lines of its "
+                             f"start-up log:\n{_tail(self.startup_log)}") from None
+        if not msg.get("ready"):
+            self.kill()
+            raise WorkerDied(f"the worker could not start JAX: {msg.get('error')}. Last lines of its "
+                             f"start-up log:\n{_tail(self.startup_log)}")
+        self.start_s = time.perf_counter() - self._t_spawn
+
+    def submit(self, spec: dict, job_dir: Path) -> None:
+        """Send one point without waiting for it (see :meth:`receive`)."""
+        try:
+            self._conn.send((spec, str(job_dir)))
+        except (ConnectionError, BrokenPipeError, OSError):
+            pass  # the process is gone; receive() reports how it ended
+
+    def reply_waiting(self) -> bool:
+        """Whether a reply can be received without blocking (or the pipe has closed)."""
+        try:
+            return self._conn.poll(0)
+        except (EOFError, ConnectionError, BrokenPipeError, OSError):
+            return True
+
+    def receive(self, log: Path) -> dict:
+        """The reply to the point sent by :meth:`submit`, or :class:`WorkerDied` if it ended."""
+        try:
+            reply = self._conn.recv()
+        except (EOFError, ConnectionError, BrokenPipeError, OSError):
+            raise WorkerDied(f"worker process {self._how_it_ended()} while running this point. "
+                             f"Last log lines:\n{_tail(log)}") from None
+        self.points += 1
+        return reply
+
+    def _how_it_ended(self) -> str:
+        self.process.join(5)
+        code = self.process.exitcode
+        return (f"was killed by signal {signal.Signals(-code).name}" if code is not None and code < 0
+                else f"exited with code {code}")
 
     def kill(self) -> None:
+        if self.own_group and self.process.pid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)  # it and anything it started
         if self.process.is_alive():
             self.process.kill()
         self.process.join(5)
@@ -146,19 +214,25 @@ class Worker:
                 self._conn.send(None)
             self.process.join(10)
         self.kill()
+        self.startup_log.unlink(missing_ok=True)
 
 
-_current: Worker | None = None
+_current = None  # a Worker, or a runner.distributed.ProcessGroup for distributed=local
 
 
-def get_worker(env: dict) -> Worker:
+def get_worker(env: dict):
     """The live worker for ``env``, starting one if there is none or its env differs."""
     global _current
     if _current is not None and (_current.env != env or not _current.alive()):
         _current.close()
         _current = None
     if _current is None:
-        _current = Worker(env)
+        if env.get(MODE_ENV) == "local":
+            from runner.distributed import ProcessGroup
+
+            _current = ProcessGroup(env)
+        else:
+            _current = Worker(env)
     return _current
 
 

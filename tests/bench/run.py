@@ -46,13 +46,22 @@ def sweep_breakdown(work: Path, cache: Path, label: str) -> dict:
         "timed iterations (incl. warm-up)": sum(r["timing"]["warmup_s"] + r["timing"]["timed_s"] for r in rs),
         "tracing": sum(r["trace"]["wall_s"] - r["trace"]["write_s"] for r in rs),
         "trace writing": sum(r["trace"]["write_s"] for r in rs),
+        "trace parsing (perturbation ratio)": phase_sum(rs, "trace_parse"),
+        "result check vs NumPy": phase_sum(rs, "check"),
+        "inputs, mesh, hardware record": phase_sum(rs, "setup") + phase_sum(rs, "input"),
+        "HLO dumps": phase_sum(rs, "hlo_dump"),
         "analysis + report": float((out / "report" / "build_s.txt").read_text()),
     }
-    parts["other (checks, HLO dumps, IPC, Hydra per job, exit)"] = total - sum(parts.values())
+    parts["other (IPC, Hydra per job, job files, exit)"] = total - sum(parts.values())
     return {"label": label, "total_s": total, "points": len(rs), "parts_s": parts,
             "compile_per_point_s": parts["compile"] / len(rs),
             "harness_overhead": (total - parts["compile"] - parts["timed iterations (incl. warm-up)"]) / total,
             "dir": str(out)}
+
+
+def phase_sum(results: list[dict], name: str) -> float:
+    """Seconds all points spent in one phase the runner recorded (``phases_s``)."""
+    return sum((r.get("phases_s") or {}).get(name, 0.0) for r in results)
 
 
 def small_message(repeats: int) -> dict:
@@ -88,7 +97,7 @@ def trace_parsing(work: Path, iters: int) -> dict:
     """Events/s: shardlab's xplane reader vs json of the perfetto trace vs xprof's hlo_stats."""
     import jax
 
-    from analysis.trace import device_ops, read_xplane
+    from analysis.trace import count_events, device_ops, read_xplane
     from runner import programs
 
     mesh = jax.make_mesh((8,), ("X",))
@@ -119,9 +128,16 @@ def trace_parsing(work: Path, iters: int) -> dict:
     n_json = len(doc["traceEvents"] if isinstance(doc, dict) else doc)
     from xprof.convert import raw_to_tool_data
 
-    t_xprof, _ = best(lambda: raw_to_tool_data.xspace_to_tool_data([str(xplane)], "hlo_stats", {}))
-    n = len(events)
-    return {"events": n, "device_op_events": len(ops), "json_events": n_json,
+    # use_saved_result=False: by default xprof caches its answer beside the trace, and every
+    # call after the first would time a cache read.
+    t_xprof, (data, _) = best(lambda: raw_to_tool_data.xspace_to_tool_data([str(xplane)], "hlo_stats", {"use_saved_result": False}))
+    if not data:  # a converter that failed returns nothing: its time would mean nothing
+        raise RuntimeError("xprof hlo_stats returned no data")
+    # All three read the whole file, so events/s counts every event in it; shardlab keeps
+    # only the candidate device-op events of those.
+    n = count_events(xplane)
+    return {"events": n, "candidate_events": len(events), "device_op_events": len(ops), "json_events": n_json,
+            "xprof_hlo_stats_bytes": len(data),
             "shardlab_read_s": t_ours, "shardlab_events_per_s": n / t_ours,
             "shardlab_read_plus_ops_s": t_ours + t_ops, "json_load_s": t_json, "json_events_per_s": n_json / t_json,
             "xprof_hlo_stats_s": t_xprof, "xprof_events_per_s": n / t_xprof}
@@ -188,7 +204,8 @@ def print_table(f: dict) -> None:
     print(f"\n1 KiB AllGather on 8 CPU devices: shardlab {1e6 * sm['shardlab_median_s']:.0f} us, naive loop "
           f"{1e6 * sm['naive_median_s']:.0f} us (ratio {sm['ratio']:.2f}, medians of {sm['repeats']} interleaved repeats)")
     tp = f["trace_parsing"]
-    print(f"\ntrace parsing, {tp['events']} events ({tp['device_op_events']} device ops):")
+    print(f"\ntrace parsing, {tp['events']} events in the xplane ({tp['candidate_events']} kept, "
+          f"{tp['device_op_events']} device ops; {tp['json_events']} in the perfetto JSON):")
     print(f"    shardlab read_xplane     {tp['shardlab_read_s']:.3f} s  {tp['shardlab_events_per_s'] / 1e6:.2f} M events/s "
           f"(+ device_ops: {tp['shardlab_read_plus_ops_s']:.3f} s)")
     print(f"    json of perfetto .gz     {tp['json_load_s']:.3f} s  {tp['json_events_per_s'] / 1e6:.2f} M events/s")

@@ -1,0 +1,187 @@
+"""Jobs run by several JAX processes: their traces merged, skew, and in- vs cross-process.
+
+Each process of a multi-process job (``distributed=local`` or ``auto``) traces only its own
+devices, into ``trace/host<i>/plugins/profile/<time>/<host>.xplane.pb``. This module reads
+them all into one table with a ``process`` column (device ids are global, so they do not
+collide), then asks of every collective: which device was slowest, how far apart were the
+devices, and what does crossing processes cost against staying in one. The report shows a
+section built from these tables only when a sweep has multi-process jobs
+(:func:`add_section`).
+
+Where the processes come from: ``result.json``'s ``processes`` list (``local``: the runner
+merged them), or ``result.host<i>.json`` files beside it (``auto``: each host wrote its own).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis import trace as trace_reader
+from analysis.load import read_results
+
+# Seen in the workers' logs (gloo connects the devices of in-process groups as well).
+CPU_NOTE = (" On CPU, XLA runs every collective of a multi-process run through gloo over TCP, in-process "
+            "groups too; on one machine the gap is the loopback's and the processes', not a network's.")
+OPS_COLUMNS = ["process", "host", "device", "hlo_module", "hlo_op", "start_ns", "end_ns", "duration_ns", "iteration"]
+
+
+def process_parts(result: dict) -> list[dict]:
+    """``{process_id, host, xplane}`` for every process of a job (xplane relative to its folder)."""
+    if result.get("processes"):
+        return [{"process_id": p["process_id"], "host": p.get("host"), "xplane": p.get("xplane")}
+                for p in result["processes"]]
+    job_dir = Path(result["job_dir"])
+    parts = [result] + [json.loads(p.read_text()) for p in sorted(job_dir.glob("result.host*.json"))]
+    return [{"process_id": (r.get("environment") or {}).get("process_index", 0),
+             "host": (r.get("environment") or {}).get("host"), "xplane": (r.get("files") or {}).get("xplane")}
+            for r in parts]
+
+
+def merged_device_ops(result: dict) -> pd.DataFrame:
+    """Every process's device-op executions in one table (:data:`OPS_COLUMNS`)."""
+    tables = []
+    for part in process_parts(result):
+        if not part["xplane"]:
+            continue
+        ops = trace_reader.device_ops(trace_reader.read_xplane(Path(result["job_dir"]) / part["xplane"]))
+        tables.append(ops.assign(process=part["process_id"], host=part["host"]))
+    if not tables:
+        return pd.DataFrame(columns=OPS_COLUMNS)
+    return pd.concat(tables, ignore_index=True)[OPS_COLUMNS]
+
+
+def collective_skew(ops: pd.DataFrame, same_clock: bool = True) -> pd.DataFrame:
+    """Per (module, op) across every device of every process: the slowest device and the skew.
+
+    ``slowest_device_time_s``: the largest per-device median duration. ``device_spread_s``:
+    per iteration, the longest device duration minus the shortest (median over iterations);
+    clock-free, so it holds across hosts. ``arrival_skew_s``: per iteration, last device start
+    minus first; only meaningful when the processes share a clock (``same_clock``: one host).
+    """
+    if ops.empty:
+        return pd.DataFrame()
+    per_dev = ops.groupby(["hlo_module", "hlo_op", "process", "device"])["duration_ns"].median().reset_index()
+    slowest = per_dev.loc[per_dev.groupby(["hlo_module", "hlo_op"])["duration_ns"].idxmax()]
+    it = ops.groupby(["hlo_module", "hlo_op", "iteration"]).agg(
+        d_max=("duration_ns", "max"), d_min=("duration_ns", "min"), s_max=("start_ns", "max"),
+        s_min=("start_ns", "min"), processes=("process", "nunique"), devices=("device", "nunique"))
+    it["spread"], it["arrival"] = it["d_max"] - it["d_min"], it["s_max"] - it["s_min"]
+    g = it.groupby(["hlo_module", "hlo_op"])
+    out = pd.DataFrame({"processes": g["processes"].max(), "devices": g["devices"].max(),
+                        "iterations": g.size(), "device_spread_s": g["spread"].median() * 1e-9,
+                        "arrival_skew_s": g["arrival"].median() * 1e-9 if same_clock else np.nan,
+                        "median_device_time_s": per_dev.groupby(["hlo_module", "hlo_op"])["duration_ns"].median() * 1e-9})
+    out = out.reset_index().merge(
+        slowest.rename(columns={"process": "slowest_process", "device": "slowest_device",
+                                "duration_ns": "slowest_device_time_s"}), on=["hlo_module", "hlo_op"])
+    out["slowest_device_time_s"] *= 1e-9
+    return out
+
+
+def process_table(root: str | Path, summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per multi-process job and collective it asked for: placement, timing per
+    process, and the merged trace's skew figures. Empty when no job ran in several processes."""
+    rows = []
+    targets = summary[summary["is_target"] & (summary["status"] == "ok")].drop_duplicates("job").set_index("job")
+    for r in read_results(root):
+        placement = (r.get("experiment") or {}).get("placement") or {}
+        parts = process_parts(r) if r.get("status") == "ok" else []
+        if placement.get("process_count", 1) < 2 or r["job"] not in targets.index:
+            continue
+        t = targets.loc[r["job"]]
+        row = {"job": r["job"], "op": t["op"], "axes": t["axes"], "dtype": t["dtype"], "group_size": t["group_size"],
+               "V_bytes": t["V_bytes"], "processes": placement["process_count"],
+               "processes_per_group": placement.get("processes_per_group"),
+               "crosses_processes": bool(placement.get("crosses_processes")),
+               "time_s": t["time_s"], "busbw_Bps": t["busbw_Bps"],
+               "slowest_process_time_s": max(((p.get("timing_summary") or {}).get("median_s") or np.nan)
+                                             for p in r.get("processes") or [{}])}
+        try:
+            ops = merged_device_ops(r)
+            hosts = {p["host"] for p in parts}
+            skew = collective_skew(ops, same_clock=len(hosts) == 1)
+            hit = skew[skew["hlo_op"] == t["hlo_op"]] if len(skew) else skew
+            if len(hit):
+                row.update(hit.iloc[0][["devices", "slowest_device", "slowest_process", "slowest_device_time_s",
+                                        "median_device_time_s", "device_spread_s", "arrival_skew_s"]].to_dict())
+            row["traces_merged"] = int(ops["process"].nunique()) if len(ops) else 0
+        except (OSError, ValueError, trace_reader.TraceError) as exc:
+            row["skipped"] = str(exc)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def placement_comparison(table: pd.DataFrame) -> pd.DataFrame:
+    """In-process against cross-process, for each (op, dtype, group size, V) that has both."""
+    if table.empty:
+        return pd.DataFrame()
+    keys = ["op", "dtype", "group_size", "V_bytes"]
+    side = table.assign(where=np.where(table["crosses_processes"], "cross", "in"))
+    wide = side.pivot_table(index=keys, columns="where", values=["time_s", "busbw_Bps"], aggfunc="median")
+    if ("time_s", "in") not in wide or ("time_s", "cross") not in wide:
+        return pd.DataFrame()
+    out = pd.DataFrame({"in_process_time_s": wide[("time_s", "in")], "cross_process_time_s": wide[("time_s", "cross")],
+                        "in_process_busbw_Bps": wide[("busbw_Bps", "in")],
+                        "cross_process_busbw_Bps": wide[("busbw_Bps", "cross")]}).reset_index()
+    out["cross_over_in_time"] = out["cross_process_time_s"] / out["in_process_time_s"]
+    return out.dropna(subset=["cross_over_in_time"])
+
+
+def plot_placement(table: pd.DataFrame, path: Path) -> Path:
+    """Bus bandwidth against V, in-process and cross-process groups side by side (draws only)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    data = table.assign(placement=np.where(table["crosses_processes"], "cross-process group", "in-process group"))
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    sns.lineplot(data=data.sort_values("V_bytes"), x="V_bytes", y="busbw_Bps", hue="placement", style="op",
+                 markers=True, ax=ax)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("V (bytes)")
+    ax.set_ylabel("bus bandwidth (B/s), untraced median")
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def add_section(rep, root: Path, summary: pd.DataFrame, out: Path) -> None:
+    """The report's "Across processes" section and ``across_processes.csv``; nothing for a
+    sweep without multi-process jobs."""
+    table = process_table(root, summary)
+    if table.empty:
+        return
+    table.to_csv(root / "across_processes.csv", index=False)
+    rep.heading("Across processes")
+    n = int(table["processes"].max())
+    rep.text(f"{len(table)} job(s) ran as {n} JAX processes forming one mesh; each process traced its own "
+             "devices and the traces are merged here (`across_processes.csv`). A group *crosses processes* "
+             "when its devices belong to more than one process. Device spread: per iteration, the longest "
+             "device's op time minus the shortest (clock-free). Arrival skew: last device start minus first "
+             "(only when all processes ran on one host and so share a clock).")
+    cols = {"op": "op", "axes": "axes", "V_bytes": "V (B)", "crosses_processes": "crosses processes",
+            "time_s": "time (s)", "slowest_process_time_s": "slowest process (s)", "busbw_Bps": "busbw (B/s)",
+            "traces_merged": "traces", "devices": "devices", "slowest_device": "slowest device",
+            "slowest_process": "on process", "slowest_device_time_s": "its op time (s)",
+            "median_device_time_s": "median device (s)", "device_spread_s": "device spread (s)",
+            "arrival_skew_s": "arrival skew (s)"}
+    rep.table(table[[c for c in cols if c in table]].rename(columns=cols))
+    cmp = placement_comparison(table)
+    if len(cmp):
+        largest = cmp.loc[cmp.groupby(["op", "dtype", "group_size"])["V_bytes"].idxmax()]
+        said = "; ".join(f"{r.op} of {r.V_bytes / 2**20:g} MiB over {r.group_size} devices took "
+                         f"{r.in_process_time_s:.3g} s within a process and {r.cross_process_time_s:.3g} s "
+                         f"across processes ({r.cross_over_in_time:.2f}x)" for r in largest.itertuples())
+        rep.text(f"In-process against cross-process groups of the same size, at the largest V: {said}."
+                 + (CPU_NOTE if (summary["backend"] == "cpu").any() else ""))
+        rep.table(cmp.rename(columns={"V_bytes": "V (B)", "group_size": "devices/group"}))
+        rep.figure(plot_placement(table, out / "across_processes.png"),
+                   "Bus bandwidth against V for groups within one process and groups across processes.")

@@ -1,0 +1,119 @@
+"""In the worker: meshes, inputs, checks and decisions that work with one JAX process or many.
+
+In multi-controller JAX every process runs the same program on its own devices and sees
+only its own shards, so four things change when a mesh spans processes:
+
+* the device array is built explicitly (:func:`build_mesh`), to say which axis crosses
+  processes;
+* inputs are assembled from each process's own part of a host array (:func:`global_array`);
+* the result check compares only the shards this process holds (:func:`comparable`);
+* every process must run the same number of steps, or one waits forever inside a collective:
+  the timing loop's stop decisions are taken by process 0 and shared (:func:`agree`).
+
+With one process each of these does what the single-process runner always did.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+from pathlib import Path
+
+import jax
+import numpy as np
+from jax.sharding import Mesh
+
+from runner.spec import ConfigError
+
+AGREE_TIMEOUT_MS = 60_000  # raised on the waiting side if process 0 never decides
+
+
+def build_mesh(mesh_axes: dict[str, int], cross_process_axis: str | None = None) -> Mesh:
+    """The mesh ``mesh_axes`` (name -> size, in order) over all devices of all processes.
+
+    Devices are ordered by (process, id), so the outermost axis of the array varies slowest
+    and is the one that spans processes. With ``cross_process_axis`` that axis is put
+    outermost (its size must be a multiple of the process count: then every group along the
+    other axes lies within one process); without it, the mesh's first axis spans processes.
+    """
+    names, sizes = list(mesh_axes), list(mesh_axes.values())
+    if jax.process_count() == 1 and cross_process_axis is None:
+        return jax.make_mesh(tuple(sizes), tuple(names))  # what the single-process runner always used
+    devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
+    if cross_process_axis is None:
+        return Mesh(np.array(devices, dtype=object).reshape(sizes), tuple(names))
+    if mesh_axes[cross_process_axis] % jax.process_count():
+        raise ConfigError(f"distributed.cross_process_axis={cross_process_axis}: its size "
+                          f"{mesh_axes[cross_process_axis]} is not a multiple of the {jax.process_count()} processes")
+    order = [cross_process_axis] + [a for a in names if a != cross_process_axis]
+    arr = np.array(devices, dtype=object).reshape([mesh_axes[a] for a in order])
+    return Mesh(arr.transpose([order.index(a) for a in names]), tuple(names))
+
+
+def describe(mesh: Mesh, op_axes: list[str]) -> dict:
+    """Which axes span processes, and how many processes one group of ``op_axes`` spans."""
+    procs = np.vectorize(lambda d: d.process_index, otypes=[int])(mesh.devices)
+    names = list(mesh.axis_names)
+    cross = [a for i, a in enumerate(names) if (np.diff(procs, axis=i) != 0).any()]
+    idx = [names.index(a) for a in op_axes]
+    rest = [i for i in range(len(names)) if i not in idx]
+    groups = procs.transpose(rest + idx).reshape(-1, int(np.prod([procs.shape[i] for i in idx])))
+    per_group = max(len(set(g)) for g in groups.tolist())
+    return {"process_count": jax.process_count(), "cross_process_axes": cross,
+            "processes_per_group": per_group, "crosses_processes": per_group > 1}
+
+
+def process_info() -> dict:
+    """This process's part: its index, its devices' global ids, its host."""
+    return {"process_id": jax.process_index(), "process_count": jax.process_count(),
+            "device_ids": [d.id for d in jax.local_devices()], "host": socket.gethostname(), "pid": os.getpid()}
+
+
+def global_array(host: np.ndarray, sharding) -> jax.Array:
+    """``host`` laid out as ``sharding``, each process filling only its own devices.
+
+    Same result as ``jax.device_put(host, sharding)`` in one process; also correct when the
+    sharding spans processes (every process holds the same ``host``).
+    """
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+
+def comparable(got: jax.Array, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``got`` and the matching part of ``want`` as host arrays, for a result check.
+
+    A process can read only the shards on its own devices, so with several processes each
+    compares those (flattened, in shard order) against the same slices of the reference.
+    """
+    if got.is_fully_addressable:
+        return np.asarray(got), want
+    shards = got.addressable_shards
+    return (np.concatenate([np.asarray(s.data).ravel() for s in shards]),
+            np.concatenate([np.asarray(want[s.index]).ravel() for s in shards]))
+
+
+_decisions = itertools.count()
+
+
+def agree(flag: bool) -> bool:
+    """Process 0's ``flag``, in every process: the timing loop's stop decisions.
+
+    Each process times its own iterations, so their local stopping rules could disagree;
+    one that stopped early would leave the others blocked in the next collective. Uses the
+    coordination service's key-value store (no device work, nothing in the traces).
+    """
+    if jax.process_count() == 1:
+        return flag
+    from jax._src import distributed  # the client JAX already holds; no public accessor
+
+    client = distributed.global_state.client
+    key = f"shardlab/agree/{next(_decisions)}"
+    if jax.process_index() == 0:
+        client.key_value_set(key, "1" if flag else "0")
+        return flag
+    return client.blocking_key_value_get(key, AGREE_TIMEOUT_MS) == "1"
+
+
+def trace_dir(base: Path) -> Path:
+    """Where this process writes its trace: ``base``, or ``base/host<i>`` with several processes
+    (each writes ``<hostname>.xplane.pb``, the same name on one machine)."""
+    return base / f"host{jax.process_index()}" if jax.process_count() > 1 else base

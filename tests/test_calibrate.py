@@ -1,0 +1,121 @@
+"""``python -m analysis calibrate``: measured W and T_min per collective, written as a hardware
+entry that predictions then use (real CPU sweeps from the ``tiny_sweeps`` fixture)."""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+import math
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from analysis.__main__ import main as analysis_main
+from analysis.hardware import Calibration, calibrated_for, hardware_dir, load_hardware
+from analysis.model import predict_collective
+from analysis.predictions import model_constants, predict_points
+from analysis.report import target_points
+from analysis.summary import summary_table
+from runner.schema import HardwareConf
+
+
+@pytest.fixture(scope="module")
+def calibrated(tiny_sweeps, tmp_path_factory):
+    """(the written YAML path, the sweep it was fitted to, what the command printed)."""
+    out = tmp_path_factory.mktemp("calibrated") / "tiny_cpu.yaml"
+    sweep = tiny_sweeps["float32"]
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = analysis_main(["calibrate", str(sweep), "--name", "tiny_cpu", "--out", str(out)])
+    assert rc == 0
+    return out, sweep, buf.getvalue()
+
+
+def test_cli_writes_the_entry_to_out_and_not_into_conf(calibrated):
+    out, sweep, printed = calibrated
+    assert out.is_file() and f"wrote {out}" in printed
+    assert not (hardware_dir() / "tiny_cpu.yaml").exists()
+    raw = yaml.safe_load(out.read_text())
+    base = yaml.safe_load((hardware_dir() / "cpu.yaml").read_text())
+    assert set(base) <= set(raw)  # every key of the base entry is kept
+    assert raw["name"] == "tiny_cpu" and raw["kind"] == "cpu" and raw["interconnect"] == "host"
+    assert raw["device_kinds"] == []  # hardware=auto must keep picking cpu
+    assert str(sweep.resolve()) in raw["source"]
+    assert {(e["op"], e["n_axes"]) for e in raw["calibrated"]} == {("all_gather", 1), ("all_reduce", 1)}
+    for e in raw["calibrated"]:
+        assert e["n_points"] == 4 and e["link_bw_bidir_Bps"] > 0 and e["hop_latency_s"] >= 0
+        assert 0 <= e["rel_rms_error"] < 2
+
+
+def test_yaml_round_trips_through_load_hardware_and_the_hydra_schema(calibrated):
+    out, _, _ = calibrated
+    raw = yaml.safe_load(out.read_text())
+    hw = load_hardware(str(out))
+    ag = next(c for c in hw.calibrated if c.op == "all_gather")
+    assert hw.calibrated == tuple(Calibration(**e) for e in raw["calibrated"])
+    # the headline constants are the AllGather fit's (W bidirectional, half of it one way)
+    assert hw.link_bw_bidir_Bps == ag.link_bw_bidir_Bps and hw.hop_latency_s == ag.hop_latency_s
+    assert hw.link_bw_unidir_Bps == pytest.approx(ag.link_bw_bidir_Bps / 2)
+    # python -m runner hardware=NAME composes the file against this schema
+    merged = OmegaConf.merge(OmegaConf.structured(HardwareConf), OmegaConf.load(out))
+    assert OmegaConf.to_container(merged)["calibrated"] == raw["calibrated"]
+
+
+def test_predictions_reproduce_the_calibration_sweep_within_the_fits_error(calibrated):
+    out, sweep, _ = calibrated
+    hw = load_hardware(str(out))
+    model_hw, source = model_constants(hw, pd.DataFrame())
+    assert "measured" in source
+    pts = predict_points(target_points(summary_table(sweep)), model_hw)
+    for entry in hw.calibrated:
+        g = pts[pts["op"] == entry.op]
+        rel = g["model_time_s"] / g["time_s"] - 1
+        # the prediction is the fit itself: same residuals, same RMS as reported
+        assert math.sqrt(np.mean(rel**2)) == pytest.approx(entry.rel_rms_error, rel=1e-6)
+        assert np.abs(rel).max() <= 3 * entry.rel_rms_error + 1e-12
+
+
+def test_predict_cli_uses_the_entry_for_each_collective(calibrated, capsys):
+    out, sweep, _ = calibrated
+    hw = load_hardware(str(out))
+    s = summary_table(sweep)
+    for op, expr in (("all_gather", "AllGather_X(A[I_X])"), ("all_reduce", "AllReduce_X(A[I]{U_X})")):
+        entry = next(c for c in hw.calibrated if c.op == op)
+        row = s[(s["op"] == op) & (s["V_bytes"] == 2**21)].iloc[0]
+        assert analysis_main(["predict", expr, "--hardware", str(out), "--mesh", "X=8",
+                              "--dims", f"I={2**21 // 4}", "--dtype", "float32", "--json"]) == 0
+        pred = json.loads(capsys.readouterr().out)
+        W, t_min = entry.link_bw_bidir_Bps, entry.hop_latency_s
+        hops, mult = 4, 2 if op == "all_reduce" else 1
+        assert pred["time_s"] == pytest.approx(mult * max(t_min * hops, 2**21 / W))
+        assert abs(pred["time_s"] / row["time_s"] - 1) <= 3 * entry.rel_rms_error
+
+
+def test_calibrated_for_picks_the_matching_entry_else_the_headline():
+    base = load_hardware("cpu")
+    hw = dataclasses.replace(base, link_bw_bidir_Bps=1e9, link_bw_unidir_Bps=5e8, hop_latency_s=1e-4,
+                             calibrated=(Calibration("all_reduce", 1, 2e9, 5e-5),))
+    assert calibrated_for(hw, "all_reduce", 1).link_bw_bidir_Bps == 2e9
+    assert calibrated_for(hw, "all_reduce", 2) is hw and calibrated_for(hw, "all_gather", 1) is hw
+    V = 2**24
+    assert predict_collective("all_reduce", V, [8], hw).time_s == pytest.approx(2 * V / 2e9)
+    assert predict_collective("all_reduce", V, [4, 2], hw).time_s == pytest.approx(2 * V / (2 * 1e9))
+
+
+def test_errors_exit_2_and_leave_existing_files_alone(tiny_sweeps, tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert analysis_main(["calibrate", str(empty), "--name", "x", "--out", str(tmp_path / "x.yaml")]) == 2
+    assert "no run folders" in capsys.readouterr().err
+    published = tmp_path / "cpu.yaml"
+    shutil.copy(hardware_dir() / "cpu.yaml", published)
+    before = published.read_text()
+    assert analysis_main(["calibrate", str(tiny_sweeps["float32"]), "--name", "cpu", "--out", str(published)]) == 2
+    err = capsys.readouterr().err
+    assert "not written by calibrate" in err and len(err.strip().splitlines()) == 1
+    assert published.read_text() == before

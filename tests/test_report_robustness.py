@@ -1,0 +1,44 @@
+"""Damaged files in one job folder are listed as skipped, with why; the report still builds."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from analysis.report import write_report
+from small_sweep import small_sweep
+
+SIZES = ("1KiB", "16KiB", "64KiB", "256KiB")
+
+
+def test_truncated_trace_and_corrupt_hlo_are_skipped_and_the_report_stands(tmp_path, compose_cfg):
+    root = small_sweep(tmp_path / "sweep", compose_cfg, sizes=SIZES, extra=["trace.iters=2"])
+    jobs = sorted(p for p in root.iterdir() if p.is_dir())
+    files = [json.loads((j / "result.json").read_text())["files"] for j in jobs]
+
+    xplane = jobs[1] / files[1]["xplane"]  # a trace cut short, as by a full disk or a killed writer
+    xplane.write_bytes(xplane.read_bytes()[: xplane.stat().st_size // 3])
+    (jobs[2] / files[2]["hlo_compiled"]).write_bytes(b"\xff\xfe\x00 not text")  # not HLO at all
+    hlo = jobs[3] / files[3]["hlo_compiled"]  # HLO text that ends before the collective
+    text = hlo.read_text()
+    hlo.write_text(text[: text.index("all-gather(")].rsplit("\n", 1)[0])
+
+    index = write_report(root)
+
+    summary = pd.read_csv(root / "summary.csv")
+    skipped = dict(zip(summary["job"], summary["skipped"]))
+    assert pd.isna(skipped[jobs[0].name])
+    assert "not a readable xplane trace" in skipped[jobs[1].name] and str(xplane) in skipped[jobs[1].name]
+    assert "compiled.hlo.txt" in skipped[jobs[2].name] and "decode" in skipped[jobs[2].name]
+    assert "no all-gather in the compiled HLO" in skipped[jobs[3].name]
+    # the timing of the truncated-trace point still counts; it only lost its trace columns
+    target = summary[summary["is_target"]]
+    assert sorted(target["job"]) == sorted([jobs[0].name, jobs[1].name])
+    assert target.set_index("job")["trace_op_time_s"].isna().to_dict() == {jobs[0].name: False, jobs[1].name: True}
+
+    md = (root / "report" / "report.md").read_text()
+    section = md.split("## Failed and skipped", 1)[1].split("\n## ", 1)[0]
+    for job in jobs[1:]:
+        assert job.name in section
+    assert "| 1 KiB |" in md and "| 16 KiB |" in md  # the intact points are still measured against the model
+    assert index.read_text().count("data:image/png;base64,") == 2
