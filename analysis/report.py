@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import matmul_report, plots
+from analysis import claims, matmul_report, plots
 from analysis.fit import GROUP_KEYS, fit_table
 from analysis.hardware import load_hardware
 from analysis.predictions import curves, hardware_for, model_constants, predict_points, unit_terms
@@ -126,6 +126,7 @@ def build(root: Path, a: dict, out: Path) -> Report:
         _collective_sections(rep, a)
 
     matmul_report.add_section(rep, s, a["model_hw"])
+    claims.add_section(rep, s, root)
 
     from analysis.hosts import add_section as add_processes_section
 

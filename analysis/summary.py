@@ -24,6 +24,8 @@ BUSBW_FACTOR = {
 }
 HLO_KIND_OF_OP = {"all_gather": "all-gather", "reduce_scatter": "reduce-scatter",
                   "all_reduce": "all-reduce", "all_to_all": "all-to-all"}
+# The book: the backward pass of an AllGather is a ReduceScatter, and vice versa.
+GRAD_KIND_OF_OP = {"all_gather": "reduce-scatter", "reduce_scatter": "all-gather"}
 
 
 def _run_columns(r: dict) -> dict:
@@ -56,7 +58,7 @@ def _run_columns(r: dict) -> dict:
         "predicted_time_s": pred.get("time_s"), "predicted_regime": pred.get("regime"),
         "ceiling_kind": (r.get("ceiling") or {}).get("kind"), "ceiling_Bps": (r.get("ceiling") or {}).get("Bps"),
         # matmul jobs
-        "strategy": exp.get("strategy"), "flops": exp.get("flops"),
+        "strategy": exp.get("strategy"), "flops": exp.get("flops"), "grad": bool(exp.get("grad", op_cfg.get("grad"))),
         "dims": " ".join(f"{k}={v}" for k, v in (exp.get("dims") or op_cfg.get("dims") or {}).items()) or None,
     }
 
@@ -109,7 +111,7 @@ def job_rows(r: dict) -> list[dict]:
     problems = []
     hlo_rows, err = _hlo_rows(r)
     problems += [err] if err else []
-    kind, rel = HLO_KIND_OF_OP.get(base["op"]), (r.get("files") or {}).get("hlo_compiled")
+    kind, rel = (GRAD_KIND_OF_OP if base["grad"] else HLO_KIND_OF_OP).get(base["op"]), (r.get("files") or {}).get("hlo_compiled")
     if r.get("status") == "ok" and rel and not err and kind and not any(h["hlo_kind"] == kind for h in hlo_rows):
         # e.g. a file cut short before the op: say so, or the point just vanishes from the tables
         problems.append(f"{Path(r['job_dir']) / rel}: no {kind} in the compiled HLO (truncated?); "
@@ -161,5 +163,6 @@ def summary_table(root: str | Path) -> pd.DataFrame:
     df["trace_over_untraced"] = df["trace_op_time_s"].astype(float) / df["time_s"].astype(float)
     df["measured_over_predicted"] = df["time_s"].astype(float) / df["predicted_time_s"].astype(float)
     # The row of the collective the experiment asked for (XLA may add others, e.g. in matmuls).
-    df["is_target"] = [HLO_KIND_OF_OP.get(op) == kind for op, kind in zip(df["op"], df["hlo_kind"])]
+    # Backward passes are not the collective they name: keep them out of its fits.
+    df["is_target"] = [HLO_KIND_OF_OP.get(op) == kind and not grad for op, kind, grad in zip(df["op"], df["hlo_kind"], df["grad"])]
     return df

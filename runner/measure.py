@@ -13,7 +13,7 @@ import jax
 import numpy as np
 
 from analysis import trace as trace_analysis
-from runner import matmul, meshes, programs, timing, tracing
+from runner import grad_programs, matmul, meshes, programs, timing, tracing
 from runner.ceiling import ceiling
 from runner.devices import environment, resolve_hardware
 from runner.memory import check_fits
@@ -50,6 +50,8 @@ def measure(spec: dict, job_dir: Path, record: dict) -> None:
         op = spec["op"]
         if op["name"] == "matmul":
             prog = matmul.build(op, mesh, spec["dtype"])
+        elif op.get("grad"):
+            prog = grad_programs.build(op["name"], op["axes"], mesh, op["size_bytes"], spec["dtype"])
         else:
             prog = programs.build(op["name"], op["axes"], mesh, op["size_bytes"], spec["dtype"])
     group = int(np.prod([mesh_axes[a] for a in op["axes"]]))

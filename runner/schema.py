@@ -49,6 +49,7 @@ class OpConf:
     # collectives:
     axes: list[str] = field(default_factory=lambda: ["X"])
     size_bytes: Any = None  # int or a string with a unit: "16MiB", "1KiB", "4096"
+    grad: bool = False  # all_gather / reduce_scatter: run jax.grad through it (the backward pass)
     # matmul:
     expr: Optional[str] = None  # the book's notation, e.g. "A[I, J_X] * B[J_X, K] -> C[I, K]"
     dims: dict[str, int] = field(default_factory=dict)  # global size of each dim, e.g. {I: 1024}

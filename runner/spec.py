@@ -123,7 +123,9 @@ def _collective_op(op: dict, axes: dict, mesh_name: str, dtype: str) -> dict:
     if size_bytes % itemsize:
         raise ConfigError(f"op.size_bytes={op['size_bytes']!r}: V={size_bytes} B is not a whole number of "
                           f"{dtype} elements ({itemsize} B each)")
-    return {"name": op["name"], "axes": op_axes, "size_bytes": size_bytes}
+    if op.get("grad") and op["name"] not in ("all_gather", "reduce_scatter"):
+        raise ConfigError(f"op.grad=true: allowed only for all_gather and reduce_scatter, not {op['name']}")
+    return {"name": op["name"], "axes": op_axes, "size_bytes": size_bytes, "grad": bool(op.get("grad"))}
 
 
 def _matmul_op(op: dict, axes: dict) -> dict:

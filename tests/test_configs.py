@@ -49,7 +49,7 @@ def test_default_sweep_spans_1KiB_to_64MiB_in_14_points_or_more(compose_cfg):
 
 def test_defaults_build_a_spec_without_jax(compose_cfg):
     spec = build_spec(compose_cfg())
-    assert spec["op"] == {"name": "all_gather", "axes": ["X"], "size_bytes": 16 * 2**20}
+    assert spec["op"] == {"name": "all_gather", "axes": ["X"], "size_bytes": 16 * 2**20, "grad": False}
     assert spec["mesh"]["axes"] == {"X": -1} and spec["hardware"]["name"] == "auto"
 
 

@@ -1,0 +1,197 @@
+"""The chapter's closing claims, checked against a sweep's measurements.
+
+Each claim is a ratio of two measured medians (or an HLO fact) with the value the book
+expects. :func:`verdict` turns a ratio and its confidence interval into *holds* / *does not
+hold here* / *inconclusive*; :func:`reason` says why a claim fails on this hardware. The
+evidence comes from ``sweeps/book_claims.yaml`` (``conf/claim/`` says what each point is),
+but any sweep that holds the right points gets the same table.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+TOLERANCE = 0.25  # a ratio within 25% of the book's value "holds"
+HOLDS, FAILS, UNSURE, MISSING = "holds", "does not hold here", "inconclusive", "not measured"
+
+
+def verdict(ratio: float, lo: float, hi: float, expected: float | str, tol: float = TOLERANCE) -> str:
+    """``expected`` a number: holds if the ratio is within ``tol`` of it, does not hold if the
+    whole CI lies outside that band, else inconclusive. ``expected`` ``">1"``: holds if the
+    CI lies above 1, does not hold if it lies at or below 1."""
+    if ratio is None or not np.isfinite(ratio):
+        return MISSING
+    if expected == ">1":
+        return HOLDS if lo > 1 else FAILS if hi <= 1 else UNSURE
+    band = (expected / (1 + tol), expected * (1 + tol))
+    if band[0] <= ratio <= band[1]:
+        return HOLDS
+    return FAILS if hi < band[0] or lo > band[1] else UNSURE
+
+
+def ratio_ci(a: pd.Series, b: pd.Series) -> tuple[float, float, float]:
+    """``a / b`` for two job rows, with the conservative interval of the two medians' CIs."""
+    r = a["time_s"] / b["time_s"]
+    return r, a["time_ci_low_s"] / b["time_ci_high_s"], a["time_ci_high_s"] / b["time_ci_low_s"]
+
+
+def job_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per ok job, with the HLO collective kinds it compiled to (``hlo_kinds``)."""
+    ok = summary[summary["status"] == "ok"]
+    kinds = ok.groupby("job")["hlo_kind"].agg(lambda k: sorted(set(k.dropna()))).rename("hlo_kinds")
+    jobs = ok.drop_duplicates("job").set_index("job").join(kinds).reset_index()
+    jobs["n_axes"] = jobs["axes"].astype(str).str.len()
+    jobs["grad"] = jobs.get("grad", pd.Series(False, index=jobs.index)).fillna(False).astype(bool)
+    return jobs
+
+
+def _pick(jobs: pd.DataFrame, **want) -> pd.Series | None:
+    m = pd.Series(True, index=jobs.index)
+    for key, value in want.items():
+        m &= jobs[key] == value
+    hit = jobs[m]
+    return hit.sort_values("time_s").iloc[len(hit) // 2] if len(hit) else None
+
+
+def _collective(jobs, op, group, V, n_axes=1, grad=False):
+    if V is None:
+        return None
+    return _pick(jobs, op=op, group_size=group, V_bytes=V, n_axes=n_axes, grad=grad)
+
+
+def claims_table(summary: pd.DataFrame, backend: str | None = None) -> pd.DataFrame:
+    """Every claim: what was measured, the book's value, the ratio with its CI, the verdict
+    and (where it does not hold) the reason."""
+    jobs = job_table(summary)
+    backend = backend or (jobs["backend"].dropna().mode().iloc[0] if len(jobs) and jobs["backend"].notna().any() else None)
+    ag = jobs[(jobs["op"] == "all_gather") & ~jobs["grad"]] if len(jobs) else jobs
+    sizes = sorted(set(ag["V_bytes"].dropna())) if len(ag) else []
+    big, small = (sizes[-1], sizes[0]) if len(sizes) > 1 else (sizes[0] if sizes else None, None)
+    rows = []
+
+    def add(claim, text, expected, a, b, note=""):
+        if a is None or b is None:
+            rows.append({"claim": claim, "measured": text, "expected": expected, "ratio": np.nan,
+                         "ci_low": np.nan, "ci_high": np.nan, "verdict": MISSING,
+                         "reason": "the sweep has no point for one side of this ratio"})
+            return
+        r, lo, hi = ratio_ci(a, b)
+        v = verdict(r, lo, hi, expected)
+        rows.append({"claim": claim, "measured": f"{text} ({_v(a)} {_ms(a)} / {_v(b)} {_ms(b)})", "expected": expected,
+                     "ratio": r, "ci_low": lo, "ci_high": hi, "verdict": v,
+                     "reason": "" if v == HOLDS else reason(claim, r, backend, note)})
+
+    ag8 = _collective(jobs, "all_gather", 8, big)
+    ag2 = _collective(jobs, "all_gather", 2, big)
+    add("bandwidth-bound cost does not depend on the number of devices", "AllGather, 8 devices / 2 devices",
+        1.0, ag8, ag2)
+    add("ReduceScatter costs what AllGather costs", "ReduceScatter / AllGather, 8 devices", 1.0,
+        _collective(jobs, "reduce_scatter", 8, big), ag8)
+    add("AllReduce costs twice an AllGather", "AllReduce / AllGather, 8 devices", 2.0,
+        _collective(jobs, "all_reduce", 8, big), ag8)
+    add("AllToAll costs a quarter of an AllGather (on a ring)", "AllToAll / AllGather, 8 devices", 0.25,
+        _collective(jobs, "all_to_all", 8, big), ag8)
+    add("gathering over two axes doubles the bandwidth", "AllGather over 2 axes / over 1 axis, 8 devices", 0.5,
+        _collective(jobs, "all_gather", 8, big, n_axes=2), ag8)
+    add("small buffers are latency-bound, and there more devices cost more", "AllGather of the smallest V, "
+        "8 devices / 2 devices", ">1", _collective(jobs, "all_gather", 8, small), _collective(jobs, "all_gather", 2, small))
+    for fwd, other, claim_text, back in (
+            ("all_gather", "reduce_scatter", "the backward pass of an AllGather is a ReduceScatter", "reduce-scatter"),
+            ("reduce_scatter", "all_gather", "the backward pass of a ReduceScatter is an AllGather", "all-gather")):
+        g = _pick(jobs, op=fwd, grad=True) if len(jobs) else None
+        o = _collective(jobs, other, g["group_size"], g["V_bytes"]) if g is not None else None
+        add(claim_text, f"time of grad / forward {back}; the grad's HLO has "
+            f"{', '.join(g['hlo_kinds']) if g is not None else '?'}", 1.0, g, o, note=back)
+        if g is not None:  # the HLO fact decides this claim; the time ratio is the cost side of it
+            rows[-1]["verdict"] = HOLDS if back in g["hlo_kinds"] else FAILS
+            rows[-1]["reason"] = "" if back in g["hlo_kinds"] else f"the backward pass compiled to {g['hlo_kinds']}"
+    rows.append(_collective_matmul(jobs, backend))
+    return pd.DataFrame(rows)
+
+
+def _collective_matmul(jobs: pd.DataFrame, backend: str | None) -> dict:
+    claim = "collective matmul approaches max(T_math, T_comms)"
+    mm = jobs[jobs["op"] == "matmul"] if len(jobs) else jobs
+    ring = mm[mm["strategy"] == "collective_matmul"] if len(mm) else mm
+    for r in ring.itertuples():
+        naive = mm[(mm["expr"] == r.expr) & (mm["dims"] == r.dims) & (mm["strategy"] != "collective_matmul")]
+        if not len(naive) or not np.isfinite(naive.iloc[0].get("trace_compute_s", np.nan)):
+            continue
+        n = naive.iloc[0]
+        bound = max(n["trace_compute_s"], n["trace_collective_s"])
+        ratio = r.time_s / bound
+        lo, hi = r.time_ci_low_s / bound, r.time_ci_high_s / bound
+        v = verdict(ratio, lo, hi, 1.0)
+        text = (f"collective matmul {r.time_s * 1e3:.3g} ms / max(compute {n['trace_compute_s'] * 1e3:.3g} ms, "
+                f"collectives {n['trace_collective_s'] * 1e3:.3g} ms) of the naive program's trace; naive "
+                f"{n['time_s'] * 1e3:.3g} ms")
+        overlap = getattr(r, "trace_overlap_frac", np.nan)
+        return {"claim": claim, "measured": text, "expected": 1.0, "ratio": ratio, "ci_low": lo, "ci_high": hi,
+                "verdict": v, "reason": "" if v == HOLDS else reason(claim, ratio, backend, overlap)}
+    return {"claim": claim, "measured": "collective matmul vs its naive counterpart (with a trace)", "expected": 1.0,
+            "ratio": np.nan, "ci_low": np.nan, "ci_high": np.nan, "verdict": MISSING,
+            "reason": "the sweep has no collective_matmul job with a traced naive counterpart"}
+
+
+def reason(claim: str, ratio: float, backend: str | None, note=None) -> str:
+    """Why a claim does not hold (or is unclear) here, in a sentence."""
+    cpu = backend == "cpu"
+    r = f"{ratio:.2f}x"
+    if "number of devices" in claim and cpu:
+        return (f"the CPU backend's devices share one host memory, not a link each, so the group size changes "
+                f"how their copies contend for it ({r}; on the 4x2 mesh four 2-device groups run at once)")
+    if "AllToAll" in claim and cpu:
+        return (f"on the CPU backend the devices share host memory and there is no ring, so the 1/4 (a "
+                f"bidirectional ring's hop count) does not apply: AllToAll costs {r} an AllGather here")
+    if "two axes" in claim and cpu:
+        return f"on the CPU backend there are no links, so a second axis adds no bandwidth ({r})"
+    if "AllReduce" in claim and cpu:
+        return f"in host memory an AllReduce is not two ring passes; it costs {r} an AllGather here"
+    if "ReduceScatter costs" in claim and cpu:
+        return (f"in host memory a ReduceScatter is not a ring pass: each device writes V/N where an AllGather "
+                f"writes V, against the reads of the sum ({r})")
+    if "latency-bound" in claim:
+        return f"at this V the time barely changes with the group size ({r}): fixed per-call costs dominate"
+    if "backward pass" in claim:
+        return f"its time is {r} that of a forward {note}"
+    if "collective matmul" in claim:
+        frac = "" if note is None or not math.isfinite(note) else f"; the trace shows {note:.0%} of collective time overlapped"
+        why = ("on the CPU backend collectives run synchronously on the device threads, so nothing hides "
+               "under compute") if cpu else "the ring's transfers did not hide under the multiplies"
+        return f"{why} ({r} of the bound{frac})"
+    return f"measured {r}"
+
+
+def _v(row) -> str:
+    v = float(row["V_bytes"])
+    for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
+        if v >= scale:
+            return f"{v / scale:.3g} {unit}"
+    return f"{v:.0f} B"
+
+
+def _ms(row) -> str:
+    return f"{row['time_s'] * 1e3:.3g} ms"
+
+
+def add_section(rep, summary: pd.DataFrame, root) -> pd.DataFrame | None:
+    """Append the claims table to ``rep`` and write ``<root>/claims.csv`` when the sweep
+    holds evidence for at least two claims; return the table (or None)."""
+    from pathlib import Path
+
+    table = claims_table(summary)
+    if (table["verdict"] != MISSING).sum() < 2:
+        return None
+    table.to_csv(Path(root) / "claims.csv", index=False)
+    rep.heading("The chapter's claims, checked here")
+    rep.text(f"Each claim is a ratio of two untraced medians (the interval combines their 95% CIs "
+             f"conservatively) against the book's value. **{HOLDS}**: within {TOLERANCE:.0%} of it; "
+             f"**{FAILS}**: the whole interval is outside that band; **{UNSURE}**: in between. The two "
+             "backward-pass claims are decided by the compiled HLO; their ratio is the cost side. Also in "
+             "`claims.csv`.")
+    shown = table.copy()
+    shown["95% CI"] = [f"{lo:.3g} to {hi:.3g}" if np.isfinite(lo) else "" for lo, hi in zip(shown["ci_low"], shown["ci_high"])]
+    rep.table(shown[["claim", "measured", "expected", "ratio", "95% CI", "verdict", "reason"]])
+    return table
