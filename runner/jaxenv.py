@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 from pathlib import Path
 
 DEFAULT_CPU_DEVICES = 8
@@ -96,13 +97,16 @@ def _start_distributed(jax, env: dict[str, str]) -> None:
                                    process_id=int(env[PROCESS_ID_ENV]), coordinator_bind_address=coordinator,
                                    **limits)
         _gloo_on_loopback()
-        return
-    # auto: a cluster (TPU pod slice, SLURM, Open MPI) tells JAX who and where it is;
-    # values from the config, when given, take precedence over detection.
-    given = {"coordinator_address": env.get(COORDINATOR_ENV),
-             "num_processes": int(env[NUM_PROCESSES_ENV]) if NUM_PROCESSES_ENV in env else None,
-             "process_id": int(env[PROCESS_ID_ENV]) if PROCESS_ID_ENV in env else None}
-    jax.distributed.initialize(**{k: v for k, v in given.items() if v is not None}, **limits)
+    else:
+        # auto: a cluster (TPU pod slice, SLURM, Open MPI) tells JAX who and where it is;
+        # values from the config, when given, take precedence over detection.
+        given = {"coordinator_address": env.get(COORDINATOR_ENV),
+                 "num_processes": int(env[NUM_PROCESSES_ENV]) if NUM_PROCESSES_ENV in env else None,
+                 "process_id": int(env[PROCESS_ID_ENV]) if PROCESS_ID_ENV in env else None}
+        jax.distributed.initialize(**{k: v for k, v in given.items() if v is not None}, **limits)
+    # initialize() installs JAX's preemption notifier, which catches SIGTERM and carries on; a
+    # worker must still end when its parent terminates it (multiprocessing does so at exit).
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _gloo_on_loopback() -> None:

@@ -233,6 +233,11 @@ def get_worker(env: dict):
             _current = ProcessGroup(env)
         else:
             _current = Worker(env)
+        # multiprocessing registers its own exit handler (terminate, then join, daemon children)
+        # when the first worker starts; atexit runs last-registered first, so move ours after it:
+        # workers are asked to stop before anything joins them.
+        atexit.unregister(discard_worker)
+        atexit.register(discard_worker)
     return _current
 
 

@@ -1,0 +1,167 @@
+"""distributed=local: 2 JAX processes x 4 CPU devices on 127.0.0.1 as one 8-device mesh.
+
+One small sweep (AllGather and AllReduce of 16 MiB over an in-process axis X and a
+cross-process axis Z) runs through the CLI; the failure cases call ``run`` directly with a
+short ``distributed.timeout_s`` and check that no process is left behind.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from runner import worker
+from runner.distributed import TEST_SKIP_PROCESS_ENV, ProcessGroup
+from runner.jaxenv import MODE_ENV, NUM_PROCESSES_ENV, process_env
+from runner.spec import ConfigError, build_spec
+
+FAST = ["timing.budget_s=0.3", "timing.min_iters=5", "timing.warmup_max_s=0.5", "trace.iters=2"]
+
+
+# --- config ------------------------------------------------------------------------------
+
+def test_none_is_the_default_and_local_auto_compose(compose_cfg):
+    assert compose_cfg([]).distributed.mode == "none"
+    local = build_spec(compose_cfg(["distributed=local", "mesh=xy_4x2", "distributed.cross_process_axis=Y"]))
+    assert local["distributed"]["num_processes"] == 2 and local["distributed"]["cross_process_axis"] == "Y"
+    env = process_env(local["hardware"], local["distributed"])
+    # the test process says 8 devices in XLA_FLAGS; each local process must get its 4
+    assert "--xla_force_host_platform_device_count=4" in env["XLA_FLAGS"] and "=8" not in env["XLA_FLAGS"]
+    assert env["JAX_PLATFORMS"] == "cpu" and env[MODE_ENV] == "local" and env[NUM_PROCESSES_ENV] == "2"
+    auto = build_spec(compose_cfg(["distributed=auto", "distributed.num_processes=4"]))
+    env = process_env(auto["hardware"], auto["distributed"])
+    assert env[MODE_ENV] == "auto" and env[NUM_PROCESSES_ENV] == "4"
+
+
+@pytest.mark.parametrize("overrides, names", [
+    (["distributed.cross_process_axis=X"], "distributed=local or distributed=auto"),
+    (["distributed=local", "distributed.cross_process_axis=Q"], "not a mesh axis"),
+    (["distributed=local", "mesh=xyz_2x2x2", "distributed.num_processes=4", "distributed.devices_per_process=2",
+      "distributed.cross_process_axis=Z"], "multiple of distributed.num_processes=4"),
+    (["distributed=local", "hardware=tpu_v5e"], "distributed=auto on a tpu cluster"),
+    (["distributed=local", "distributed.process_id=1"], "leave them null"),
+    (["distributed=local", "distributed.num_processes=0"], "distributed.num_processes=0"),
+    (["distributed=local", "distributed.timeout_s=0"], "distributed.timeout_s=0"),
+    (["distributed.mode=mpi"], "allowed modes are none, local, auto"),
+])
+def test_bad_distributed_values_name_the_key(compose_cfg, overrides, names):
+    with pytest.raises(ConfigError, match=names.replace("(", r"\(")):
+        build_spec(compose_cfg(overrides))
+
+
+# --- a real 2-process sweep --------------------------------------------------------------
+
+def _gone(pid: int) -> bool:
+    out = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True).stdout.strip()
+    return out == ""  # a zombie ("Z") would still be listed: a child nobody reaped
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory, repo_root):
+    out = tmp_path_factory.mktemp("dist") / "axes"
+    proc = subprocess.run([sys.executable, "-m", "runner", "+sweep=cross_process_axes", "op.size_bytes=16MiB",
+                           f"hydra.sweep.dir={out}", *FAST], cwd=repo_root, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = {}
+    for p in out.glob("*/result.json"):
+        r = json.loads(p.read_text())
+        r["job_dir"] = str(p.parent)
+        results[(r["experiment"]["op"], r["experiment"]["axes"][0])] = r
+    return out, results
+
+
+def test_two_processes_form_one_8_device_mesh_with_correct_results(sweep):
+    _, results = sweep
+    assert set(results) == {(op, ax) for op in ("all_gather", "all_reduce") for ax in ("X", "Z")}
+    for (op, axis), r in results.items():
+        assert r["status"] == "ok", r["error"]
+        assert r["environment"]["device_count"] == 8 and r["environment"]["process_count"] == 2
+        assert r["check"]["passed"] and r["check"]["max_rel_error"] == 0.0
+        local = [p["device_ids"] for p in r["processes"]]
+        assert [len(d) for d in local] == [4, 4] and not set(local[0]) & set(local[1])
+        mesh_ids = sum(sum(r["experiment"]["mesh"]["device_ids"], []), [])
+        assert sorted(mesh_ids) == sorted(local[0] + local[1])
+        placement = r["experiment"]["placement"]
+        assert placement["cross_process_axes"] == ["Z"]
+        assert placement["crosses_processes"] == (axis == "Z")
+        # both processes followed process 0's stopping decisions: same number of samples
+        assert len({p["timing_summary"]["n"] for p in r["processes"]}) == 1
+        assert all(_gone(pid) for pid in r["worker"]["pids"])  # the CLI ended its processes
+
+
+def test_each_process_traces_and_the_traces_merge_into_one_table(sweep):
+    from analysis.hosts import collective_skew, merged_device_ops
+
+    _, results = sweep
+    r = results[("all_gather", "Z")]
+    assert len(r["files"]["xplanes"]) == 2 and r["files"]["xplanes"][1].startswith("trace/host1/")
+    ops = merged_device_ops(r)
+    assert set(ops["process"]) == {0, 1} and ops["device"].nunique() == 8
+    skew = collective_skew(ops)
+    ag = skew[skew["hlo_op"].str.startswith("all-gather") | skew["hlo_op"].str.startswith("all_gather")]
+    assert len(ag) == 1 and ag["processes"].iloc[0] == 2 and ag["devices"].iloc[0] == 8
+    assert ag["slowest_device_time_s"].iloc[0] >= ag["median_device_time_s"].iloc[0] > 0
+
+
+def test_report_sets_cross_process_beside_in_process(sweep):
+    out, _ = sweep
+    cmp = pd.read_csv(out / "across_processes.csv")
+    assert len(cmp) == 4 and set(cmp["traces_merged"]) == {2}
+    md = (out / "report" / "report.md").read_text()
+    assert "## Across processes" in md and "across processes (" in md
+    # the figure: in-process and cross-process time at 16 MiB for both ops (no timing assertion)
+    for op in ("all_gather", "all_reduce"):
+        assert f"{op} of 16 MiB over 2 devices took" in md
+
+
+# --- failures ----------------------------------------------------------------------------
+
+@pytest.fixture
+def groups(monkeypatch):
+    """Every ProcessGroup the test starts, so it can check their processes are gone."""
+    made: list[ProcessGroup] = []
+    init = ProcessGroup.__init__
+
+    def spy(self, env):
+        init(self, env)
+        made.append(self)
+
+    monkeypatch.setattr(ProcessGroup, "__init__", spy)
+    yield made
+    worker.discard_worker()
+
+
+def _run(compose_cfg, tmp_path, *overrides):
+    from runner.job import run
+
+    cfg = compose_cfg(["distributed=local", "distributed.timeout_s=3", "op.size_bytes=64KiB", *FAST, *overrides])
+    t0 = time.perf_counter()
+    return run(cfg, tmp_path), time.perf_counter() - t0
+
+
+def test_a_peer_that_never_joins_fails_the_job_within_the_timeout(compose_cfg, tmp_path, monkeypatch, groups):
+    monkeypatch.setenv(TEST_SKIP_PROCESS_ENV, "1")
+    r, wall_s = _run(compose_cfg, tmp_path)
+    assert r["status"] == "failed" and r["error_type"] == "WorkerDied"
+    assert "did not all join within distributed.timeout_s=3" in r["error"] and "[1] never started" in r["error"]
+    assert wall_s < 30  # JAX start-up plus the 3 s JAX waits for the peer
+    assert json.loads((tmp_path / "result.json").read_text())["status"] == "failed"
+    assert (tmp_path / "worker.log").is_file()  # process 0's start-up output, saved for the reader
+    assert groups and all(_gone(pid) for g in groups for pid in g.pids())
+
+
+def test_a_process_that_dies_mid_point_takes_its_peers_down(compose_cfg, tmp_path, monkeypatch, groups):
+    monkeypatch.setenv(worker.TEST_ABORT_ENV, str(64 << 10))
+    monkeypatch.setenv(worker.TEST_ABORT_PROCESS_ENV, "1")
+    r, wall_s = _run(compose_cfg, tmp_path)
+    assert r["status"] == "failed" and r["error_type"] == "WorkerDied"
+    assert "process 1: worker process was killed by signal SIGABRT" in r["error"]
+    # process 0 waits in its first collective for the dead peer until distributed.timeout_s
+    assert "process 0: did not finish within 3 s" in r["error"]
+    assert wall_s < 40
+    assert groups and all(_gone(pid) for g in groups for pid in g.pids())
