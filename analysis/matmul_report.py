@@ -179,8 +179,8 @@ def measured_crossover(q4: pd.DataFrame) -> float | None:
 
 
 def model_crossover(expr: str, dims: dict, dim: str, mesh: dict, dtype: str, hw: Hardware) -> float | None:
-    """Where the book's Question 4 model has strategy 2 start to win as ``dim`` grows
-    (searched over powers of 2 up to 2^24), or None if it never changes."""
+    """Where the book's Question 4 model has strategy 2 start to win as ``dim`` grows: the
+    first power of 2 (up to 2^24) at which the winner has changed, or None if it never does."""
     from analysis.matmul import compare_q4_strategies
 
     mm = parse(expr)
@@ -192,7 +192,7 @@ def model_crossover(expr: str, dims: dict, dim: str, mesh: dict, dtype: str, hw:
         d = dict(dims, **{dim: 2 ** e})
         w = compare_q4_strategies(d[B], d[D], d[F], X, hw, dtype).winner
         if prev is not None and w != prev:
-            return float(2 ** e)
+            return float(2 ** e)  # the winner changed between 2**(e-1) and 2**e
         prev = w
     return None
 
@@ -249,7 +249,7 @@ def add_section(rep, summary: pd.DataFrame, model_hw: Hardware | None) -> pd.Dat
                 except (NotationError, KeyError, IndexError, TypeError) as exc:
                     lines.append(f"  {label}: no model crossover ({exc}).")
                     continue
-                lines.append(f"  {label}: the book's model puts it at {dim} = {mc:.0f}." if mc else
+                lines.append(f"  {label}: the book's model puts it between {dim} = {mc / 2:.0f} and {mc:.0f}." if mc else
                              f"  {label}: the book's model has one strategy win at every {dim}.")
         rep.text("\n\n".join(lines))
     return table

@@ -1,0 +1,43 @@
+"""The matmul report's pure pieces: the book-vs-HLO verdict and the Question 4 crossover."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from analysis.hardware import load_hardware
+from analysis.matmul_report import explain, measured_crossover, model_crossover, q4_table
+
+
+def test_explain_marks_and_says_why():
+    assert explain(["all-gather over X"], ["all-gather over X"], "auto", 2) == ("same", "")
+    mark, why = explain(["reduce-scatter over X"], ["all-reduce over X"], "auto", 3)
+    assert mark == "DIFFERS" and "all-reduce + dynamic-slice" in why
+    mark, why = explain(["all-gather over X"], ["collective-permute over X"] * 7, "collective_matmul", 4)
+    assert mark == "DIFFERS" and "ring" in why
+
+
+def _jobs(times1, times2, Ds):
+    rows = []
+    for s, times in (("allgather_then_matmul", times1), ("matmul_then_allreduce", times2)):
+        rows += [{"status": "ok", "strategy": s, "expr": "X[B, D] * Y[D_X, F] -> Z[B, F]",
+                  "dims": f"B=256 D={d} F=512", "time_s": t} for d, t in zip(Ds, times)]
+    return pd.DataFrame(rows)
+
+
+def test_crossover_is_interpolated_where_the_winner_changes():
+    q4 = q4_table(_jobs([1.0, 1.0, 1.0, 1.0], [2.0, 1.5, 0.5, 0.25], [16, 32, 64, 128]))
+    assert list(q4["value"]) == [16, 32, 64, 128]  # numeric order, not the dims string's
+    assert q4["dim"].iloc[0] == "D"
+    cross = measured_crossover(q4)
+    assert 32 < cross < 64
+    # ratio 1.5 at 32 and 0.5 at 64: log-linear interpolation puts 1.0 at 32 * 2**(ln1.5/ln3)
+    assert cross == pytest.approx(32 * 2 ** (0.4054651 / 1.0986123), rel=1e-6)
+    assert measured_crossover(q4_table(_jobs([1, 1], [0.5, 0.4], [16, 32]))) is None
+
+
+def test_model_crossover_on_tpu_v5e_is_d_equals_2b():
+    # Book: with compute hidden, strategy 2 moves fewer bytes once D > 2B (B = 256 -> 512).
+    hw = load_hardware("tpu_v5e")
+    mc = model_crossover("X[B, D] * Y[D_X, F] -> Z[B, F]", {"B": 256, "D": 1024, "F": 512}, "D", {"X": 8},
+                         "bfloat16", hw)
+    assert mc == 512
