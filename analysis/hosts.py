@@ -85,14 +85,16 @@ def process_table(root: str | Path, summary: pd.DataFrame) -> pd.DataFrame:
     """One row per multi-process job and collective it asked for: placement, timing per
     process, and the merged trace's skew figures. Empty when no job ran in several processes."""
     rows = []
-    targets = summary[summary["is_target"] & (summary["status"] == "ok")].drop_duplicates("job").set_index("job")
+    # The collective each job asked for; for a matmul (no single target), its first collective.
+    ok = summary[summary["status"] == "ok"].sort_values("is_target", ascending=False, kind="stable")
+    targets = ok.drop_duplicates("job").set_index("job")
     for r in read_results(root):
         placement = (r.get("experiment") or {}).get("placement") or {}
         parts = process_parts(r) if r.get("status") == "ok" else []
         if placement.get("process_count", 1) < 2 or r["job"] not in targets.index:
             continue
         t = targets.loc[r["job"]]
-        row = {"job": r["job"], "op": t["op"], "axes": t["axes"], "dtype": t["dtype"], "group_size": t["group_size"],
+        row = {"job": r["job"], "op": t["op"], "hlo_op": t["hlo_op"], "axes": t["axes"], "dtype": t["dtype"], "group_size": t["group_size"],
                "V_bytes": t["V_bytes"], "processes": placement["process_count"],
                "processes_per_group": placement.get("processes_per_group"),
                "crosses_processes": bool(placement.get("crosses_processes")),
@@ -103,7 +105,7 @@ def process_table(root: str | Path, summary: pd.DataFrame) -> pd.DataFrame:
             ops = merged_device_ops(r)
             hosts = {p["host"] for p in parts}
             skew = collective_skew(ops, same_clock=len(hosts) == 1)
-            hit = skew[skew["hlo_op"] == t["hlo_op"]] if len(skew) else skew
+            hit = skew[skew["hlo_op"] == t["hlo_op"]] if len(skew) and isinstance(t["hlo_op"], str) else skew.iloc[0:0]
             if len(hit):
                 row.update(hit.iloc[0][["devices", "slowest_device", "slowest_process", "slowest_device_time_s",
                                         "median_device_time_s", "device_spread_s", "arrival_skew_s"]].to_dict())
@@ -167,13 +169,17 @@ def add_section(rep, root: Path, summary: pd.DataFrame, out: Path) -> None:
              "when its devices belong to more than one process. Device spread: per iteration, the longest "
              "device's op time minus the shortest (clock-free). Arrival skew: last device start minus first "
              "(only when all processes ran on one host and so share a clock).")
-    cols = {"op": "op", "axes": "axes", "V_bytes": "V (B)", "crosses_processes": "crosses processes",
+    cols = {"op": "op", "hlo_op": "collective", "axes": "axes", "V_bytes": "V (B)", "crosses_processes": "crosses processes",
             "time_s": "time (s)", "slowest_process_time_s": "slowest process (s)", "busbw_Bps": "busbw (B/s)",
             "traces_merged": "traces", "devices": "devices", "slowest_device": "slowest device",
             "slowest_process": "on process", "slowest_device_time_s": "its op time (s)",
             "median_device_time_s": "median device (s)", "device_spread_s": "device spread (s)",
             "arrival_skew_s": "arrival skew (s)"}
-    rep.table(table[[c for c in cols if c in table]].rename(columns=cols))
+    shown = table[[c for c in cols if c in table]].copy()
+    for c in ("slowest_device", "slowest_process", "V_bytes"):  # ids and bytes, not floats
+        if c in shown:
+            shown[c] = shown[c].map(lambda v: "" if pd.isna(v) else str(int(v)))
+    rep.table(shown.rename(columns=cols))
     cmp = placement_comparison(table)
     if len(cmp):
         largest = cmp.loc[cmp.groupby(["op", "dtype", "group_size"])["V_bytes"].idxmax()]

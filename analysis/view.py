@@ -9,6 +9,7 @@ job folder, through a folder of symlinks (``DIR/.xprof``) in the layout XProf re
 from __future__ import annotations
 
 import argparse
+import shutil
 import threading
 from pathlib import Path
 
@@ -26,7 +27,18 @@ def link_runs(root: Path) -> Path:
     for old in profile.iterdir():
         if old.is_symlink():
             old.unlink()
+        elif old.is_dir():  # a multi-process job's session of links, rebuilt below
+            shutil.rmtree(old)
     for job in job_dirs(root):
+        hosts = sorted((job / "trace").glob("host*/plugins/profile/*/*.xplane.pb"))
+        if hosts:
+            # A multi-process job: each process traced into trace/host<i>/ under the same host
+            # name; one session holding host<i>.xplane.pb lets XProf show the hosts side by side.
+            session = profile / job.name
+            session.mkdir()
+            for xplane in hosts:
+                (session / f"{xplane.parents[3].name}.xplane.pb").symlink_to(xplane.resolve())
+            continue
         sessions = sorted((job / "trace" / "plugins" / "profile").glob("*"))
         for i, session in enumerate(sessions):
             name = job.name if len(sessions) == 1 else f"{job.name}_{i}"

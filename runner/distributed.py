@@ -62,10 +62,10 @@ def check_distributed(dist: dict, hardware: dict, mesh_axes: dict[str, int]) -> 
             raise ConfigError(f"distributed.cross_process_axis={axis!r} is not a mesh axis "
                               f"(axes: {', '.join(mesh_axes)})")
         n, size = dist.get("num_processes"), mesh_axes[axis]
-        if n and size != -1 and size % n:
-            raise ConfigError(f"distributed.cross_process_axis={axis}: its size {size} must be a multiple "
-                              f"of distributed.num_processes={n}, so that each process holds whole groups "
-                              f"of the other axes")
+        if n and size != -1 and size % n and n % size:
+            raise ConfigError(f"distributed.cross_process_axis={axis}: its size {size} and "
+                              f"distributed.num_processes={n} must divide one another (see "
+                              f"runner.meshes.build_mesh)")
     return dict(dist)
 
 

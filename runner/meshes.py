@@ -21,7 +21,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
-from jax.sharding import Mesh
+from jax.sharding import AxisType, Mesh
 
 from runner.spec import ConfigError
 
@@ -33,21 +33,31 @@ def build_mesh(mesh_axes: dict[str, int], cross_process_axis: str | None = None)
 
     Devices are ordered by (process, id), so the outermost axis of the array varies slowest
     and is the one that spans processes. With ``cross_process_axis`` that axis is put
-    outermost (its size must be a multiple of the process count: then every group along the
-    other axes lies within one process); without it, the mesh's first axis spans processes.
+    outermost; its size and the process count must divide one another:
+
+    * a multiple of the process count (a few processes with many devices each, as
+      ``distributed=local`` or one process per TPU host): every group along the other axes
+      lies within one process;
+    * a divisor of it (one process per GPU, as SLURM starts them, numbered node by node): the
+      axis spans the blocks of processes - the nodes - and the other axes stay within a block.
+
+    Without it, the mesh's first axis spans processes.
     """
     names, sizes = list(mesh_axes), list(mesh_axes.values())
     if jax.process_count() == 1 and cross_process_axis is None:
         return jax.make_mesh(tuple(sizes), tuple(names))  # what the single-process runner always used
     devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
+    # Explicit axes, as jax.make_mesh gives: programs (the matmuls' out_sharding) rely on them.
+    explicit = (AxisType.Explicit,) * len(names)
     if cross_process_axis is None:
-        return Mesh(np.array(devices, dtype=object).reshape(sizes), tuple(names))
-    if mesh_axes[cross_process_axis] % jax.process_count():
-        raise ConfigError(f"distributed.cross_process_axis={cross_process_axis}: its size "
-                          f"{mesh_axes[cross_process_axis]} is not a multiple of the {jax.process_count()} processes")
+        return Mesh(np.array(devices, dtype=object).reshape(sizes), tuple(names), axis_types=explicit)
+    size, n = mesh_axes[cross_process_axis], jax.process_count()
+    if size % n and n % size:
+        raise ConfigError(f"distributed.cross_process_axis={cross_process_axis}: its size {size} and the "
+                          f"{n} processes must divide one another")
     order = [cross_process_axis] + [a for a in names if a != cross_process_axis]
     arr = np.array(devices, dtype=object).reshape([mesh_axes[a] for a in order])
-    return Mesh(arr.transpose([order.index(a) for a in names]), tuple(names))
+    return Mesh(arr.transpose([order.index(a) for a in names]), tuple(names), axis_types=explicit)
 
 
 def describe(mesh: Mesh, op_axes: list[str]) -> dict:

@@ -162,7 +162,7 @@ class Worker:
                                  f"Last lines of its start-up log:\n{_tail(self.startup_log)}")
             msg = self._conn.recv()
         except (EOFError, ConnectionError, BrokenPipeError):
-            raise WorkerDied(f"the worker {self._how_it_ended()} while starting JAX. Last lines of its "
+            raise WorkerDied(f"the worker process {self._how_it_ended()} while starting JAX. Last lines of its "
                              f"start-up log:\n{_tail(self.startup_log)}") from None
         if not msg.get("ready"):
             self.kill()
@@ -197,7 +197,7 @@ class Worker:
     def _how_it_ended(self) -> str:
         self.process.join(5)
         code = self.process.exitcode
-        return (f"was killed by signal {signal.Signals(-code).name}" if code is not None and code < 0
+        return (f"killed by signal {signal.Signals(-code).name}" if code is not None and code < 0
                 else f"exited with code {code}")
 
     def kill(self) -> None:

@@ -53,7 +53,12 @@ def sweep_breakdown(work: Path, cache: Path, label: str) -> dict:
         "analysis + report": float((out / "report" / "build_s.txt").read_text()),
     }
     parts["other (IPC, Hydra per job, job files, exit)"] = total - sum(parts.values())
+    # What the worker process costs a point: the parent's wall time for it minus the phases
+    # the worker measured (IPC, pickling, the result record). Its start-up is paid once.
+    isolation = [r["wall_s"] - sum((r.get("phases_s") or {}).values()) for r in rs
+                 if (r.get("worker") or {}).get("points_served", 1) > 1]
     return {"label": label, "total_s": total, "points": len(rs), "parts_s": parts,
+            "isolation_per_point_s": float(np.median(isolation)) if isolation else None,
             "compile_per_point_s": parts["compile"] / len(rs),
             "harness_overhead": (total - parts["compile"] - parts["timed iterations (incl. warm-up)"]) / total,
             "dir": str(out)}
@@ -197,7 +202,8 @@ def print_table(f: dict) -> None:
     for key in ("sweep_cold", "sweep_warm"):
         s = f[key]
         print(f"default sweep, {s['label']}: {s['total_s']:.1f} s for {s['points']} points; "
-              f"harness overhead {100 * s['harness_overhead']:.0f}%; compile {1e3 * s['compile_per_point_s']:.0f} ms/point")
+              f"harness overhead {100 * s['harness_overhead']:.0f}%; compile {1e3 * s['compile_per_point_s']:.0f} ms/point; "
+              f"worker-process isolation {1e3 * (s['isolation_per_point_s'] or 0):.1f} ms/point")
         for part, secs in s["parts_s"].items():
             print(f"    {part:<55s} {secs:7.2f} s  {100 * secs / s['total_s']:5.1f}%")
     sm = f["small_message"]
