@@ -191,3 +191,7 @@ def add_section(rep, root: Path, summary: pd.DataFrame, out: Path) -> None:
         rep.table(cmp.rename(columns={"V_bytes": "V (B)", "group_size": "devices/group"}))
         rep.figure(plot_placement(table, out / "across_processes.png"),
                    "Bus bandwidth against V for groups within one process and groups across processes.")
+    else:
+        rep.text("No group size ran both within one process and across processes here, so there is no "
+                 "in-process against cross-process comparison: `python -m runner +sweep=cross_process_axes` "
+                 "runs one (mesh 2x2x2 with Z across the processes).")
