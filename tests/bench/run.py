@@ -182,7 +182,7 @@ def main() -> int:
                            "platform": platform.platform()}, "quick": args.quick}
     figures["sweep_cold"] = sweep_breakdown(work, cache, "cold cache")
     figures["sweep_warm"] = sweep_breakdown(work, cache, "warm cache")
-    figures["small_message"] = small_message(3 if args.quick else 7)
+    figures["small_message"] = small_message(5 if args.quick else 9)
     figures["trace_parsing"] = trace_parsing(work, 300 if args.quick else 1500)
     figures["report_100"] = report_100(work, Path(figures["sweep_warm"]["dir"]), 100)
     figures["bench_wall_s"] = time.time() - t0
