@@ -13,6 +13,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from analysis.render import fmt_bytes
+
 TOLERANCE = 0.25  # a ratio within 25% of the book's value "holds"
 HOLDS, FAILS, UNSURE, MISSING = "holds", "does not hold here", "inconclusive", "not measured"
 
@@ -79,7 +81,7 @@ def claims_table(summary: pd.DataFrame, backend: str | None = None) -> pd.DataFr
             return
         r, lo, hi = ratio_ci(a, b)
         v = verdict(r, lo, hi, expected)
-        rows.append({"claim": claim, "measured": f"{text} ({_v(a)} {_ms(a)} / {_v(b)} {_ms(b)})", "expected": expected,
+        rows.append({"claim": claim, "measured": f"{text} ({fmt_bytes(a['V_bytes'])} {_ms(a)} / {fmt_bytes(b['V_bytes'])} {_ms(b)})", "expected": expected,
                      "ratio": r, "ci_low": lo, "ci_high": hi, "verdict": v,
                      "reason": "" if v == HOLDS else reason(claim, r, backend, note)})
 
@@ -162,14 +164,6 @@ def reason(claim: str, ratio: float, backend: str | None, note=None) -> str:
                "under compute") if cpu else "the ring's transfers did not hide under the multiplies"
         return f"{why} ({r} of the bound{frac})"
     return f"measured {r}"
-
-
-def _v(row) -> str:
-    v = float(row["V_bytes"])
-    for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
-        if v >= scale:
-            return f"{v / scale:.3g} {unit}"
-    return f"{v:.0f} B"
 
 
 def _ms(row) -> str:

@@ -22,11 +22,19 @@ def _overlay(points: pd.DataFrame, y: str, ylabel: str, path: Path, title: str, 
     sns.lineplot(data=pts, x="V_bytes", y=y, hue="sweep", hue_order=labels, style="op", markers=True,
                  dashes=False, palette=palette, ax=ax, errorbar=None)
     if y == "time_s":  # the medians' 95% CIs
-        for sweep, p in pts.groupby("sweep", sort=False):
-            ax.errorbar(p["V_bytes"], p["time_s"], yerr=[p["time_s"] - p["time_ci_low_s"],
-                                                         p["time_ci_high_s"] - p["time_s"]],
-                        fmt="none", ecolor=palette[sweep], alpha=0.6, capsize=2)
+        _ci_bars(ax, pts, "time_s", "time_ci_low_s", "time_ci_high_s", palette)
     _log_axes(ax, ylabel)
+    return _save(fig, ax, title, path)
+
+
+def _ci_bars(ax, df: pd.DataFrame, y: str, lo: str, hi: str, palette: dict) -> None:
+    """Vertical CI bars from ``lo`` to ``hi`` around ``y``, one colour per sweep."""
+    for sweep, g in df.groupby("sweep", sort=False):
+        ax.errorbar(g["V_bytes"], g[y], yerr=[g[y] - g[lo], g[hi] - g[y]], fmt="none", ecolor=palette[sweep],
+                    alpha=0.6, capsize=2)
+
+
+def _save(fig, ax, title: str, path: Path) -> Path:
     ax.set_title(title)
     ax.legend(fontsize=7)
     fig.tight_layout()
@@ -52,15 +60,7 @@ def ratio_vs_bytes(ratios: pd.DataFrame, path: Path, title: str, labels: list[st
     r = ratios.sort_values("V_bytes")
     sns.lineplot(data=r, x="V_bytes", y="time_ratio", hue="sweep", hue_order=labels[1:],
                  style="op", markers=True, dashes=False, palette=palette, ax=ax, errorbar=None)
-    for sweep, g in r.groupby("sweep", sort=False):
-        ax.errorbar(g["V_bytes"], g["time_ratio"], yerr=[g["time_ratio"] - g["time_ratio_ci_low"],
-                                                         g["time_ratio_ci_high"] - g["time_ratio"]],
-                    fmt="none", ecolor=palette[sweep], alpha=0.6, capsize=2)
+    _ci_bars(ax, r, "time_ratio", "time_ratio_ci_low", "time_ratio_ci_high", palette)
     ax.axhline(1.0, color="black", lw=1, linestyle="--")
     _log_axes(ax, f"time ratio: sweep / {labels[0]}")
-    ax.set_title(title)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, ax, title, path)

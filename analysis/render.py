@@ -34,6 +34,17 @@ def fmt(value) -> str:
     return str(value)
 
 
+def fmt_bytes(n) -> str:
+    """Bytes to a short binary-unit string: 8388608 -> '8 MiB'."""
+    if n is None or (isinstance(n, float) and not math.isfinite(n)):
+        return fmt(n)
+    n = float(n)
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.3g} B"
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 

@@ -7,7 +7,6 @@ figures -> blocks), so each can be tested and reused by other reports.
 from __future__ import annotations
 
 import json
-import math
 import time
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from analysis import claims, matmul_report, plots
 from analysis.fit import GROUP_KEYS, fit_table
 from analysis.hardware import load_hardware
 from analysis.predictions import curves, hardware_for, model_constants, predict_points, unit_terms
-from analysis.render import Report, fmt
+from analysis.render import Report, fmt, fmt_bytes
 from analysis.summary import summary_table
 
 
@@ -32,16 +31,6 @@ def target_points(summary: pd.DataFrame) -> pd.DataFrame:
     pts = summary[(summary["status"] == "ok") & summary["is_target"]].copy()
     pts["family"] = _family(pts)
     return pts.sort_values(["family", "V_bytes"]).reset_index(drop=True)
-
-
-def _bytes(n) -> str:
-    if n is None or (isinstance(n, float) and not math.isfinite(n)):
-        return fmt(n)
-    n = float(n)
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n:.3g} B"
 
 
 def analyse(root: Path, hardware: str | None = None) -> dict:
@@ -85,7 +74,7 @@ def write_report(root: str | Path, hardware: str | None = None) -> Path:
 
 def build(root: Path, a: dict, out: Path) -> Report:
     """The report's blocks, figures saved under ``out``."""
-    s, pts, fits = a["summary"], a["points"], a["fits"]
+    s, pts = a["summary"], a["points"]
     jobs = s.drop_duplicates("job")
     ok, failed = jobs[jobs["status"] == "ok"], jobs[jobs["status"] != "ok"]
     rep = Report(f"shardlab report: {root.resolve().parent.name}/{root.name}")
@@ -101,7 +90,7 @@ def build(root: Path, a: dict, out: Path) -> Report:
             "meshes": [", ".join(sorted(set(map(str, jobs["mesh_axes"].dropna()))))],
             "ops": [", ".join(sorted(set(map(str, jobs["op"].dropna()))))],
             "dtypes": [", ".join(sorted(set(map(str, jobs["dtype"].dropna()))))],
-            "sizes": [f"{_bytes(jobs['V_bytes'].min())} to {_bytes(jobs['V_bytes'].max())}"]}))
+            "sizes": [f"{fmt_bytes(jobs['V_bytes'].min())} to {fmt_bytes(jobs['V_bytes'].max())}"]}))
 
     rep.heading("How these numbers were taken")
     pert = pts["trace_over_untraced"].dropna()
@@ -160,7 +149,7 @@ def _collective_sections(rep: Report, a: dict) -> None:
                 "n_points": "points", "alpha_s": "α (s)", "beta_Bps": "β (B/s)",
                 "alpha_beta_rel_rmse": "α-β rel. RMSE", "T_min_s": "T_min (s)", "W_Bps": "W (B/s)",
                 "book_rel_rmse": "book rel. RMSE", "crossover_bytes": "crossover V"}
-        f["crossover_bytes"] = f.get("crossover_bytes", pd.Series(dtype=float)).map(_bytes)
+        f["crossover_bytes"] = f.get("crossover_bytes", pd.Series(dtype=float)).map(fmt_bytes)
         rep.table(f[[c for c in cols if c in f]].rename(columns=cols))
         rep.text("α-β: `T = α + V/β`. Book: `T = max(T_min·hops, c·V/W)` with the book's hops and factor c "
                  "for each collective, so W is comparable across collectives. Residuals are relative.")
@@ -171,7 +160,7 @@ def _collective_sections(rep: Report, a: dict) -> None:
     rep.text(f"Model constants: {a['model_source']}.")
     if len(pts):
         t = pd.DataFrame({
-            "op": pts["op"], "axes": pts["axes"], "V": pts["V_bytes"].map(_bytes), "time (s)": pts["time_s"],
+            "op": pts["op"], "axes": pts["axes"], "V": pts["V_bytes"].map(fmt_bytes), "time (s)": pts["time_s"],
             "95% CI": [f"{fmt(lo)} to {fmt(hi)}" for lo, hi in zip(pts["time_ci_low_s"], pts["time_ci_high_s"])],
             "busbw (B/s)": pts["busbw_Bps"], "of ceiling": pts["busbw_over_ceiling"], "model (s)": pts["model_time_s"], "regime": pts["model_regime"],
             "measured/model": pts["measured_over_model"], "trace op (s)": pts["trace_op_time_s"],
@@ -181,7 +170,7 @@ def _collective_sections(rep: Report, a: dict) -> None:
         if len(noisy):
             rep.text(f"**{len(noisy)} noisy point(s)**: the median's 95% CI is wider than the target "
                      f"(±{100 * 0.05:.0f}% by default) within the time budget; read them with care: "
-                     + ", ".join(f"{r.op} {_bytes(r.V_bytes)} (±{100 * r.time_rel_ci:.0f}%)" for r in noisy.itertuples()))
+                     + ", ".join(f"{r.op} {fmt_bytes(r.V_bytes)} (±{100 * r.time_rel_ci:.0f}%)" for r in noisy.itertuples()))
 
 def _figures(a: dict, out: Path) -> list[tuple[Path, str]]:
     pts, fits, cur = a["points"], a["fits"], a["curves"]
@@ -195,7 +184,7 @@ def _figures(a: dict, out: Path) -> list[tuple[Path, str]]:
                  & (fits["dtype"] == first["dtype"])] if "crossover_bytes" in fits else fits.iloc[0:0]
         if len(f) and np.isfinite(f["crossover_bytes"].iloc[0]) and f["crossover_bytes"].iloc[0] > 0:
             cross.append({"family": fam, "V_bytes": f["crossover_bytes"].iloc[0],
-                          "label": _bytes(f["crossover_bytes"].iloc[0])})
+                          "label": fmt_bytes(f["crossover_bytes"].iloc[0])})
     ceilings = []
     for kind, g in pts.dropna(subset=["ceiling_busbw_Bps"]).groupby("ceiling_kind"):
         value = g["ceiling_busbw_Bps"].median()  # one value per worker process; they agree closely

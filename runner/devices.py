@@ -4,7 +4,6 @@ from __future__ import annotations
 import functools
 import platform
 import socket
-from pathlib import Path
 
 from omegaconf import OmegaConf
 
