@@ -28,6 +28,8 @@ LOG_NAME = "worker.log"
 TEST_ABORT_ENV = "SHARDLAB_TEST_ABORT_SIZE_BYTES"
 # With TEST_ABORT_ENV in a multi-process run: only the process with this index aborts.
 TEST_ABORT_PROCESS_ENV = "SHARDLAB_TEST_ABORT_PROCESS"
+# Tests set this to a size in bytes; the worker then hangs on that sweep point (for timeout_s).
+TEST_HANG_ENV = "SHARDLAB_TEST_HANG_SIZE_BYTES"
 STARTUP_TIMEOUT_S = 300
 
 
@@ -102,6 +104,8 @@ def _serve(conn, env: dict, startup_log: str) -> None:
                 if (os.environ.get(TEST_ABORT_ENV) == str(spec["op"].get("size_bytes"))
                         and os.environ.get(TEST_ABORT_PROCESS_ENV, str(index)) == str(index)):
                     os.abort()  # test-only hook: lets the tests prove crash isolation
+                if os.environ.get(TEST_HANG_ENV) == str(spec["op"].get("size_bytes")):
+                    time.sleep(1e6)  # test-only hook: a point that never ends, for timeout_s
                 measure(spec, job_dir, record)
                 reply = {"status": "ok", "record": record}
             except ConfigError as exc:

