@@ -19,17 +19,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analysis.book.hardware import hardware_dir, load_hardware
 from analysis.fit import fit_max_model
-from analysis.hardware import hardware_dir, load_hardware
 from analysis.predictions import unit_terms
 
 CALIBRATION_COLUMNS = ["op", "n_axes", "W_Bps", "T_min_s", "rel_rms_error", "n_points", "V_min_bytes",
                        "V_max_bytes", "meshes"]
-
-
-def n_axes(points: pd.DataFrame) -> pd.Series:
-    """Mesh axes each point's collective runs over (axes of size 1 move nothing, as in the model)."""
-    return points["axis_sizes"].astype(str).map(lambda s: sum(int(n) > 1 for n in s.split("x") if n))
 
 
 def calibration_table(points: pd.DataFrame, base: str) -> pd.DataFrame:
@@ -39,7 +34,7 @@ def calibration_table(points: pd.DataFrame, base: str) -> pd.DataFrame:
     ``points`` are a sweep's ok target rows (:func:`analysis.report.target_points`);
     ``base`` is the hardware (name or YAML path) whose topology rules give the unit terms.
     """
-    pts = unit_terms(points.assign(hardware=base)).assign(n_axes=lambda d: n_axes(d))
+    pts = unit_terms(points.assign(hardware=base))
     pts = pts.dropna(subset=["time_s", "latency_unit", "bandwidth_unit"])
     rows = []
     for (op, k), g in pts.groupby(["op", "n_axes"], sort=True):

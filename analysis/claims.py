@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis.render import fmt_bytes
+from analysis.book.units import fmt_bytes
 
 TOLERANCE = 0.25  # a ratio within 25% of the book's value "holds"
 HOLDS, FAILS, UNSURE, MISSING = "holds", "does not hold here", "inconclusive", "not measured"
@@ -44,7 +44,6 @@ def job_table(summary: pd.DataFrame) -> pd.DataFrame:
     ok = summary[summary["status"] == "ok"]
     kinds = ok.groupby("job")["hlo_kind"].agg(lambda k: sorted(set(k.dropna()))).rename("hlo_kinds")
     jobs = ok.drop_duplicates("job").set_index("job").join(kinds).reset_index()
-    jobs["n_axes"] = jobs["axes"].astype(str).str.len()
     jobs["grad"] = jobs.get("grad", pd.Series(False, index=jobs.index)).fillna(False).astype(bool)
     return jobs
 
@@ -168,24 +167,3 @@ def reason(claim: str, ratio: float, backend: str | None, note=None) -> str:
 
 def _ms(row) -> str:
     return f"{row['time_s'] * 1e3:.3g} ms"
-
-
-def add_section(rep, summary: pd.DataFrame, root) -> pd.DataFrame | None:
-    """Append the claims table to ``rep`` and write ``<root>/claims.csv`` when the sweep
-    holds evidence for at least two claims; return the table (or None)."""
-    from pathlib import Path
-
-    table = claims_table(summary)
-    if (table["verdict"] != MISSING).sum() < 2:
-        return None
-    table.to_csv(Path(root) / "claims.csv", index=False)
-    rep.heading("The chapter's claims, checked here")
-    rep.text(f"Each claim is a ratio of two untraced medians (the interval combines their 95% CIs "
-             f"conservatively) against the book's value. **{HOLDS}**: within {TOLERANCE:.0%} of it; "
-             f"**{FAILS}**: the whole interval is outside that band; **{UNSURE}**: in between. The two "
-             "backward-pass claims are decided by the compiled HLO; their ratio is the cost side. Also in "
-             "`claims.csv`.")
-    shown = table.copy()
-    shown["95% CI"] = [f"{lo:.3g} to {hi:.3g}" if np.isfinite(lo) else "" for lo, hi in zip(shown["ci_low"], shown["ci_high"])]
-    rep.table(shown[["claim", "measured", "expected", "ratio", "95% CI", "verdict", "reason"]])
-    return table

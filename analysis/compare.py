@@ -1,6 +1,6 @@
 """Comparing sweeps that share experiments: small functions over DataFrames.
 
-A sweep's points (:func:`analysis.report.target_points`) carry a ``sweep`` label. An
+A sweep's points (:attr:`analysis.sweep.Sweep.points`) carry a ``sweep`` label. An
 experiment is identified by :data:`IDENTITY_KEYS` plus those :data:`SETTING_KEYS` the sweeps
 do not differ in; a setting that is constant within each sweep and differs between them (the
 dtype of a float32 sweep against a bfloat16 one, the mesh of x8 against xy_4x2) is what the
@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
+
+class CompareError(Exception):
+    """Input the comparison cannot use; the message is the one line the user sees."""
+
 
 IDENTITY_KEYS = ["op", "size_bytes"]
 SETTING_KEYS = ["axes", "mesh", "axis_sizes", "dtype"]
@@ -144,3 +149,31 @@ def geometric_mean(x: pd.Series) -> float:
     x = pd.to_numeric(x, errors="coerce").dropna()
     x = x[x > 0]
     return float(np.exp(np.log(x).mean())) if len(x) else math.nan
+
+
+def load_sweeps(dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[str]]:
+    """(points of every sweep with a ``sweep`` label, their fits, the config diff, the labels).
+
+    Each sweep is read once (:func:`analysis.sweep.load_sweep`). Raises :class:`CompareError`
+    for a folder without results.
+    """
+    from analysis.rundir import job_dirs
+    from analysis.sweep import load_sweep
+
+    if len(dirs) < 2:
+        raise CompareError("compare needs two or more sweep folders")
+    names = [Path(d).resolve().name for d in dirs]
+    sweeps = []
+    for d in dirs:
+        if not Path(d).is_dir() or not job_dirs(d):
+            raise CompareError(f"{d} holds no run folders (no */result.json)")
+        s = load_sweep(d)
+        if not len(s.points):
+            raise CompareError(f"{d} has no successful results")
+        sweeps.append(s)
+    diff = differing_keys(config_values({n: s.results for n, s in zip(names, sweeps)}), names)
+    labels = sweep_labels(names, split_absent(diff)[0])
+    diff.columns = ["key", *labels]
+    points = [s.points.assign(sweep=label) for s, label in zip(sweeps, labels)]
+    fits = pd.concat([s.fits.assign(sweep=label) for s, label in zip(sweeps, labels)], ignore_index=True)
+    return pd.concat(points, ignore_index=True), fits, diff, labels

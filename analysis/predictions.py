@@ -14,19 +14,22 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis.hardware import Hardware, load_hardware, wraparound_for
-from analysis.model import predict_collective
-from analysis.notation import NotationError
+from analysis.book.collective_cost import predict_collective
+from analysis.book.collectives import OPS
+from analysis.book.errors import BookError
+from analysis.book.hardware import Hardware, load_hardware, wraparound_for
 
 
 def axis_sizes(row) -> list[int]:
+    """``"4x2"`` (a summary row's ``axis_sizes``) -> ``[4, 2]``."""
     return [int(s) for s in str(row["axis_sizes"]).split("x") if s]
 
 
 def hardware_for(name: str) -> Hardware | None:
+    """The hardware entry ``name``, or None when there is no such entry."""
     try:
         return load_hardware(name)
-    except NotationError:
+    except BookError:
         return None
 
 
@@ -41,7 +44,7 @@ def unit_terms(points: pd.DataFrame) -> pd.DataFrame:
     cache: dict[str, Hardware | None] = {}
     for row in points.to_dict("records"):
         hw = cache.setdefault(row["hardware"], hardware_for(row["hardware"]))
-        if hw is None or row["op"] not in ("all_gather", "reduce_scatter", "all_reduce", "all_to_all"):
+        if hw is None or row["op"] not in OPS:
             lat.append(np.nan), bw.append(np.nan)
             continue
         sizes = axis_sizes(row)

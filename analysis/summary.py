@@ -1,7 +1,9 @@
 """The tidy table of a sweep: one row per run and collective op (``summary.csv``).
 
 Timings come from the untraced iterations in result.json; the trace only attributes time
-to ops (``trace_*`` columns) and measures how much the profiler perturbed them.
+to ops (``trace_*`` columns) and measures how much the profiler perturbed them. The book
+model's time for each point (``model_time_s``) is added by :mod:`analysis.sweep`, once the
+constants to model with are known.
 """
 from __future__ import annotations
 
@@ -12,20 +14,18 @@ import pandas as pd
 
 from analysis import hlo as hlo_parser
 from analysis import trace as trace_reader
-from analysis.load import read_results
-from analysis.overlap import overlap_summary
+from analysis.book.collective_cost import active_axes
+from analysis.book.collectives import BY_OP
+from analysis.trace.overlap import overlap_summary
 
-# nccl-tests' bus-bandwidth factors: busbw = algbw * factor(n), n = devices per group.
-BUSBW_FACTOR = {
-    "all_reduce": lambda n: 2 * (n - 1) / n,
-    "all_gather": lambda n: (n - 1) / n,
-    "reduce_scatter": lambda n: (n - 1) / n,
-    "all_to_all": lambda n: (n - 1) / n,
-}
-HLO_KIND_OF_OP = {"all_gather": "all-gather", "reduce_scatter": "reduce-scatter",
-                  "all_reduce": "all-reduce", "all_to_all": "all-to-all"}
-# The book: the backward pass of an AllGather is a ReduceScatter, and vice versa.
-GRAD_KIND_OF_OP = {"all_gather": "reduce-scatter", "reduce_scatter": "all-gather"}
+
+def hlo_kind_of(op: str, grad: bool = False) -> str | None:
+    """The HLO opcode a job of ``op`` is about: its own, or its backward partner's for a grad
+    (the book: the backward pass of an AllGather is a ReduceScatter, and vice versa)."""
+    k = BY_OP.get(op)
+    if k is None:
+        return None
+    return BY_OP[k.backward].hlo if grad and k.backward else k.hlo
 
 
 def _run_columns(r: dict) -> dict:
@@ -36,7 +36,6 @@ def _run_columns(r: dict) -> dict:
     mesh = exp.get("mesh") or {}
     s = (r.get("timing") or {}).get("summary") or {}
     target = ((cfg.get("timing") or {}).get("target_rel_ci")) or 0.05
-    pred = r.get("prediction") or {}
     return {
         "job": r["job"], "status": r.get("status"), "error_type": r.get("error_type"), "error": r.get("error"),
         "op": exp.get("op", op_cfg.get("name")), "expr": exp.get("expr", op_cfg.get("expr")), "dtype": exp.get("dtype", cfg.get("dtype")),
@@ -44,6 +43,7 @@ def _run_columns(r: dict) -> dict:
         "mesh_axes": ",".join(f"{k}={v}" for k, v in (mesh.get("axes") or {}).items()),
         "axes": "".join(exp.get("axes") or op_cfg.get("axes") or []),
         "axis_sizes": "x".join(str((mesh.get("axes") or {}).get(a, "")) for a in exp.get("axes") or []),
+        "n_axes": active_axes([(mesh.get("axes") or {}).get(a, 1) for a in exp.get("axes") or []]),
         "group_size": exp.get("group_size"), "num_groups": exp.get("num_groups"),
         "size_bytes": exp.get("size_bytes"), "V_bytes": exp.get("V_bytes"),
         "hardware": exp.get("hardware", (cfg.get("hardware") or {}).get("name")),
@@ -55,7 +55,6 @@ def _run_columns(r: dict) -> dict:
         "noisy": bool(s) and s.get("rel_ci_halfwidth", np.inf) > target,
         "compile_s": (r.get("compile") or {}).get("compile_s"),
         "traced_iter_over_untraced": (r.get("trace") or {}).get("traced_iter_over_untraced"),
-        "predicted_time_s": pred.get("time_s"), "predicted_regime": pred.get("regime"),
         "ceiling_kind": (r.get("ceiling") or {}).get("kind"), "ceiling_Bps": (r.get("ceiling") or {}).get("Bps"),
         # matmul jobs
         "strategy": exp.get("strategy"), "flops": exp.get("flops"), "grad": bool(exp.get("grad", op_cfg.get("grad"))),
@@ -111,7 +110,7 @@ def job_rows(r: dict) -> list[dict]:
     problems = []
     hlo_rows, err = _hlo_rows(r)
     problems += [err] if err else []
-    kind, rel = (GRAD_KIND_OF_OP if base["grad"] else HLO_KIND_OF_OP).get(base["op"]), (r.get("files") or {}).get("hlo_compiled")
+    kind, rel = hlo_kind_of(base["op"], base["grad"]), (r.get("files") or {}).get("hlo_compiled")
     if r.get("status") == "ok" and rel and not err and kind and not any(h["hlo_kind"] == kind for h in hlo_rows):
         # e.g. a file cut short before the op: say so, or the point just vanishes from the tables
         problems.append(f"{Path(r['job_dir']) / rel}: no {kind} in the compiled HLO (truncated?); "
@@ -141,28 +140,28 @@ def ceiling_busbw(df: pd.DataFrame) -> pd.Series:
     """
     ceiling = pd.to_numeric(df.get("ceiling_Bps"), errors="coerce")
     devices = pd.to_numeric(df["device_count"], errors="coerce")
-    n_axes = df["axes"].astype(str).str.len().clip(lower=1)
+    n_axes = pd.to_numeric(df["n_axes"], errors="coerce").clip(lower=1)
     return pd.Series(np.where(df.get("ceiling_kind") == "host_copy", ceiling / devices, ceiling * n_axes),
                      index=df.index, dtype=float)
 
 
-def summary_table(root: str | Path) -> pd.DataFrame:
-    """Every job under ``root`` as tidy rows, with bandwidths and profiler perturbation."""
-    df = pd.DataFrame([row for r in read_results(root) for row in job_rows(r)])
+def summary_table(results: list[dict]) -> pd.DataFrame:
+    """Every job's result (``analysis.rundir.read_results``) as tidy rows, with bandwidths
+    and profiler perturbation."""
+    df = pd.DataFrame([row for r in results for row in job_rows(r)])
     for col in ("hlo_op", "hlo_kind", "trace_op_time_s", "trace_device_time_s", "trace_arrival_skew_s",
                 "hlo_group_size", "hlo_operand_bytes", "hlo_result_bytes"):
         if col not in df:
             df[col] = np.nan
     n = df["group_size"].astype(float)
-    factor = pd.Series([BUSBW_FACTOR.get(op, lambda _: np.nan)(g) if g == g and g else np.nan
+    factor = pd.Series([BY_OP[op].busbw_factor(g) if op in BY_OP and g == g and g else np.nan
                         for op, g in zip(df["op"], n)], index=df.index, dtype=float)
     df["algbw_Bps"] = df["V_bytes"].astype(float) / df["time_s"].astype(float)
     df["busbw_Bps"] = df["algbw_Bps"] * factor
     df["ceiling_busbw_Bps"] = ceiling_busbw(df)
     df["busbw_over_ceiling"] = df["busbw_Bps"] / df["ceiling_busbw_Bps"]
     df["trace_over_untraced"] = df["trace_op_time_s"].astype(float) / df["time_s"].astype(float)
-    df["measured_over_predicted"] = df["time_s"].astype(float) / df["predicted_time_s"].astype(float)
     # The row of the collective the experiment asked for (XLA may add others, e.g. in matmuls).
     # Backward passes are not the collective they name: keep them out of its fits.
-    df["is_target"] = [HLO_KIND_OF_OP.get(op) == kind and not grad for op, kind, grad in zip(df["op"], df["hlo_kind"], df["grad"])]
+    df["is_target"] = [hlo_kind_of(op) == kind and not grad for op, kind, grad in zip(df["op"], df["hlo_kind"], df["grad"])]
     return df

@@ -7,7 +7,7 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from runner.worker import discard_worker
+from runner.pool import discard_worker
 
 log = logging.getLogger("shardlab")
 

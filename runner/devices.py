@@ -1,16 +1,11 @@
 """What ran: the environment record and the hardware entry that matches the devices."""
 from __future__ import annotations
 
-import functools
 import platform
 import socket
 
-from omegaconf import OmegaConf
-
-from runner.schema import REPO_ROOT
-from runner.spec import ConfigError
-
-HARDWARE_DIR = REPO_ROOT / "conf" / "hardware"
+from analysis.book.hardware import resolve_auto
+from runner.errors import ConfigError
 
 
 def environment(jax, devices) -> dict:
@@ -32,12 +27,6 @@ def environment(jax, devices) -> dict:
     }
 
 
-@functools.lru_cache(maxsize=1)
-def _entries() -> list[dict]:
-    # Read once per worker: OmegaConf takes milliseconds a file, every point would pay it.
-    return [OmegaConf.to_container(OmegaConf.load(p)) for p in sorted(HARDWARE_DIR.glob("*.yaml"))]
-
-
 def resolve_hardware(hw: dict, devices) -> dict:
     """The hardware entry to record and predict with.
 
@@ -48,15 +37,7 @@ def resolve_hardware(hw: dict, devices) -> dict:
     platform_ = devices[0].platform
     kind = devices[0].device_kind
     if hw["kind"] == "auto":
-        wanted = "cpu" if platform_ == "cpu" else kind.lower()
-        for entry in _entries():
-            if entry.get("kind") != ("cpu" if platform_ == "cpu" else platform_):
-                continue
-            names = [k.lower() for k in entry.get("device_kinds", [])]
-            if wanted in names or any(n in wanted for n in names if len(n) > 3):
-                return entry
-        return {"name": f"unknown_{platform_}", "kind": platform_, "device_kinds": [kind],
-                "source": f"no conf/hardware entry names device kind {kind!r}; model constants unknown"}
+        return resolve_auto(platform_, kind)
     if hw["kind"] != platform_:
         raise ConfigError(f"hardware={hw['name']}: this entry is for {hw['kind']} devices but JAX found "
                           f"{len(devices)} {platform_} device(s) ({kind}); use hardware=auto "

@@ -22,51 +22,15 @@ import time
 from multiprocessing.connection import wait
 from pathlib import Path
 
+from analysis.rundir import log_name
+from runner.errors import WorkerDied
 from runner.jaxenv import COORDINATOR_ENV, NUM_PROCESSES_ENV, PROCESS_ID_ENV, TIMEOUT_ENV
-from runner.spec import ConfigError
-from runner.worker import Worker, WorkerDied, _tail, log_name
+from runner.worker import Worker, _tail
 
-MODES = ("none", "local", "auto")
 # Import and JAX start before a process can join: allowed on top of distributed.timeout_s.
 START_GRACE_S = 60
 # Test-only: the index of a process the group does not start (a peer that never joins).
 TEST_SKIP_PROCESS_ENV = "SHARDLAB_TEST_SKIP_PROCESS"
-
-
-def check_distributed(dist: dict, hardware: dict, mesh_axes: dict[str, int]) -> dict:
-    """Check ``distributed.*`` before JAX starts; return the plain dict the worker gets."""
-    mode = dist["mode"]
-    if mode not in MODES:
-        raise ConfigError(f"distributed.mode={mode!r}: allowed modes are {', '.join(MODES)}")
-    if not dist["timeout_s"] > 0:
-        raise ConfigError(f"distributed.timeout_s={dist['timeout_s']!r}: must be > 0 seconds")
-    axis = dist.get("cross_process_axis")
-    if mode == "none":
-        if axis is not None:
-            raise ConfigError(f"distributed.cross_process_axis={axis!r} needs several processes: "
-                              f"use distributed=local or distributed=auto")
-        return dict(dist)
-    if mode == "local":
-        for key in ("num_processes", "devices_per_process"):
-            if not isinstance(dist.get(key), int) or dist[key] < 1:
-                raise ConfigError(f"distributed.{key}={dist.get(key)!r}: must be a whole number >= 1")
-        if hardware["kind"] not in ("auto", "cpu"):
-            raise ConfigError(f"distributed=local runs CPU devices on this machine, but hardware="
-                              f"{hardware['name']} is {hardware['kind']}; use hardware=auto or cpu, or "
-                              f"distributed=auto on a {hardware['kind']} cluster")
-        if dist.get("process_id") is not None or dist.get("coordinator_address") is not None:
-            raise ConfigError("distributed=local chooses process_id and coordinator_address itself; "
-                              "leave them null (they are for distributed=auto)")
-    if axis is not None:
-        if axis not in mesh_axes:
-            raise ConfigError(f"distributed.cross_process_axis={axis!r} is not a mesh axis "
-                              f"(axes: {', '.join(mesh_axes)})")
-        n, size = dist.get("num_processes"), mesh_axes[axis]
-        if n and size != -1 and size % n and n % size:
-            raise ConfigError(f"distributed.cross_process_axis={axis}: its size {size} and "
-                              f"distributed.num_processes={n} must divide one another (see "
-                              f"runner.meshes.build_mesh)")
-    return dict(dist)
 
 
 def free_port() -> int:

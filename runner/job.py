@@ -15,12 +15,14 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from analysis.book.units import format_size
+from analysis.rundir import RESULT_NAME, result_name
+from runner.errors import ConfigError, WorkerDied
 from runner.jaxenv import process_env
-from runner.spec import ConfigError, build_spec, format_size
-from runner.worker import WorkerDied, discard_worker, get_worker
+from runner.pool import discard_worker, get_worker
+from runner.spec import build_spec
 
 log = logging.getLogger("shardlab")
-RESULT_NAME = "result.json"
 
 
 def write_json_atomic(path: Path, data: dict) -> None:
@@ -71,7 +73,7 @@ def run(cfg: DictConfig, job_dir: str | Path | None = None) -> dict:
     result["ended_at"] = time.time()
     # distributed=auto: every host runs this job; process 0 writes result.json, the others beside it
     index = (result.get("environment") or {}).get("process_index") or 0
-    write_json_atomic(job_dir / (RESULT_NAME if index == 0 else f"result.host{index}.json"), result)
+    write_json_atomic(job_dir / result_name(index), result)
     _log_line(result, job_dir)
     return result
 
@@ -104,23 +106,23 @@ def kept_result(job_dir: Path, config: dict) -> dict | None:
 
 
 def predict(result: dict) -> dict:
-    """The book's prediction for this run on its hardware, or why there is none."""
-    from analysis.hardware import load_hardware, wraparound_for
-    from analysis.model import predict_collective
-    from analysis.notation import NotationError
+    """The book's prediction for this run on its hardware's published constants, or why
+    there is none (the report models every point again, with fitted or calibrated constants
+    where the hardware publishes none)."""
+    from analysis.book.collective_cost import predict_collective
+    from analysis.book.errors import BookError
+    from analysis.book.hardware import load_hardware, wraparound_for
+    from analysis.book.matmul_cost import predict_matmul
+    from analysis.book.notation import parse
 
     exp = result["experiment"]
     sizes = [exp["mesh"]["axes"][a] for a in exp["axes"]]
     try:
         hw = load_hardware(result["hardware"]["name"])
         if exp["op"] == "matmul":
-            from analysis.matmul import predict_matmul
-            from analysis.notation import parse
-
-            d = predict_matmul(parse(exp["expr"]), exp["mesh"]["axes"], exp["dims"], exp["dtype"], hw).to_dict()
-            return dict(d, time_s=d["predicted_time_s"])
+            return predict_matmul(parse(exp["expr"]), exp["mesh"]["axes"], exp["dims"], exp["dtype"], hw).to_dict()
         p = predict_collective(exp["op"], exp["V_bytes"], sizes, hw, wraparound_for(hw, sizes))
-    except NotationError as exc:
+    except BookError as exc:
         # cpu has no published W or T_min: the report fits them from the sweep instead.
         return {"time_s": None, "note": str(exc)}
     return p.to_dict()

@@ -12,8 +12,8 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from analysis.notation import Array, Matmul, NotationError, check, parse
-from runner.spec import ConfigError
+from analysis.book.notation import Array, Matmul, NotationError, check, parse
+from runner.errors import ConfigError
 
 STRATEGIES = ("auto", "allgather_then_matmul", "matmul_then_allreduce", "matmul_then_reducescatter",
               "collective_matmul")

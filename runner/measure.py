@@ -13,14 +13,12 @@ import jax
 import numpy as np
 
 from analysis import trace as trace_analysis
-from runner import grad_programs, matmul, meshes, programs, timing, tracing
+from analysis.rundir import HLO_COMPILED, HLO_DIR, HLO_LOWERED, TRACE_DIR
+from runner import meshes, programs, timing, tracing
 from runner.ceiling import ceiling
 from runner.devices import environment, resolve_hardware
 from runner.memory import check_fits
 from runner.spec import check_against_devices
-
-HLO_DIR = "hlo"
-TRACE_DIR = "trace"
 
 
 class Phases(dict):
@@ -48,12 +46,7 @@ def measure(spec: dict, job_dir: Path, record: dict) -> None:
         record["memory_estimate"] = check_fits(spec, mesh_axes, stats.get("bytes_limit"))
         mesh = meshes.build_mesh(mesh_axes, spec.get("distributed", {}).get("cross_process_axis"))
         op = spec["op"]
-        if op["name"] == "matmul":
-            prog = matmul.build(op, mesh, spec["dtype"])
-        elif op.get("grad"):
-            prog = grad_programs.build(op["name"], op["axes"], mesh, op["size_bytes"], spec["dtype"])
-        else:
-            prog = programs.build(op["name"], op["axes"], mesh, op["size_bytes"], spec["dtype"])
+        prog = programs.build(spec, mesh)
     group = int(np.prod([mesh_axes[a] for a in op["axes"]]))
     record["experiment"] = {
         "op": op["name"], "expr": prog.expr, "axes": op["axes"], "size_bytes": op.get("size_bytes"),
@@ -78,10 +71,9 @@ def measure(spec: dict, job_dir: Path, record: dict) -> None:
         hlo_dir = job_dir / HLO_DIR
         hlo_dir.mkdir(parents=True, exist_ok=True)
         if jax.process_index() == 0:  # one copy per job; every process compiles the same program
-            (hlo_dir / "lowered.stablehlo.mlir").write_text(lowered.as_text())
-            (hlo_dir / "compiled.hlo.txt").write_text(compiled.as_text())
-    record["files"] = {"hlo_lowered": f"{HLO_DIR}/lowered.stablehlo.mlir",
-                       "hlo_compiled": f"{HLO_DIR}/compiled.hlo.txt"}
+            (job_dir / HLO_LOWERED).write_text(lowered.as_text())
+            (job_dir / HLO_COMPILED).write_text(compiled.as_text())
+    record["files"] = {"hlo_lowered": HLO_LOWERED, "hlo_compiled": HLO_COMPILED}
 
     def step():
         return compiled(*args)

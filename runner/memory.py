@@ -12,7 +12,10 @@ from __future__ import annotations
 import math
 import os
 
-from runner.spec import DTYPE_BYTES, ConfigError, format_size
+from analysis.book.dtypes import itemsize
+from analysis.book.units import fmt_bytes, format_size
+from runner.errors import ConfigError
+from runner.matmul_plan import parse_matmul
 
 HEADROOM = 0.8  # leave a fifth of what is free to Python, JAX and XLA's temporaries
 
@@ -34,9 +37,9 @@ def host_available_bytes() -> int | None:
 
 def estimate(spec: dict, mesh_axes: dict[str, int]) -> dict[str, int]:
     """``{"host_bytes", "per_device_bytes"}`` for one point on a resolved mesh."""
-    op, itemsize = spec["op"], DTYPE_BYTES[spec["dtype"]]
+    op = spec["op"]
     if op["name"] == "matmul":
-        return _matmul(op, mesh_axes, itemsize)
+        return _matmul(op, mesh_axes, itemsize(spec["dtype"]))
     V = op["size_bytes"]
     p = math.prod(mesh_axes[a] for a in op["axes"])
     host, device = {
@@ -48,9 +51,7 @@ def estimate(spec: dict, mesh_axes: dict[str, int]) -> dict[str, int]:
     return {"host_bytes": host, "per_device_bytes": device}
 
 
-def _matmul(op: dict, mesh_axes: dict[str, int], itemsize: int) -> dict[str, int]:
-    from runner.matmul_plan import parse_matmul
-
+def _matmul(op: dict, mesh_axes: dict[str, int], elem_bytes: int) -> dict[str, int]:
     mm = parse_matmul(op["expr"])
     dims = op["dims"]
 
@@ -61,9 +62,9 @@ def _matmul(op: dict, mesh_axes: dict[str, int], itemsize: int) -> dict[str, int
 
     (na, la), (nb, lb), (nc, lc) = size(mm.lhs), size(mm.rhs), size(mm.out)
     # host: the two inputs, the float64 reference and its float64 operands, the fetched result
-    host = (na + nb + nc) * itemsize + 8 * (na + nb + nc)
+    host = (na + nb + nc) * elem_bytes + 8 * (na + nb + nc)
     # a device: its shards, its output, and room for one gathered input or a full product
-    device = (la + lb + lc + max(na, nb, nc)) * itemsize
+    device = (la + lb + lc + max(na, nb, nc)) * elem_bytes
     return {"host_bytes": host, "per_device_bytes": device}
 
 
@@ -82,17 +83,10 @@ def check_fits(spec: dict, mesh_axes: dict[str, int], device_limit_bytes: int | 
     key = "op.dims" if spec["op"]["name"] == "matmul" else "op.size_bytes"
     value = spec["op"].get("dims") or format_size(spec["op"].get("size_bytes") or 0)
     if free is not None and on_host > HEADROOM * free:
-        raise ConfigError(f"{key}={value}: needs about {format_size_approx(on_host)} of host memory "
+        raise ConfigError(f"{key}={value}: needs about {fmt_bytes(on_host)} of host memory "
                           f"({spec['op']['name']} on {devices} devices, dtype {spec['dtype']}) but "
-                          f"{format_size_approx(free)} is available; use a smaller size")
+                          f"{fmt_bytes(free)} is available; use a smaller size")
     if device_limit_bytes is not None and est["per_device_bytes"] > HEADROOM * device_limit_bytes:
-        raise ConfigError(f"{key}={value}: needs about {format_size_approx(est['per_device_bytes'])} per device "
-                          f"but a device has {format_size_approx(device_limit_bytes)}; use a smaller size")
+        raise ConfigError(f"{key}={value}: needs about {fmt_bytes(est['per_device_bytes'])} per device "
+                          f"but a device has {fmt_bytes(device_limit_bytes)}; use a smaller size")
     return dict(est, host_total_bytes=on_host)
-
-
-def format_size_approx(n: float) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{int(n)} B"

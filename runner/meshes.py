@@ -23,7 +23,7 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh
 
-from runner.spec import ConfigError
+from runner.errors import ConfigError
 
 AGREE_TIMEOUT_MS = 60_000  # raised on the waiting side if process 0 never decides
 

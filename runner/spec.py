@@ -1,9 +1,11 @@
-"""Turn a composed config into a checked, JSON-able experiment spec.
+"""Turn a composed config into a checked, JSON-able experiment spec: every value check.
 
 Every check here runs before JAX starts, so a typo costs nothing; checks that need the
 devices (mesh size vs device count) run in the worker right after JAX starts and before
 any compile (:func:`check_against_devices`). Errors are :class:`ConfigError`, whose message
-names the key, the value and what is allowed.
+names the key, the value and what is allowed. The matmul expression's own checks are in
+:mod:`runner.matmul_plan`, the memory estimate in :mod:`runner.memory`; both are called from
+here.
 """
 from __future__ import annotations
 
@@ -13,47 +15,25 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from analysis.book import units
+from analysis.book.collectives import OPS as COLLECTIVES
+from analysis.book.dtypes import RUN_DTYPES, itemsize
+from analysis.book.errors import BookError
+from runner.errors import ConfigError
+from runner.matmul_plan import check_dims, parse_matmul, plan, used_axes
+from runner.memory import check_fits
 from runner.schema import REPO_ROOT
 
-COLLECTIVES = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
 OPS = COLLECTIVES + ("matmul",)
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "int32": 4, "int8": 1}
-_UNITS = {"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30,
-          "KB": 10**3, "MB": 10**6, "GB": 10**9}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]i?B|B)?\s*$")
-
-
-class ConfigError(ValueError):
-    """A config value that cannot run. The message names the key and what is allowed."""
+DISTRIBUTED_MODES = ("none", "local", "auto")
 
 
 def parse_size(value: Any, key: str = "op.size_bytes") -> int:
-    """``16MiB`` -> 16777216; ``1KB`` -> 1000; ints pass through. Raises ConfigError."""
-    if isinstance(value, bool):
-        raise ConfigError(f"{key}={value!r}: expected a byte count such as 4096, 64KiB or 16MiB")
-    if isinstance(value, int):
-        n = value
-    else:
-        m = _SIZE_RE.match(str(value))
-        if not m:
-            raise ConfigError(f"{key}={value!r}: expected a byte count such as 4096, 64KiB or 16MiB "
-                              f"(units: {', '.join(u for u in _UNITS if u)})")
-        number, unit = float(m.group(1)), m.group(2) or ""
-        n = number * _UNITS[unit]
-        if n != int(n):
-            raise ConfigError(f"{key}={value!r} is not a whole number of bytes")
-        n = int(n)
-    if n <= 0:
-        raise ConfigError(f"{key}={value!r}: must be a positive number of bytes")
-    return n
-
-
-def format_size(n: int) -> str:
-    """4096 -> '4KiB'; the inverse of :func:`parse_size` for powers of two and friends."""
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale and n % scale == 0:
-            return f"{n // scale}{unit}"
-    return f"{n}B"
+    """``16MiB``, ``128M`` -> bytes (:func:`analysis.book.units.parse_size`); ConfigError if not."""
+    try:
+        return units.parse_size(value, key)
+    except BookError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _choices(group: str) -> list[str]:
@@ -66,8 +46,8 @@ def build_spec(cfg: DictConfig) -> dict:
     op, mesh, hw = c["op"], c["mesh"], c["hardware"]
     if op["name"] not in OPS:
         raise ConfigError(f"op.name={op['name']!r}: allowed ops are {', '.join(OPS)}")
-    if c["dtype"] not in DTYPE_BYTES:
-        raise ConfigError(f"dtype={c['dtype']!r}: allowed dtypes are {', '.join(DTYPE_BYTES)}")
+    if c["dtype"] not in RUN_DTYPES:
+        raise ConfigError(f"dtype={c['dtype']!r}: allowed dtypes are {', '.join(RUN_DTYPES)}")
     axes = mesh["axes"]
     _check_mesh_axes(axes)
     if hw["kind"] not in ("auto", "cpu", "tpu", "gpu"):
@@ -83,14 +63,10 @@ def build_spec(cfg: DictConfig) -> dict:
         "trace": c["trace"],
         "check_result": c["check_result"],
     }
-    from runner.distributed import check_distributed  # runner.distributed imports this module
-
     spec["distributed"] = check_distributed(c["distributed"], hw, axes)
     known = {n: s for n, s in axes.items() if s != -1}
     if len(known) == len(axes):  # fully known mesh: check divisibility and memory now, not in the worker
         check_shapes(spec, known)
-        from runner.memory import check_fits  # imports this module
-
         check_fits(spec, known)
     return spec
 
@@ -119,18 +95,15 @@ def _collective_op(op: dict, axes: dict, mesh_name: str, dtype: str) -> dict:
     if len(set(op_axes)) != len(op_axes):
         raise ConfigError(f"op.axes={op_axes}: a mesh axis may appear only once")
     size_bytes = parse_size(op["size_bytes"])
-    itemsize = DTYPE_BYTES[dtype]
-    if size_bytes % itemsize:
+    if size_bytes % itemsize(dtype):
         raise ConfigError(f"op.size_bytes={op['size_bytes']!r}: V={size_bytes} B is not a whole number of "
-                          f"{dtype} elements ({itemsize} B each)")
+                          f"{dtype} elements ({itemsize(dtype)} B each)")
     if op.get("grad") and op["name"] not in ("all_gather", "reduce_scatter"):
         raise ConfigError(f"op.grad=true: allowed only for all_gather and reduce_scatter, not {op['name']}")
     return {"name": op["name"], "axes": op_axes, "size_bytes": size_bytes, "grad": bool(op.get("grad"))}
 
 
 def _matmul_op(op: dict, axes: dict) -> dict:
-    from runner.matmul_plan import check_dims, parse_matmul, plan, used_axes  # imports this module
-
     if op.get("expr") is None:
         raise ConfigError("op.expr: missing; op=matmul needs one, e.g. 'A[I, J_X] * B[J_X, K] -> C[I, K]'")
     mm = parse_matmul(op["expr"])
@@ -145,7 +118,7 @@ def _check_timing(timing: dict, trace: dict) -> None:
              ("timing.max_iters", timing["max_iters"] >= timing["min_iters"], ">= timing.min_iters"),
              ("timing.target_rel_ci", 0 < timing["target_rel_ci"] < 1, "between 0 and 1 (0.05 = +-5%)"),
              ("timing.budget_s", timing["budget_s"] > 0, "> 0 seconds"),
-             # bounded: thousands of unblocked CPU collectives deadlocked XLA (DESIGN.md fact 4)
+             # bounded: 2000 unblocked 8-device CPU all-gathers deadlocked XLA's rendezvous (jax 0.10)
              ("timing.iters_per_sample", 1 <= timing["iters_per_sample"] <= 64, "from 1 to 64"),
              ("trace.iters", trace["iters"] >= 1, ">= 1"),
              ("trace.host_tracer_level", trace["host_tracer_level"] in (None, 0, 1, 2, 3), "null, 0, 1, 2 or 3"),
@@ -177,19 +150,17 @@ def check_shapes(spec: dict, mesh_axes: dict[str, int]) -> None:
     """The array must split evenly over the op's axes (twice over for AllToAll); a matmul's
     dims over their shards."""
     if spec["op"]["name"] == "matmul":
-        from runner.matmul_plan import check_dims, parse_matmul
-
         check_dims(parse_matmul(spec["op"]["expr"]), spec["op"]["dims"], mesh_axes)
         return
     p = shards(spec, mesh_axes)
-    itemsize = DTYPE_BYTES[spec["dtype"]]
-    elems = spec["op"]["size_bytes"] // itemsize
+    size = itemsize(spec["dtype"])
+    elems = spec["op"]["size_bytes"] // size
     need = p * p if spec["op"]["name"] == "all_to_all" else (1 if spec["op"]["name"] == "all_reduce" else p)
     if elems % need:
         raise ConfigError(
             f"op.size_bytes={spec['op']['size_bytes']}: {elems} {spec['dtype']} elements do not split over "
             f"{'x'.join(spec['op']['axes'])} ({p} devices); {spec['op']['name']} needs a multiple of {need} "
-            f"elements, i.e. of {need * itemsize} bytes")
+            f"elements, i.e. of {need * size} bytes")
 
 
 def check_against_devices(spec: dict, device_count: int) -> dict[str, int]:
@@ -197,3 +168,39 @@ def check_against_devices(spec: dict, device_count: int) -> dict[str, int]:
     mesh_axes = resolve_mesh(spec["mesh"]["axes"], device_count)
     check_shapes(spec, mesh_axes)
     return mesh_axes
+
+
+def check_distributed(dist: dict, hardware: dict, mesh_axes: dict[str, int]) -> dict:
+    """Check ``distributed.*`` before JAX starts; return the plain dict the worker gets."""
+    mode = dist["mode"]
+    if mode not in DISTRIBUTED_MODES:
+        raise ConfigError(f"distributed.mode={mode!r}: allowed modes are {', '.join(DISTRIBUTED_MODES)}")
+    if not dist["timeout_s"] > 0:
+        raise ConfigError(f"distributed.timeout_s={dist['timeout_s']!r}: must be > 0 seconds")
+    axis = dist.get("cross_process_axis")
+    if mode == "none":
+        if axis is not None:
+            raise ConfigError(f"distributed.cross_process_axis={axis!r} needs several processes: "
+                              f"use distributed=local or distributed=auto")
+        return dict(dist)
+    if mode == "local":
+        for key in ("num_processes", "devices_per_process"):
+            if not isinstance(dist.get(key), int) or dist[key] < 1:
+                raise ConfigError(f"distributed.{key}={dist.get(key)!r}: must be a whole number >= 1")
+        if hardware["kind"] not in ("auto", "cpu"):
+            raise ConfigError(f"distributed=local runs CPU devices on this machine, but hardware="
+                              f"{hardware['name']} is {hardware['kind']}; use hardware=auto or cpu, or "
+                              f"distributed=auto on a {hardware['kind']} cluster")
+        if dist.get("process_id") is not None or dist.get("coordinator_address") is not None:
+            raise ConfigError("distributed=local chooses process_id and coordinator_address itself; "
+                              "leave them null (they are for distributed=auto)")
+    if axis is not None:
+        if axis not in mesh_axes:
+            raise ConfigError(f"distributed.cross_process_axis={axis!r} is not a mesh axis "
+                              f"(axes: {', '.join(mesh_axes)})")
+        n, size = dist.get("num_processes"), mesh_axes[axis]
+        if n and size != -1 and size % n and n % size:
+            raise ConfigError(f"distributed.cross_process_axis={axis}: its size {size} and "
+                              f"distributed.num_processes={n} must divide one another (see "
+                              f"runner.meshes.build_mesh)")
+    return dict(dist)

@@ -1,7 +1,8 @@
 """Capture a few iterations of a step under ``jax.profiler``, separately from the timing.
 
 The trace is for attributing time to ops, not for timing: the profiler slows a small CPU
-collective by 2-5x (DESIGN.md fact 3). The options come from ``conf`` (``trace.*``); the
+collective by 2-5x (one 8-device all-gather: 0.70 ms untraced, 3.5 ms
+traced with default options, 1.5 ms with the options used here; jax 0.10.2). The options come from ``conf`` (``trace.*``); the
 defaults are the cheapest ones that still record every device-op event on CPU.
 """
 from __future__ import annotations

@@ -3,14 +3,13 @@
 One JAX process serves every point of a sweep (JAX starts and caches once), yet a point
 that kills its process - an abort inside XLA, a segfault, the OOM killer - or runs past
 its timeout only loses itself: the parent records what it saw and starts a fresh worker
-for the next point. The worker is also the one place where process-wide JAX settings are
+for the next point (:mod:`runner.pool` keeps the current one). The worker is also the one place where process-wide JAX settings are
 applied (:mod:`runner.jaxenv`); a point that needs other settings gets a new worker.
 With ``distributed=local`` the "worker" is a group of them, one per JAX process
 (:class:`runner.distributed.ProcessGroup`), built from the same :class:`Worker`.
 """
 from __future__ import annotations
 
-import atexit
 import contextlib
 import multiprocessing as mp
 import os
@@ -21,9 +20,10 @@ import time
 import traceback
 from pathlib import Path
 
+from analysis.rundir import LOG_NAME, log_name
+from runner.errors import WorkerDied
 from runner.jaxenv import MODE_ENV
 
-LOG_NAME = "worker.log"
 # Tests set this to a size in bytes; the worker then aborts (SIGABRT) on that sweep point.
 TEST_ABORT_ENV = "SHARDLAB_TEST_ABORT_SIZE_BYTES"
 # With TEST_ABORT_ENV in a multi-process run: only the process with this index aborts.
@@ -31,15 +31,6 @@ TEST_ABORT_PROCESS_ENV = "SHARDLAB_TEST_ABORT_PROCESS"
 # Tests set this to a size in bytes; the worker then hangs on that sweep point (for timeout_s).
 TEST_HANG_ENV = "SHARDLAB_TEST_HANG_SIZE_BYTES"
 STARTUP_TIMEOUT_S = 300
-
-
-class WorkerDied(RuntimeError):
-    """The worker process ended (or was killed for its timeout) in the middle of a point."""
-
-
-def log_name(process_index: int) -> str:
-    """The log of one JAX process in a job folder: ``worker.log``, ``worker.host1.log``, ..."""
-    return LOG_NAME if process_index == 0 else f"worker.host{process_index}.log"
 
 
 def _tail(path: Path, lines: int = 20) -> str:
@@ -80,8 +71,8 @@ def _serve(conn, env: dict, startup_log: str) -> None:
     with _output_to(Path(startup_log)):  # JAX's start-up (and distributed init) messages
         try:
             jax = start_jax(env)
+            from runner.errors import ConfigError
             from runner.measure import measure
-            from runner.spec import ConfigError
         except Exception as exc:
             traceback.print_exc()
             conn.send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})
@@ -219,38 +210,3 @@ class Worker:
             self.process.join(10)
         self.kill()
         self.startup_log.unlink(missing_ok=True)
-
-
-_current = None  # a Worker, or a runner.distributed.ProcessGroup for distributed=local
-
-
-def get_worker(env: dict):
-    """The live worker for ``env``, starting one if there is none or its env differs."""
-    global _current
-    if _current is not None and (_current.env != env or not _current.alive()):
-        _current.close()
-        _current = None
-    if _current is None:
-        if env.get(MODE_ENV) == "local":
-            from runner.distributed import ProcessGroup
-
-            _current = ProcessGroup(env)
-        else:
-            _current = Worker(env)
-        # multiprocessing registers its own exit handler (terminate, then join, daemon children)
-        # when the first worker starts; atexit runs last-registered first, so move ours after it:
-        # workers are asked to stop before anything joins them.
-        atexit.unregister(discard_worker)
-        atexit.register(discard_worker)
-    return _current
-
-
-def discard_worker() -> None:
-    """Stop the current worker (end of a sweep, or after it died)."""
-    global _current
-    if _current is not None:
-        _current.close()
-        _current = None
-
-
-atexit.register(discard_worker)

@@ -15,12 +15,13 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from analysis.__main__ import main as analysis_main
-from analysis.hardware import Calibration, calibrated_for, hardware_dir, load_hardware
-from analysis.model import predict_collective
+from analysis.cli import main as analysis_main
+from analysis.book.hardware import Calibration, calibrated_for, hardware_dir, load_hardware
+from analysis.book.collective_cost import predict_collective
 from analysis.fit import fit_max_model
 from analysis.predictions import model_constants, predict_points, unit_terms
-from analysis.report import target_points
+from analysis.sweep import target_points
+from analysis.rundir import read_results
 from analysis.summary import summary_table
 from runner.schema import HardwareConf
 
@@ -72,7 +73,7 @@ def test_predictions_reproduce_the_calibration_sweep_within_the_fits_error(calib
     hw = load_hardware(str(out))
     model_hw, source = model_constants(hw, pd.DataFrame())
     assert "measured" in source
-    pts = predict_points(target_points(summary_table(sweep)), model_hw)
+    pts = predict_points(target_points(summary_table(read_results(sweep))), model_hw)
     for entry in hw.calibrated:
         g = pts[pts["op"] == entry.op]
         rel = g["model_time_s"] / g["time_s"] - 1
@@ -87,10 +88,9 @@ def test_predictions_reproduce_the_calibration_sweep_within_the_fits_error(calib
 def test_predict_cli_uses_the_entry_for_each_collective(calibrated, capsys):
     out, sweep, _ = calibrated
     hw = load_hardware(str(out))
-    s = summary_table(sweep)
+    s = summary_table(read_results(sweep))
     for op, expr in (("all_gather", "AllGather_X(A[I_X])"), ("all_reduce", "AllReduce_X(A[I]{U_X})")):
         entry = next(c for c in hw.calibrated if c.op == op)
-        row = s[(s["op"] == op) & (s["V_bytes"] == 2**21)].iloc[0]
         assert analysis_main(["predict", expr, "--hardware", str(out), "--mesh", "X=8",
                               "--dims", f"I={2**21 // 4}", "--dtype", "float32", "--json"]) == 0
         pred = json.loads(capsys.readouterr().out)

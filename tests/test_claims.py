@@ -27,7 +27,8 @@ def test_verdict(ratio, lo, hi, expected, want):
 
 
 def _row(job, op, group, V, t, axes="X", grad=False, kind=None, backend="cpu"):
-    return {"job": job, "status": "ok", "op": op, "group_size": group, "V_bytes": V, "axes": axes, "grad": grad,
+    return {"job": job, "status": "ok", "op": op, "group_size": group, "V_bytes": V, "axes": axes,
+            "n_axes": len(axes), "grad": grad,
             "time_s": t, "time_ci_low_s": t * 0.98, "time_ci_high_s": t * 1.02, "backend": backend,
             "hlo_kind": kind or {"all_gather": "all-gather", "reduce_scatter": "reduce-scatter",
                                  "all_reduce": "all-reduce", "all_to_all": "all-to-all"}[op],
@@ -63,6 +64,7 @@ def test_table_says_why_on_cpu():
 
 @pytest.mark.parametrize("op,backward", [("all_gather", "reduce-scatter"), ("reduce_scatter", "all-gather")])
 def test_backward_pass_hlo_on_cpu(compose_cfg, tmp_path, op, backward):
+    from analysis.rundir import read_results
     from analysis.summary import summary_table
 
     cfg = compose_cfg([f"op={op}", "op.grad=true", "op.size_bytes=64KiB", "timing.min_iters=3",
@@ -70,13 +72,14 @@ def test_backward_pass_hlo_on_cpu(compose_cfg, tmp_path, op, backward):
     job = tmp_path / "0_grad"
     result = run(cfg, job)
     assert result["status"] == "ok" and result["check"]["passed"], result.get("error")
-    s = summary_table(tmp_path)
+    s = summary_table(read_results(tmp_path))
     assert list(s["hlo_kind"]) == [backward]
     assert not s["is_target"].any()  # a backward pass is kept out of the forward collective's fits
 
 
 def test_grad_of_other_collectives_is_refused(compose_cfg):
-    from runner.spec import ConfigError, build_spec
+    from runner.errors import ConfigError
+    from runner.spec import build_spec
 
     with pytest.raises(ConfigError, match="op.grad=true: allowed only for all_gather and reduce_scatter"):
         build_spec(compose_cfg(["op=all_reduce", "op.grad=true"]))

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from analysis import compare
-from analysis.__main__ import main as analysis_main
+from analysis.cli import main as analysis_main
 
 
 @pytest.fixture(scope="module")

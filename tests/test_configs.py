@@ -5,7 +5,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from runner.schema import REPO_ROOT
-from runner.spec import ConfigError, build_spec, parse_size
+from runner.errors import ConfigError
+from runner.spec import build_spec, parse_size
 
 
 def _options(group: str) -> list[str]:

@@ -9,15 +9,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import pandas as pd
 import pytest
 
-from runner import worker
+from runner import pool, worker
 from runner.distributed import TEST_SKIP_PROCESS_ENV, ProcessGroup
 from runner.jaxenv import MODE_ENV, NUM_PROCESSES_ENV, process_env
-from runner.spec import ConfigError, build_spec
+from runner.errors import ConfigError
+from runner.spec import build_spec
 
 FAST = ["timing.budget_s=0.3", "timing.min_iters=5", "timing.warmup_max_s=0.5", "trace.iters=2"]
 
@@ -95,7 +95,7 @@ def test_two_processes_form_one_8_device_mesh_with_correct_results(sweep):
 
 
 def test_each_process_traces_and_the_traces_merge_into_one_table(sweep):
-    from analysis.hosts import collective_skew, merged_device_ops
+    from analysis.processes import collective_skew, merged_device_ops
 
     _, results = sweep
     r = results[("all_gather", "Z")]
@@ -133,7 +133,7 @@ def groups(monkeypatch):
 
     monkeypatch.setattr(ProcessGroup, "__init__", spy)
     yield made
-    worker.discard_worker()
+    pool.discard_worker()
 
 
 def _run(compose_cfg, tmp_path, *overrides):

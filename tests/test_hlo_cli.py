@@ -12,7 +12,7 @@ import sys
 import pytest
 from hlo_samples import hlo_path
 
-from analysis.__main__ import main
+from analysis.cli import main
 
 GPU_ASYNC = str(hlo_path("gpu_async"))
 TPU_MODULE = str(hlo_path("tpu_module"))
@@ -66,7 +66,7 @@ def test_json_fields(capsys):
     assert ar["replica_groups"] == [[0, 1, 2, 3], [4, 5, 6, 7]] and ar["num_pairs"] is None
     cp = found["collective-permute-start"]
     assert (cp["group_size"], cp["num_groups"], cp["num_pairs"]) == (None, 4, 4)
-    assert "predicted_time_s" not in ar  # only with --hardware
+    assert "model_time_s" not in ar  # only with --hardware
 
 
 def test_num_devices_sizes_empty_replica_groups(capsys):
@@ -86,7 +86,7 @@ def test_prediction_on_a_hand_written_tpu_module(capsys):
     assert code == 0
     ag = by_name(out)["all-gather"]
     assert ag["V_bytes"] == 2097152 and ag["links"] == "line" and ag["regime"] == "bandwidth"
-    assert ag["predicted_time_s"] == pytest.approx(1048576 / 4.5e10)
+    assert ag["model_time_s"] == pytest.approx(1048576 / 4.5e10)
     assert "only an axis of 16" in ag["wraparound_reason"]
     code, out, _ = run(capsys, TPU_MODULE, "--hardware", "tpu_v5e", "--topology", "2x2")
     assert "one mesh axis of group_size devices" in out.splitlines()[1] and "topology 2x2" in out
@@ -104,7 +104,7 @@ def test_prediction_on_a_ring_of_16(tmp_path, capsys):
     code, out, _ = run(capsys, str(f), "--hardware", "tpu_v5e", "--topology", "16x16", "--json")
     ag = json.loads(out)[0]
     assert (ag["links"], ag["regime"]) == ("ring", "bandwidth")
-    assert ag["predicted_time_s"] == pytest.approx(33554432 / 9e10)
+    assert ag["model_time_s"] == pytest.approx(33554432 / 9e10)
     assert ag["wraparound_reason"].startswith("axis 0 of topology 16x16")
 
 
@@ -120,17 +120,17 @@ def test_real_cpu_module_with_predictions(cpu_collectives_hlo, tmp_path, capsys)
     # line on v5e: T = max(1e-6 * (4-1), 3 * (1024/4) / 4.5e10 = 17 ns) = 3 us, latency-bound.
     ag = found["all-gather"]
     assert (ag["operand_bytes"], ag["result_bytes"], ag["group_size"], ag["num_groups"]) == (256, 1024, 4, 2)
-    assert ag["predicted_time_s"] == pytest.approx(3e-6) and ag["regime"] == "latency"
+    assert ag["model_time_s"] == pytest.approx(3e-6) and ag["regime"] == "latency"
     # all-reduce over Y: f32[128] = 512 B, 4 groups of 2; 2 x max(1e-6 * 1, 1 * 256 / 4.5e10) = 2 us.
     ar = found["all-reduce"]
     assert (ar["V_bytes"], ar["group_size"], ar["num_groups"]) == (512, 2, 4)
-    assert ar["predicted_time_s"] == pytest.approx(2e-6)
+    assert ar["model_time_s"] == pytest.approx(2e-6)
     # all-to-all over X: each device's f32[256] (1024 B) is 1/4 of the array the group
     # reshards, so V = 4 * 1024 = 4096 B (the book's V, as the runner's all_to_all uses).
     assert found["all-to-all"]["V_bytes"] == 4096
     # ppermute over X: 8 pairs, no formula, so no prediction.
     cp = found["collective-permute"]
-    assert (cp["num_pairs"], cp["predicted_time_s"], cp["regime"]) == (8, None, None)
+    assert (cp["num_pairs"], cp["model_time_s"], cp["regime"]) == (8, None, None)
     code, out, _ = run(capsys, str(f))
     assert code == 0 and len(table(out)) == 1 + 5
 
@@ -161,7 +161,7 @@ def test_cpu_with_given_constants_and_no_heavy_imports(tmp_path):
     # all-gather: bf16[8192] over a group of 4 -> bf16[32768], V = 65,536 B;
     # max(1e-5 * ceil(4/2), 65536 / 1e9) = max(20 us, 65.54 us). The command must stay fast:
     # neither pandas nor matplotlib is imported.
-    code = ("import sys; from analysis.__main__ import main; "
+    code = ("import sys; from analysis.cli import main; "
             f"main(['hlo', {str(hlo_path('old_style'))!r}, '--hardware', 'cpu', '--json', "
             "'--link-bw-bidir-Bps', '1e9', '--hop-latency-s', '1e-5']); "
             "print('pandas' in sys.modules, 'matplotlib' in sys.modules)")
@@ -170,4 +170,4 @@ def test_cpu_with_given_constants_and_no_heavy_imports(tmp_path):
     assert imported == "False False"
     ag = json.loads("\n".join(body))[0]
     assert (ag["links"], ag["V_bytes"]) == ("ring", 65536)
-    assert ag["predicted_time_s"] == pytest.approx(65536 / 1e9)
+    assert ag["model_time_s"] == pytest.approx(65536 / 1e9)

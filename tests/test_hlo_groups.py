@@ -8,7 +8,7 @@ import pytest
 from hlo_samples import MESH_4x2, X_GROUPS, Y_GROUPS, one_op, only
 
 from analysis.hlo import HloParseError, parse_collectives
-from analysis.hlo_groups import expand_iota_groups, group_mesh_axes
+from analysis.hlo import expand_iota_groups, group_mesh_axes
 
 
 # ----------------------------------------------------------------------------- mesh axes

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from analysis.hlo import HloParseError
-from analysis.hlo_shapes import shape_bytes
+from analysis.hlo import shape_bytes
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,9 @@ import subprocess
 import sys
 
 import pandas as pd
+import pytest
 
-from runner import run
+from runner import pool, run
 from runner.worker import TEST_ABORT_ENV, TEST_HANG_ENV
 
 
@@ -33,7 +34,15 @@ def test_aborting_point_is_recorded_and_the_sweep_goes_on(tmp_path, repo_root):
     assert "Failed and skipped" in report and "SIGABRT" in report
 
 
-def test_point_past_its_timeout_is_killed_and_recorded(compose_cfg, tmp_path, monkeypatch):
+@pytest.fixture
+def fresh_workers():
+    """Workers started inside the test inherit its test hooks: none may outlive it."""
+    pool.discard_worker()
+    yield
+    pool.discard_worker()
+
+
+def test_point_past_its_timeout_is_killed_and_recorded(compose_cfg, tmp_path, monkeypatch, fresh_workers):
     monkeypatch.setenv(TEST_HANG_ENV, str(64 << 10))  # the worker hangs on the 64 KiB point
     result = run(compose_cfg(["op.size_bytes=64KiB", "timeout_s=2"]), tmp_path)
     assert result["status"] == "failed" and result["error_type"] == "WorkerDied"

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.hardware import load_hardware
-from analysis.matmul import compare_q4_strategies
-from analysis.model import predict_expr
+from analysis.book.hardware import load_hardware
+from analysis.book.matmul_cost import compare_q4_strategies
+from analysis.book.predict import predict_expr
 
 V4P = load_hardware("tpu_v4p")
 rel = dict(rel=1e-9)

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis.hardware import load_hardware
-from analysis.matmul_report import explain, measured_crossover, model_crossover, q4_table
+from analysis.book.hardware import load_hardware
+from analysis.matmul_cases import explain, measured_crossover, model_crossover, q4_table
 
 
 def test_explain_marks_and_says_why():

@@ -10,7 +10,8 @@ from analysis.hlo import group_mesh_axes, parse_collectives
 from analysis.report import write_report
 from runner import run
 from runner.matmul_plan import parse_matmul, plan
-from runner.spec import ConfigError, build_spec
+from runner.errors import ConfigError
+from runner.spec import build_spec
 
 SMALL = ["op.dims.I=64", "op.dims.J=128", "op.dims.K=64", "timing.min_iters=3", "timing.budget_s=0.1",
          "timing.warmup_min_iters=1", "trace.enabled=false"]

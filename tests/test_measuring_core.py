@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 from analysis.fit import fit_alpha_beta, fit_max_model
-from analysis.overlap import collective_spans
+from analysis.trace.overlap import collective_spans
 from analysis.stats import median_ci, median_ci_ranks, rel_ci_halfwidth, summarize
-from analysis.summary import BUSBW_FACTOR
+from analysis.book.collectives import busbw_factor
 
 
 # ---------------------------------------------------------------- the result check
@@ -63,10 +63,11 @@ def test_check_fails_on_a_shape_mismatch():
 def test_a_point_whose_reference_is_wrong_fails_before_it_is_timed(compose_cfg, tmp_path, monkeypatch):
     """The whole path in one process: measure() checks the real result against a reference
     with one element changed, records the failed check, and stops before timing."""
-    from runner import measure, programs
+    from runner import measure
+    from runner.programs import collectives
     from runner.spec import build_spec
 
-    real_build = programs.build
+    real_build = collectives.build
 
     def wrong_reference(*args, **kwargs):
         prog = real_build(*args, **kwargs)
@@ -80,7 +81,7 @@ def test_a_point_whose_reference_is_wrong_fails_before_it_is_timed(compose_cfg, 
         prog.reference = bad
         return prog
 
-    monkeypatch.setattr(programs, "build", wrong_reference)
+    monkeypatch.setattr(collectives, "build", wrong_reference)
     spec = build_spec(compose_cfg(["op=all_reduce", "op.size_bytes=4KiB", "mesh=x8", "trace.enabled=false"]))
     record: dict = {}
     with pytest.raises(AssertionError, match="differs from the NumPy reference"):
@@ -211,7 +212,7 @@ def test_max_model_on_pure_latency_and_pure_bandwidth_data():
     ("all_to_all", 2, 0.5), ("all_to_all", 8, 0.875),
 ])
 def test_bus_bandwidth_factors_are_nccl_tests(op, n, factor):
-    assert BUSBW_FACTOR[op](n) == pytest.approx(factor, abs=0)
+    assert busbw_factor(op, n) == pytest.approx(factor, abs=0)
 
 
 # ---------------------------------------------------------------- async spans

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from runner.memory import check_fits, estimate
-from runner.spec import ConfigError, build_spec
+from runner.errors import ConfigError
+from runner.spec import build_spec
 
 
 def test_estimates_follow_each_collective():
@@ -20,7 +21,7 @@ def test_too_big_for_host_fails_before_jax(compose_cfg):
     with pytest.raises(ConfigError) as err:
         build_spec(compose_cfg(["op=all_reduce", "op.size_bytes=8GiB", "mesh=x8"]))
     msg = str(err.value)
-    assert msg.startswith("op.size_bytes=8GiB: needs about 208.0 GiB of host memory")
+    assert msg.startswith("op.size_bytes=8GiB: needs about 208 GiB of host memory")
     assert "available" in msg
 
 
@@ -33,7 +34,7 @@ def test_cpu_devices_count_against_host_and_accelerators_against_their_memory(co
     # on an accelerator the devices' buffers do not count against the host...
     check_fits(spec, {"X": 8}, device_limit_bytes=16 << 30, host_bytes_free=600 << 20)
     # ...but against one device's memory
-    with pytest.raises(ConfigError, match="per device but a device has 64.0 MiB"):
+    with pytest.raises(ConfigError, match="per device but a device has 64 MiB"):
         check_fits(spec, {"X": 8}, device_limit_bytes=64 << 20, host_bytes_free=8 << 30)
 
 

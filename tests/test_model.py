@@ -10,9 +10,10 @@ import math
 
 import pytest
 
-from analysis.hardware import load_hardware, wraparound_for
-from analysis.model import predict_collective, predict_expr
-from analysis.notation import NotationError
+from analysis.book.hardware import load_hardware, wraparound_for
+from analysis.book.collective_cost import predict_collective
+from analysis.book.predict import predict_expr
+from analysis.book.errors import BookError
 
 V4P, V5E, H100 = load_hardware("tpu_v4p"), load_hardware("tpu_v5e"), load_hardware("h100")
 CUBE = {"X": 4, "Y": 4, "Z": 4}
@@ -105,7 +106,7 @@ def test_gpu_switch_formulas():
 
 def test_host_uses_the_ring_formula_with_caller_constants():
     cpu = load_hardware("cpu")
-    with pytest.raises(NotationError, match="hop_latency_s"):
+    with pytest.raises(BookError, match="hop_latency_s"):
         predict_collective("all_gather", 1e6, [8], cpu)
     fitted = dataclasses.replace(cpu, link_bw_bidir_Bps=2e9, hop_latency_s=2e-5)
     # max(2e-5 * 8/2, 1e6 / 2e9) = max(80 us, 500 us)
@@ -118,7 +119,7 @@ def test_wraparound_rules_and_topology():
     assert wraparound_for(V4P, [2, 4]) == [False, True]
     assert wraparound_for(V5E, [8, 16], "8x16") == [False, True]
     assert wraparound_for(load_hardware("tpu_v3"), [4, 8]) == [True, True]
-    with pytest.raises(NotationError, match="4x8"):
+    with pytest.raises(BookError, match="4x8"):
         wraparound_for(V4P, [4, 4], "4x8")
 
 
@@ -129,15 +130,15 @@ def test_load_hardware_by_path_reads_unsigned_exponents(tmp_path):
                  "link_bw_bidir_Bps: 4.5e10\nhop_latency_s: 1.0e-6\nflops_per_s: {bfloat16: 1e14}\n")
     hw = load_hardware(str(f))
     assert hw.link_bw_bidir_Bps == 4.5e10 and hw.flops("bfloat16") == 1e14
-    with pytest.raises(NotationError, match="unknown hardware"):
+    with pytest.raises(BookError, match="unknown hardware"):
         load_hardware("no_such_chip")
 
 
 def test_errors_are_notation_errors():
-    with pytest.raises(NotationError, match="AllGather_Y"):
+    with pytest.raises(BookError, match="AllGather_Y"):
         predict_expr("AllGather_Y(A[I_X, J])", {"X": 4, "Y": 4}, {"I": 1024, "J": 2048}, "bfloat16", V4P)
-    with pytest.raises(NotationError, match="unknown collective"):
+    with pytest.raises(BookError, match="unknown collective"):
         predict_collective("broadcast", 1.0, [4], V4P)
-    with pytest.raises(NotationError, match="auto"):
+    with pytest.raises(BookError, match="auto"):
         predict_collective("all_gather", 1.0, [4], load_hardware("auto"))
     assert math.isclose(predict_collective("all_gather", 1e6, [1], V4P).time_s, 0.0)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.notation import (Array, Collective, Dim, Matmul, NotationError, check, format_expr,
+from analysis.book.notation import (Array, Collective, Dim, Matmul, NotationError, check, format_expr,
                                from_partition_spec, parse, to_partition_spec)
 
 AXES = "XYZW"
@@ -115,7 +115,7 @@ def test_partition_spec_round_trip():
 
 
 def test_notation_does_not_import_jax():
-    code = "import sys, analysis.notation; print('jax' in sys.modules)"
+    code = "import sys, analysis.book.notation; print('jax' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.overlap import intersection_length, merge_intervals, op_kind, overlap_by_device, overlap_summary
+from analysis.trace.overlap import intersection_length, merge_intervals, op_kind, overlap_by_device, overlap_summary
 
 
 def ops(rows):

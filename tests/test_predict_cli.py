@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from analysis.__main__ import main
+from analysis.cli import main
 
 Q2 = ["AllGather_X([B_X, D_Y])", "--hardware", "tpu_v4p", "--mesh", "X=4,Y=4,Z=4",
       "--dims", "B=1024,D=4096", "--dtype", "bfloat16", "--topology", "4x4x4"]
@@ -32,7 +32,7 @@ def test_question2_json(capsys):
     d = json.loads(out)
     assert code == 0
     assert d["V_bytes"] == 2097152 and d["regime"] == "bandwidth"
-    assert d["predicted_time_s"] == pytest.approx(2097152 / 9e10)
+    assert d["time_s"] == pytest.approx(2097152 / 9e10)
     assert d["collectives"] == ["AllGather_X([B_X, D_Y])"]
 
 
@@ -52,7 +52,7 @@ def test_matmul_json(capsys):
     assert d["collectives"] == ["AllReduce_X(C[I, K]{U_X})"]
     # V = bf16[1024, 8192] = 16 MiB; AllReduce = 2 * V / 9e10 = 372.83 us > T_math = 21.80 us
     assert d["V_bytes"] == 16 * 2**20 and d["regime"] == "bandwidth"
-    assert d["predicted_time_s"] == pytest.approx(2 * 16 * 2**20 / 9e10)
+    assert d["time_s"] == pytest.approx(2 * 16 * 2**20 / 9e10)
 
 
 def test_case4_text_names_the_input_to_gather(capsys):
@@ -81,7 +81,7 @@ def test_cpu_needs_fitted_constants(capsys):
     assert code == 2 and "--hop-latency-s" in err
     code, out, _ = run(capsys, *argv, "--hop-latency-s", "2e-5", "--link-bw-bidir-Bps", "2e9", "--json")
     # V = 2 * 1024 * 1024 B: max(2e-5 * 4, 2097152 / 2e9) = 1.05 ms
-    assert code == 0 and json.loads(out)["predicted_time_s"] == pytest.approx(2097152 / 2e9)
+    assert code == 0 and json.loads(out)["time_s"] == pytest.approx(2097152 / 2e9)
 
 
 def test_module_entry_point_without_traceback():

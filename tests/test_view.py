@@ -75,4 +75,4 @@ def test_view_lists_the_run_over_http_and_listens_only_on_loopback(traced_run, r
 def test_view_of_a_folder_without_traces_fails_clearly(tmp_path, repo_root):
     proc = subprocess.run([sys.executable, "-m", "analysis", "view", str(tmp_path)], cwd=repo_root,
                           capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and "holds no traces" in proc.stdout
+    assert proc.returncode == 2 and "holds no traces" in proc.stderr and not proc.stdout

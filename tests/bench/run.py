@@ -73,7 +73,7 @@ def small_message(repeats: int) -> dict:
     """shardlab's reported time for a 1 KiB AllGather vs a naive perf_counter loop, same program."""
     import jax
 
-    from runner import programs
+    from runner.programs import collectives as programs
     from runner.timing import time_step
 
     mesh = jax.make_mesh((8,), ("X",))
@@ -103,7 +103,7 @@ def trace_parsing(work: Path, iters: int) -> dict:
     import jax
 
     from analysis.trace import count_events, device_ops, read_xplane
-    from runner import programs
+    from runner.programs import collectives as programs
 
     mesh = jax.make_mesh((8,), ("X",))
     prog = programs.build("all_gather", ["X"], mesh, 1024, "float32")

@@ -1,0 +1,36 @@
+"""The command line of the analysis package: ``python -m analysis <command> ...``.
+
+One module per command, each with ``add_arguments(parser)`` and ``main(args) -> int``; this
+file only wires them together, importing a module only when its command runs (so
+``predict`` does not pay for pandas or matplotlib). Every command reports bad input as one
+line ``error: ...`` on stderr and exits 2 (:func:`analysis.cli.options.fail`).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS = {
+    "report": ("analysis.cli.report", "rebuild the report of a multirun (or run) folder from disk"),
+    "predict": ("analysis.cli.predict", "the scaling book's prediction for a collective or matmul"),
+    "hlo": ("analysis.cli.hlo", "list the collectives in an HLO text file"),
+    "view": ("analysis.cli.view", "open a folder's traces in XProf, bound to 127.0.0.1"),
+    "compare": ("analysis.cli.compare", "compare two or more sweeps that share experiments"),
+    "calibrate": ("analysis.cli.calibrate", "fit W and T_min to a sweep and write a hardware entry"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse ``argv`` (default: the process's), run the command, return its exit status."""
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="python -m analysis", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    if not argv or argv[0] not in COMMANDS:
+        parser.parse_args(argv)  # prints usage / the allowed commands and exits 2
+    module = importlib.import_module(COMMANDS[argv[0]][0])
+    cmd_parser = argparse.ArgumentParser(prog=f"python -m analysis {argv[0]}", description=COMMANDS[argv[0]][1])
+    module.add_arguments(cmd_parser)
+    return module.main(cmd_parser.parse_args(argv[1:]))

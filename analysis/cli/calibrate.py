@@ -1,0 +1,88 @@
+"""``python -m analysis calibrate DIR --name NAME [--out PATH] [--base HARDWARE]``: fit the
+book's W and T_min to a sweep, per collective and number of mesh axes, and write them as a
+hardware entry (``conf/hardware/NAME.yaml`` by default).
+
+Then ``python -m analysis predict ... --hardware NAME`` and ``python -m runner hardware=NAME``
+predict with the measured constants. Invalid input exits with status 2 and one line on stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import re
+from pathlib import Path
+
+from analysis.cli.options import fail
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``calibrate`` command's options."""
+    parser.add_argument("dir", type=Path, help="a sweep (multirun) folder")
+    parser.add_argument("--name", required=True, help="the new hardware entry's name, e.g. cpu_laptop")
+    parser.add_argument("--out", type=Path, default=None, help="where to write it (default: conf/hardware/NAME.yaml)")
+    parser.add_argument("--base", default=None,
+                        help="hardware whose keys and topology rules to start from (default: the one the sweep ran on)")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run ``calibrate``; 0 on success, 2 on invalid input."""
+    import yaml
+
+    from analysis import calibrate
+    from analysis.book.errors import BookError
+    from analysis.book.hardware import hardware_dir, load_hardware
+    from analysis.report.document import fmt
+    from analysis.rundir import job_dirs
+    from analysis.sweep import load_sweep
+
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]*", args.name):
+        return fail(f"--name {args.name!r}: use letters, digits, _ and - (it becomes hardware=NAME)")
+    if not args.dir.is_dir() or not job_dirs(args.dir):
+        return fail(f"{args.dir} holds no run folders (no */result.json)")
+    sweep = load_sweep(args.dir)
+    points = sweep.points
+    if not len(points):
+        return fail(f"{args.dir} has no successful points to fit")
+    base = args.base or str(points["hardware"].mode().iloc[0])
+    try:
+        base_hw = load_hardware(base)
+    except BookError as err:
+        return fail(str(err))
+    if base_hw.interconnect is None:
+        return fail(f"base hardware {base_hw.name!r} names no interconnect; pick one with --base (e.g. cpu)")
+    table = calibrate.calibration_table(points, base)
+    if not len(table):
+        return fail(f"{args.dir}: no collective has 2 or more successful points to fit")
+
+    out = args.out or hardware_dir() / f"{args.name}.yaml"
+    if out.is_file() and "calibrated" not in (yaml.safe_load(out.read_text()) or {}):
+        return fail(f"{out} exists and was not written by calibrate; pick another --name or --out")
+    base_raw = yaml.safe_load(calibrate.base_entry_path(base).read_text())
+    base_raw.pop("calibrated", None)
+    today = dt.date.today().isoformat()
+    started = _sweep_date(sweep.results)
+    source = (f"calibrated on {today} by `python -m analysis calibrate` from the sweep {args.dir.resolve()} "
+              f"(measured {started}); base entry {base_hw.name}")
+    entry = calibrate.hardware_entry(base_raw, args.name, table, source)
+    head = calibrate.headline_fit(table)
+    header = (f"{args.name}: {base_hw.name} with W and T_min measured on this machine ({today}).\n"
+              "Each `calibrated` entry fits the book's max(T_min * hops, c * V / W) to the sweep's medians\n"
+              "for one collective over n_axes mesh axes; predictions use the matching entry, and the\n"
+              f"top-level constants (from {head['op']} over {head['n_axes']} mesh axis/axes) for any other.\n"
+              "device_kinds is empty so that hardware=auto keeps picking the base entry.")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(calibrate.entry_yaml(entry, header))
+    calibrate.check_round_trip(out, table)
+
+    print(f"{'op':<15} {'axes':>4} {'W (B/s)':>10} {'T_min (s)':>10} {'rel RMS':>8} {'points':>6}")
+    for r in table.itertuples():
+        print(f"{r.op:<15} {r.n_axes:>4} {fmt(r.W_Bps):>10} {fmt(r.T_min_s):>10} {fmt(r.rel_rms_error):>8} "
+              f"{r.n_points:>6}")
+    print(f"wrote {out}")
+    return 0
+
+
+def _sweep_date(results: list[dict]) -> str:
+    """When the sweep's first job started (from its result.json), or 'date unknown'."""
+    started = sorted(float(r["started_at"]) for r in results if isinstance(r.get("started_at"), (int, float)))
+    return dt.datetime.fromtimestamp(started[0]).isoformat(sep=" ", timespec="minutes") if started else "date unknown"

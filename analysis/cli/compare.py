@@ -1,0 +1,37 @@
+"""``python -m analysis compare DIR_A DIR_B [...] [--out DIR]``: a report comparing sweeps
+that share experiments (the same collectives and sizes), e.g. a float32 sweep against a
+bfloat16 one, or mesh x8 against xy_4x2.
+
+Writes ``compare.md``, ``index.html`` (self-contained), ``ratios.csv``, ``fits.csv``,
+``config_diff.csv`` and the figures to ``--out`` (default
+``outputs/compare/<YYYY-mm-dd_HH-MM-SS>``, relative to the current folder), and prints the
+path of ``index.html``. A folder with no successful results, or sweeps that share no
+experiment, exit with status 2 and one line on stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``compare`` command's options."""
+    parser.add_argument("dirs", type=Path, nargs="+",
+                        help="two or more sweep (multirun) folders; the first is the reference")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="output folder (default: outputs/compare/<time>)")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run ``compare``; 0 on success, 2 on unusable input (one line on stderr)."""
+    from analysis.cli.options import fail
+    from analysis.compare import CompareError
+    from analysis.report import write_compare_report
+
+    out = args.out or Path("outputs") / "compare" / dt.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    try:
+        print(write_compare_report(args.dirs, out))
+    except CompareError as err:
+        return fail(str(err))
+    return 0

@@ -1,0 +1,30 @@
+"""``python -m analysis report DIR``: rebuild a sweep's report from disk."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dir", type=Path, help="a multirun folder (or one run folder)")
+    parser.add_argument("--hardware", help="model with this conf/hardware entry's constants instead of the "
+                        "one the sweep ran on (e.g. one written by `python -m analysis calibrate`)")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run ``report``; 0 on success, 2 on invalid input (one line on stderr)."""
+    from analysis.book.errors import BookError
+    from analysis.book.hardware import load_hardware
+    from analysis.cli.options import fail
+    from analysis.report import write_report
+    from analysis.rundir import job_dirs
+
+    if not args.dir.is_dir() or not job_dirs(args.dir):
+        return fail(f"{args.dir} holds no run folders (no */result.json)")
+    if args.hardware:
+        try:
+            load_hardware(args.hardware)
+        except BookError as exc:
+            return fail(f"--hardware {args.hardware}: {exc}")
+    print(write_report(args.dir, args.hardware))
+    return 0

@@ -1,0 +1,195 @@
+"""Sharded matmul jobs against the book's cases: tables only (the report section that shows
+them is :mod:`analysis.report.matmul_section`).
+
+For every matmul job: which of the book's four cases it is and the collectives the book
+prescribes (:func:`analysis.book.matmul_cost.predict_matmul`), the collectives XLA emitted (from the
+summary's HLO rows), a mark where they differ and why, the measured time beside T_math,
+T_comms, their max and sum, the FLOP/s achieved, and how much collective time overlapped
+compute in the trace. A sweep that runs the chapter's Question 4 strategies over a dim also
+gets the crossover: measured, and where the model puts it.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+
+from analysis.book.collectives import BY_NOTATION
+from analysis.book.errors import BookError
+from analysis.book.hardware import Hardware, load_hardware
+from analysis.book.matmul_cost import compare_q4_strategies, predict_matmul
+from analysis.book.notation import parse
+Q4_STRATEGIES = ("allgather_then_matmul", "matmul_then_allreduce")
+
+
+def matmul_jobs(summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per matmul job, with the collectives found in its compiled HLO."""
+    mm = summary[summary["op"] == "matmul"]
+    if not len(mm):
+        return mm
+    rows = []
+    for job, g in mm.groupby("job", sort=False):
+        first = g.iloc[0].to_dict()
+        kinds = g.dropna(subset=["hlo_kind"]) if {"hlo_kind", "hlo_axes"} <= set(g) else g.iloc[0:0].assign(hlo_axes=None)
+        first["emitted"] = sorted(f"{k} over {a or '?'}" for k, a in zip(kinds["hlo_kind"], kinds["hlo_axes"]))
+        rows.append(first)
+    out = pd.DataFrame(rows)
+    devices = pd.to_numeric(out["device_count"], errors="coerce")
+    out["flops_per_s"] = pd.to_numeric(out["flops"], errors="coerce") / pd.to_numeric(out["time_s"], errors="coerce")
+    out["flops_per_s_per_device"] = out["flops_per_s"] / devices
+    return out.reset_index(drop=True)
+
+
+def _text(value) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _dims(text: str) -> dict[str, int]:
+    return {k: int(v) for k, v in (kv.split("=") for kv in str(text).split())}
+
+
+def _mesh(text: str) -> dict[str, int]:
+    return {k: int(v) for k, v in (kv.split("=") for kv in str(text).split(",") if kv)}
+
+
+def _unit(hw: Hardware) -> Hardware:
+    """Constants of 1 where the entry has none: enough to classify and list collectives."""
+    return dataclasses.replace(hw, link_bw_bidir_Bps=hw.link_bw_bidir_Bps or 1.0,
+                               link_bw_unidir_Bps=hw.link_bw_unidir_Bps or 1.0,
+                               hop_latency_s=hw.hop_latency_s or 1.0)
+
+
+def book_recipe(row: dict, hw: Hardware | None) -> dict:
+    """The book's case, prescribed collectives and (with constants) T_math / T_comms."""
+    try:
+        mm = parse(row["expr"])
+        base = hw or load_hardware("cpu")
+        p = predict_matmul(mm, _mesh(row["mesh_axes"]), _dims(row["dims"]), row["dtype"], _unit(base))
+    except (BookError, KeyError, ValueError) as exc:
+        return {"case": None, "prescribed": [], "book_note": str(exc)}
+    prescribed = sorted(f"{BY_NOTATION[c.expression.split('_')[0]].hlo} over {''.join(c.axes)}" for c in p.collectives)
+    out = {"case": p.case, "case_text": p.case_text, "prescribed": prescribed, "book_alternatives": list(p.alternatives)}
+    has_links = hw is not None and hw.link_bw_bidir_Bps is not None and hw.hop_latency_s is not None
+    out["T_comms_s"] = p.T_comms_s if has_links else np.nan
+    out["T_math_s"] = p.T_math_s if (hw is not None and p.C_flops_per_s) else np.nan
+    out["bound_s"] = np.nanmax([out["T_math_s"], out["T_comms_s"]]) if has_links and p.T_math_s else np.nan
+    out["serial_s"] = out["T_math_s"] + out["T_comms_s"]
+    return out
+
+
+def explain(prescribed: list[str], emitted: list[str], strategy: str, case: int | None) -> tuple[str, str]:
+    """``("same", "")`` or ``("DIFFERS", why)`` for the book's collectives vs the HLO's."""
+    if sorted(prescribed) == sorted(emitted):
+        return "same", ""
+    ekinds = {e.split(" over ")[0] for e in emitted}
+    pkinds = {p.split(" over ")[0] for p in prescribed}
+    if strategy == "collective_matmul" and ekinds == {"collective-permute"}:
+        return "DIFFERS", ("by design: the ring replaces the prescribed collective by collective-permutes, "
+                           "one block per step, so each can overlap a block's multiply")
+    if "reduce-scatter" in pkinds and "all-reduce" in ekinds and "reduce-scatter" not in ekinds:
+        return "DIFFERS", ("XLA reduced fully and kept a slice (all-reduce + dynamic-slice) instead of a "
+                           "reduce-scatter: twice the bytes the book prescribes (seen on TPU too)")
+    if strategy == "auto" and ekinds == {"all-reduce"} and pkinds == {"all-gather"}:
+        return "DIFFERS", ("XLA sliced the replicated input and all-reduced the product instead of gathering "
+                           "(Question 4's strategy 2): the product is the smaller array to move at these dims")
+    if strategy == "matmul_then_allreduce" and "all-reduce" in ekinds and "all-gather" in pkinds:
+        return "DIFFERS", ("the strategy slices the replicated input and sums partial products "
+                           "(Question 4's strategy 2) instead of gathering")
+    if strategy == "allgather_then_matmul" and ekinds <= {"all-gather"}:
+        return "DIFFERS", "the strategy gathers the contracting dims instead of summing partial products"
+    if strategy not in ("auto", None):
+        return "DIFFERS", f"strategy {strategy} states its own collectives"
+    return "DIFFERS", "XLA chose other collectives than the book's recipe"
+
+
+def case_table(jobs: pd.DataFrame, hw: Hardware | None) -> pd.DataFrame:
+    """The report's matmul table, one row per job (failed jobs show their error)."""
+    rows = []
+    for r in jobs.to_dict("records"):
+        book = book_recipe(r, hw) if _text(r.get("expr")) and _text(r.get("dims")) else {"prescribed": [], "case": None}
+        mark, why = explain(book.get("prescribed", []), r["emitted"], r.get("strategy"), book.get("case")) \
+            if r["status"] == "ok" else ("", "")
+        rows.append({
+            "job": r["job"], "expr": r.get("expr") or "", "strategy": r.get("strategy"), "dims": r.get("dims"),
+            "case": book.get("case"), "book prescribes": ", ".join(book.get("prescribed", [])) or "none",
+            "HLO has": _counted(r["emitted"]) if r["status"] == "ok" else "",
+            "match": mark, "why": why or _text(r.get("error"))[:200],
+            "time (s)": r.get("time_s"), "T_math (s)": book.get("T_math_s"), "T_comms (s)": book.get("T_comms_s"),
+            "max (s)": book.get("bound_s"), "sum (s)": book.get("serial_s"),
+            "FLOP/s": r.get("flops_per_s"),
+            "trace: collective overlapped": r.get("trace_overlap_frac"),
+            "status": r["status"]})
+    return pd.DataFrame(rows)
+
+
+def _counted(items: list[str]) -> str:
+    """``a, a, b`` -> ``a x2, b``."""
+    counts = pd.Series(items, dtype=object).value_counts(sort=False)
+    return ", ".join(k if n == 1 else f"{k} x{n}" for k, n in counts.items()) or "none"
+
+
+def measured_C(jobs: pd.DataFrame) -> tuple[float | None, str]:
+    """C for hardware without published FLOP/s: the FLOP/s per device of the fastest matmul
+    without communication, or else of any matmul (then a lower bound), and how it was got."""
+    ok = jobs[jobs["status"] == "ok"]
+    local = ok[ok["emitted"].map(len) == 0]
+    if len(local):
+        return float(local["flops_per_s_per_device"].max()), "the fastest matmul without communication in this sweep"
+    if len(ok):
+        return float(ok["flops_per_s_per_device"].max()), ("the fastest matmul of this sweep, communication "
+                                                            "included (a lower bound: no job here ran without it)")
+    return None, ""
+
+
+def _varying_dim(dims: pd.Series) -> str | None:
+    parsed = pd.DataFrame([_dims(d) for d in dims])
+    varying = [c for c in parsed if parsed[c].nunique() > 1]
+    return varying[0] if len(varying) == 1 else None
+
+
+def q4_table(jobs: pd.DataFrame) -> pd.DataFrame:
+    """The two Question 4 strategies side by side per expression and dims, in order of the
+    dim the sweep varies (``ratio 2/1`` < 1: multiply-then-AllReduce is faster)."""
+    ok = jobs[(jobs["status"] == "ok") & jobs["strategy"].isin(Q4_STRATEGIES)]
+    out = []
+    for expr, g in ok.groupby("expr"):
+        if set(g["strategy"]) != set(Q4_STRATEGIES):
+            continue
+        dim = _varying_dim(g["dims"])
+        piv = g.pivot_table(index="dims", columns="strategy", values="time_s", aggfunc="median").dropna()
+        for dims, t in piv.iterrows():
+            out.append({"expr": expr, "dims": dims, "dim": dim, "value": _dims(dims).get(dim) if dim else None,
+                        "strategy1_s": t[Q4_STRATEGIES[0]], "strategy2_s": t[Q4_STRATEGIES[1]],
+                        "ratio_2_over_1": t[Q4_STRATEGIES[1]] / t[Q4_STRATEGIES[0]]})
+    df = pd.DataFrame(out, columns=["expr", "dims", "dim", "value", "strategy1_s", "strategy2_s", "ratio_2_over_1"])
+    return df.sort_values(["expr", "value"]).reset_index(drop=True)
+
+
+def measured_crossover(q4: pd.DataFrame) -> float | None:
+    """The dim value where strategy 2 starts to win, interpolated in log space between the
+    last value it lost and the first it won; None if the winner never changes."""
+    r = q4["ratio_2_over_1"].to_numpy()
+    v = q4["value"].to_numpy(dtype=float)
+    for i in range(1, len(r)):
+        if (r[i - 1] - 1) * (r[i] - 1) < 0:
+            f = np.log(r[i - 1]) / (np.log(r[i - 1]) - np.log(r[i]))
+            return float(np.exp(np.log(v[i - 1]) + f * (np.log(v[i]) - np.log(v[i - 1]))))
+    return None
+
+
+def model_crossover(expr: str, dims: dict, dim: str, mesh: dict, dtype: str, hw: Hardware) -> float | None:
+    """Where the book's Question 4 model has strategy 2 start to win as ``dim`` grows: the
+    first power of 2 (up to 2^24) at which the winner has changed, or None if it never does."""
+    mm = parse(expr)
+    B, F = (d.name for d in mm.out.dims)
+    D = mm.contracting[0]
+    X = mesh[mm.rhs.dim(D).axes[0]]
+    prev = None
+    for e in range(4, 25):
+        d = dict(dims, **{dim: 2 ** e})
+        w = compare_q4_strategies(d[B], d[D], d[F], X, hw, dtype).winner
+        if prev is not None and w != prev:
+            return float(2 ** e)  # the winner changed between 2**(e-1) and 2**e
+        prev = w
+    return None

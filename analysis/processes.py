@@ -1,0 +1,128 @@
+"""Jobs run by several JAX processes: their traces merged, skew, and in- vs cross-process
+(tables only; :mod:`analysis.report.processes_section` shows them).
+
+Each process of a multi-process job (``distributed=local`` or ``auto``) traces only its own
+devices, into ``trace/host<i>/plugins/profile/<time>/<host>.xplane.pb``. This module reads
+them all into one table with a ``process`` column (device ids are global, so they do not
+collide), then asks of every collective: which device was slowest, how far apart were the
+devices, and what does crossing processes cost against staying in one. The report shows a
+section built from these tables only when a sweep has multi-process jobs.
+
+Where the processes come from: ``result.json``'s ``processes`` list (``local``: the runner
+merged them), or ``result.host<i>.json`` files beside it (``auto``: each host wrote its own).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis import trace as trace_reader
+from analysis.rundir import HOST_RESULTS_GLOB
+OPS_COLUMNS = ["process", "host", "device", "hlo_module", "hlo_op", "start_ns", "end_ns", "duration_ns", "iteration"]
+
+
+def process_parts(result: dict) -> list[dict]:
+    """``{process_id, host, xplane}`` for every process of a job (xplane relative to its folder)."""
+    if result.get("processes"):
+        return [{"process_id": p["process_id"], "host": p.get("host"), "xplane": p.get("xplane")}
+                for p in result["processes"]]
+    job_dir = Path(result["job_dir"])
+    parts = [result] + [json.loads(p.read_text()) for p in sorted(job_dir.glob(HOST_RESULTS_GLOB))]
+    return [{"process_id": (r.get("environment") or {}).get("process_index", 0),
+             "host": (r.get("environment") or {}).get("host"), "xplane": (r.get("files") or {}).get("xplane")}
+            for r in parts]
+
+
+def merged_device_ops(result: dict) -> pd.DataFrame:
+    """Every process's device-op executions in one table (:data:`OPS_COLUMNS`)."""
+    tables = []
+    for part in process_parts(result):
+        if not part["xplane"]:
+            continue
+        ops = trace_reader.device_ops(trace_reader.read_xplane(Path(result["job_dir"]) / part["xplane"]))
+        tables.append(ops.assign(process=part["process_id"], host=part["host"]))
+    if not tables:
+        return pd.DataFrame(columns=OPS_COLUMNS)
+    return pd.concat(tables, ignore_index=True)[OPS_COLUMNS]
+
+
+def collective_skew(ops: pd.DataFrame, same_clock: bool = True) -> pd.DataFrame:
+    """Per (module, op) across every device of every process: the slowest device and the skew.
+
+    ``slowest_device_time_s``: the largest per-device median duration. ``device_spread_s``:
+    per iteration, the longest device duration minus the shortest (median over iterations);
+    clock-free, so it holds across hosts. ``arrival_skew_s``: per iteration, last device start
+    minus first; only meaningful when the processes share a clock (``same_clock``: one host).
+    """
+    if ops.empty:
+        return pd.DataFrame()
+    per_dev = ops.groupby(["hlo_module", "hlo_op", "process", "device"])["duration_ns"].median().reset_index()
+    slowest = per_dev.loc[per_dev.groupby(["hlo_module", "hlo_op"])["duration_ns"].idxmax()]
+    it = ops.groupby(["hlo_module", "hlo_op", "iteration"]).agg(
+        d_max=("duration_ns", "max"), d_min=("duration_ns", "min"), s_max=("start_ns", "max"),
+        s_min=("start_ns", "min"), processes=("process", "nunique"), devices=("device", "nunique"))
+    it["spread"], it["arrival"] = it["d_max"] - it["d_min"], it["s_max"] - it["s_min"]
+    g = it.groupby(["hlo_module", "hlo_op"])
+    out = pd.DataFrame({"processes": g["processes"].max(), "devices": g["devices"].max(),
+                        "iterations": g.size(), "device_spread_s": g["spread"].median() * 1e-9,
+                        "arrival_skew_s": g["arrival"].median() * 1e-9 if same_clock else np.nan,
+                        "median_device_time_s": per_dev.groupby(["hlo_module", "hlo_op"])["duration_ns"].median() * 1e-9})
+    out = out.reset_index().merge(
+        slowest.rename(columns={"process": "slowest_process", "device": "slowest_device",
+                                "duration_ns": "slowest_device_time_s"}), on=["hlo_module", "hlo_op"])
+    out["slowest_device_time_s"] *= 1e-9
+    return out
+
+
+def process_table(results: list[dict], summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per multi-process job and collective it asked for: placement, timing per
+    process, and the merged trace's skew figures. Empty when no job ran in several processes."""
+    rows = []
+    # The collective each job asked for; for a matmul (no single target), its first collective.
+    ok = summary[summary["status"] == "ok"].sort_values("is_target", ascending=False, kind="stable")
+    targets = ok.drop_duplicates("job").set_index("job")
+    for r in results:
+        placement = (r.get("experiment") or {}).get("placement") or {}
+        parts = process_parts(r) if r.get("status") == "ok" else []
+        if placement.get("process_count", 1) < 2 or r["job"] not in targets.index:
+            continue
+        t = targets.loc[r["job"]]
+        row = {"job": r["job"], "op": t["op"], "hlo_op": t["hlo_op"], "axes": t["axes"], "dtype": t["dtype"], "group_size": t["group_size"],
+               "V_bytes": t["V_bytes"], "processes": placement["process_count"],
+               "processes_per_group": placement.get("processes_per_group"),
+               "crosses_processes": bool(placement.get("crosses_processes")),
+               "time_s": t["time_s"], "busbw_Bps": t["busbw_Bps"],
+               "slowest_process_time_s": max(((p.get("timing_summary") or {}).get("median_s") or np.nan)
+                                             for p in r.get("processes") or [{}])}
+        try:
+            ops = merged_device_ops(r)
+            hosts = {p["host"] for p in parts}
+            skew = collective_skew(ops, same_clock=len(hosts) == 1)
+            hit = skew[skew["hlo_op"] == t["hlo_op"]] if len(skew) and isinstance(t["hlo_op"], str) else skew.iloc[0:0]
+            if len(hit):
+                row.update(hit.iloc[0][["devices", "slowest_device", "slowest_process", "slowest_device_time_s",
+                                        "median_device_time_s", "device_spread_s", "arrival_skew_s"]].to_dict())
+            row["traces_merged"] = int(ops["process"].nunique()) if len(ops) else 0
+        except (OSError, ValueError, trace_reader.TraceError) as exc:
+            row["skipped"] = str(exc)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def placement_comparison(table: pd.DataFrame) -> pd.DataFrame:
+    """In-process against cross-process, for each (op, dtype, group size, V) that has both."""
+    if table.empty:
+        return pd.DataFrame()
+    keys = ["op", "dtype", "group_size", "V_bytes"]
+    side = table.assign(where=np.where(table["crosses_processes"], "cross", "in"))
+    wide = side.pivot_table(index=keys, columns="where", values=["time_s", "busbw_Bps"], aggfunc="median")
+    if ("time_s", "in") not in wide or ("time_s", "cross") not in wide:
+        return pd.DataFrame()
+    out = pd.DataFrame({"in_process_time_s": wide[("time_s", "in")], "cross_process_time_s": wide[("time_s", "cross")],
+                        "in_process_busbw_Bps": wide[("busbw_Bps", "in")],
+                        "cross_process_busbw_Bps": wide[("busbw_Bps", "cross")]}).reset_index()
+    out["cross_over_in_time"] = out["cross_process_time_s"] / out["in_process_time_s"]
+    return out.dropna(subset=["cross_over_in_time"])

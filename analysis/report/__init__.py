@@ -1,0 +1,25 @@
+"""Reports: the only code that renders and writes report files.
+
+:func:`write_report` writes a sweep's ``summary.csv``, ``fit.json`` and ``report/``;
+:func:`write_compare_report` writes a comparison of sweeps. :mod:`.document` renders blocks
+to Markdown and HTML, :mod:`.figures` and :mod:`.compare_figures` only draw, and each
+``*_section`` module lays out one analyzer's tables.
+
+May import: the rest of :mod:`analysis` (never :mod:`runner`), pandas, matplotlib, seaborn.
+"""
+from __future__ import annotations
+
+
+def write_report(root, hardware=None):
+    """See :func:`analysis.report.sweep_report.write_report` (imported on first use: the
+    runner calls this at the end of a sweep, and matplotlib is slow to import)."""
+    from analysis.report.sweep_report import write_report as _write
+
+    return _write(root, hardware)
+
+
+def write_compare_report(dirs, out):
+    """See :func:`analysis.report.compare_report.write_compare_report`."""
+    from analysis.report.compare_report import write_compare_report as _write
+
+    return _write(dirs, out)

@@ -1,0 +1,98 @@
+"""A report as a list of blocks, rendered to Markdown and to one self-contained HTML page.
+
+The only code that renders reports; analyzers hand it tables and figure paths.
+
+Both renderings come from the same blocks, so report.md and index.html never disagree.
+The HTML embeds its figures (base64 PNG) and has a table of contents: it opens from disk
+with no network.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+_CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:1em 0;font-size:13px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}
+th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}img{max-width:100%}
+code{background:#f3f3f3;padding:1px 3px}.note{color:#555}nav{background:#fafafa;border:1px solid #ddd;padding:.5em 1em}"""
+
+
+def fmt(value) -> str:
+    """Numbers to short human strings: 3 significant digits, engineering-friendly."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else ""
+    if isinstance(value, float):
+        if math.isinf(value):
+            return "inf"
+        return f"{value:.3g}"
+    return str(value)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+@dataclass
+class Report:
+    title: str
+    blocks: list[tuple] = field(default_factory=list)
+
+    def heading(self, text: str) -> None:
+        self.blocks.append(("h2", text))
+
+    def text(self, markdown_text: str) -> None:
+        """A paragraph. Inline `code` and **bold** are rendered in HTML too."""
+        self.blocks.append(("p", markdown_text))
+
+    def table(self, df: pd.DataFrame) -> None:
+        self.blocks.append(("table", df.reset_index(drop=True)))
+
+    def figure(self, path: Path, caption: str) -> None:
+        self.blocks.append(("figure", Path(path), caption))
+
+    def to_markdown(self, rel_to: Path) -> str:
+        out = [f"# {self.title}", ""]
+        for b in self.blocks:
+            if b[0] == "h2":
+                out += [f"## {b[1]}", ""]
+            elif b[0] == "p":
+                out += [b[1], ""]
+            elif b[0] == "table":
+                df = b[1]
+                out.append("| " + " | ".join(map(str, df.columns)) + " |")
+                out.append("|" + "---|" * len(df.columns))
+                for row in df.itertuples(index=False):
+                    out.append("| " + " | ".join(fmt(v).replace("|", "\\|") for v in row) + " |")
+                out.append("")
+            elif b[0] == "figure":
+                out += [f"![{b[2]}]({b[1].relative_to(rel_to).as_posix()})", "", f"*{b[2]}*", ""]
+        return "\n".join(out)
+
+    def to_html(self) -> str:
+        toc = [f'<li><a href="#{_slug(b[1])}">{html.escape(b[1])}</a></li>' for b in self.blocks if b[0] == "h2"]
+        body = []
+        for b in self.blocks:
+            if b[0] == "h2":
+                body.append(f'<h2 id="{_slug(b[1])}">{html.escape(b[1])}</h2>')
+            elif b[0] == "p":
+                t = html.escape(b[1])
+                t = re.sub(r"`([^`]+)`", r"<code>\1</code>", t)
+                t = re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", t)
+                body.append(f"<p>{t}</p>")
+            elif b[0] == "table":
+                body.append(b[1].map(fmt).to_html(index=False, escape=True, border=0))
+            elif b[0] == "figure":
+                data = base64.b64encode(b[1].read_bytes()).decode()
+                body.append(f'<figure><img alt="{html.escape(b[2])}" src="data:image/png;base64,{data}">'
+                            f"<figcaption>{html.escape(b[2])}</figcaption></figure>")
+        return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(self.title)}</title>"
+                f"<style>{_CSS}</style></head><body><h1>{html.escape(self.title)}</h1>"
+                f"<nav><b>Contents</b><ul>{''.join(toc)}</ul></nav>{''.join(body)}</body></html>")

@@ -1,0 +1,78 @@
+"""The run folder: its file names and their reader. The runner writes with these names; the
+analysis reads only through this module, so the layout is stated once.
+
+A run (job) folder::
+
+    .hydra/                       Hydra's composed config and overrides
+    result.json                   status, error, experiment, environment, timings, ...
+    result.host<i>.json           process i's record when each host wrote its own (distributed=auto)
+    hlo/lowered.stablehlo.mlir    the program as JAX lowered it
+    hlo/compiled.hlo.txt          after XLA's optimisations
+    trace/plugins/profile/<time>/<host>.xplane.pb   (trace/host<i>/... with several processes)
+    worker.log, worker.host<i>.log                  what each JAX process printed
+
+A sweep folder holds job folders ``<n>_<what varies>/`` plus ``summary.csv``, ``fit.json``
+and ``report/``.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+RESULT_NAME = "result.json"
+HLO_DIR = "hlo"
+HLO_LOWERED = f"{HLO_DIR}/lowered.stablehlo.mlir"
+HLO_COMPILED = f"{HLO_DIR}/compiled.hlo.txt"
+TRACE_DIR = "trace"
+LOG_NAME = "worker.log"
+SUMMARY_NAME = "summary.csv"
+FIT_NAME = "fit.json"
+REPORT_DIR = "report"
+
+
+HOST_RESULTS_GLOB = "result.host*.json"
+
+
+def result_name(process_index: int) -> str:
+    """``result.json`` for process 0, ``result.host<i>.json`` for the others."""
+    return RESULT_NAME if process_index == 0 else f"result.host{process_index}.json"
+
+
+def log_name(process_index: int) -> str:
+    """The log of one JAX process in a job folder: ``worker.log``, ``worker.host1.log``, ..."""
+    return LOG_NAME if process_index == 0 else f"worker.host{process_index}.log"
+
+
+def job_dirs(root: str | Path) -> list[Path]:
+    """The run folders under ``root`` (``root`` itself if it is one), in job-number order."""
+    root = Path(root)
+    if (root / RESULT_NAME).is_file():
+        return [root]
+    dirs = [p.parent for p in root.glob(f"*/{RESULT_NAME}")]
+
+    def key(p: Path):
+        head = p.name.split("_", 1)[0]
+        return (0, int(head), p.name) if head.isdigit() else (1, 0, p.name)
+
+    return sorted(dirs, key=key)
+
+
+def read_result(job_dir: Path) -> dict:
+    """A job's result.json, with ``job`` (folder name) and ``job_dir`` added.
+
+    A missing or unreadable file becomes a failed record that says why, so one damaged
+    folder never stops a report.
+    """
+    path = Path(job_dir) / RESULT_NAME
+    try:
+        result = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        result = {"status": "failed", "error_type": "UnreadableResult", "error": f"{path}: {exc}"}
+    result["job"] = Path(job_dir).name
+    result["job_dir"] = str(job_dir)
+    return result
+
+
+def read_results(root: str | Path) -> list[dict]:
+    """Every job's result under ``root``."""
+    return [read_result(d) for d in job_dirs(root)]

@@ -1,0 +1,10 @@
+"""The runner's errors, in a leaf module anyone in :mod:`runner` may import."""
+from __future__ import annotations
+
+
+class ConfigError(ValueError):
+    """A config value that cannot run. The message names the key, the value and what is allowed."""
+
+
+class WorkerDied(RuntimeError):
+    """The worker process ended (or was killed for its timeout) in the middle of a point."""

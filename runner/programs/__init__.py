@@ -1,0 +1,28 @@
+"""The JAX programs shardlab measures, behind one :func:`build`.
+
+* :mod:`.collectives` - one ``shard_map`` around one ``jax.lax`` collective;
+* :mod:`.grads` - ``jax.grad`` through an AllGather or a ReduceScatter (the backward pass);
+* :mod:`.matmul` - sharded matmuls in the book's notation, one program per strategy.
+
+Each returns a :class:`~runner.programs.base.Program`. Importing this package imports JAX:
+only the worker process does (after :func:`runner.jaxenv.start_jax`).
+"""
+from __future__ import annotations
+
+from jax.sharding import Mesh
+
+from runner.programs import collectives, grads, matmul
+from runner.programs.base import Program
+
+
+def build(spec: dict, mesh: Mesh) -> Program:
+    """The program for the checked spec (:func:`runner.spec.build_spec`) on ``mesh``."""
+    op = spec["op"]
+    if op["name"] == "matmul":
+        return matmul.build(op, mesh, spec["dtype"])
+    if op.get("grad"):
+        return grads.build(op["name"], op["axes"], mesh, op["size_bytes"], spec["dtype"])
+    return collectives.build(op["name"], op["axes"], mesh, op["size_bytes"], spec["dtype"])
+
+
+__all__ = ["Program", "build"]
