@@ -11,4 +11,6 @@ the analysis and the command line can all speak it. What lives where:
 * :mod:`.notation` - the sharding notation, its parser, PartitionSpec conversion;
 * :mod:`.hardware` - chips, topology, the one reader of ``conf/hardware``;
 * :mod:`.collective_cost`, :mod:`.matmul_cost`, :mod:`.predict` - the cost model.
+
+May import: the standard library, numpy, pyyaml; nothing else of shardlab (tests/test_layering.py).
 """

@@ -4,6 +4,8 @@ One module per command, each with ``add_arguments(parser)`` and ``main(args) -> 
 file only wires them together, importing a module only when its command runs (so
 ``predict`` does not pay for pandas or matplotlib). Every command reports bad input as one
 line ``error: ...`` on stderr and exits 2 (:func:`analysis.cli.options.fail`).
+
+May import: all of :mod:`analysis` (never :mod:`runner`); heavy modules inside ``main``.
 """
 from __future__ import annotations
 

@@ -6,6 +6,8 @@
 
 Each returns a :class:`~runner.programs.base.Program`. Importing this package imports JAX:
 only the worker process does (after :func:`runner.jaxenv.start_jax`).
+
+May import: jax, numpy, :mod:`runner.meshes`, :mod:`runner.matmul_plan`, :mod:`analysis.book`.
 """
 from __future__ import annotations
 

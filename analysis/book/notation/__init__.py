@@ -3,6 +3,8 @@
 The face of the notation package: import from here. :mod:`.types` holds the data classes
 and the grammar, :mod:`.parser` turns text into them, :mod:`.mesh` checks them against a
 mesh, :mod:`.partition_spec` converts to and from ``jax.sharding.PartitionSpec``.
+
+May import: the rest of :mod:`analysis.book`; jax only inside :func:`to_partition_spec`.
 """
 from analysis.book.errors import NotationError
 from analysis.book.notation.mesh import arrays_of, check, mesh_sizes

@@ -1,0 +1,144 @@
+"""The house's layering, read from the code's own imports (every import statement, at any
+depth, so a lazy import cannot hide a circle):
+
+* ``analysis`` never imports ``runner``;
+* ``analysis.book`` imports nothing else of the project, and nothing heavy at module level;
+* ``runner`` takes from ``analysis`` only the book, the run-folder layout, the trace reader and
+  the timing statistics (and the report, once, at the end of a sweep);
+* no module imports itself back through others (no circles);
+* ``python -m runner`` starts without jax, pandas or matplotlib (they load in the worker and
+  for the report).
+"""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("runner", "analysis")
+HEAVY = ("jax", "jaxlib", "pandas", "matplotlib", "seaborn", "numpy")
+RUNNER_MAY_USE = ("analysis.book", "analysis.rundir", "analysis.trace", "analysis.stats")
+RUNNER_REPORT_CALLER = "runner.callbacks"  # the end-of-sweep report
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+
+
+def imports(path: Path) -> list[tuple[str, bool]]:
+    """``(module, at_module_level)`` for every import in the file; ``from a import b`` counts
+    as ``a.b`` when that is a module of the project, else ``a``."""
+    known = modules()
+    tree = ast.parse(path.read_text())
+    top = {id(n) for n in tree.body}
+    # imports under `if TYPE_CHECKING:` or in try/except at top level still count as top level
+    for n in tree.body:
+        for sub in ast.walk(n):
+            if isinstance(sub, (ast.Import, ast.ImportFrom)) and not isinstance(n, (ast.FunctionDef, ast.ClassDef,
+                                                                                    ast.AsyncFunctionDef)):
+                top.add(id(sub))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(a.name, id(node) in top) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                out.append((full if full in known else node.module, id(node) in top))
+    return out
+
+
+def project_edges() -> dict[str, set[str]]:
+    known = modules()
+    return {m: {i for i, _ in imports(p) if i in known and i != m} for m, p in known.items()}
+
+
+def test_analysis_never_imports_runner():
+    bad = [(m, i) for m, p in modules().items() if m.startswith("analysis")
+           for i, _ in imports(p) if i == "runner" or i.startswith("runner.")]
+    assert not bad, bad
+
+
+def test_the_book_is_a_leaf_without_heavy_imports():
+    for m, p in modules().items():
+        if not m.startswith("analysis.book"):
+            continue
+        for i, top in imports(p):
+            if i.split(".")[0] in PACKAGES:
+                assert i.startswith("analysis.book"), f"{m} imports {i}"
+            if i.split(".")[0] in ("pandas", "matplotlib", "seaborn"):
+                pytest.fail(f"{m} imports {i}")
+            if i.split(".")[0] in ("jax", "jaxlib"):
+                assert not top, f"{m} imports {i} at module level (only inside a function)"
+
+
+def test_runner_takes_only_the_shared_vocabulary_from_analysis():
+    for m, p in modules().items():
+        if not m.startswith("runner"):
+            continue
+        for i, _ in imports(p):
+            if not (i == "analysis" or i.startswith("analysis.")):
+                continue
+            ok = any(i == a or i.startswith(a + ".") for a in RUNNER_MAY_USE)
+            ok |= m == RUNNER_REPORT_CALLER and i == "analysis.report"
+            assert ok, f"{m} imports {i}"
+
+
+def find_circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Every set of modules that import one another round a loop (Tarjan's strongly connected
+    components of more than one module)."""
+    index, low, stack, on, circles = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                circles.append(sorted(comp))
+
+    for v in list(edges):
+        if v not in index:
+            visit(v)
+    return circles
+
+
+def test_no_import_circles():
+    assert find_circles(project_edges()) == []
+
+
+def test_the_circle_finder_finds_a_planted_circle():
+    edges = project_edges()
+    edges["analysis.book.units"] = edges["analysis.book.units"] | {"analysis.report.compare_report"}
+    # report.compare_report imports book.units: planting the way back closes a circle
+    assert any({"analysis.book.units", "analysis.report.compare_report"} <= set(c) for c in find_circles(edges))
+    assert find_circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_starting_the_runner_imports_no_jax_pandas_or_matplotlib():
+    code = ("import sys, runner, runner.__main__, runner.callbacks, runner.progress; "
+            f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
