@@ -60,7 +60,8 @@ def model_constants(hw: Hardware, fits: pd.DataFrame) -> tuple[Hardware | None, 
                     f"({len(hw.calibrated)} entries; {hw.source})")
     if hw.link_bw_bidir_Bps is not None and hw.hop_latency_s is not None:
         return hw, f"published constants of `{hw.name}` ({hw.source})"
-    ag = fits[(fits["op"] == "all_gather")] if len(fits) and "W_Bps" in fits else fits.iloc[0:0]
+    ag = fits[(fits["op"] == "all_gather") & fits["W_Bps"].notna() & fits["T_min_s"].notna()] \
+        if len(fits) and "W_Bps" in fits else fits.iloc[0:0]
     if len(ag):
         best = ag.sort_values("n_points").iloc[-1]
         fitted = dataclasses.replace(hw, link_bw_bidir_Bps=float(best["W_Bps"]),
@@ -91,7 +92,7 @@ def curves(points: pd.DataFrame, fits: pd.DataFrame, hw: Hardware | None, n: int
         first = g.iloc[0]
         f = fits[(fits["op"] == first["op"]) & (fits["axes"] == first["axes"]) & (fits["mesh"] == first["mesh"])
                  & (fits["dtype"] == first["dtype"])] if len(fits) else fits
-        if len(f) and math.isfinite(f["beta_Bps"].iloc[0]):
+        if len(f) and "beta_Bps" in f and pd.notna(f["beta_Bps"].iloc[0]):
             rows.append(pd.DataFrame({"family": fam, "curve": "α-β fit", "V_bytes": V,
                                       "time_s": f["alpha_s"].iloc[0] + V / f["beta_Bps"].iloc[0]}))
         if hw is not None:

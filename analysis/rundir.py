@@ -76,3 +76,39 @@ def read_result(job_dir: Path) -> dict:
 def read_results(root: str | Path) -> list[dict]:
     """Every job's result under ``root``."""
     return [read_result(d) for d in job_dirs(root)]
+
+
+def json_safe(obj):
+    """``obj`` with every NaN and infinity replaced by None, so strict JSON parsers read it
+    (numpy scalars become Python numbers; tuples become lists)."""
+    import math
+
+    if isinstance(obj, dict):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):  # numpy scalar
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def write_json_atomic(path: Path, data) -> None:
+    """Write ``data`` as strict JSON (no NaN or Infinity) to ``path`` via a temp file and a
+    rename: a reader never sees a half-written file."""
+    import os
+    import tempfile
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(json_safe(data), indent=1, default=str, allow_nan=False)
+    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)  # readable like the rest of the folder (mkstemp makes it 0600)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

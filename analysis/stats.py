@@ -79,3 +79,57 @@ def summarize(samples) -> dict:
         "ci_high_s": hi,
         "rel_ci_halfwidth": (hi - lo) / (2 * med) if med > 0 else math.inf,
     }
+
+
+def percentiles(samples) -> dict:
+    """p10, p90, p95, p99 and max of a list of times, as nccl-tests and PARAM users read them."""
+    x = np.asarray(samples, dtype=float)
+    if x.size == 0:
+        return {}
+    p10, p90, p95, p99 = np.percentile(x, [10, 90, 95, 99])
+    return {"p10_s": float(p10), "p90_s": float(p90), "p95_s": float(p95), "p99_s": float(p99),
+            "max_s": float(x.max())}
+
+
+BOOTSTRAP = 2000
+
+
+def combine_rounds(rounds: list, seed: int = 0, confidence: float = CONFIDENCE) -> dict:
+    """One summary of samples taken in several rounds (lists of seconds, one per round).
+
+    The point estimate is the median of the rounds' medians. Its interval is a two-level
+    bootstrap: rounds are drawn with replacement, each drawn round's samples are redrawn
+    with replacement, and the median of the redrawn rounds' medians is taken; the interval
+    is the central ``confidence`` of those. So it covers the spread between rounds (drift,
+    other jobs on the machine) as well as the noise within each, which one round's interval
+    cannot. With one round it is the order-statistic interval of :func:`median_ci`.
+
+    ``rounds_disagree`` is true when the rounds' own intervals do not all overlap: a
+    measurement that moved between rounds.
+    """
+    rounds = [np.asarray(r, dtype=float) for r in rounds if len(r)]
+    if not rounds:
+        return {"n": 0, "rounds": 0}
+    pooled = np.concatenate(rounds)
+    per_round = [summarize(r) for r in rounds]
+    medians = np.array([s["median_s"] for s in per_round])
+    out = summarize(pooled)
+    out.update(percentiles(pooled))
+    out["rounds"] = len(rounds)
+    out["round_medians_s"] = medians.tolist()
+    out["within_round_rel_ci"] = float(np.median([s["rel_ci_halfwidth"] for s in per_round]))
+    out["rounds_disagree"] = bool(max(s["ci_low_s"] for s in per_round) > min(s["ci_high_s"] for s in per_round))
+    if len(rounds) == 1:
+        return out  # summarize's order-statistic interval
+    med = float(np.median(medians))
+    rng = np.random.default_rng(seed)
+    # Each round's median, redrawn BOOTSTRAP times (rows), then rounds redrawn per row.
+    redrawn = np.stack([np.median(r[rng.integers(0, r.size, size=(BOOTSTRAP, r.size))], axis=1) for r in rounds],
+                       axis=1)
+    pick = rng.integers(0, len(rounds), size=(BOOTSTRAP, len(rounds)))
+    boot = np.median(np.take_along_axis(redrawn, pick, axis=1), axis=1)
+    tail = 100 * (1 - confidence) / 2
+    lo, hi = (float(v) for v in np.percentile(boot, [tail, 100 - tail]))
+    lo, hi = min(lo, med), max(hi, med)  # the estimate lies inside its interval by construction
+    out.update(median_s=med, ci_low_s=lo, ci_high_s=hi, rel_ci_halfwidth=(hi - lo) / (2 * med) if med > 0 else math.inf)
+    return out

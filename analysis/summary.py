@@ -28,13 +28,34 @@ def hlo_kind_of(op: str, grad: bool = False) -> str | None:
     return BY_OP[k.backward].hlo if grad and k.backward else k.hlo
 
 
+# A point is flagged (and left out of every fit) when...
+PAGE_FAULT_SHARE = 0.25  # ...a step faults in more than a quarter of the bytes its devices write
+ABOVE_CEILING = 1.05  # ...its bus bandwidth is more than 5% above its ceiling
+PAGE_BYTES = 4096
+
+
+def _estimator_columns(t: dict) -> dict:
+    """``step_time_s``, ``loop_time_s``, ``device_time_s`` and their intervals."""
+    out = {}
+    for name in ("step", "loop", "device"):
+        e = (t.get("estimators") or {}).get(name) or {}
+        out[f"{name}_time_s"] = e.get("median_s")
+        out[f"{name}_ci_low_s"] = e.get("ci_low_s")
+        out[f"{name}_ci_high_s"] = e.get("ci_high_s")
+    out["loop_K"] = ((t.get("estimators") or {}).get("loop") or {}).get("K")
+    return out
+
+
 def _run_columns(r: dict) -> dict:
     exp = r.get("experiment") or {}
     cfg = r.get("config") or {}
     env = r.get("environment") or {}
     op_cfg = cfg.get("op") or {}
     mesh = exp.get("mesh") or {}
-    s = (r.get("timing") or {}).get("summary") or {}
+    t = r.get("timing") or {}
+    s = t.get("summary") or {}
+    trace = r.get("trace") or {}
+    check = r.get("check") or {}
     target = ((cfg.get("timing") or {}).get("target_rel_ci")) or 0.05
     return {
         "job": r["job"], "status": r.get("status"), "error_type": r.get("error_type"), "error": r.get("error"),
@@ -49,23 +70,32 @@ def _run_columns(r: dict) -> dict:
         "hardware": exp.get("hardware", (cfg.get("hardware") or {}).get("name")),
         "backend": env.get("backend"), "device_kind": env.get("device_kind"), "device_count": env.get("device_count"),
         "jax_version": env.get("jax_version"),
+        "source": t.get("source"),
         "time_s": s.get("median_s"), "time_p10_s": s.get("p10_s"), "time_p90_s": s.get("p90_s"),
+        "time_p95_s": s.get("p95_s"), "time_p99_s": s.get("p99_s"), "time_max_s": s.get("max_s"),
         "time_ci_low_s": s.get("ci_low_s"), "time_ci_high_s": s.get("ci_high_s"), "time_cv": s.get("cv"),
-        "time_rel_ci": s.get("rel_ci_halfwidth"), "time_n": s.get("n"),
-        "noisy": bool(s) and s.get("rel_ci_halfwidth", np.inf) > target,
+        "time_rel_ci": s.get("rel_ci_halfwidth"), "time_n": s.get("n"), "time_rounds": s.get("rounds"),
+        "rounds_disagree": bool(s.get("rounds_disagree")),
+        "noisy": bool(s) and (s.get("rel_ci_halfwidth") if s.get("rel_ci_halfwidth") is not None else np.inf) > 2 * target,
+        **_estimator_columns(t),
+        "page_faults_per_step": t.get("page_faults_per_step"),
+        "checked": check.get("passed") is not None if check else None,
         "compile_s": (r.get("compile") or {}).get("compile_s"),
-        "traced_iter_over_untraced": (r.get("trace") or {}).get("traced_iter_over_untraced"),
-        "ceiling_kind": (r.get("ceiling") or {}).get("kind"), "ceiling_Bps": (r.get("ceiling") or {}).get("Bps"),
+        "profiler_slowdown": trace.get("profiler_slowdown"), "dispatch_share": trace.get("dispatch_share"),
+        "ceiling_kind": (r.get("ceiling") or {}).get("kind"),
+        "ceiling_busbw_Bps": (r.get("ceiling") or {}).get("busbw_Bps"),
         # matmul jobs
         "strategy": exp.get("strategy"), "flops": exp.get("flops"), "grad": bool(exp.get("grad", op_cfg.get("grad"))),
         "dims": " ".join(f"{k}={v}" for k, v in (exp.get("dims") or op_cfg.get("dims") or {}).items()) or None,
     }
 
 
-def _hlo_rows(r: dict) -> tuple[list[dict], str | None]:
+def _hlo_rows(r: dict) -> tuple[list[dict], dict | None, str | None]:
+    """One row per collective of the job's compiled HLO, every instruction's opcode, and any
+    problem reading the file."""
     rel = (r.get("files") or {}).get("hlo_compiled")
     if not rel:
-        return [], None
+        return [], None, None
     path = Path(r["job_dir"]) / rel
     try:
         text = path.read_text()
@@ -74,8 +104,9 @@ def _hlo_rows(r: dict) -> tuple[list[dict], str | None]:
         # HLO replica groups number devices by their position in the mesh, not by device id.
         device_ids = np.arange(int(np.prod(list(mesh_axes.values())))).reshape(list(mesh_axes.values()) or [0])
         colls = hlo_parser.parse_collectives(text, num_devices=int(device_ids.size) or None)
+        opcodes = hlo_parser.instruction_opcodes(text)
     except (OSError, UnicodeDecodeError, hlo_parser.HloParseError) as exc:
-        return [], f"{path}: {exc}"
+        return [], None, f"{path}: {exc}"
     rows = []
     for c in colls:
         try:
@@ -86,11 +117,12 @@ def _hlo_rows(r: dict) -> tuple[list[dict], str | None]:
         rows.append({"hlo_op": c.name, "hlo_kind": c.kind, "hlo_dtype": c.dtype,
                      "hlo_operand_bytes": c.operand_bytes, "hlo_result_bytes": c.result_bytes,
                      "hlo_group_size": c.group_size, "hlo_num_groups": c.num_groups, "hlo_axes": axes})
-    return rows, None
+    return rows, opcodes, None
 
 
-def _trace_ops(r: dict) -> tuple[pd.DataFrame | None, dict, str | None]:
-    """Per-op trace times, the compute/collective overlap, and any problem reading them."""
+def _trace_ops(r: dict, opcodes: dict[str, str] | None) -> tuple[pd.DataFrame | None, dict, str | None]:
+    """Per-op trace times, the compute/collective overlap (collectives known by their HLO
+    ``opcodes``), and any problem reading them."""
     rel = (r.get("files") or {}).get("xplane")
     if not rel:
         return None, {}, None
@@ -101,21 +133,21 @@ def _trace_ops(r: dict) -> tuple[pd.DataFrame | None, dict, str | None]:
         return None, {}, str(exc) if str(path) in str(exc) else f"{path}: {exc}"
     if not len(ops):
         return None, {}, None
-    return trace_reader.op_summary(trace_reader.op_steps(ops)), overlap_summary(ops), None
+    return trace_reader.op_summary(trace_reader.op_steps(ops)), overlap_summary(ops, opcodes), None
 
 
 def job_rows(r: dict) -> list[dict]:
     """The summary rows of one job: one per collective in its compiled HLO (at least one)."""
     base = _run_columns(r)
     problems = []
-    hlo_rows, err = _hlo_rows(r)
+    hlo_rows, opcodes, err = _hlo_rows(r)
     problems += [err] if err else []
     kind, rel = hlo_kind_of(base["op"], base["grad"]), (r.get("files") or {}).get("hlo_compiled")
     if r.get("status") == "ok" and rel and not err and kind and not any(h["hlo_kind"] == kind for h in hlo_rows):
         # e.g. a file cut short before the op: say so, or the point just vanishes from the tables
         problems.append(f"{Path(r['job_dir']) / rel}: no {kind} in the compiled HLO (truncated?); "
                         f"the point is left out of the tables")
-    ops, overlap, err = _trace_ops(r)
+    ops, overlap, err = _trace_ops(r, opcodes)
     problems += [err] if err else []
     base["skipped"] = "; ".join(problems) or None
     base.update(overlap)
@@ -131,20 +163,6 @@ def job_rows(r: dict) -> list[dict]:
     return rows
 
 
-def ceiling_busbw(df: pd.DataFrame) -> pd.Series:
-    """The ceiling on the scale of one device's bus bandwidth.
-
-    ``host_copy``: every virtual CPU device copies through the same memory, so the host's
-    copy bandwidth is shared by all of them. ``link``: a collective over k torus axes uses
-    k links' worth (the book's N_axes factor).
-    """
-    ceiling = pd.to_numeric(df.get("ceiling_Bps"), errors="coerce")
-    devices = pd.to_numeric(df["device_count"], errors="coerce")
-    n_axes = pd.to_numeric(df["n_axes"], errors="coerce").clip(lower=1)
-    return pd.Series(np.where(df.get("ceiling_kind") == "host_copy", ceiling / devices, ceiling * n_axes),
-                     index=df.index, dtype=float)
-
-
 def summary_table(results: list[dict]) -> pd.DataFrame:
     """Every job's result (``analysis.rundir.read_results``) as tidy rows, with bandwidths
     and profiler perturbation."""
@@ -154,14 +172,51 @@ def summary_table(results: list[dict]) -> pd.DataFrame:
         if col not in df:
             df[col] = np.nan
     n = df["group_size"].astype(float)
-    factor = pd.Series([BY_OP[op].busbw_factor(g) if op in BY_OP and g == g and g else np.nan
-                        for op, g in zip(df["op"], n)], index=df.index, dtype=float)
-    df["algbw_Bps"] = df["V_bytes"].astype(float) / df["time_s"].astype(float)
+    kinds = [BY_OP.get(op) for op in df["op"]]
+    factor = pd.Series([k.busbw_factor(g) if k and g == g and g else np.nan for k, g in zip(kinds, n)],
+                       index=df.index, dtype=float)
+    s_over_v = pd.Series([k.S_over_V(g) if k and g == g and g else np.nan for k, g in zip(kinds, n)],
+                         index=df.index, dtype=float)
+    # nccl-tests: algbw = S / t, S the bytes its *GetBw divides (the book's V, except AllToAll:
+    # V / n, the per-rank buffer); busbw = algbw * factor(n)
+    df["S_bytes"] = df["V_bytes"].astype(float) * s_over_v
+    df["algbw_Bps"] = df["S_bytes"] / df["time_s"].astype(float)
     df["busbw_Bps"] = df["algbw_Bps"] * factor
-    df["ceiling_busbw_Bps"] = ceiling_busbw(df)
-    df["busbw_over_ceiling"] = df["busbw_Bps"] / df["ceiling_busbw_Bps"]
+    df["busbw_over_ceiling"] = df["busbw_Bps"] / pd.to_numeric(df["ceiling_busbw_Bps"], errors="coerce")
+    df["dispatch_floor_s"] = df["step_time_s"].astype(float) - df["loop_time_s"].astype(float)
     df["trace_over_untraced"] = df["trace_op_time_s"].astype(float) / df["time_s"].astype(float)
+    df["flags"], df["caveats"] = flags(df)
     # The row of the collective the experiment asked for (XLA may add others, e.g. in matmuls).
     # Backward passes are not the collective they name: keep them out of its fits.
     df["is_target"] = [hlo_kind_of(op) == kind and not grad for op, kind, grad in zip(df["op"], df["hlo_kind"], df["grad"])]
     return df
+
+
+def flags(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Per row, ``;``-joined: the *flags* that make its number untrustworthy (above its
+    ceiling, page-faulting, failed: every fit leaves flagged points out, and the report lists
+    them with these words), and the *caveats* a reader should see beside it (unchecked,
+    rounds that disagree, noisy)."""
+    out, caveats = [], []
+    # bytes the devices write in a step: every device's bus bytes (the page faults are the
+    # whole process's, so all of its devices)
+    moved = df["S_bytes"].astype(float) * df["device_count"].astype(float) * pd.Series(
+        [BY_OP[o].busbw_factor(g) if o in BY_OP and g == g and g else 1.0
+         for o, g in zip(df["op"], df["group_size"].astype(float))], index=df.index)
+    for i, row in df.iterrows():
+        why = []
+        if row.get("status") != "ok":
+            why.append("failed")
+        ratio = row.get("busbw_over_ceiling")
+        if ratio == ratio and ratio is not None and ratio > ABOVE_CEILING:
+            why.append(f"bus bandwidth {ratio:.2f}x its ceiling (a measurement problem)")
+        faults = row.get("page_faults_per_step")
+        if faults == faults and faults is not None and moved[i] == moved[i] and moved[i] > 0 \
+                and faults * PAGE_BYTES > PAGE_FAULT_SHARE * moved[i]:
+            why.append(f"page-faulting ({faults:.0f} minor faults a step)")
+        out.append("; ".join(why))
+        note = ["unchecked"] if row.get("checked") is False else []
+        note += ["its rounds disagree"] if row.get("rounds_disagree") else []
+        note += ["noisy"] if row.get("noisy") else []
+        caveats.append("; ".join(note))
+    return pd.Series(out, index=df.index, dtype=object), pd.Series(caveats, index=df.index, dtype=object)

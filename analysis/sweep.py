@@ -26,7 +26,8 @@ class Sweep:
 
     ``summary``: one row per job and collective (``summary.csv``). ``points``: the ok rows of
     the collective each job asked for, with a ``family`` label, the model's unit terms and
-    ``model_time_s``. ``fits``: one row of fitted constants per family. ``model_hw``: the
+    ``model_time_s``. ``fits``: one row of fitted constants per family; ``left_out``: the
+    points the fits did not use, each with the reason. ``model_hw``: the
     constants the model used (published, calibrated or fitted here) and ``model_source``
     says which. ``curves``: smooth fit and model lines for the figures.
     """
@@ -35,6 +36,7 @@ class Sweep:
     summary: pd.DataFrame
     points: pd.DataFrame
     fits: pd.DataFrame
+    left_out: pd.DataFrame
     model_hw: Hardware | None
     model_source: str
     curves: pd.DataFrame
@@ -68,7 +70,7 @@ def load_sweep(root: str | Path, hardware: str | None = None) -> Sweep:
     results = read_results(root)
     summary = summary_table(results)
     points = unit_terms(target_points(summary))
-    fits = fit_table(points) if len(points) else pd.DataFrame(columns=GROUP_KEYS)
+    fits, left_out = fit_table(points) if len(points) else (pd.DataFrame(columns=GROUP_KEYS), pd.DataFrame())
     ran_on = summary.loc[summary["status"] == "ok", "hardware"].dropna()
     hw_name = hardware or (ran_on.mode().iloc[0] if len(ran_on) else None)
     hw = (load_hardware(hardware) if hardware else hardware_for(hw_name)) if hw_name else None
@@ -80,4 +82,5 @@ def load_sweep(root: str | Path, hardware: str | None = None) -> Sweep:
         summary = summary.join(model, on=["job", "hlo_op"])
     else:
         summary = summary.assign(model_time_s=float("nan"), model_regime=None)
-    return Sweep(root, results, summary, points, fits, model_hw, model_source, curves(points, fits, model_hw))
+    return Sweep(root, results, summary, points, fits, left_out, model_hw, model_source,
+                 curves(points, fits, model_hw))

@@ -6,7 +6,8 @@ Importing this package does not import JAX: JAX starts in the worker process
 Reading order: :mod:`.job` (``run(cfg)``) -> :mod:`.spec` (every value check) -> :mod:`.pool`
 and :mod:`.worker` (the JAX process) -> :mod:`.measure` (one point: :mod:`.programs`,
 :mod:`.timing`, :mod:`.tracing`). May import from :mod:`analysis` only the book, the run-folder
-layout, the trace reader and the timing statistics (and the report at the end of a sweep).
+layout, the trace and HLO readers and the timing statistics (and the report at the end of a
+sweep).
 """
 
 from runner.job import run

@@ -18,7 +18,10 @@ log = logging.getLogger("shardlab")
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> dict:
-    result = run(cfg)
+    multirun = HydraConfig.get().mode == RunMode.MULTIRUN
+    # A sweep runs round 1 of each point now and interleaves the other rounds at its end
+    # (runner.callbacks); a single run does all its rounds at once.
+    result = run(cfg, rounds=1 if multirun else None)
     if result["status"] != "ok" and HydraConfig.get().mode == RunMode.RUN:
         # A single run that failed exits non-zero; in a multirun the sweep goes on.
         sys.exit(2 if result["error_type"] == "ConfigError" else 1)

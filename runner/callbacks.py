@@ -1,4 +1,5 @@
-"""Hydra callbacks: stop the worker when Hydra is done, and write the sweep's report."""
+"""Hydra callbacks: stop the worker when Hydra is done; at the end of a sweep, time the
+points' later rounds (interleaved, :mod:`runner.rounds`) and write the report."""
 from __future__ import annotations
 
 import logging
@@ -19,10 +20,14 @@ class ReportCallback(Callback):
         discard_worker()
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
-        discard_worker()
         from analysis.report import write_report
+        from analysis.rundir import job_dirs
+        from runner.rounds import interleave
 
         sweep_dir = Path(config.hydra.sweep.dir)
+        if int(config.timing.rounds) > 1 and config.distributed.mode != "auto":
+            interleave(job_dirs(sweep_dir), int(config.timing.rounds), int(config.timing.seed))
+        discard_worker()
         try:
             index = write_report(sweep_dir)
         except Exception:  # the measurements are on disk; a report bug must not hide them

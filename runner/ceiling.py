@@ -1,50 +1,71 @@
-"""The physical ceiling a collective's bandwidth is held against.
+"""The physical ceiling a collective's bus bandwidth is held against.
 
-On ``cpu`` the virtual devices are threads sharing one memory system, so the ceiling is the
-host's copy bandwidth, measured in the worker itself (same process, same moment) with a
-NumPy copy. On TPU/GPU it is the book's link bandwidth from the hardware entry.
+On ``cpu`` the virtual devices are threads sharing one memory system, so the ceiling is
+measured, not published: every device reads and writes the collective's bus bytes (what
+nccl-tests' bus bandwidth counts one device moving) at the same time, in an XLA loop on the
+same mesh, so the copies run on the same device threads and contend for the same cores and
+memory as the collective does. It is measured at each point's own size, so cache-resident
+sizes get their cache's ceiling: a curve, not one number. (A single-threaded 64 MiB NumPy
+copy is no ceiling for 8 device threads: collectives measured here exceeded it, divided by
+8, by up to 7x, and it read 4.0e9 to 1.06e10 B/s across runs.)
+
+On TPU and GPU it is the book's link roofline: W_bidi per link times the k axes a torus
+collective runs over, or one GPU's NVLink egress behind a switch.
 """
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
 
-COPY_BYTES = 64 << 20
-_host_copy: dict | None = None
+MIN_BYTES, MAX_BYTES = 4 << 10, 64 << 20  # above 64 MiB the copy rate is flat (DRAM)
+TRAFFIC_PER_TIMING = 32 << 20  # bytes each device moves per timed call: dispatch becomes noise
+REPEATS = 5
+_programs: dict = {}
 
 
-def host_copy_bandwidth(repeats: int = 5) -> dict:
-    """Best-of-``repeats`` bandwidth of a 64 MiB NumPy copy (bytes copied per second).
+def device_copy(mesh, bytes_per_device: int, repeats: int = REPEATS) -> dict:
+    """Bytes per second each device reads and writes when all of them do so at once."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
 
-    Measured once per worker process: it is a property of the machine, and a copy of 64 MiB
-    twice over (source and destination) is large enough to leave the caches.
-    """
-    global _host_copy
-    if _host_copy is None:
-        src = np.ones(COPY_BYTES, dtype=np.uint8)
-        dst = np.empty_like(src)
-        np.copyto(dst, src)  # fault the pages in before timing
-        best = min(_timed_copy(dst, src) for _ in range(repeats))
-        _host_copy = {"kind": "host_copy", "Bps": COPY_BYTES / best,
-                      "what": f"NumPy copy of {COPY_BYTES >> 20} MiB in the worker process, best of {repeats}"}
-    return _host_copy
+    nbytes = int(min(max(bytes_per_device, MIN_BYTES), MAX_BYTES)) // 4 * 4
+    devices = math.prod(mesh.shape.values())
+    axes = tuple(mesh.axis_names)
+    key = (id(mesh), nbytes)
+    if key not in _programs:
+        fn = jax.jit(lambda x, k: jax.lax.fori_loop(0, k, lambda i, y: y + 1.0, x))
+        x = jax.device_put(np.zeros(devices * nbytes // 4, np.float32), NamedSharding(mesh, P(axes)))
+        _programs.clear()  # one size at a time: the buffers can be large
+        _programs[key] = (fn, x)
+    fn, x = _programs[key]
+    k = int(min(max(TRAFFIC_PER_TIMING // (2 * nbytes), 2), 4096))
+    fn(x, jnp.int32(1)).block_until_ready()  # compile and fault the buffers in
+
+    def timed(kk: int) -> float:
+        t0 = time.perf_counter()
+        fn(x, jnp.int32(kk)).block_until_ready()
+        return time.perf_counter() - t0
+
+    # (t(2K) - t(K)) / K: the dispatch and sync of one call cancel out.
+    per_iter = [(timed(2 * k) - timed(k)) / k for _ in range(repeats)]
+    t = float(np.median(per_iter))
+    return {"kind": "device_copy", "busbw_Bps": nbytes / t if t > 0 else None, "bytes_per_device": nbytes,
+            "devices": devices, "iterations": k,
+            "what": f"each of the {devices} devices reading and writing {nbytes} B at once (x+1 in an XLA loop), "
+                    f"median of {repeats}"}
 
 
-def _timed_copy(dst, src) -> float:
-    t0 = time.perf_counter()
-    np.copyto(dst, src)
-    return time.perf_counter() - t0
-
-
-def ceiling(hardware: dict) -> dict | None:
-    """The bandwidth ceiling for this run's hardware, or None if the entry has none."""
-    if hardware.get("kind") == "cpu":
-        return host_copy_bandwidth()
+def link_roofline(hardware: dict, n_axes: int) -> dict | None:
+    """The book's bus-bandwidth roofline for a collective over ``n_axes`` torus axes (or behind
+    a switch), from the hardware entry; None where the entry has no link constants."""
     if hardware.get("interconnect") == "switch" and hardware.get("link_bw_unidir_Bps"):
-        return {"kind": "link", "Bps": float(hardware["link_bw_unidir_Bps"]),
-                "what": f"{hardware['name']} per-GPU NVLink egress (book constant)"}
+        bw = float(hardware["link_bw_unidir_Bps"])
+        return {"kind": "link", "busbw_Bps": bw, "what": f"{hardware['name']} per-GPU NVLink egress (book constant)"}
     if hardware.get("link_bw_bidir_Bps"):
-        return {"kind": "link", "Bps": float(hardware["link_bw_bidir_Bps"]),
-                "what": f"{hardware['name']} bidirectional ICI link bandwidth (book constant)"}
+        bw = float(hardware["link_bw_bidir_Bps"]) * max(n_axes, 1)
+        return {"kind": "link", "busbw_Bps": bw,
+                "what": f"{hardware['name']} bidirectional ICI link bandwidth x {max(n_axes, 1)} axis/axes (book)"}
     return None

@@ -1,6 +1,7 @@
 """What ran: the environment record and the hardware entry that matches the devices."""
 from __future__ import annotations
 
+import os
 import platform
 import socket
 
@@ -24,6 +25,7 @@ def environment(jax, devices) -> dict:
         "process_index": jax.process_index(),
         "host": socket.gethostname(),
         "platform": platform.platform(),
+        "malloc_env": {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")},
     }
 
 

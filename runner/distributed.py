@@ -62,14 +62,15 @@ class ProcessGroup:
     def pids(self) -> list[int]:
         return [w.process.pid for w in self.workers.values()]
 
-    def run(self, spec: dict, job_dir: Path, timeout_s: float) -> dict:
-        """Run one point in every process; the merged reply, or :class:`WorkerDied`."""
+    def run(self, spec: dict, job_dir: Path, timeout_s: float, kind: str = "measure", **extra) -> dict:
+        """Run one point (or a later round of it) in every process; the merged reply, or
+        :class:`WorkerDied`."""
         job_dir = Path(job_dir)
         first = self.start_s is None
         if first:
             self._start(job_dir)
         for w in self.workers.values():
-            w.submit(spec, job_dir)
+            w.submit(spec, job_dir, kind, extra)
         replies, problems = self._collect(job_dir, timeout_s)
         if problems:
             self.kill()

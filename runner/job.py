@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 import time
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
 from analysis.book.units import format_size
-from analysis.rundir import RESULT_NAME, result_name
+from analysis.rundir import RESULT_NAME, result_name, write_json_atomic
 from runner.errors import ConfigError, WorkerDied
 from runner.jaxenv import process_env
 from runner.pool import discard_worker, get_worker
@@ -25,25 +23,19 @@ from runner.spec import build_spec
 log = logging.getLogger("shardlab")
 
 
-def write_json_atomic(path: Path, data: dict) -> None:
-    """Write ``data`` to ``path`` via a temp file and a rename: never a half-written file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=1, default=str)
-    os.replace(tmp, path)
-
-
 def _job_dir() -> Path:
     from hydra.core.hydra_config import HydraConfig
 
     return Path(HydraConfig.get().runtime.output_dir)
 
 
-def run(cfg: DictConfig, job_dir: str | Path | None = None) -> dict:
+def run(cfg: DictConfig, job_dir: str | Path | None = None, rounds: int | None = None) -> dict:
     """Run the experiment ``cfg`` describes and write ``<job_dir>/result.json``.
 
-    ``job_dir`` defaults to Hydra's output folder for this job. Returns the result dict.
+    ``job_dir`` defaults to Hydra's output folder for this job. ``rounds`` (default
+    ``timing.rounds``) is how many timing rounds to run now, back to back; a sweep runs only
+    round 1 here and interleaves the rest across its points (:mod:`runner.rounds`).
+    Returns the result dict.
     """
     job_dir = Path(job_dir) if job_dir is not None else _job_dir()
     job_dir.mkdir(parents=True, exist_ok=True)
@@ -69,11 +61,19 @@ def run(cfg: DictConfig, job_dir: str | Path | None = None) -> dict:
             result.update(reply)
     if result["status"] == "ok":
         result["prediction"] = predict(result)
+        result["timing"]["seed"] = int(cfg.timing.seed)
     result["wall_s"] = time.perf_counter() - t0
     result["ended_at"] = time.time()
     # distributed=auto: every host runs this job; process 0 writes result.json, the others beside it
     index = (result.get("environment") or {}).get("process_index") or 0
     write_json_atomic(job_dir / result_name(index), result)
+    # With distributed=auto every host would have to join each later round; they run round 1 only.
+    if result["status"] == "ok" and index == 0 and spec["distributed"]["mode"] != "auto":
+        from runner.rounds import add_round
+
+        for r in range(2, (rounds or int(cfg.timing.rounds)) + 1):
+            add_round(job_dir, r, spec)
+        result = json.loads((job_dir / RESULT_NAME).read_text())
     _log_line(result, job_dir)
     return result
 

@@ -1,23 +1,30 @@
 """One sweep point, inside the worker process: mesh, program, compile, check, time, trace.
 
-``measure`` fills ``record`` as it goes, so a failure part-way still leaves what was
-learnt (the environment, the compile time, the HLO) in the job's result.json.
+:func:`measure` is a point's first round: everything, once (it fills ``record`` as it goes,
+so a failure part-way still leaves what was learnt in the job's result.json).
+:func:`retime` is a later round of the same point: the program again (its compile comes
+from JAX's persistent cache) and one more round of the *step* and *loop* timings, which
+the parent interleaves with the other points' rounds (:mod:`runner.rounds`).
 """
 from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import jax
 import numpy as np
 
 from analysis import trace as trace_analysis
+from analysis.book.collectives import BY_OP, busbw_factor, nccl_S_bytes
+from analysis.hlo import instruction_opcodes
 from analysis.rundir import HLO_COMPILED, HLO_DIR, HLO_LOWERED, TRACE_DIR
 from runner import meshes, programs, timing, tracing
-from runner.ceiling import ceiling
+from runner.ceiling import device_copy, link_roofline
 from runner.devices import environment, resolve_hardware
 from runner.memory import check_fits
+from runner.programs.loop import k_arg, loop_check, looped
 from runner.spec import check_against_devices
 
 
@@ -33,32 +40,29 @@ class Phases(dict):
             self[name] = self.get(name, 0.0) + time.perf_counter() - t0
 
 
-def measure(spec: dict, job_dir: Path, record: dict) -> None:
-    """Run ``spec``; write ``hlo/`` and ``trace/`` under ``job_dir``; fill ``record``."""
-    phase = record["phases_s"] = Phases()
+@dataclass
+class Point:
+    """A point ready to time: its program compiled, its inputs on the devices."""
+    mesh: jax.sharding.Mesh
+    mesh_axes: dict
+    prog: programs.Program
+    args: tuple
+    lowered: object
+    compiled: object
+    loop: object | None = None  # the compiled loop program (the loop estimator), if usable
+    loop_check: dict | None = None
+
+    def step(self):
+        return self.compiled(*self.args)
+
+
+def prepare(spec: dict, phase: Phases, record: dict | None = None) -> Point:
+    """Mesh, program, inputs and the compiled step (and loop) program of ``spec``."""
     with phase("setup"):
         devices = jax.devices()
-        record["environment"] = environment(jax, devices)
-        record["hardware"] = resolve_hardware(spec["hardware"], devices)
-        record["ceiling"] = ceiling(record["hardware"])
         mesh_axes = check_against_devices(spec, len(devices))  # last checks before device work
-        stats = jax.local_devices()[0].memory_stats() or {}  # None on the CPU backend: its devices use host memory
-        record["memory_estimate"] = check_fits(spec, mesh_axes, stats.get("bytes_limit"))
         mesh = meshes.build_mesh(mesh_axes, spec.get("distributed", {}).get("cross_process_axis"))
-        op = spec["op"]
         prog = programs.build(spec, mesh)
-    group = int(np.prod([mesh_axes[a] for a in op["axes"]]))
-    record["experiment"] = {
-        "op": op["name"], "expr": prog.expr, "axes": op["axes"], "size_bytes": op.get("size_bytes"),
-        "V_bytes": prog.V_bytes, "dtype": spec["dtype"], "group_size": group,
-        "num_groups": len(devices) // group,
-        "mesh": {"name": spec["mesh"]["name"], "axes": mesh_axes, "device_ids": mesh.device_ids.tolist()},
-        "hardware": record["hardware"]["name"],
-        **prog.extra,
-    }
-    record["experiment"]["placement"] = meshes.describe(mesh, op["axes"])  # which axes cross processes
-    record["process"] = meshes.process_info()
-
     with phase("input"):
         args = prog.make_input()
         args = args if isinstance(args, tuple) else (args,)  # a matmul takes two arrays
@@ -66,63 +70,175 @@ def measure(spec: dict, job_dir: Path, record: dict) -> None:
         lowered = prog.fn.lower(*args)
     with phase("compile"):
         compiled = lowered.compile()
+    point = Point(mesh, mesh_axes, prog, args, lowered, compiled)
+    if spec["timing"]["loop"]:
+        with phase("loop_compile"):
+            loop = looped(prog.fn, mesh).lower(args, k_arg(2)).compile()
+            point.loop_check = loop_check(compiled.as_text(), loop.as_text())
+            point.loop = loop if point.loop_check["ok"] else None
+    return point
+
+
+def time_round(point: Point, spec: dict, round_no: int, K: int | None = None) -> dict:
+    """One round of the *step* and *loop* estimators, with the machine's state."""
+    t = spec["timing"]
+    out = {"round": round_no, "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **timing.machine_state()}
+    faults0 = timing.minor_faults()
+    step = timing.time_step(point.step, t, meshes.agree)
+    steps_run = step["warmup_iters"] + len(step["samples_s"]) * t["iters_per_sample"]
+    out["page_faults_per_step"] = (timing.minor_faults() - faults0) / max(steps_run, 1)
+    out["step"] = {k: v for k, v in step.items() if k != "summary"}
+    if point.loop is not None:
+        K = K or timing.loop_K(step["summary"]["median_s"], t["loop_target_s"])
+        kk = k_arg(K)
+        out["loop"] = timing.time_loop(lambda: jax.block_until_ready(point.loop(point.args, kk)), K, t,
+                                       meshes.agree)
+    return out
+
+
+def measure(spec: dict, job_dir: Path, record: dict) -> None:
+    """Round 1 of ``spec``: write ``hlo/`` and ``trace/`` under ``job_dir``; fill ``record``."""
+    phase = record["phases_s"] = Phases()
+    with phase("setup"):
+        devices = jax.devices()
+        record["environment"] = environment(jax, devices)
+        record["hardware"] = resolve_hardware(spec["hardware"], devices)
+        mesh_axes = check_against_devices(spec, len(devices))
+        stats = jax.local_devices()[0].memory_stats() or {}  # None on the CPU backend: its devices use host memory
+        record["memory_estimate"] = check_fits(spec, mesh_axes, stats.get("bytes_limit"))
+    point = prepare(spec, phase)
+    op = spec["op"]
+    group = int(np.prod([point.mesh_axes[a] for a in op["axes"]]))
+    record["experiment"] = {
+        "op": op["name"], "expr": point.prog.expr, "axes": op["axes"], "size_bytes": op.get("size_bytes"),
+        "V_bytes": point.prog.V_bytes, "dtype": spec["dtype"], "group_size": group,
+        "num_groups": len(devices) // group,
+        "mesh": {"name": spec["mesh"]["name"], "axes": point.mesh_axes, "device_ids": point.mesh.device_ids.tolist()},
+        "hardware": record["hardware"]["name"],
+        **point.prog.extra,
+    }
+    record["experiment"]["placement"] = meshes.describe(point.mesh, op["axes"])  # which axes cross processes
+    record["process"] = meshes.process_info()
     record["compile"] = {"lower_s": phase["lower"], "compile_s": phase["compile"]}
     with phase("hlo_dump"):
-        hlo_dir = job_dir / HLO_DIR
-        hlo_dir.mkdir(parents=True, exist_ok=True)
+        (job_dir / HLO_DIR).mkdir(parents=True, exist_ok=True)
+        hlo_text = point.compiled.as_text()
         if jax.process_index() == 0:  # one copy per job; every process compiles the same program
-            (job_dir / HLO_LOWERED).write_text(lowered.as_text())
-            (job_dir / HLO_COMPILED).write_text(compiled.as_text())
+            (job_dir / HLO_LOWERED).write_text(point.lowered.as_text())
+            (job_dir / HLO_COMPILED).write_text(hlo_text)
     record["files"] = {"hlo_lowered": HLO_LOWERED, "hlo_compiled": HLO_COMPILED}
-
-    def step():
-        return compiled(*args)
 
     if spec["check_result"]:
         with phase("check"):
-            record["check"] = check(*meshes.comparable(step(), prog.reference()), spec["dtype"])
+            record["check"] = check(point.step(), point.prog.reference(), spec["dtype"])
         if not record["check"]["passed"]:
             raise AssertionError(f"result differs from the NumPy reference: {record['check']}")
+    else:
+        record["check"] = {"passed": None, "unchecked": True, "why": "check_result=false"}
 
     with phase("timing"):
-        record["timing"] = timing.time_step(step, spec["timing"], meshes.agree)
-    record["timing"]["wall_s"] = phase["timing"]
+        first = time_round(point, spec, 1)
+    record["timing"] = {"rounds": [first], "loop_check": point.loop_check,
+                        "seed": spec["timing"]["seed"]}
+    record["timing"].update(timing.summarise(record["timing"], spec["timing"], record["environment"]["backend"]))
+
+    with phase("ceiling"):
+        record["ceiling"] = ceiling(spec, record, point, group)
 
     if spec["trace"]["enabled"]:
         with phase("trace"):
-            captured = tracing.capture(step, meshes.trace_dir(job_dir / TRACE_DIR), spec["trace"])
+            captured = tracing.capture(point.step, meshes.trace_dir(job_dir / TRACE_DIR), spec["trace"])
         record["files"]["xplane"] = str(captured.pop("xplane").relative_to(job_dir))
         record["trace"] = captured
         record["trace"]["wall_s"] = phase["trace"]
         with phase("trace_parse"):
-            record["trace"].update(traced_vs_untraced(job_dir / record["files"]["xplane"],
-                                                      captured["wall_samples_s"],
-                                                      record["timing"]["summary"]["median_s"]))
+            ops = trace_analysis.device_ops(trace_analysis.read_xplane(job_dir / record["files"]["xplane"]))
+            names = target_instructions(hlo_text, op["name"], op.get("grad"))
+            record["timing"]["device"] = {"samples_s": trace_analysis.device_samples(ops, names),
+                                          "what": "the collective's device time" if names else "the program's device time",
+                                          "instructions": sorted(names) if names else None}
+            record["timing"].update(timing.summarise(record["timing"], spec["timing"], record["environment"]["backend"]))
+            record["trace"].update(perturbation(ops, captured["wall_samples_s"], record["timing"]))
 
 
-def check(got: np.ndarray, want: np.ndarray, dtype: str) -> dict:
-    """Compare against the NumPy reference, as nccl-tests' data check does.
+def retime(spec: dict, round_no: int, K: int | None) -> dict:
+    """A later round of a point measured before: its phases' seconds and the round."""
+    phase = Phases()
+    point = prepare(spec, phase)
+    with phase("timing"):
+        out = time_round(point, spec, round_no, K)
+    out["phases_s"] = dict(phase)
+    return out
 
-    Inputs are small integers, so float32 and integer results must match exactly; 16-bit
-    floats get a relative tolerance, for sums of many devices that leave their exact range.
+
+def target_instructions(hlo_text: str, op: str, grad: bool = False) -> set[str] | None:
+    """Names of the instructions of the collective a point measures (by opcode, whatever JAX
+    named them: an AllReduce is ``psum.7``); None for a matmul or a grad, timed whole."""
+    if op not in BY_OP or grad:
+        return None
+    hlo = BY_OP[op].hlo
+    opcodes = instruction_opcodes(hlo_text)
+    return {name for name, code in opcodes.items() if code in (hlo, f"{hlo}-start", f"{hlo}-done")} or None
+
+
+def ceiling(spec: dict, record: dict, point: Point, group: int) -> dict | None:
+    """The point's bus-bandwidth ceiling: measured device copies on CPU, the book's roofline
+    elsewhere (:mod:`runner.ceiling`); None for programs without a collective to hold to it."""
+    op = spec["op"]
+    if op["name"] not in BY_OP or op.get("grad") or group < 2:
+        return None
+    n_axes = sum(1 for a in op["axes"] if point.mesh_axes[a] > 1)
+    if record["hardware"].get("kind") == "cpu" or record["environment"]["backend"] == "cpu":
+        bus_bytes = nccl_S_bytes(op["name"], point.prog.V_bytes, group) * busbw_factor(op["name"], group)
+        return device_copy(point.mesh, int(bus_bytes))
+    return link_roofline(record["hardware"], n_axes)
+
+
+def perturbation(ops, traced_walls: list[float], t: dict) -> dict:
+    """What tracing did to the step, and how much of an untraced step the device spent.
+
+    ``profiler_slowdown`` = traced step / untraced step (both wall times of one blocked
+    step). ``dispatch_share`` = (step - device time) / step: the part of a step the device
+    did not spend on the program (the host's dispatch and sync), from the device estimator.
+    """
+    step = (t["estimators"].get("step") or {}).get("median_s")
+    device = (t["estimators"].get("device") or {}).get("median_s")
+    out = {"op_events": int(len(ops)), "traced_step_median_s": float(np.median(traced_walls))}
+    if step:
+        out["profiler_slowdown"] = out["traced_step_median_s"] / step
+        if device:
+            out["dispatch_share"] = (step - device) / step
+    if len(ops):
+        out["ops"] = trace_analysis.op_summary(trace_analysis.op_steps(ops)).to_dict(orient="records")
+    return out
+
+
+def check(got, want: np.ndarray, dtype: str) -> dict:
+    """Compare against the NumPy reference, as nccl-tests' data check does: every device's
+    shard (each copy of a replicated result) against the same slice of the reference.
+
+    Inputs are small integers whose sums the dtype holds exactly, so float32 and integer
+    results must match exactly; 16-bit floats get a relative tolerance of 1e-2.
     """
     tol = 1e-2 if dtype in ("bfloat16", "float16") else 0.0
+    pairs = meshes.shard_pairs(got, want) if hasattr(got, "addressable_shards") else [(None, np.asarray(got), want)]
+    worst, wrong, shards, shape = 0.0, [], 0, None
+    for device, g, w in pairs:
+        shards += 1
+        shape = list(g.shape) if shape is None else shape
+        err = _rel_error(g, w, tol)
+        if err is None or err > tol:
+            wrong.append(device)
+        worst = None if err is None or worst is None else max(worst, err)
+    return {"passed": not wrong and shards > 0, "max_rel_error": worst, "tolerance": tol, "shape": shape,
+            "shards_checked": shards, "wrong_devices": wrong}
+
+
+def _rel_error(got: np.ndarray, want: np.ndarray, tol: float) -> float | None:
+    """Largest relative error (None for a shape mismatch)."""
     if got.shape != want.shape:
-        return {"passed": False, "max_rel_error": None, "tolerance": tol, "shape": list(got.shape)}
+        return None
     if tol == 0.0 and np.array_equal(got, want):
-        err = 0.0
-    else:
-        g, w = got.astype(np.float32), want.astype(np.float32)
-        err = float(np.max(np.abs(g - w) / np.maximum(np.abs(w), 1.0))) if w.size else 0.0
-    return {"passed": bool(err <= tol), "max_rel_error": err, "tolerance": tol, "shape": list(got.shape)}
-
-
-def traced_vs_untraced(xplane: Path, traced_walls: list[float], untraced_median_s: float) -> dict:
-    """How much the profiler perturbed the step: traced times over the untraced median."""
-    ops = trace_analysis.device_ops(trace_analysis.read_xplane(xplane))
-    summary = trace_analysis.op_summary(trace_analysis.op_steps(ops)) if len(ops) else None
-    out = {"op_events": int(len(ops)), "traced_iter_median_s": float(np.median(traced_walls)),
-           "traced_iter_over_untraced": float(np.median(traced_walls) / untraced_median_s)}
-    if summary is not None:
-        out["ops"] = summary.to_dict(orient="records")
-    return out
+        return 0.0
+    g, w = got.astype(np.float32), want.astype(np.float32)
+    return float(np.max(np.abs(g - w) / np.maximum(np.abs(w), 1.0))) if w.size else 0.0

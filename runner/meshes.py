@@ -6,7 +6,7 @@ only its own shards, so four things change when a mesh spans processes:
 * the device array is built explicitly (:func:`build_mesh`), to say which axis crosses
   processes;
 * inputs are assembled from each process's own part of a host array (:func:`global_array`);
-* the result check compares only the shards this process holds (:func:`comparable`);
+* the result check compares only the shards this process holds (:func:`shard_pairs`);
 * every process must run the same number of steps, or one waits forever inside a collective:
   the timing loop's stop decisions are taken by process 0 and shared (:func:`agree`).
 
@@ -88,17 +88,15 @@ def global_array(host: np.ndarray, sharding) -> jax.Array:
     return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
 
 
-def comparable(got: jax.Array, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``got`` and the matching part of ``want`` as host arrays, for a result check.
+def shard_pairs(got: jax.Array, want: np.ndarray):
+    """``(device id, its shard, the same slice of want)`` for every shard this process holds.
 
-    A process can read only the shards on its own devices, so with several processes each
-    compares those (flattened, in shard order) against the same slices of the reference.
+    A replicated result has one shard per device, each a full copy: every copy is compared,
+    not just one (a collective that leaves 7 of 8 devices wrong must fail its check). With
+    several processes each compares the shards on its own devices.
     """
-    if got.is_fully_addressable:
-        return np.asarray(got), want
-    shards = got.addressable_shards
-    return (np.concatenate([np.asarray(s.data).ravel() for s in shards]),
-            np.concatenate([np.asarray(want[s.index]).ravel() for s in shards]))
+    for s in got.addressable_shards:
+        yield s.device.id, np.asarray(s.data), np.asarray(want[s.index])
 
 
 _decisions = itertools.count()

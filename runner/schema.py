@@ -58,19 +58,26 @@ class OpConf:
 
 @dataclass
 class TimingConf:
+    source: str = "auto"  # estimator the tables and fits use: auto | step | loop | device
+    rounds: int = 3  # rounds per point; a sweep interleaves them, shuffled, over its points
+    seed: int = 0  # of the rounds' shuffles and the intervals' bootstrap
     warmup_min_iters: int = 3
     warmup_max_s: float = 2.0
     min_iters: int = 10
     max_iters: int = 2000
-    target_rel_ci: float = 0.05  # stop once the median's 95% CI is within +-5% of it
-    budget_s: float = 3.0  # per sweep point, timed iterations only
+    target_rel_ci: float = 0.05  # stop a round once its median's 95% CI is within +-5% of it
+    budget_s: float = 1.0  # per point and round, timed iterations only
     iters_per_sample: int = 1
+    loop: bool = True  # also time the program repeated K times in one call (the loop estimator)
+    loop_target_s: float = 0.02  # K is chosen so one loop call takes about this long
+    loop_max_samples: int = 30
 
 
 @dataclass
 class TraceConf:
     enabled: bool = True
-    iters: int = 5
+    iters: int = 10
+    max_s: float = 2.0  # stop tracing after this long (at least 2 steps)
     python_tracer_level: int = 0
     host_tracer_level: Optional[int] = None  # None: per backend, see conf/config.yaml
 

@@ -26,6 +26,9 @@ from runner.schema import REPO_ROOT
 
 OPS = COLLECTIVES + ("matmul",)
 DISTRIBUTED_MODES = ("none", "local", "auto")
+# The largest integer each dtype holds exactly: sums of the small-integer inputs must stay
+# below it, or the NumPy check compares wrapped (int) or rounded (float) sums.
+EXACT_INT = {"int8": 127, "int32": 2**31 - 1, "float16": 2048, "bfloat16": 256, "float32": 2**24}
 
 
 def parse_size(value: Any, key: str = "op.size_bytes") -> int:
@@ -113,14 +116,19 @@ def _matmul_op(op: dict, axes: dict) -> dict:
 
 
 def _check_timing(timing: dict, trace: dict) -> None:
-    rules = [("timing.warmup_min_iters", timing["warmup_min_iters"] >= 1, ">= 1"),
+    rules = [("timing.source", timing["source"] in ("auto", "step", "loop", "device"), "auto, step, loop or device"),
+             ("timing.rounds", 1 <= timing["rounds"] <= 100, "from 1 to 100"),
+             ("timing.loop_target_s", 0 < timing["loop_target_s"] <= 10, "between 0 and 10 seconds"),
+             ("timing.loop_max_samples", 5 <= timing["loop_max_samples"] <= 10_000, "from 5 to 10000"),
+             ("timing.warmup_min_iters", timing["warmup_min_iters"] >= 1, ">= 1"),
              ("timing.min_iters", timing["min_iters"] >= 3, ">= 3"),
              ("timing.max_iters", timing["max_iters"] >= timing["min_iters"], ">= timing.min_iters"),
              ("timing.target_rel_ci", 0 < timing["target_rel_ci"] < 1, "between 0 and 1 (0.05 = +-5%)"),
              ("timing.budget_s", timing["budget_s"] > 0, "> 0 seconds"),
              # bounded: 2000 unblocked 8-device CPU all-gathers deadlocked XLA's rendezvous (jax 0.10)
              ("timing.iters_per_sample", 1 <= timing["iters_per_sample"] <= 64, "from 1 to 64"),
-             ("trace.iters", trace["iters"] >= 1, ">= 1"),
+             ("trace.iters", 1 <= trace["iters"] <= 10_000, "from 1 to 10000"),
+             ("trace.max_s", 0 < trace["max_s"] <= 3600, "between 0 and 3600 seconds"),
              ("trace.host_tracer_level", trace["host_tracer_level"] in (None, 0, 1, 2, 3), "null, 0, 1, 2 or 3"),
              ("trace.python_tracer_level", trace["python_tracer_level"] in (0, 1), "0 or 1")]
     for key, ok, allowed in rules:
@@ -155,12 +163,28 @@ def check_shapes(spec: dict, mesh_axes: dict[str, int]) -> None:
     p = shards(spec, mesh_axes)
     size = itemsize(spec["dtype"])
     elems = spec["op"]["size_bytes"] // size
+    if spec["op"]["name"] in ("reduce_scatter", "all_reduce") and spec.get("check_result", True):
+        sum_inputs(spec["dtype"], p)  # raises when the dtype cannot hold the checked sums
     need = p * p if spec["op"]["name"] == "all_to_all" else (1 if spec["op"]["name"] == "all_reduce" else p)
     if elems % need:
         raise ConfigError(
             f"op.size_bytes={spec['op']['size_bytes']}: {elems} {spec['dtype']} elements do not split over "
             f"{'x'.join(spec['op']['axes'])} ({p} devices); {spec['op']['name']} needs a multiple of {need} "
             f"elements, i.e. of {need * size} bytes")
+
+
+def sum_inputs(dtype: str, group: int) -> tuple[int, bool]:
+    """``(period, offset)`` of the small-integer inputs of a ReduceScatter or AllReduce over
+    ``group`` devices: device k holds ``base + k`` (``offset``) with ``base`` cycling through
+    ``0..period-1``, the largest choice whose sums ``dtype`` holds exactly. ConfigError when
+    not even 0s and 1s fit."""
+    limit = EXACT_INT[dtype]
+    for period, offset in ((7, True), (7, False), (2, False)):
+        if group * (period - 1) + (group * (group - 1) // 2 if offset else 0) <= limit:
+            return period, offset
+    raise ConfigError(f"dtype={dtype}: a sum over {group} devices can exceed {limit}, the largest integer "
+                      f"{dtype} holds exactly, so the result cannot be checked; use int32 or float32, a smaller "
+                      "group, or check_result=false")
 
 
 def check_against_devices(spec: dict, device_count: int) -> dict[str, int]:

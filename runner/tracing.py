@@ -34,11 +34,16 @@ def capture(step, trace_dir: Path, trace: dict) -> dict:
     before = set(trace_dir.glob("plugins/profile/*/*.xplane.pb"))
     jax.profiler.start_trace(str(trace_dir), profiler_options=options)
     walls = []
+    t_end = time.perf_counter() + trace["max_s"]
     try:
-        for _ in range(trace["iters"]):
+        # Up to trace.iters steps, but stop after trace.max_s (at least 2 steps): on CPU a
+        # traced 32 MiB step took 0.4 s against 13 ms untraced.
+        for i in range(trace["iters"]):
             t0 = time.perf_counter()
             step().block_until_ready()
             walls.append(time.perf_counter() - t0)
+            if i >= 1 and time.perf_counter() > t_end:
+                break
     finally:
         t_stop = time.perf_counter()
         jax.profiler.stop_trace()

@@ -62,6 +62,22 @@ def _output_to(log: Path):
         os.close(saved[1])
 
 
+@contextlib.contextmanager
+def _environ(env: dict):
+    """This process's environment with ``env`` added, for the duration (a spawned child
+    inherits it)."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def _serve(conn, env: dict, startup_log: str) -> None:
     """Worker main loop: start JAX once, then run the points sent over ``conn``."""
     if env.get(MODE_ENV) == "local":
@@ -72,7 +88,7 @@ def _serve(conn, env: dict, startup_log: str) -> None:
         try:
             jax = start_jax(env)
             from runner.errors import ConfigError
-            from runner.measure import measure
+            from runner.measure import measure, retime
         except Exception as exc:
             traceback.print_exc()
             conn.send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})
@@ -87,7 +103,7 @@ def _serve(conn, env: dict, startup_log: str) -> None:
             return
         if msg is None:
             return
-        spec, job_dir = msg
+        kind, spec, job_dir, extra = msg
         job_dir = Path(job_dir)
         record: dict = {}
         with _output_to(job_dir / log_name(index)):
@@ -97,8 +113,11 @@ def _serve(conn, env: dict, startup_log: str) -> None:
                     os.abort()  # test-only hook: lets the tests prove crash isolation
                 if os.environ.get(TEST_HANG_ENV) == str(spec["op"].get("size_bytes")):
                     time.sleep(1e6)  # test-only hook: a point that never ends, for timeout_s
-                measure(spec, job_dir, record)
-                reply = {"status": "ok", "record": record}
+                if kind == "retime":  # a later round: the round itself is the reply
+                    reply = {"status": "ok", "record": {}, "round": retime(spec, extra["round"], extra.get("K"))}
+                else:
+                    measure(spec, job_dir, record)
+                    reply = {"status": "ok", "record": record}
             except ConfigError as exc:
                 reply = {"status": "failed", "error_type": "ConfigError", "error": str(exc), "record": record}
             except Exception as exc:  # one point's failure must not end the sweep
@@ -123,19 +142,21 @@ class Worker:
         self._t_spawn = time.perf_counter()
         self._conn, child = ctx.Pipe()
         self.process = ctx.Process(target=_serve, args=(child, env, log), daemon=True, name="shardlab-worker")
-        self.process.start()
+        with _environ(env):  # settings read at process start (glibc's malloc) must be there at spawn
+            self.process.start()
         child.close()
 
     def alive(self) -> bool:
         return self.process.is_alive()
 
-    def run(self, spec: dict, job_dir: Path, timeout_s: float) -> dict:
-        """Send one point; return the worker's reply or raise :class:`WorkerDied`."""
+    def run(self, spec: dict, job_dir: Path, timeout_s: float, kind: str = "measure", **extra) -> dict:
+        """Send one point (``kind`` ``measure``: round 1, or ``retime``: a later round, with
+        ``round`` and ``K``); return the worker's reply or raise :class:`WorkerDied`."""
         log = Path(job_dir) / LOG_NAME
         first = self.start_s is None
         if first:  # wait for JAX to start; a point's timeout starts after that
             self.wait_ready(STARTUP_TIMEOUT_S)
-        self.submit(spec, job_dir)
+        self.submit(spec, job_dir, kind, extra)
         try:
             if not self._conn.poll(timeout_s):
                 self.kill()
@@ -165,10 +186,10 @@ class Worker:
                              f"start-up log:\n{_tail(self.startup_log)}")
         self.start_s = time.perf_counter() - self._t_spawn
 
-    def submit(self, spec: dict, job_dir: Path) -> None:
+    def submit(self, spec: dict, job_dir: Path, kind: str = "measure", extra: dict | None = None) -> None:
         """Send one point without waiting for it (see :meth:`receive`)."""
         try:
-            self._conn.send((spec, str(job_dir)))
+            self._conn.send((kind, spec, str(job_dir), extra or {}))
         except (ConnectionError, BrokenPipeError, OSError):
             pass  # the process is gone; receive() reports how it ended
 

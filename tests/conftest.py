@@ -55,7 +55,7 @@ def tiny_sweeps(tmp_path_factory) -> dict[str, Path]:
     import sys
 
     root = tmp_path_factory.mktemp("tiny_sweeps")
-    fast = ["timing.budget_s=0.2", "timing.min_iters=5", "timing.warmup_max_s=0.5", "trace.enabled=false"]
+    fast = ["timing.rounds=1", "timing.budget_s=0.2", "timing.min_iters=5", "timing.warmup_max_s=0.5", "trace.enabled=false"]
     dirs = {}
     for dtype in ("float32", "bfloat16"):
         dirs[dtype] = root / dtype

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from runner import run
 
-FAST = ["timing.budget_s=0.2", "timing.min_iters=5"]
+FAST = ["timing.rounds=1", "timing.budget_s=0.2", "timing.min_iters=5"]
 
 
 def small_sweep(root: Path, compose_cfg, sizes=("1KiB", "16KiB", "256KiB"), extra=()) -> Path:

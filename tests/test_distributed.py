@@ -19,7 +19,7 @@ from runner.jaxenv import MODE_ENV, NUM_PROCESSES_ENV, process_env
 from runner.errors import ConfigError
 from runner.spec import build_spec
 
-FAST = ["timing.budget_s=0.3", "timing.min_iters=5", "timing.warmup_max_s=0.5", "trace.iters=2"]
+FAST = ["timing.rounds=1", "timing.budget_s=0.3", "timing.min_iters=5", "timing.warmup_max_s=0.5", "trace.iters=2"]
 
 
 # --- config ------------------------------------------------------------------------------

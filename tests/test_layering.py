@@ -3,8 +3,8 @@ depth, so a lazy import cannot hide a circle):
 
 * ``analysis`` never imports ``runner``;
 * ``analysis.book`` imports nothing else of the project, and nothing heavy at module level;
-* ``runner`` takes from ``analysis`` only the book, the run-folder layout, the trace reader and
-  the timing statistics (and the report, once, at the end of a sweep);
+* ``runner`` takes from ``analysis`` only the book, the run-folder layout, the trace and HLO
+  readers and the timing statistics (and the report, once, at the end of a sweep);
 * no module imports itself back through others (no circles);
 * ``python -m runner`` starts without jax, pandas or matplotlib (they load in the worker and
   for the report).
@@ -21,7 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("runner", "analysis")
 HEAVY = ("jax", "jaxlib", "pandas", "matplotlib", "seaborn", "numpy")
-RUNNER_MAY_USE = ("analysis.book", "analysis.rundir", "analysis.trace", "analysis.stats")
+RUNNER_MAY_USE = ("analysis.book", "analysis.rundir", "analysis.trace", "analysis.hlo", "analysis.stats")
 RUNNER_REPORT_CALLER = "runner.callbacks"  # the end-of-sweep report
 
 

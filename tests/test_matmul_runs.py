@@ -13,8 +13,9 @@ from runner.matmul_plan import parse_matmul, plan
 from runner.errors import ConfigError
 from runner.spec import build_spec
 
-SMALL = ["op.dims.I=64", "op.dims.J=128", "op.dims.K=64", "timing.min_iters=3", "timing.budget_s=0.1",
-         "timing.warmup_min_iters=1", "trace.enabled=false"]
+DIMS = ["op.dims.I=64", "op.dims.J=128", "op.dims.K=64"]
+FAST = ["timing.min_iters=3", "timing.budget_s=0.1", "timing.warmup_min_iters=1", "timing.rounds=1"]
+SMALL = DIMS + FAST + ["trace.enabled=false"]
 
 
 def emitted(job_dir, result) -> list[str]:
@@ -40,7 +41,7 @@ def test_each_book_case_compiles_to_the_collectives_seen_here(compose_cfg, tmp_p
     # Equal dims, as in the sweep: with a small K XLA prefers to slice B and all-reduce the
     # (then smaller) product in case 2, which the report explains.
     square = ["op.dims.I=256", "op.dims.J=256", "op.dims.K=256"]
-    result = run(compose_cfg([f"op={case}", "mesh=xy_4x2", *square, *SMALL[3:]]), tmp_path)
+    result = run(compose_cfg([f"op={case}", "mesh=xy_4x2", *square, *FAST, "trace.enabled=false"]), tmp_path)
     assert result["status"] == "ok", result.get("error")
     assert result["check"]["passed"]
     assert emitted(tmp_path, result) == want
@@ -57,9 +58,9 @@ def test_each_book_case_compiles_to_the_collectives_seen_here(compose_cfg, tmp_p
     ("mm_q4", "matmul_then_allreduce", {"all-reduce"}),
 ])
 def test_every_strategy_matches_numpy(compose_cfg, tmp_path, op, strategy, kinds):
-    dims = ["op.dims.B=64", "op.dims.D=128", "op.dims.F=64"] if op == "mm_q4" else SMALL[:3]
+    dims = ["op.dims.B=64", "op.dims.D=128", "op.dims.F=64"] if op == "mm_q4" else DIMS
     result = run(compose_cfg([f"op={op}", f"op.strategy={strategy}", "mesh=x8" if op != "mm_case2" else "mesh=xy_4x2",
-                              *dims, *SMALL[3:]]), tmp_path)
+                              *dims, *FAST, "trace.enabled=false"]), tmp_path)
     assert result["status"] == "ok", result.get("error")
     assert result["check"] == {**result["check"], "passed": True, "max_rel_error": 0.0}
     assert {e.split(" over ")[0] for e in emitted(tmp_path, result)} == kinds
@@ -116,7 +117,7 @@ def test_question4_plans_slice_instead_of_gather():
 def test_report_holds_the_case_table(compose_cfg, tmp_path):
     for i, case in enumerate(["mm_case2", "mm_case3_scatter", "mm_case4_invalid"]):
         run(compose_cfg([f"op={case}", "mesh=xy_4x2", "op.dims.I=128", "op.dims.J=128", "op.dims.K=128",
-                         *SMALL[3:-1], "trace.iters=2"]), tmp_path / f"{i}_op={case}")
+                         *FAST, "trace.iters=2"]), tmp_path / f"{i}_op={case}")
     write_report(tmp_path)
     md = (tmp_path / "report" / "report.md").read_text()
     section = md[md.index("## Sharded matmuls"):]

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 SIZES = ["1KiB", "64KiB", "1MiB"]
-FAST = ["timing.budget_s=0.2", "timing.min_iters=5", "trace.iters=2"]
+FAST = ["timing.rounds=2", "timing.budget_s=0.2", "timing.min_iters=5", "trace.iters=2"]
 
 
 def _runner(*args, cwd):

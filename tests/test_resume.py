@@ -12,7 +12,7 @@ from omegaconf import OmegaConf, open_dict
 from runner import run
 from runner.progress import count_jobs
 
-FAST = ["timing.budget_s=0.2", "timing.min_iters=5", "trace.enabled=false"]
+FAST = ["timing.rounds=1", "timing.budget_s=0.2", "timing.min_iters=5", "trace.enabled=false"]
 
 
 def _sweep(out, repo_root, *extra):

@@ -13,7 +13,7 @@ from runner import run
 
 HLO_KIND = {"all_gather": "all-gather", "reduce_scatter": "reduce-scatter",
             "all_reduce": "all-reduce", "all_to_all": "all-to-all"}
-QUICK = ["timing.min_iters=5", "timing.budget_s=0.3", "trace.iters=3"]
+QUICK = ["timing.rounds=1", "timing.min_iters=5", "timing.budget_s=0.3", "trace.iters=3"]
 
 
 @pytest.mark.parametrize("op,mesh,axes,group", [
@@ -34,7 +34,8 @@ def test_each_collective_runs_checks_traces_and_dumps_hlo(compose_cfg, tmp_path,
     assert on_disk["environment"]["device_count"] == 8
     summary = on_disk["timing"]["summary"]
     assert summary["n"] >= 5 and summary["ci_low_s"] <= summary["median_s"] <= summary["ci_high_s"]
-    assert len(on_disk["timing"]["samples_s"]) == summary["n"]
+    assert sum(len(r["step"]["samples_s"]) for r in on_disk["timing"]["rounds"]) == summary["n"]
+    assert on_disk["timing"]["source"] == "step" and on_disk["timing"]["loop_check"]["ok"]
 
     colls = parse_collectives((tmp_path / on_disk["files"]["hlo_compiled"]).read_text(), num_devices=8)
     assert [c.kind for c in colls] == [HLO_KIND[op]]
@@ -48,7 +49,8 @@ def test_each_collective_runs_checks_traces_and_dumps_hlo(compose_cfg, tmp_path,
     # every device ran the collective once per traced iteration
     assert sorted(mine["device"].unique()) == list(range(8))
     assert len(mine) == 8 * 3
-    assert on_disk["trace"]["traced_iter_over_untraced"] > 0
+    assert on_disk["trace"]["profiler_slowdown"] > 0
+    assert len(on_disk["timing"]["device"]["samples_s"]) == 3  # one per traced step
 
 
 def test_bfloat16_all_reduce_is_exact_against_numpy(compose_cfg, tmp_path):

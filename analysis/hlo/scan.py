@@ -17,7 +17,7 @@ from analysis.book.collectives import HLO_OPCODES
 from analysis.hlo.lex import HloParseError, balance, close_bracket, parse_int, split_top, strip_comments
 from analysis.hlo.shapes import shape_end
 
-__all__ = ["KINDS", "Instr", "Module", "scan"]
+__all__ = ["KINDS", "Instr", "Module", "scan", "instruction_opcodes"]
 
 KINDS = HLO_OPCODES  # every collective opcode, from the book's table of collectives
 
@@ -51,6 +51,7 @@ class Module:
     global_defs: dict = field(default_factory=dict)  # name -> shape (names are module-unique)
     params: dict = field(default_factory=dict)  # comp -> {param: shape}, from its header
     instrs: list = field(default_factory=list)  # collective/async Instr, in text order
+    opcodes: dict = field(default_factory=dict)  # instruction name -> opcode, every instruction
 
 
 _RELEVANT = {k + suffix for k in KINDS for suffix in ("", "-start", "-done")} | {"async-start", "async-done"}
@@ -106,6 +107,7 @@ def _parse_instr(stmt: str, comp: str, mod: Module) -> None:
         if not om:
             raise HloParseError(f"no opcode in {stmt[:80]!r}")
         opcode = om.group(1)
+        mod.opcodes[name] = opcode
         mod.defs[(comp, name)] = shape
         mod.global_defs.setdefault(name, shape)
         if opcode in _RELEVANT:
@@ -174,3 +176,12 @@ def scan(text: str) -> list[Module]:
     if pending:
         _parse_instr(" ".join(pending), comp or "", mods[-1])
     return mods
+
+
+def instruction_opcodes(text: str) -> dict[str, str]:
+    """Every instruction's opcode by name (``{"psum.7": "all-reduce", "fusion.2": "fusion"}``):
+    what tells a collective from compute, whatever JAX named the instruction."""
+    out: dict[str, str] = {}
+    for mod in scan(text):
+        out.update(mod.opcodes)
+    return out

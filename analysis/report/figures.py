@@ -50,7 +50,7 @@ def time_vs_bytes(points: pd.DataFrame, curves: pd.DataFrame, path: Path, title:
 def bandwidth_vs_bytes(points: pd.DataFrame, curves: pd.DataFrame, crossovers: pd.DataFrame,
                        ceilings: pd.DataFrame, path: Path, title: str) -> Path:
     """Bus bandwidth against V, the model's curve, the latency/bandwidth crossover of each
-    family (dotted vertical) and the physical ceiling (dashed horizontal)."""
+    family (dotted vertical) and each point's ceiling (dashed grey, ``ceiling_busbw_Bps``)."""
     palette = dict(zip(points["family"].unique(), sns.color_palette("tab10")))
     fig, ax = plt.subplots(figsize=(8, 5.5))
     _draw(ax, points, curves, "busbw_Bps", palette)
@@ -59,9 +59,10 @@ def bandwidth_vs_bytes(points: pd.DataFrame, curves: pd.DataFrame, crossovers: p
         ax.axvline(row.V_bytes, color=color, linestyle=":", lw=1)
         ax.text(row.V_bytes, 0.02, f" crossover {row.label}", rotation=90, fontsize=7, va="bottom", ha="right",
                 color=color, transform=ax.get_xaxis_transform())
-    for row in ceilings.itertuples():
-        ax.axhline(row.Bps, color="black", linestyle="--", lw=1)
-        ax.text(0.01, row.Bps, row.label, fontsize=7, va="bottom", transform=ax.get_yaxis_transform())
+    for fam, c in ceilings.groupby("family", sort=False):
+        c = c.sort_values("V_bytes")
+        ax.plot(c["V_bytes"], c["ceiling_busbw_Bps"], color=palette.get(fam, "grey"), linestyle="--", lw=0.8,
+                alpha=0.6, label=f"{fam}: ceiling")
     _log_axes(ax, "bus bandwidth (B/s), nccl-tests convention")
     ax.set_title(title)
     ax.legend(fontsize=7, loc="lower right")

@@ -48,7 +48,7 @@ def write_report(root: str | Path, hardware: str | None = None) -> Path:
 def build(sweep: Sweep, out: Path) -> Report:
     """The report's blocks, figures saved under ``out``."""
     root, a = sweep.root, {"points": sweep.points, "fits": sweep.fits, "model_hw": sweep.model_hw,
-                           "model_source": sweep.model_source, "curves": sweep.curves}
+                           "model_source": sweep.model_source, "curves": sweep.curves, "left_out": sweep.left_out}
     s, pts = sweep.summary, sweep.points
     jobs = s.drop_duplicates("job")
     ok, failed = jobs[jobs["status"] == "ok"], jobs[jobs["status"] != "ok"]
@@ -68,17 +68,7 @@ def build(sweep: Sweep, out: Path) -> Report:
             "sizes": [f"{fmt_bytes(jobs['V_bytes'].min())} to {fmt_bytes(jobs['V_bytes'].max())}"]}))
 
     rep.heading("How these numbers were taken")
-    pert = pts["trace_over_untraced"].dropna()
-    pert_txt = (f"Across the points, the op time in the trace was {pert.median():.2g}x the untraced median "
-                f"(range {pert.min():.2g}x to {pert.max():.2g}x)" if len(pert) else "No trace was parsed")
-    rep.text("Times are medians of **untraced** iterations, each blocked before the next starts; the bars "
-             "show p10 to p90 and the 95% confidence interval of each median is in the tables. A few "
-             "iterations were then traced separately with `jax.profiler` to attribute time to HLO ops. "
-             f"{pert_txt}. The two measure different things: an untraced step includes JAX's dispatch "
-             "of the program and the wait for its result, which dominate the smallest messages (ratio "
-             "below 1), while the profiler's own bookkeeping slows the traced iterations (ratio above "
-             "1). That is why timings come from untraced iterations and the trace only says which op "
-             "the time went to.")
+    rep.text(measurement_text(pts if len(pts) else s[s["status"] == "ok"]))
 
     if len(pts):
         figs = _figures(a, out)
@@ -121,9 +111,17 @@ def _collective_sections(rep: Report, a: dict) -> None:
                 "alpha_beta_rel_rmse": "α-β rel. RMSE", "T_min_s": "T_min (s)", "W_Bps": "W (B/s)",
                 "book_rel_rmse": "book rel. RMSE", "crossover_bytes": "crossover V"}
         f["crossover_bytes"] = f.get("crossover_bytes", pd.Series(dtype=float)).map(fmt_bytes)
+        cols["note"] = "note"
         rep.table(f[[c for c in cols if c in f]].rename(columns=cols))
         rep.text("α-β: `T = α + V/β`. Book: `T = max(T_min·hops, c·V/W)` with the book's hops and factor c "
-                 "for each collective, so W is comparable across collectives. Residuals are relative.")
+                 "for each collective, so W is comparable across collectives. Errors are relative, as measured. "
+                 "A fit uses only the points of one regime: flagged points (above their ceiling, page-faulting) "
+                 "and points in another bandwidth regime (a cache edge) are left out, and a family needs 3 points.")
+        left = a.get("left_out")
+        if left is not None and len(left):
+            rep.text("Left out of the fits:")
+            rep.table(pd.DataFrame({"op": left["op"], "axes": left["axes"], "job": left["job"],
+                                    "V": left["V_bytes"].map(fmt_bytes), "why": left["reason"]}))
     else:
         rep.text("Too few successful points to fit.")
 
@@ -134,8 +132,9 @@ def _collective_sections(rep: Report, a: dict) -> None:
             "op": pts["op"], "axes": pts["axes"], "V": pts["V_bytes"].map(fmt_bytes), "time (s)": pts["time_s"],
             "95% CI": [f"{fmt(lo)} to {fmt(hi)}" for lo, hi in zip(pts["time_ci_low_s"], pts["time_ci_high_s"])],
             "busbw (B/s)": pts["busbw_Bps"], "of ceiling": pts["busbw_over_ceiling"], "model (s)": pts["model_time_s"], "regime": pts["model_regime"],
-            "measured/model": pts["measured_over_model"], "trace op (s)": pts["trace_op_time_s"],
-            "trace/untraced": pts["trace_over_untraced"], "noisy": pts["noisy"]})
+            "measured/model": pts["measured_over_model"], "step (s)": pts["step_time_s"],
+            "loop (s)": pts["loop_time_s"], "device (s)": pts["device_time_s"],
+            "flags": pts["flags"], "caveats": pts["caveats"]})
         rep.table(t)
         noisy = pts[pts["noisy"]]
         if len(noisy):
@@ -153,19 +152,56 @@ def _figures(a: dict, out: Path) -> list[tuple[Path, str]]:
         first = g.iloc[0]
         f = fits[(fits["op"] == first["op"]) & (fits["axes"] == first["axes"]) & (fits["mesh"] == first["mesh"])
                  & (fits["dtype"] == first["dtype"])] if "crossover_bytes" in fits else fits.iloc[0:0]
-        if len(f) and np.isfinite(f["crossover_bytes"].iloc[0]) and f["crossover_bytes"].iloc[0] > 0:
+        if len(f) and pd.notna(f["crossover_bytes"].iloc[0]) and f["crossover_bytes"].iloc[0] > 0:
             cross.append({"family": fam, "V_bytes": f["crossover_bytes"].iloc[0],
                           "label": fmt_bytes(f["crossover_bytes"].iloc[0])})
-    ceilings = []
-    for kind, g in pts.dropna(subset=["ceiling_busbw_Bps"]).groupby("ceiling_kind"):
-        value = g["ceiling_busbw_Bps"].median()  # one value per worker process; they agree closely
-        label = (f"ceiling: host copy bandwidth {fmt(g['ceiling_Bps'].iloc[0])} B/s shared by "
-                 f"{int(g['device_count'].iloc[0])} devices" if kind == "host_copy"
-                 else f"ceiling: {hw.name if hw else ''} link bandwidth x axes")
-        ceilings.append({"label": label, "Bps": value})
+    ceilings = pts.dropna(subset=["ceiling_busbw_Bps"])[["family", "V_bytes", "ceiling_busbw_Bps", "ceiling_kind"]]
     f2 = figures.bandwidth_vs_bytes(pts, cur, pd.DataFrame(cross, columns=["family", "V_bytes", "label"]),
-                                  pd.DataFrame(ceilings, columns=["label", "Bps"]), out / "bandwidth_vs_bytes.png", title)
+                                    ceilings, out / "bandwidth_vs_bytes.png", title)
     return [(f1, "Time per step against V (log-log): untraced medians with p10-p90 bars, the α-β fit "
                  "(dashed) and the book's model (solid)."),
-            (f2, "Bus bandwidth against V, the model's curve, and where each family turns from "
-                 "latency-bound to bandwidth-bound (dotted).")]
+            (f2, "Bus bandwidth against V, the model's curve, where each family turns from latency-bound to "
+                 "bandwidth-bound (dotted), and each point's ceiling (dashed grey; on CPU measured at the "
+                 "point's own size, so caches show).")]
+
+
+ESTIMATOR_WORDS = {
+    "step": "the wall time of one blocked step (what a caller sees, the host's dispatch and sync included)",
+    "loop": "the program repeated K times in one call, per repetition (dispatch paid once per K)",
+    "device": "the devices' own op times from the profiler trace",
+}
+
+
+def measurement_text(pts: pd.DataFrame) -> str:
+    """How the numbers in the tables were taken: the estimator, rounds, intervals, and what
+    the other estimators and the trace showed."""
+    if not len(pts):
+        return "No point succeeded."
+    src = pts["source"].dropna().mode()
+    src = src.iloc[0] if len(src) else "step"
+    rounds = pts["time_rounds"].dropna()
+    parts = [f"Times are the **{src}** estimator: {ESTIMATOR_WORDS.get(src, src)}."]
+    if len(rounds):
+        parts.append(f"Each point was timed in {int(rounds.max())} round(s), interleaved across the sweep in a shuffled "
+                     "order; its median is the median of the rounds' medians, and its 95% interval a bootstrap "
+                     "over rounds and samples, so it covers drift between rounds, not only one stretch of noise. "
+                     f"{int(pts['rounds_disagree'].sum())} point(s) had rounds whose own intervals do not overlap.")
+    floor = pts["dispatch_floor_s"].dropna()
+    if len(floor):
+        small = pts.loc[pts["V_bytes"] == pts["V_bytes"].min(), "dispatch_floor_s"].dropna()
+        parts.append(f"Beside it: *loop* per repetition, and the dispatch floor *step - loop* "
+                     f"({fmt(float(small.median()) * 1e6) if len(small) else '?'} us at the smallest V).")
+    slow = pts["profiler_slowdown"].dropna()
+    if len(slow):
+        parts.append(f"The *device* estimator comes from the traced steps; tracing slowed a step {slow.median():.2g}x "
+                     f"(range {slow.min():.2g}x to {slow.max():.2g}x: traced step / untraced step)"
+                     + (", which is why on CPU the step, not the trace, is timed." if src == "step" else "."))
+    share = pts["dispatch_share"].dropna()
+    if len(share):
+        parts.append(f"Dispatch share (step - device) / step: median {share.median():.0%}.")
+    faults = pts["page_faults_per_step"].dropna()
+    if len(faults):
+        parts.append(f"Minor page faults per step: median {faults.median():.0f}, largest {faults.max():.0f} "
+                     "(the worker runs with a malloc that keeps large buffers; a point faulting in more than 5% "
+                     "of the bytes it moves is flagged).")
+    return " ".join(parts)

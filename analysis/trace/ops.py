@@ -77,3 +77,25 @@ def op_summary(steps: pd.DataFrame) -> pd.DataFrame:
     return g.agg(iterations=("iteration", "count"), devices=("devices", "max"),
                  op_time_s=("op_time_s", "median"), device_time_s=("device_time_s", "median"),
                  arrival_skew_s=("arrival_skew_s", "median")).reset_index()
+
+
+def device_samples(ops: pd.DataFrame, names: set[str] | None = None) -> list[float]:
+    """The *device* estimator's samples: one per traced step, the median over devices of that
+    device's time in seconds.
+
+    With ``names`` (the instructions of one collective), a device's time is the sum of those
+    ops' durations in the step; without, it is the union of all its op intervals in the step
+    (a whole program, its idle gaps left out). Step k is the k-th execution of each op.
+    """
+    from analysis.trace.overlap import merge_intervals, total_length
+
+    sub = ops if names is None else ops[ops["hlo_op"].isin(names)]
+    if sub.empty:
+        return []
+    if names is not None:
+        per = sub.groupby(["iteration", "device"])["duration_ns"].sum()
+    else:
+        per = sub.groupby(["iteration", "device"]).apply(
+            lambda g: total_length(merge_intervals(g["start_ns"], g["end_ns"])), include_groups=False)
+    per_step = per.groupby(level="iteration").median()
+    return [float(v) * 1e-9 for v in per_step.sort_index()]

@@ -6,6 +6,11 @@ collective intervals and its compute intervals separately (so overlapping ops of
 are not counted twice) and measures their intersection. An asynchronous collective shows in
 a trace as a ``*-start`` and a ``*-done`` op; the data is in flight from the start of the
 one to the end of the other, so that whole span counts as collective time.
+
+Collectives are told from compute by their HLO opcode (``opcodes``, from
+:func:`analysis.hlo.instruction_opcodes` of the compiled module), never by the
+instruction's name alone: JAX names an AllReduce ``psum.7``. Without the HLO, names that
+start with a collective opcode are the fallback.
 """
 from __future__ import annotations
 
@@ -15,17 +20,23 @@ import numpy as np
 import pandas as pd
 
 from analysis.book.collectives import HLO_OPCODES as COLLECTIVE_KINDS
+
 _KIND_RE = re.compile(r"^(%s)(-start|-done)?(\.|$)" % "|".join(re.escape(k) for k in COLLECTIVE_KINDS))
+_OPCODE_RE = re.compile(r"^(%s)(-start|-done)?$" % "|".join(re.escape(k) for k in COLLECTIVE_KINDS))
 
 
-def _match(hlo_op: str):
-    # Instruction names follow the opcode with '-' or '_' (all-gather.3, all_gather.3 on CPU).
-    return _KIND_RE.match(str(hlo_op).replace("_", "-"))
+def _match(hlo_op: str, opcodes: dict[str, str] | None = None):
+    """(collective kind, ``-start``/``-done``/None) of an op, or None for compute."""
+    if opcodes is not None and hlo_op in opcodes:
+        m = _OPCODE_RE.match(opcodes[hlo_op])
+    else:  # names follow the opcode with '-' or '_' (all-gather.3, all_gather.3 on CPU)
+        m = _KIND_RE.match(str(hlo_op).replace("_", "-"))
+    return (m.group(1), m.group(2)) if m else None
 
 
-def op_kind(hlo_op: str) -> str:
+def op_kind(hlo_op: str, opcodes: dict[str, str] | None = None) -> str:
     """``collective`` for a collective HLO op (sync or async half), else ``compute``."""
-    return "collective" if _match(hlo_op) else "compute"
+    return "collective" if _match(hlo_op, opcodes) else "compute"
 
 
 def merge_intervals(starts, ends) -> np.ndarray:
@@ -63,16 +74,16 @@ def intersection_length(a: np.ndarray, b: np.ndarray) -> float:
     return total
 
 
-def collective_spans(ops: pd.DataFrame) -> pd.DataFrame:
+def collective_spans(ops: pd.DataFrame, opcodes: dict[str, str] | None = None) -> pd.DataFrame:
     """Collective ops of one device as ``start_ns, end_ns`` spans; each ``X-start`` is paired
     with the next ``X-done`` of the same kind, the span covering both."""
     rows = []
     pending: dict[str, list[float]] = {}
     for r in ops.sort_values("start_ns", kind="stable").itertuples():
-        m = _match(r.hlo_op)
+        m = _match(r.hlo_op, opcodes)
         if not m:
             continue
-        kind, half = m.group(1), m.group(2)
+        kind, half = m
         if half == "-start":
             pending.setdefault(kind, []).append(r.start_ns)
         elif half == "-done" and pending.get(kind):
@@ -84,14 +95,14 @@ def collective_spans(ops: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["start_ns", "end_ns"])
 
 
-def overlap_by_device(ops: pd.DataFrame) -> pd.DataFrame:
+def overlap_by_device(ops: pd.DataFrame, opcodes: dict[str, str] | None = None) -> pd.DataFrame:
     """Per device: ``collective_s``, ``compute_s``, ``overlap_s`` (collective time during
     which the device also computed) and ``overlap_frac`` = overlap_s / collective_s."""
     rows = []
     for device, g in ops.groupby("device"):
-        kinds = g["hlo_op"].map(op_kind)
+        kinds = g["hlo_op"].map(lambda name: op_kind(name, opcodes))
         comp = merge_intervals(g.loc[kinds == "compute", "start_ns"], g.loc[kinds == "compute", "end_ns"])
-        spans = collective_spans(g[kinds == "collective"])
+        spans = collective_spans(g[kinds == "collective"], opcodes)
         coll = merge_intervals(spans["start_ns"], spans["end_ns"])
         coll_ns, over_ns = total_length(coll), intersection_length(coll, comp)
         rows.append({"device": device, "collective_s": coll_ns * 1e-9, "compute_s": total_length(comp) * 1e-9,
@@ -99,10 +110,10 @@ def overlap_by_device(ops: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["device", "collective_s", "compute_s", "overlap_s", "overlap_frac"])
 
 
-def overlap_summary(ops: pd.DataFrame) -> dict:
+def overlap_summary(ops: pd.DataFrame, opcodes: dict[str, str] | None = None) -> dict:
     """Median over devices of :func:`overlap_by_device`, per traced iteration where the
     trace holds several (``iterations``: executions of the program's first op)."""
-    per = overlap_by_device(ops)
+    per = overlap_by_device(ops, opcodes)
     if not len(per):
         return {}
     iters = int(ops.groupby("device")["iteration"].max().min()) + 1 if "iteration" in ops and len(ops) else 1

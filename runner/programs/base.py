@@ -18,8 +18,8 @@ class Program:
     extra: dict = field(default_factory=dict)  # op-specific facts for result.json's experiment
 
 
-def small_ints(n: int, dtype) -> np.ndarray:
-    """``n`` values 0..6 repeated, as ``dtype``."""
-    # 0..6 repeated: small integers keep every sum exact. np.tile then a slice: 25x faster
-    # than np.resize at 64 MiB (13 ms vs 0.32 s), which every large sweep point paid.
-    return np.tile(np.arange(7, dtype=dtype), -(-n // 7))[:n]
+def small_ints(n: int, dtype, period: int = 7) -> np.ndarray:
+    """``n`` values 0..period-1 repeated, as ``dtype``."""
+    # Small integers keep every sum exact. np.tile then a slice: 25x faster than np.resize at
+    # 64 MiB (13 ms vs 0.32 s), which every large sweep point paid.
+    return np.tile(np.arange(period, dtype=dtype), -(-n // period))[:n]

@@ -16,6 +16,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from runner.meshes import global_array
 from runner.programs.base import Program, small_ints
+from runner.spec import sum_inputs
 
 
 def build(op: str, axes: list[str], mesh: jax.sharding.Mesh, size_bytes: int, dtype: str) -> Program:
@@ -40,11 +41,13 @@ def build(op: str, axes: list[str], mesh: jax.sharding.Mesh, size_bytes: int, dt
         fn = sharded(lambda x: jax.lax.all_gather(x, ax, tiled=True), P(ax), P())
         return Program(f"AllGather_{sub}(A[I_{sub}]) -> A[I]", fn, placed(host, P(ax)), lambda: host, size_bytes)
     if op in ("reduce_scatter", "all_reduce"):
-        # Device k of the group holds its own V bytes of partial sums: block k of the input.
-        base = small_ints(elems, np_dtype)
-        blocks = base[None, :] + np.arange(p, dtype=np_dtype)[:, None]
-        total = small_ints(elems, np.int64) * p + p * (p - 1) // 2  # sum over k of (base + k)
-        total = total.astype(np_dtype)
+        # Device k of the group holds its own V bytes of partial sums: block k of the input,
+        # small integers whose sum the dtype holds exactly (see runner.spec.sum_inputs).
+        period, offset = sum_inputs(dtype, p)
+        base = small_ints(elems, np.int64, period)
+        k = np.arange(p, dtype=np.int64)[:, None] if offset else np.zeros((p, 1), np.int64)
+        blocks = (base[None, :] + k).astype(np_dtype)
+        total = (base * p + int(k.sum())).astype(np_dtype)  # sum over devices of (base + k)
         if op == "reduce_scatter":
             fn = sharded(lambda x: jax.lax.psum_scatter(x, ax, scatter_dimension=0, tiled=True), P(ax), P(ax))
             expr = f"ReduceScatter_{{{sub},I}}(A[I]{{U_{sub}}}) -> A[I_{sub}]"
