@@ -20,16 +20,19 @@ import numpy as np
 import pandas as pd
 
 from analysis.book.hardware import hardware_dir, load_hardware
-from analysis.fit import fit_max_model
+from analysis.fit import MIN_POINTS, fit_max_model, regime_break
 from analysis.predictions import unit_terms
 
 CALIBRATION_COLUMNS = ["op", "n_axes", "W_Bps", "T_min_s", "rel_rms_error", "n_points", "V_min_bytes",
-                       "V_max_bytes", "meshes"]
+                       "V_max_bytes", "meshes", "left_out"]
+WARN_REL_ERROR = 0.25  # calibrate warns when the fitted model stays further than this from the medians
 
 
 def calibration_table(points: pd.DataFrame, base: str) -> pd.DataFrame:
     """One row per (op, n_axes) with the fitted ``W_Bps``, ``T_min_s`` and their relative
-    RMS error over the ``n_points`` medians (families with fewer than 2 points are skipped).
+    RMS error over the ``n_points`` medians. As in the sweep's fits, flagged points and points
+    in another bandwidth regime are left out (``left_out`` says which and why), groups with
+    fewer than 3 points are skipped, and a group with no bandwidth-bound point is too.
 
     ``points`` are a sweep's ok target rows (:func:`analysis.report.target_points`);
     ``base`` is the hardware (name or YAML path) whose topology rules give the unit terms.
@@ -38,12 +41,24 @@ def calibration_table(points: pd.DataFrame, base: str) -> pd.DataFrame:
     pts = pts.dropna(subset=["time_s", "latency_unit", "bandwidth_unit"])
     rows = []
     for (op, k), g in pts.groupby(["op", "n_axes"], sort=True):
-        if len(g) < 2:
+        flagged = g["flags"].fillna("").astype(str).ne("") if "flags" in g else pd.Series(False, index=g.index)
+        left = [f"{r.job}: {r.flags}" for r in g[flagged].itertuples()]
+        g = g[~flagged]
+        if len(g) < MIN_POINTS:
             continue
         fit = fit_max_model(g["time_s"], g["latency_unit"], g["bandwidth_unit"])
+        brk = regime_break(g["V_bytes"], g["time_s"], g["bandwidth_unit"], g["latency_unit"], fit["T_min_s"],
+                           fit["W_Bps"])
+        if brk is not None and (~brk[0]).sum() >= MIN_POINTS:
+            left += [f"{r.job}: {brk[1]}" for r in g[brk[0]].itertuples()]
+            g = g[~brk[0]]
+            fit = fit_max_model(g["time_s"], g["latency_unit"], g["bandwidth_unit"])
+        if not math.isfinite(fit["W_Bps"]):
+            continue  # every point latency-bound: no W to write
         rows.append({"op": op, "n_axes": int(k), "W_Bps": fit["W_Bps"], "T_min_s": fit["T_min_s"],
                      "rel_rms_error": fit["rel_rmse"], "n_points": len(g), "V_min_bytes": g["V_bytes"].min(),
-                     "V_max_bytes": g["V_bytes"].max(), "meshes": ", ".join(sorted(set(g["mesh_axes"].astype(str))))})
+                     "V_max_bytes": g["V_bytes"].max(), "meshes": ", ".join(sorted(set(g["mesh_axes"].astype(str)))),
+                     "left_out": "; ".join(left)})
     return pd.DataFrame(rows, columns=CALIBRATION_COLUMNS)
 
 
@@ -60,10 +75,6 @@ def base_entry_path(base: str) -> Path:
     return path if path.suffix in (".yaml", ".yml") and path.is_file() else hardware_dir() / f"{base}.yaml"
 
 
-def _float(x: float) -> float:
-    return float(x) if math.isfinite(x) else (math.inf if x > 0 else -math.inf)
-
-
 def hardware_entry(base_raw: dict, name: str, table: pd.DataFrame, source: str) -> dict:
     """The new hardware entry as a plain dict, ready for YAML.
 
@@ -73,14 +84,14 @@ def hardware_entry(base_raw: dict, name: str, table: pd.DataFrame, source: str) 
     switch, where the model's W is one GPU's egress (``link_bw_unidir_Bps``).
     """
     head = headline_fit(table)
-    W, t_min = _float(head["W_Bps"]), _float(head["T_min_s"])
+    W, t_min = float(head["W_Bps"]), float(head["T_min_s"])
     switch = base_raw.get("interconnect") == "switch"
     entry = dict(base_raw)
     entry.update(name=name, device_kinds=[],
                  link_bw_unidir_Bps=W if switch else W / 2, link_bw_bidir_Bps=2 * W if switch else W,
                  hop_latency_s=t_min, source=source,
-                 calibrated=[{"op": str(r.op), "n_axes": int(r.n_axes), "link_bw_bidir_Bps": _float(r.W_Bps),
-                              "hop_latency_s": _float(r.T_min_s), "rel_rms_error": float(r.rel_rms_error),
+                 calibrated=[{"op": str(r.op), "n_axes": int(r.n_axes), "link_bw_bidir_Bps": float(r.W_Bps),
+                              "hop_latency_s": float(r.T_min_s), "rel_rms_error": float(r.rel_rms_error),
                               "n_points": int(r.n_points)} for r in table.itertuples()])
     return entry
 

@@ -50,15 +50,20 @@ def fit_max_model(time_s, latency_unit, bandwidth_unit) -> dict:
     order = np.argsort(B)
     T, L, B = T[order], L[order], B[order]
     logT = np.log(T)
-    best = None
+    fits = []
     for k in range(len(T) + 1):
         t_min = math.exp(np.mean(logT[:k] - np.log(L[:k]))) if k else 0.0
         W = math.exp(np.mean(np.log(B[k:]) - logT[k:])) if k < len(T) else math.inf
         pred = np.maximum(t_min * L, B / W)
         err = float(np.sum((np.log(pred) - logT) ** 2)) if np.all(pred > 0) else math.inf
-        if best is None or err < best[0]:
-            best = (err, t_min, W, pred)
-    _, t_min, W, pred = best
+        fits.append((err, t_min, W, pred))
+    # Points on the corner fit either regime equally: among equal errors prefer no latency
+    # term or no bandwidth term at all over one fitted to a single corner point, so pure
+    # latency data gives no W (not a W from its largest point) and pure bandwidth data T_min 0.
+    least = min(f[0] for f in fits)
+    tied = [k for k, f in enumerate(fits) if f[0] <= least * (1 + 1e-9) + 1e-300]
+    pick = len(T) if len(T) in tied else 0 if 0 in tied else tied[0]
+    _, t_min, W, pred = fits[pick]
     rel = np.empty_like(T)
     rel[order] = pred / T - 1
     return {"T_min_s": t_min, "W_Bps": W, "rel_rmse": float(np.sqrt(np.mean(rel**2))),
@@ -120,15 +125,16 @@ def fit_table(points: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             rows.append(dict(row, note=f"too few points ({len(g)}; a fit needs {MIN_POINTS})"))
             continue
         has_units = g[["latency_unit", "bandwidth_unit"]].notna().all().all()
-        if has_units:
+        for _ in range(3 if has_units else 0):  # a refit can show more of the other regime
             mm = fit_max_model(g["time_s"], g["latency_unit"], g["bandwidth_unit"])
             brk = regime_break(g["V_bytes"], g["time_s"], g["bandwidth_unit"], g["latency_unit"], mm["T_min_s"],
                                mm["W_Bps"])
-            if brk is not None and (~brk[0]).sum() >= MIN_POINTS:
-                mask, why = brk
-                left += [dict(fam, job=r.job, V_bytes=r.V_bytes, reason=why) for r in g[mask].itertuples()]
-                g = g[~mask]
-                row.update(n_points=len(g), V_min_bytes=g["V_bytes"].min(), V_max_bytes=g["V_bytes"].max())
+            if brk is None or (~brk[0]).sum() < MIN_POINTS:
+                break
+            mask, why = brk
+            left += [dict(fam, job=r.job, V_bytes=r.V_bytes, reason=why) for r in g[mask].itertuples()]
+            g = g[~mask]
+            row.update(n_points=len(g), V_min_bytes=g["V_bytes"].min(), V_max_bytes=g["V_bytes"].max())
         ab = fit_alpha_beta(g["V_bytes"], g["time_s"])
         row.update(alpha_s=ab["alpha_s"], beta_Bps=ab["beta_Bps"] if math.isfinite(ab["beta_Bps"]) else None,
                    alpha_beta_rel_rmse=ab["rel_rmse"], note="")

@@ -73,6 +73,9 @@ def book_recipe(row: dict, hw: Hardware | None) -> dict:
     has_links = hw is not None and hw.link_bw_bidir_Bps is not None and hw.hop_latency_s is not None
     out["T_comms_s"] = p.T_comms_s if has_links else np.nan
     out["T_math_s"] = p.T_math_s if (hw is not None and p.C_flops_per_s) else np.nan
+    # T_math = FLOPs / (d * C): d is the devices the product is split over, fewer than the
+    # mesh's when the recipe gathers an input and every device of an axis repeats the work
+    out["work_devices"], out["flops"], out["C_flops_per_s"] = p.devices, p.flops, p.C_flops_per_s
     out["bound_s"] = np.nanmax([out["T_math_s"], out["T_comms_s"]]) if has_links and p.T_math_s else np.nan
     out["serial_s"] = out["T_math_s"] + out["T_comms_s"]
     return out
@@ -115,7 +118,8 @@ def case_table(jobs: pd.DataFrame, hw: Hardware | None) -> pd.DataFrame:
             "case": book.get("case"), "book prescribes": ", ".join(book.get("prescribed", [])) or "none",
             "HLO has": _counted(r["emitted"]) if r["status"] == "ok" else "",
             "match": mark, "why": why or _text(r.get("error"))[:200],
-            "time (s)": r.get("time_s"), "T_math (s)": book.get("T_math_s"), "T_comms (s)": book.get("T_comms_s"),
+            "time (s)": r.get("time_s"), "d": book.get("work_devices"), "T_math (s)": book.get("T_math_s"),
+            "T_comms (s)": book.get("T_comms_s"),
             "max (s)": book.get("bound_s"), "sum (s)": book.get("serial_s"),
             "FLOP/s": r.get("flops_per_s"),
             "trace: collective overlapped": r.get("trace_overlap_frac"),

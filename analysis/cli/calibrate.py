@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import re
+import sys
 from pathlib import Path
 
 from analysis.cli.options import fail
@@ -52,7 +53,8 @@ def main(args: argparse.Namespace) -> int:
         return fail(f"base hardware {base_hw.name!r} names no interconnect; pick one with --base (e.g. cpu)")
     table = calibrate.calibration_table(points, base)
     if not len(table):
-        return fail(f"{args.dir}: no collective has 2 or more successful points to fit")
+        return fail(f"{args.dir}: no collective has 3 or more usable points to fit (flagged points and points "
+                    "in another bandwidth regime are left out; every point latency-bound gives no W)")
 
     out = args.out or hardware_dir() / f"{args.name}.yaml"
     if out.is_file() and "calibrated" not in (yaml.safe_load(out.read_text()) or {}):
@@ -78,7 +80,15 @@ def main(args: argparse.Namespace) -> int:
     for r in table.itertuples():
         print(f"{r.op:<15} {r.n_axes:>4} {fmt(r.W_Bps):>10} {fmt(r.T_min_s):>10} {fmt(r.rel_rms_error):>8} "
               f"{r.n_points:>6}")
+    for r in table.itertuples():
+        if r.left_out:
+            print(f"left out of {r.op} over {r.n_axes} axis/axes: {r.left_out}")
     print(f"wrote {out}")
+    for r in table.itertuples():
+        if r.rel_rms_error > calibrate.WARN_REL_ERROR:
+            print(f"warning: the fitted model stays {r.rel_rms_error:.0%} (relative RMS) from the {r.op} medians over "
+                  f"{r.n_axes} axis/axes; its W and T_min describe those points poorly (noisy rounds, or a "
+                  "regime the book's max() form does not have)", file=sys.stderr)
     return 0
 
 

@@ -35,7 +35,7 @@ def add_matmul_section(rep: Report, summary: pd.DataFrame, model_hw: Hardware | 
     rep.text("Each row: the expression in the book's notation, the strategy that ran, the book's case and "
              "the collectives it prescribes, the collectives XLA emitted in the compiled HLO (with the "
              "mesh axes their replica groups span), and **DIFFERS** with the reason where the two disagree. "
-             "Times are untraced medians; T_math = FLOPs / (devices x C), T_comms from the book's collective "
+             "Times are untraced medians; T_math = FLOPs / (d x C), d (its own column) being the devices the book's recipe splits the product over (fewer than the mesh's where it gathers an input, so that every device of that axis repeats the work), T_comms from the book's collective "
              "formulas; the book's bound is their max (overlapped) and the serial cost their sum, both for the book's prescribed "
              "recipe (not for the strategy that ran, whose own cost the measured time shows). The last "
              "column is the share of collective time during which the same device was also computing, "

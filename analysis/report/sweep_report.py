@@ -6,7 +6,6 @@ lays out blocks (sections of other analyzers live beside it in this package).
 """
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from analysis.report.claims_section import add_claims_section
 from analysis.report.document import Report, fmt
 from analysis.report.matmul_section import add_matmul_section
 from analysis.report.processes_section import add_processes_section
-from analysis.rundir import FIT_NAME, REPORT_DIR, SUMMARY_NAME
+from analysis.rundir import FIT_NAME, REPORT_DIR, SUMMARY_NAME, write_json_atomic
 from analysis.sweep import Sweep, load_sweep
 
 
@@ -30,11 +29,12 @@ def write_report(root: str | Path, hardware: str | None = None) -> Path:
     t0 = time.perf_counter()
     sweep = load_sweep(root, hardware)
     sweep.summary.to_csv(root / SUMMARY_NAME, index=False)
-    (root / FIT_NAME).write_text(json.dumps({
-        "fits": sweep.fits.replace({np.inf: None}).to_dict(orient="records"),
+    write_json_atomic(root / FIT_NAME, {
+        "fits": sweep.fits.astype(object).where(sweep.fits.notna(), None).to_dict(orient="records"),
+        "left_out": sweep.left_out.astype(object).where(sweep.left_out.notna(), None).to_dict(orient="records"),
         "model_source": sweep.model_source,
         "model_W_Bps": getattr(sweep.model_hw, "link_bw_bidir_Bps", None),
-        "model_T_min_s": getattr(sweep.model_hw, "hop_latency_s", None)}, indent=1, default=str))
+        "model_T_min_s": getattr(sweep.model_hw, "hop_latency_s", None)})
     out = root / REPORT_DIR
     out.mkdir(exist_ok=True)
     rep = build(sweep, out)

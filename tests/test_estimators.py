@@ -1,0 +1,276 @@
+"""The three estimators, rounds, the ceiling, the page-fault and check fixes, on real runs of
+8 CPU devices and on hand-built trace tables in TPU and GPU shapes."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.book.collectives import busbw_factor, nccl_S_bytes
+from analysis.stats import combine_rounds
+from analysis.trace import EVENT_COLUMNS, device_ops, device_samples
+from runner import run
+
+QUICK = ["timing.min_iters=5", "timing.budget_s=0.3", "trace.iters=3", "timing.rounds=1"]
+
+
+# ---------------------------------------------------------------- rounds
+def test_combined_interval_covers_the_spread_between_rounds():
+    rng = np.random.default_rng(3)
+    rounds = [rng.lognormal(np.log(m), 0.02, 100) for m in (1.0, 1.2, 1.4)]
+    s = combine_rounds(rounds, seed=0)
+    med = [float(np.median(r)) for r in rounds]
+    assert s["median_s"] == pytest.approx(np.median(med))  # the median of the rounds' medians
+    assert s["rounds"] == 3 and s["n"] == 300 and s["rounds_disagree"] is True
+    # each round alone is known to about +-0.5%; the combined interval spans the rounds
+    assert s["ci_low_s"] <= min(med) * 1.01 and s["ci_high_s"] >= max(med) * 0.99
+    one = combine_rounds([rounds[0]])
+    assert one["rel_ci_halfwidth"] < 0.01 and one["rounds_disagree"] is False
+
+
+def test_rounds_that_agree_keep_a_tight_interval():
+    rng = np.random.default_rng(4)
+    s = combine_rounds([rng.lognormal(0, 0.02, 200) for _ in range(3)], seed=1)
+    assert s["rounds_disagree"] is False and s["rel_ci_halfwidth"] < 0.01
+
+
+# ---------------------------------------------------------------- real runs
+def _run(compose_cfg, tmp_path, *overrides):
+    return run(compose_cfg([*QUICK, *overrides]), tmp_path)
+
+
+def test_loop_sits_below_step_at_small_sizes_and_agrees_when_bandwidth_bound(compose_cfg, tmp_path):
+    small = _run(compose_cfg, tmp_path / "small", "op.size_bytes=1KiB", "timing.rounds=2")
+    large = _run(compose_cfg, tmp_path / "large", "op.size_bytes=16MiB", "timing.rounds=2")
+    for r in (small, large):
+        assert r["status"] == "ok", r.get("error")
+        assert r["timing"]["loop_check"]["ok"], r["timing"]["loop_check"]
+        assert len(r["timing"]["rounds"]) == 2
+    es, el = small["timing"]["estimators"], large["timing"]["estimators"]
+    # 1 KiB: the loop pays the host's dispatch once per K, the blocked step every time
+    assert es["loop"]["median_s"] < 0.9 * es["step"]["median_s"]
+    assert es["loop"]["K"] >= 2
+    # 16 MiB: the collective dominates both; they agree within a third (CPU noise)
+    assert el["loop"]["median_s"] == pytest.approx(el["step"]["median_s"], rel=0.35)
+
+
+def test_a_run_records_three_estimators_faults_and_its_ceiling(compose_cfg, tmp_path):
+    r = _run(compose_cfg, tmp_path, "op=all_reduce", "op.size_bytes=256KiB", "trace.iters=4")
+    assert r["status"] == "ok", r.get("error")
+    t = r["timing"]
+    assert set(t["estimators"]) == {"step", "loop", "device"}
+    assert t["source"] == "step" and "cpu" in t["source_reason"]
+    assert t["summary"] == t["estimators"]["step"]
+    assert len(t["device"]["samples_s"]) == 4 and t["device"]["instructions"]  # the psum, found by opcode
+    assert t["page_faults_per_step"] is not None and t["rounds"][0]["page_faults_per_step"] >= 0
+    assert t["rounds"][0]["cpu_count"] >= 1
+    c = r["ceiling"]
+    assert c["kind"] == "device_copy" and c["busbw_Bps"] > 0 and c["devices"] == 8
+    # the copy per device is the collective's bus bytes (AllReduce: 2 V (n-1)/n)
+    assert c["bytes_per_device"] == int(2 * (256 << 10) * 7 / 8)
+    assert r["trace"]["profiler_slowdown"] > 0
+    assert r["environment"]["malloc_env"]["MALLOC_ARENA_MAX"] == "1"
+    json.loads((tmp_path / "result.json").read_text(), parse_constant=pytest.fail)  # strict JSON
+
+
+def test_source_can_be_chosen_and_falls_back_when_missing(compose_cfg, tmp_path):
+    loop = _run(compose_cfg, tmp_path / "loop", "op.size_bytes=64KiB", "timing.source=loop")
+    assert loop["timing"]["source"] == "loop" and loop["timing"]["summary"] == loop["timing"]["estimators"]["loop"]
+    dev = _run(compose_cfg, tmp_path / "dev", "op.size_bytes=64KiB", "timing.source=device", "trace.enabled=false")
+    assert dev["timing"]["source"] == "step" and "no trace" in dev["timing"]["source_reason"]
+
+
+# ---------------------------------------------------------------- the device estimator
+def _events(rows) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=EVENT_COLUMNS).astype({"start_ns": float, "duration_ns": float})
+
+
+def test_device_samples_from_a_tpu_shaped_trace():
+    rows = []
+    for dev in range(4):
+        for it in range(3):
+            t0 = 10_000 * it
+            # the collective takes 100 ns on devices 0-2 and 400 ns on device 3; a fusion beside it
+            rows.append((f"/device:TPU:{dev}", "XLA Ops", "all-gather.1", t0, 400.0 if dev == 3 else 100.0,
+                         None, None, None, None))
+            rows.append((f"/device:TPU:{dev}", "XLA Ops", "fusion.2", t0 + 500, 50.0, None, None, None, None))
+    ops = device_ops(_events(rows))
+    # per step: the median over devices of the collective's own time
+    assert device_samples(ops, {"all-gather.1"}) == pytest.approx([100e-9] * 3)
+    # the whole program: each device's busy time (its ops' union); median over devices
+    assert device_samples(ops, None) == pytest.approx([150e-9] * 3)
+
+
+def test_device_samples_sum_a_gpu_ops_kernels():
+    rows = []
+    for it in range(2):
+        for dev in range(2):
+            t0 = 1_000_000 * it
+            # one NCCL all-reduce launched as two kernels (one scope), 30 + 70 us
+            rows.append((f"/device:GPU:{dev}", "Stream #14", "ncclKernel_AllReduce_a", t0, 30_000.0,
+                         "all-reduce.3", "jit_step", None, 7 + it))
+            rows.append((f"/device:GPU:{dev}", "Stream #14", "ncclKernel_AllReduce_b", t0 + 40_000, 70_000.0,
+                         "all-reduce.3", "jit_step", None, 7 + it))
+    ops = device_ops(_events(rows))
+    assert device_samples(ops, {"all-reduce.3"}) == pytest.approx([100e-6, 100e-6])
+
+
+# ---------------------------------------------------------------- bus bandwidth as nccl-tests
+def nccl_tests_alltoall_busbw(count_per_peer: int, nranks: int, typesize: int, sec: float) -> float:
+    """nccl-tests src/alltoall.cu AlltoAllGetBw, written out: baseBw = count*nranks*typesize/sec,
+    busBw = baseBw * (nranks-1)/nranks (count is the per-peer element count)."""
+    base = count_per_peer * nranks * typesize / sec
+    return base * (nranks - 1) / nranks
+
+
+@pytest.mark.parametrize("n", [2, 8])
+def test_alltoall_bus_bandwidth_is_what_nccl_tests_prints(n):
+    V, t, itemsize = 8 << 20, 1e-3, 4  # the whole array across the group, 1 ms
+    per_rank_elems = V // n // itemsize
+    count = per_rank_elems // n  # nccl-tests' per-peer chunk
+    ours = nccl_S_bytes("all_to_all", V, n) / t * busbw_factor("all_to_all", n)
+    assert ours == pytest.approx(nccl_tests_alltoall_busbw(count, n, itemsize, t))
+
+
+def test_summary_divides_alltoall_by_the_per_rank_buffer(compose_cfg, tmp_path):
+    from analysis.rundir import read_results
+    from analysis.summary import summary_table
+
+    r = _run(compose_cfg, tmp_path / "0_a2a", "op=all_to_all", "op.size_bytes=1MiB", "trace.enabled=false")
+    assert r["status"] == "ok", r.get("error")
+    row = summary_table(read_results(tmp_path)).iloc[0]
+    n, t = 8, row["time_s"]
+    assert row["S_bytes"] == (1 << 20) / n
+    assert row["busbw_Bps"] == pytest.approx(nccl_tests_alltoall_busbw((1 << 20) // 4 // n // n, n, 4, t))
+
+
+# ---------------------------------------------------------------- the check
+def test_check_compares_every_device_copy_of_a_replicated_result():
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    from runner.measure import check
+
+    mesh = jax.make_mesh((8,), ("X",))
+    want = np.arange(16, dtype=np.float32)
+    # a replicated array whose copies on devices 1..7 are wrong (JAX does not verify replicas)
+    copies = [jax.device_put(want if i == 0 else want + 1, d) for i, d in enumerate(mesh.devices.flat)]
+    got = jax.make_array_from_single_device_arrays(want.shape, NamedSharding(mesh, P()), copies)
+    res = check(got, want, "float32")
+    assert res["passed"] is False and res["shards_checked"] == 8
+    assert sorted(res["wrong_devices"]) == [d.id for d in list(mesh.devices.flat)[1:]]
+    good = jax.device_put(want, NamedSharding(mesh, P()))
+    assert check(good, want, "float32")["passed"] is True
+
+
+def test_int8_sums_that_would_wrap_are_refused_before_compile(compose_cfg, tmp_path):
+    from runner.spec import sum_inputs
+
+    # 8 devices: 0..6 plus a per-device offset sums to at most 6*8 + 28 = 76 <= 127
+    assert sum_inputs("int8", 8) == (7, True)
+    assert sum_inputs("int8", 32) == (2, False)  # 0s and 1s: at most 32
+    cfg = compose_cfg([*QUICK, "op=all_reduce", "dtype=int8", "hardware.device_count=256", "mesh=x8",
+                       "mesh.axes.X=256", "op.size_bytes=4KiB"])
+    from runner.errors import ConfigError
+    from runner.spec import build_spec
+
+    with pytest.raises(ConfigError, match="dtype=int8: a sum over 256 devices can exceed 127"):
+        build_spec(cfg)
+    r = _run(compose_cfg, tmp_path, "op=all_reduce", "dtype=int8", "op.size_bytes=4KiB", "trace.enabled=false")
+    assert r["status"] == "ok" and r["check"]["passed"] is True
+
+
+def test_unchecked_points_say_so_in_the_summary(compose_cfg, tmp_path):
+    from analysis.rundir import read_results
+    from analysis.summary import summary_table
+
+    r = _run(compose_cfg, tmp_path / "0_x", "op.size_bytes=4KiB", "check_result=false", "trace.enabled=false")
+    assert r["check"]["unchecked"] is True and r["check"]["passed"] is None
+    row = summary_table(read_results(tmp_path)).iloc[0]
+    assert row["checked"] is False or row["checked"] == False  # noqa: E712 (numpy bool)
+    assert "unchecked" in row["caveats"]
+
+
+# ---------------------------------------------------------------- fits on one regime
+def _family(V, T, flags=None):
+    hops = np.full(len(V), 4.0)
+    return pd.DataFrame({"op": "all_gather", "axes": "X", "group_size": 8, "dtype": "float32", "mesh": "auto",
+                         "job": [f"{i}" for i in range(len(V))], "V_bytes": V, "time_s": T, "latency_unit": hops,
+                         "bandwidth_unit": V, "flags": flags or [""] * len(V)})
+
+
+def test_fit_leaves_out_flagged_points_and_a_cache_regime_and_says_why():
+    from analysis.fit import fit_table
+
+    V = np.array([2.0**k for k in range(10, 27)])
+    # latency 40 us (T_min 10 us x 4 hops); bandwidth 4e9 B/s in cache (up to 1 MiB), 1e9 B/s beyond
+    W = np.where(V <= 2**20, 4e9, 1e9)
+    T = np.maximum(40e-6, V / W)
+    flags = [""] * len(V)
+    flags[-1] = "bus bandwidth 1.30x its ceiling (a measurement problem)"
+    T[-1] = V[-1] / 3e9  # the flagged point would pull W up
+    fits, left = fit_table(_family(V, T, flags))
+    row = fits.iloc[0]
+    assert row["W_Bps"] == pytest.approx(1e9, rel=1e-6) and row["T_min_s"] == pytest.approx(1e-5, rel=1e-6)
+    why = dict(zip(left["job"], left["reason"]))
+    assert why[str(len(V) - 1)].startswith("bus bandwidth 1.30x")
+    cache = [j for j, w in why.items() if "cache edge" in w]
+    assert cache and all(V[int(j)] <= 2**20 for j in cache)
+
+
+def test_too_few_points_get_no_fit_and_no_infinity():
+    from analysis.fit import fit_table
+
+    fits, _ = fit_table(_family(np.array([1e3, 1e6]), np.array([1e-4, 1e-3])))
+    assert fits.iloc[0]["note"].startswith("too few points (2")
+    assert "W_Bps" not in fits or pd.isna(fits.iloc[0].get("W_Bps"))
+    lat, _ = fit_table(_family(np.array([1e3, 2e3, 4e3]), np.array([4e-5] * 3)))
+    assert lat.iloc[0]["W_Bps"] is None and "latency-bound" in lat.iloc[0]["note"]
+    assert not any(isinstance(v, float) and math.isinf(v) for v in lat.iloc[0].to_dict().values())
+
+
+# ---------------------------------------------------------------- collectives by opcode
+def test_a_psum_named_all_reduce_counts_as_collective_time():
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    from analysis.hlo import instruction_opcodes
+    from analysis.trace.overlap import overlap_by_device
+
+    mesh = jax.make_mesh((8,), ("X",))
+    f = jax.jit(jax.shard_map(lambda x: jax.lax.psum(x * 2.0, "X"), mesh=mesh, in_specs=P("X"), out_specs=P(),
+                              check_vma=False))
+    x = jax.device_put(np.ones(64, np.float32), jax.sharding.NamedSharding(mesh, P("X")))
+    text = f.lower(x).compile().as_text()
+    opcodes = instruction_opcodes(text)
+    psum = [n for n, c in opcodes.items() if c == "all-reduce"]
+    assert psum and all(n.startswith("psum") for n in psum)  # JAX's name, not the opcode
+    compute = next(n for n, c in opcodes.items() if c == "fusion")
+    ops = pd.DataFrame({"device": [0, 0], "hlo_op": [compute, psum[0]], "start_ns": [0.0, 100.0],
+                        "end_ns": [100.0, 160.0], "iteration": [0, 0]})
+    per = overlap_by_device(ops, opcodes)
+    assert per["collective_s"].iloc[0] == pytest.approx(60e-9) and per["compute_s"].iloc[0] == pytest.approx(100e-9)
+    # by name alone the psum would be compute and there would be no collective time at all
+    assert per["collective_s"].iloc[0] > overlap_by_device(ops)["collective_s"].iloc[0] == 0
+
+
+# ---------------------------------------------------------------- T_math as printed
+def test_matmul_t_math_is_flops_over_d_times_c_as_the_report_prints():
+    from analysis.book.hardware import load_hardware
+    from analysis.matmul_cases import book_recipe
+
+    hw = load_hardware("tpu_v5e")  # C = 1.97e14 FLOP/s in bfloat16
+    # Question 4's strategy 1 as the book writes it: gather Y, then every device multiplies
+    # the whole product (d = 1), not an eighth of it
+    row = {"expr": "X[B, D] * Y[D_X, F] -> Z[B, F]", "mesh_axes": "X=8", "dims": "B=256 D=1024 F=512",
+           "dtype": "bfloat16"}
+    book = book_recipe(row, hw)
+    flops = 2 * 256 * 1024 * 512
+    assert book["flops"] == flops and book["work_devices"] == 1
+    assert book["T_math_s"] == pytest.approx(flops / (1 * 1.97e14))
+    row = dict(row, expr="X[B_X, D] * Y[D, F] -> Z[B_X, F]")  # case 1: the product split 8 ways
+    book = book_recipe(row, hw)
+    assert book["work_devices"] == 8 and book["T_math_s"] == pytest.approx(flops / (8 * 1.97e14))
