@@ -59,7 +59,7 @@ class OpConf:
 @dataclass
 class TimingConf:
     source: str = "auto"  # estimator the tables and fits use: auto | step | loop | device
-    rounds: int = 3  # rounds per point; a sweep interleaves them, shuffled, over its points
+    rounds: int = 5  # rounds per point; a sweep interleaves them, shuffled, over its points
     seed: int = 0  # of the rounds' shuffles and the intervals' bootstrap
     warmup_min_iters: int = 3
     warmup_max_s: float = 2.0
