@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 CONFIDENCE = 0.95
+Z95 = 1.959964  # the standard normal's 97.5% quantile
 
 
 @functools.lru_cache(maxsize=4096)
@@ -104,8 +105,8 @@ def combine_rounds(rounds: list, seed: int = 0, confidence: float = CONFIDENCE) 
     other jobs on the machine) as well as the noise within each, which one round's interval
     cannot. With one round it is the order-statistic interval of :func:`median_ci`.
 
-    ``rounds_disagree`` is true when the rounds' own intervals do not all overlap: a
-    measurement that moved between rounds.
+    ``rounds_disagree`` is true when the rounds' medians differ by more than their own
+    intervals allow (:func:`rounds_disagree`): a measurement that moved between rounds.
     """
     rounds = [np.asarray(r, dtype=float) for r in rounds if len(r)]
     if not rounds:
@@ -118,7 +119,7 @@ def combine_rounds(rounds: list, seed: int = 0, confidence: float = CONFIDENCE) 
     out["rounds"] = len(rounds)
     out["round_medians_s"] = medians.tolist()
     out["within_round_rel_ci"] = float(np.median([s["rel_ci_halfwidth"] for s in per_round]))
-    out["rounds_disagree"] = bool(max(s["ci_low_s"] for s in per_round) > min(s["ci_high_s"] for s in per_round))
+    out["rounds_disagree"] = rounds_disagree(per_round)
     if len(rounds) == 1:
         return out  # summarize's order-statistic interval
     med = float(np.median(medians))
@@ -133,3 +134,28 @@ def combine_rounds(rounds: list, seed: int = 0, confidence: float = CONFIDENCE) 
     lo, hi = min(lo, med), max(hi, med)  # the estimate lies inside its interval by construction
     out.update(median_s=med, ci_low_s=lo, ci_high_s=hi, rel_ci_halfwidth=(hi - lo) / (2 * med) if med > 0 else math.inf)
     return out
+
+
+def rounds_disagree(per_round: list[dict], p: float = 0.99) -> bool:
+    """Whether the rounds' medians differ more than their own intervals allow: Cochran's Q on
+    the log medians (each weighted by its interval's width) above the ``p`` quantile of
+    chi-square with R-1 degrees of freedom (Wilson-Hilferty). Pairwise overlap would flag
+    almost every point of 5 rounds by chance alone."""
+    if len(per_round) < 2:
+        return False
+    logs, w = [], []
+    for s in per_round:
+        lo, hi, med = s["ci_low_s"], s["ci_high_s"], s["median_s"]
+        if not (med > 0 and lo > 0 and hi > 0):
+            continue
+        sigma = max((math.log(hi) - math.log(lo)) / (2 * Z95), 1e-6)
+        logs.append(math.log(med))
+        w.append(1 / sigma**2)
+    if len(logs) < 2:
+        return False
+    logs, w = np.asarray(logs), np.asarray(w)
+    mean = float(np.sum(w * logs) / np.sum(w))
+    q = float(np.sum(w * (logs - mean) ** 2))
+    k = len(logs) - 1
+    z = {0.95: 1.6449, 0.99: 2.3263}[p]
+    return q > k * (1 - 2 / (9 * k) + z * math.sqrt(2 / (9 * k))) ** 3
