@@ -48,6 +48,9 @@ def unit_terms(points: pd.DataFrame) -> pd.DataFrame:
             lat.append(np.nan), bw.append(np.nan)
             continue
         sizes = axis_sizes(row)
+        if not any(n > 1 for n in sizes):  # a group of one moves nothing: no terms to fit
+            lat.append(np.nan), bw.append(np.nan)
+            continue
         p = predict_collective(row["op"], float(row["V_bytes"]), sizes, _unit_hw(hw), wraparound_for(hw, sizes))
         lat.append(p.latency_time_s), bw.append(p.bandwidth_time_s)
     return points.assign(latency_unit=lat, bandwidth_unit=bw)
@@ -79,6 +82,9 @@ def predict_points(points: pd.DataFrame, hw: Hardware | None) -> pd.DataFrame:
     t, regime = [], []
     for row in points.to_dict("records"):
         sizes = axis_sizes(row)
+        if not any(n > 1 for n in sizes):  # a group of one: the model has nothing to predict
+            t.append(np.nan), regime.append(None)
+            continue
         p = predict_collective(row["op"], float(row["V_bytes"]), sizes, hw, wraparound_for(hw, sizes))
         t.append(p.time_s), regime.append(p.regime)
     return points.assign(model_time_s=t, model_regime=regime)

@@ -25,15 +25,25 @@ OPS_COLUMNS = ["process", "host", "device", "hlo_module", "hlo_op", "start_ns", 
 
 
 def process_parts(result: dict) -> list[dict]:
-    """``{process_id, host, xplane}`` for every process of a job (xplane relative to its folder)."""
+    """``{process_id, host, xplane, device_ids}`` for every process of a job (xplane relative to
+    its folder; device_ids: the global ids of its devices, in its local order)."""
     if result.get("processes"):
-        return [{"process_id": p["process_id"], "host": p.get("host"), "xplane": p.get("xplane")}
-                for p in result["processes"]]
+        return [{"process_id": p["process_id"], "host": p.get("host"), "xplane": p.get("xplane"),
+                 "device_ids": p.get("device_ids")} for p in result["processes"]]
     job_dir = Path(result["job_dir"])
     parts = [result] + [json.loads(p.read_text()) for p in sorted(job_dir.glob(HOST_RESULTS_GLOB))]
     return [{"process_id": (r.get("environment") or {}).get("process_index", 0),
-             "host": (r.get("environment") or {}).get("host"), "xplane": (r.get("files") or {}).get("xplane")}
-            for r in parts]
+             "host": (r.get("environment") or {}).get("host"), "xplane": (r.get("files") or {}).get("xplane"),
+             "device_ids": (r.get("process") or {}).get("device_ids")} for r in parts]
+
+
+def global_device_ids(local: pd.Series, device_ids: list[int] | None) -> pd.Series:
+    """A host's trace numbers its planes by local device (``/device:TPU:0`` is each host's
+    first chip): map ordinal k to the k-th of the process's devices' global ids. A number
+    that is not a local ordinal (already global, as CPU traces may give) stays."""
+    if not device_ids:
+        return local
+    return local.map(lambda k: device_ids[int(k)] if 0 <= int(k) < len(device_ids) else int(k))
 
 
 def merged_device_ops(result: dict) -> pd.DataFrame:
@@ -43,6 +53,7 @@ def merged_device_ops(result: dict) -> pd.DataFrame:
         if not part["xplane"]:
             continue
         ops = trace_reader.device_ops(trace_reader.read_xplane(Path(result["job_dir"]) / part["xplane"]))
+        ops["device"] = global_device_ids(ops["device"], part.get("device_ids"))
         tables.append(ops.assign(process=part["process_id"], host=part["host"]))
     if not tables:
         return pd.DataFrame(columns=OPS_COLUMNS)

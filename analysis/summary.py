@@ -82,6 +82,7 @@ def _run_columns(r: dict) -> dict:
         "checked": check.get("passed") is not None if check else None,
         "compile_s": (r.get("compile") or {}).get("compile_s"),
         "profiler_slowdown": trace.get("profiler_slowdown"), "dispatch_share": trace.get("dispatch_share"),
+        "no_communication": exp.get("no_communication"),
         "ceiling_kind": (r.get("ceiling") or {}).get("kind"),
         "ceiling_busbw_Bps": (r.get("ceiling") or {}).get("busbw_Bps"),
         # matmul jobs
@@ -91,7 +92,8 @@ def _run_columns(r: dict) -> dict:
 
 
 def _hlo_rows(r: dict) -> tuple[list[dict], dict | None, str | None]:
-    """One row per collective of the job's compiled HLO, every instruction's opcode, and any
+    """One row per collective of the job's compiled HLO; what the trace needs of the module
+    (``opcodes``: every instruction's opcode; ``pairs``: async done -> start names); and any
     problem reading the file."""
     rel = (r.get("files") or {}).get("hlo_compiled")
     if not rel:
@@ -104,7 +106,7 @@ def _hlo_rows(r: dict) -> tuple[list[dict], dict | None, str | None]:
         # HLO replica groups number devices by their position in the mesh, not by device id.
         device_ids = np.arange(int(np.prod(list(mesh_axes.values())))).reshape(list(mesh_axes.values()) or [0])
         colls = hlo_parser.parse_collectives(text, num_devices=int(device_ids.size) or None)
-        opcodes = hlo_parser.instruction_opcodes(text)
+        facts = {"opcodes": hlo_parser.instruction_opcodes(text), "pairs": hlo_parser.async_pairs(text)}
     except (OSError, UnicodeDecodeError, hlo_parser.HloParseError) as exc:
         return [], None, f"{path}: {exc}"
     rows = []
@@ -117,37 +119,42 @@ def _hlo_rows(r: dict) -> tuple[list[dict], dict | None, str | None]:
         rows.append({"hlo_op": c.name, "hlo_kind": c.kind, "hlo_dtype": c.dtype,
                      "hlo_operand_bytes": c.operand_bytes, "hlo_result_bytes": c.result_bytes,
                      "hlo_group_size": c.group_size, "hlo_num_groups": c.num_groups, "hlo_axes": axes})
-    return rows, opcodes, None
+    return rows, facts, None
 
 
-def _trace_ops(r: dict, opcodes: dict[str, str] | None) -> tuple[pd.DataFrame | None, dict, str | None]:
+def _trace_ops(r: dict, facts: dict | None) -> tuple[pd.DataFrame | None, dict, str | None]:
     """Per-op trace times, the compute/collective overlap (collectives known by their HLO
-    ``opcodes``), and any problem reading them."""
+    opcodes, async halves joined: ``facts`` from :func:`_hlo_rows`), and any problem reading
+    them."""
     rel = (r.get("files") or {}).get("xplane")
     if not rel:
         return None, {}, None
     path = Path(r["job_dir"]) / rel
+    facts = facts or {}
     try:
-        ops = trace_reader.device_ops(trace_reader.read_xplane(path))
+        ops = trace_reader.device_ops(trace_reader.read_xplane(path), facts.get("pairs"))
     except (OSError, trace_reader.TraceError) as exc:
         return None, {}, str(exc) if str(path) in str(exc) else f"{path}: {exc}"
     if not len(ops):
         return None, {}, None
-    return trace_reader.op_summary(trace_reader.op_steps(ops)), overlap_summary(ops, opcodes), None
+    overlap = overlap_summary(ops, facts.get("opcodes"))
+    # GPU command buffers (CUDA graphs) hide the ops they run: their kernels carry the buffer's name
+    overlap["trace_command_buffers"] = int(ops["hlo_op"].astype(str).str.contains("command_buffer").sum())
+    return trace_reader.op_summary(trace_reader.op_steps(ops)), overlap, None
 
 
 def job_rows(r: dict) -> list[dict]:
     """The summary rows of one job: one per collective in its compiled HLO (at least one)."""
     base = _run_columns(r)
     problems = []
-    hlo_rows, opcodes, err = _hlo_rows(r)
+    hlo_rows, facts, err = _hlo_rows(r)
     problems += [err] if err else []
     kind, rel = hlo_kind_of(base["op"], base["grad"]), (r.get("files") or {}).get("hlo_compiled")
     if r.get("status") == "ok" and rel and not err and kind and not any(h["hlo_kind"] == kind for h in hlo_rows):
         # e.g. a file cut short before the op: say so, or the point just vanishes from the tables
         problems.append(f"{Path(r['job_dir']) / rel}: no {kind} in the compiled HLO (truncated?); "
                         f"the point is left out of the tables")
-    ops, overlap, err = _trace_ops(r, opcodes)
+    ops, overlap, err = _trace_ops(r, facts)
     problems += [err] if err else []
     base["skipped"] = "; ".join(problems) or None
     base.update(overlap)
@@ -173,7 +180,8 @@ def summary_table(results: list[dict]) -> pd.DataFrame:
             df[col] = np.nan
     n = df["group_size"].astype(float)
     kinds = [BY_OP.get(op) for op in df["op"]]
-    factor = pd.Series([k.busbw_factor(g) if k and g == g and g else np.nan for k, g in zip(kinds, n)],
+    # a group of one moves nothing: no bandwidth to speak of (and nothing to divide by)
+    factor = pd.Series([k.busbw_factor(g) if k and g == g and g >= 2 else np.nan for k, g in zip(kinds, n)],
                        index=df.index, dtype=float)
     s_over_v = pd.Series([k.S_over_V(g) if k and g == g and g else np.nan for k, g in zip(kinds, n)],
                          index=df.index, dtype=float)
@@ -207,6 +215,8 @@ def flags(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
         why = []
         if row.get("status") != "ok":
             why.append("failed")
+        if isinstance(row.get("no_communication"), str):
+            why.append("no communication (group of 1)")
         ratio = row.get("busbw_over_ceiling")
         if ratio == ratio and ratio is not None and ratio > ABOVE_CEILING:
             why.append(f"bus bandwidth {ratio:.2f}x its ceiling (a measurement problem)")
@@ -216,6 +226,9 @@ def flags(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
             why.append(f"page-faulting ({faults:.0f} minor faults a step)")
         out.append("; ".join(why))
         note = ["unchecked"] if row.get("checked") is False else []
+        cb = row.get("trace_command_buffers")
+        note += ["GPU command buffers in the trace: ops inside them have no times of their own"] \
+            if cb == cb and cb else []
         note += ["its rounds disagree"] if row.get("rounds_disagree") else []
         note += ["noisy"] if row.get("noisy") else []
         caveats.append("; ".join(note))

@@ -24,7 +24,14 @@ class ReportCallback(Callback):
         from analysis.rundir import job_dirs
         from runner.rounds import interleave
 
+        from runner import job
+
         sweep_dir = Path(config.hydra.sweep.dir)
+        if job.last_process_index:  # a cluster run: every host ran the sweep; process 0 reports
+            discard_worker()
+            log.info("process %d: the report is process 0's to write (or `python -m analysis report %s`)",
+                     job.last_process_index, sweep_dir)
+            return
         if int(config.timing.rounds) > 1 and config.distributed.mode != "auto":
             interleave(job_dirs(sweep_dir), int(config.timing.rounds), int(config.timing.seed))
         discard_worker()

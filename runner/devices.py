@@ -26,6 +26,10 @@ def environment(jax, devices) -> dict:
         "host": socket.gethostname(),
         "platform": platform.platform(),
         "malloc_env": {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")},
+        # every setting that changes what XLA, JAX, libtpu or NCCL do
+        "env": {k: v for k, v in sorted(os.environ.items())
+                if k in ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "TPU_TOPOLOGY", "CUDA_VISIBLE_DEVICES", "TF_CPP_MIN_LOG_LEVEL")
+                or k.startswith(("JAX_", "NCCL_", "XLA_PYTHON_CLIENT_", "TPU_", "LIBTPU_"))},
     }
 
 

@@ -59,6 +59,13 @@ class ProcessGroup:
     def alive(self) -> bool:
         return not self.broken and all(w.alive() for w in self.workers.values())
 
+    def started(self, job_dir: Path) -> dict:
+        """Wait until every process has joined (once; their start-up logs go to ``job_dir``
+        if they do not); what process 0's JAX found."""
+        if self.start_s is None:
+            self._start(Path(job_dir))
+        return self.workers[min(self.workers)].info
+
     def pids(self) -> list[int]:
         return [w.process.pid for w in self.workers.values()]
 

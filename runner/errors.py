@@ -6,5 +6,10 @@ class ConfigError(ValueError):
     """A config value that cannot run. The message names the key, the value and what is allowed."""
 
 
+class PlatformError(ConfigError):
+    """JAX runs on another platform than the config asks for (an accelerator install that fell
+    back to CPU): no point of the sweep can measure what was asked, so the run stops."""
+
+
 class WorkerDied(RuntimeError):
     """The worker process ended (or was killed for its timeout) in the middle of a point."""

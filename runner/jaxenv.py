@@ -40,8 +40,9 @@ MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "1073741824", "MALLOC_TRIM_THRESHOLD_": 
               "MALLOC_TOP_PAD_": "1073741824", "MALLOC_ARENA_MAX": "1"}
 
 
-def process_env(hardware: dict, distributed: dict | None = None) -> dict[str, str]:
-    """The environment a worker for ``hardware`` (and ``distributed``) must start JAX with."""
+def process_env(hardware: dict, distributed: dict | None = None, command_buffers: bool = False) -> dict[str, str]:
+    """The environment a worker for ``hardware`` (and ``distributed``) must start JAX with;
+    ``command_buffers`` keeps XLA's GPU command buffers on (``trace.gpu_command_buffers``)."""
     dist = distributed or {"mode": "none"}
     flags = os.environ.get("XLA_FLAGS", "")
     if dist["mode"] == "local":
@@ -50,6 +51,11 @@ def process_env(hardware: dict, distributed: dict | None = None) -> dict[str, st
         count = dist["devices_per_process"]
     else:
         count = hardware.get("device_count") or DEFAULT_CPU_DEVICES
+    if not command_buffers and "xla_gpu_enable_command_buffer" not in flags:
+        # On GPU, XLA runs runs of fusions and GEMMs as CUDA graphs whose kernels the trace
+        # attributes to command_buffer_N, losing per-op times and compute/collective overlap.
+        # An empty list turns command buffers off (harmless on CPU and TPU).
+        flags = f"{flags} --xla_gpu_enable_command_buffer=".strip()
     if "xla_force_host_platform_device_count" not in flags:
         # Harmless on TPU/GPU hosts: it only shapes the CPU backend, which JAX then does not pick.
         flags = f"{flags} --xla_force_host_platform_device_count={count}".strip()

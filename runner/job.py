@@ -15,12 +15,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from analysis.book.units import format_size
 from analysis.rundir import RESULT_NAME, result_name, write_json_atomic
-from runner.errors import ConfigError, WorkerDied
+from runner.errors import ConfigError, PlatformError, WorkerDied
 from runner.jaxenv import process_env
 from runner.pool import discard_worker, get_worker
 from runner.spec import build_spec
 
 log = logging.getLogger("shardlab")
+# The JAX process index this host ran its last point as (distributed=auto: every host runs
+# the sweep; only process 0 writes the report at its end).
+last_process_index: int | None = None
 
 
 def _job_dir() -> Path:
@@ -50,8 +53,9 @@ def run(cfg: DictConfig, job_dir: str | Path | None = None, rounds: int | None =
     except ConfigError as exc:
         result.update(error_type="ConfigError", error=str(exc))
     else:
-        worker = get_worker(process_env(spec["hardware"], spec["distributed"]))
+        worker = get_worker(process_env(spec["hardware"], spec["distributed"], spec["trace"]["gpu_command_buffers"]))
         try:
+            check_platform(spec, worker.started(job_dir))
             reply = worker.run(spec, job_dir, float(cfg.timeout_s))
         except WorkerDied as exc:
             discard_worker()
@@ -59,6 +63,11 @@ def run(cfg: DictConfig, job_dir: str | Path | None = None, rounds: int | None =
         else:
             result.update(reply.pop("record"))
             result.update(reply)
+    if result["status"] == "ok" and (result.get("experiment") or {}).get("no_communication"):
+        if "group of 1" not in _warned:
+            _warned.add("group of 1")
+            log.warning("collectives need at least two devices; this mesh gives %s a group of 1, so what is timed "
+                        "is a copy, not communication (matmuls still measure)", result["experiment"]["op"])
     if result["status"] == "ok":
         result["prediction"] = predict(result)
         result["timing"]["seed"] = int(cfg.timing.seed)
@@ -66,6 +75,8 @@ def run(cfg: DictConfig, job_dir: str | Path | None = None, rounds: int | None =
     result["ended_at"] = time.time()
     # distributed=auto: every host runs this job; process 0 writes result.json, the others beside it
     index = (result.get("environment") or {}).get("process_index") or 0
+    global last_process_index
+    last_process_index = index
     write_json_atomic(job_dir / result_name(index), result)
     # With distributed=auto every host would have to join each later round; they run round 1 only.
     if result["status"] == "ok" and index == 0 and spec["distributed"]["mode"] != "auto":
@@ -76,6 +87,29 @@ def run(cfg: DictConfig, job_dir: str | Path | None = None, rounds: int | None =
         result = json.loads((job_dir / RESULT_NAME).read_text())
     _log_line(result, job_dir)
     return result
+
+
+INSTALL = {"tpu": 'pip install -U "jax[tpu]"', "gpu": 'pip install -U "jax[cuda12]" (NVIDIA) or the ROCm build '
+           '(https://docs.jax.dev/en/latest/installation.html)'}
+_warned: set[str] = set()
+
+
+def check_platform(spec: dict, info: dict) -> None:
+    """Stop when the config asks for an accelerator and JAX came up on another platform;
+    say once on the console when an accelerator seems present but JAX runs on CPU."""
+    want, got = spec["hardware"]["kind"], info.get("backend")
+    if want in ("tpu", "gpu") and got not in (want, "cuda", "rocm") and got is not None:
+        raise PlatformError(
+            f"hardware={spec['hardware']['name']} asks for {want.upper()} devices but JAX came up on {got} "
+            f"({info.get('device_count')} x {info.get('device_kind')})"
+            + (f": {info['accelerator_unused']}" if info.get("accelerator_unused") else "")
+            + f"; install JAX for {want.upper()} with {INSTALL[want]}, or use hardware=auto")
+    unused = info.get("accelerator_unused")
+    if unused and unused not in _warned:
+        _warned.add(unused)
+        present = "/".join(info.get("accelerator_present") or []) or "an accelerator"
+        log.warning("JAX runs on %s although %s seems present (%s); to measure it, %s", got, present.upper(),
+                    unused, INSTALL.get((info.get("accelerator_present") or ["gpu"])[0], INSTALL["gpu"]))
 
 
 def kept_result(job_dir: Path, config: dict) -> dict | None:

@@ -18,13 +18,14 @@ import numpy as np
 
 from analysis import trace as trace_analysis
 from analysis.book.collectives import BY_OP, busbw_factor, nccl_S_bytes
-from analysis.hlo import instruction_opcodes
+from analysis.hlo import async_pairs, instruction_opcodes
 from analysis.rundir import HLO_COMPILED, HLO_DIR, HLO_LOWERED, TRACE_DIR
 from runner import meshes, programs, timing, tracing
 from runner.ceiling import device_copy, link_roofline
 from runner.devices import environment, resolve_hardware
 from runner.memory import check_fits
 from runner.programs.loop import k_arg, loop_check, looped
+from runner.errors import ConfigError
 from runner.spec import check_against_devices
 
 
@@ -101,11 +102,18 @@ def measure(spec: dict, job_dir: Path, record: dict) -> None:
     phase = record["phases_s"] = Phases()
     with phase("setup"):
         devices = jax.devices()
+        if jax.process_count() > 1 and spec.get("distributed", {}).get("mode", "none") == "none":
+            raise ConfigError(f"JAX sees {jax.process_count()} processes (a multi-host slice or a cluster job) but "
+                              "distributed=none; use distributed=auto so that they join one mesh")
         record["environment"] = environment(jax, devices)
         record["hardware"] = resolve_hardware(spec["hardware"], devices)
         mesh_axes = check_against_devices(spec, len(devices))
-        stats = jax.local_devices()[0].memory_stats() or {}  # None on the CPU backend: its devices use host memory
-        record["memory_estimate"] = check_fits(spec, mesh_axes, stats.get("bytes_limit"))
+        # memory_stats() is None on the CPU backend (its devices use host memory) and has no
+        # bytes_limit with XLA_PYTHON_CLIENT_ALLOCATOR=platform: then the entry's HBM size
+        stats = jax.local_devices()[0].memory_stats() or {}
+        limit = stats.get("bytes_limit") or record["hardware"].get("memory_bytes")
+        record["memory_estimate"] = check_fits(spec, mesh_axes, limit,
+                                               devices_on_host=jax.default_backend() == "cpu")
     point = prepare(spec, phase)
     op = spec["op"]
     group = int(np.prod([point.mesh_axes[a] for a in op["axes"]]))
@@ -113,10 +121,14 @@ def measure(spec: dict, job_dir: Path, record: dict) -> None:
         "op": op["name"], "expr": point.prog.expr, "axes": op["axes"], "size_bytes": op.get("size_bytes"),
         "V_bytes": point.prog.V_bytes, "dtype": spec["dtype"], "group_size": group,
         "num_groups": len(devices) // group,
-        "mesh": {"name": spec["mesh"]["name"], "axes": point.mesh_axes, "device_ids": point.mesh.device_ids.tolist()},
+        "mesh": {"name": spec["mesh"]["name"], "axes": point.mesh_axes, "device_ids": point.mesh.device_ids.tolist(),
+                 "devices": meshes.device_coords(point.mesh)},
         "hardware": record["hardware"]["name"],
         **point.prog.extra,
     }
+    if op["name"] in BY_OP and group < 2:
+        # XLA turns a collective over one device into a copy: what is timed is not communication
+        record["experiment"]["no_communication"] = "group of 1: XLA runs the collective as a copy"
     record["experiment"]["placement"] = meshes.describe(point.mesh, op["axes"])  # which axes cross processes
     record["process"] = meshes.process_info()
     record["compile"] = {"lower_s": phase["lower"], "compile_s": phase["compile"]}
@@ -152,7 +164,8 @@ def measure(spec: dict, job_dir: Path, record: dict) -> None:
         record["trace"] = captured
         record["trace"]["wall_s"] = phase["trace"]
         with phase("trace_parse"):
-            ops = trace_analysis.device_ops(trace_analysis.read_xplane(job_dir / record["files"]["xplane"]))
+            ops = trace_analysis.device_ops(trace_analysis.read_xplane(job_dir / record["files"]["xplane"]),
+                                            async_pairs(hlo_text))
             names = target_instructions(hlo_text, op["name"], op.get("grad"))
             record["timing"]["device"] = {"samples_s": trace_analysis.device_samples(ops, names),
                                           "what": "the collective's device time" if names else "the program's device time",

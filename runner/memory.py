@@ -69,16 +69,20 @@ def _matmul(op: dict, mesh_axes: dict[str, int], elem_bytes: int) -> dict[str, i
 
 
 def check_fits(spec: dict, mesh_axes: dict[str, int], device_limit_bytes: int | None = None,
-               host_bytes_free: int | None = None) -> dict[str, int]:
+               host_bytes_free: int | None = None, devices_on_host: bool | None = None) -> dict[str, int]:
     """Raise ConfigError if the point cannot fit; return the estimate.
 
-    ``device_limit_bytes``: one accelerator's memory (JAX's ``memory_stats()["bytes_limit"]``),
-    None on the CPU backend, whose devices are counted against ``host_bytes_free`` instead.
+    ``device_limit_bytes``: one accelerator's memory (JAX's ``memory_stats()["bytes_limit"]``,
+    or the hardware entry's ``memory_bytes`` when the allocator reports none, as
+    ``XLA_PYTHON_CLIENT_ALLOCATOR=platform`` does). ``devices_on_host``: whether the devices'
+    buffers live in host memory (the CPU backend); by default, when the hardware is cpu or
+    auto and no device limit is known.
     """
     est = estimate(spec, mesh_axes)
     devices = math.prod(mesh_axes.values())
-    on_host = est["host_bytes"] + (devices * est["per_device_bytes"] if spec["hardware"]["kind"] in ("cpu", "auto")
-                                   and device_limit_bytes is None else 0)
+    if devices_on_host is None:
+        devices_on_host = spec["hardware"]["kind"] in ("cpu", "auto") and device_limit_bytes is None
+    on_host = est["host_bytes"] + (devices * est["per_device_bytes"] if devices_on_host else 0)
     free = host_available_bytes() if host_bytes_free is None else host_bytes_free
     key = "op.dims" if spec["op"]["name"] == "matmul" else "op.size_bytes"
     value = spec["op"].get("dims") or format_size(spec["op"].get("size_bytes") or 0)

@@ -31,33 +31,52 @@ AGREE_TIMEOUT_MS = 60_000  # raised on the waiting side if process 0 never decid
 def build_mesh(mesh_axes: dict[str, int], cross_process_axis: str | None = None) -> Mesh:
     """The mesh ``mesh_axes`` (name -> size, in order) over all devices of all processes.
 
-    Devices are ordered by (process, id), so the outermost axis of the array varies slowest
-    and is the one that spans processes. With ``cross_process_axis`` that axis is put
-    outermost; its size and the process count must divide one another:
+    Without ``cross_process_axis``: ``jax.make_mesh``, which lays the axes on the physical
+    topology (on a TPU slice, rings on the torus; device ids are interleaved across hosts, so
+    ordering by id would not give rings). With it, that axis goes across the processes:
 
     * a multiple of the process count (a few processes with many devices each, as
-      ``distributed=local`` or one process per TPU host): every group along the other axes
-      lies within one process;
+      ``distributed=local`` or one process per TPU host): XLA's hybrid mesh, processes as
+      granules, so every group along the other axes lies within one process and, there, on
+      the topology;
     * a divisor of it (one process per GPU, as SLURM starts them, numbered node by node): the
-      axis spans the blocks of processes - the nodes - and the other axes stay within a block.
-
-    Without it, the mesh's first axis spans processes.
+      devices ordered by (process, id), the axis outermost, so it spans blocks of processes -
+      the nodes - and the other axes stay within a block.
     """
     names, sizes = list(mesh_axes), list(mesh_axes.values())
-    if jax.process_count() == 1 and cross_process_axis is None:
-        return jax.make_mesh(tuple(sizes), tuple(names))  # what the single-process runner always used
-    devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
-    # Explicit axes, as jax.make_mesh gives: programs (the matmuls' out_sharding) rely on them.
-    explicit = (AxisType.Explicit,) * len(names)
+    explicit = (AxisType.Explicit,) * len(names)  # as jax.make_mesh gives: the matmuls' out_sharding needs them
     if cross_process_axis is None:
-        return Mesh(np.array(devices, dtype=object).reshape(sizes), tuple(names), axis_types=explicit)
+        return jax.make_mesh(tuple(sizes), tuple(names), axis_types=explicit)
     size, n = mesh_axes[cross_process_axis], jax.process_count()
     if size % n and n % size:
         raise ConfigError(f"distributed.cross_process_axis={cross_process_axis}: its size {size} and the "
                           f"{n} processes must divide one another")
+    k = names.index(cross_process_axis)
+    if size % n == 0:
+        from jax.experimental import mesh_utils
+
+        per_process = [s // n if i == k else s for i, s in enumerate(sizes)]
+        across = [n if i == k else 1 for i in range(len(sizes))]
+        arr = mesh_utils.create_hybrid_device_mesh(per_process, across, process_is_granule=True)
+        return Mesh(arr, tuple(names), axis_types=explicit)
+    devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
     order = [cross_process_axis] + [a for a in names if a != cross_process_axis]
     arr = np.array(devices, dtype=object).reshape([mesh_axes[a] for a in order])
     return Mesh(arr.transpose([order.index(a) for a in names]), tuple(names), axis_types=explicit)
+
+
+def device_coords(mesh: Mesh) -> list[dict]:
+    """Each mesh device's id, process and, where the platform has them (TPU), its physical
+    coordinates and core: which devices are neighbours on the links."""
+    out = []
+    for d in mesh.devices.flat:
+        rec = {"id": d.id, "process": d.process_index}
+        coords = getattr(d, "coords", None)
+        if coords is not None:
+            rec["coords"] = list(coords)
+            rec["core_on_chip"] = getattr(d, "core_on_chip", None)
+        out.append(rec)
+    return out
 
 
 def describe(mesh: Mesh, op_axes: list[str]) -> dict:

@@ -54,7 +54,7 @@ def add_round(job_dir: Path, round_no: int, spec: dict | None = None) -> bool:
             log.warning("round %d of %s skipped: %s", round_no, job_dir, exc)
             return False
     K = ((t["rounds"][0].get("loop") or {}).get("K")) if t.get("rounds") else None
-    worker = get_worker(process_env(spec["hardware"], spec["distributed"]))
+    worker = get_worker(process_env(spec["hardware"], spec["distributed"], spec["trace"]["gpu_command_buffers"]))
     try:
         reply = worker.run(spec, job_dir, float(result["config"].get("timeout_s", 600)), kind="retime",
                            round=round_no, K=K)

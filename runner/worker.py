@@ -78,6 +78,32 @@ def _environ(env: dict):
                 os.environ[k] = v
 
 
+# What JAX prints when it cannot use an accelerator that is there (jax 0.4-0.10 wordings).
+FALLBACK_MESSAGES = ("Falling back to cpu", "CUDA-enabled jaxlib is not installed", "Unable to initialize backend",
+                     "TPU backend initialization is taking", "No GPU/TPU found")
+ACCELERATOR_FILES = {"/dev/nvidia0": "gpu", "/dev/nvidiactl": "gpu", "/dev/kfd": "gpu", "/dev/accel0": "tpu",
+                     "/dev/vfio/0": "tpu"}
+
+
+def platform_report(jax, startup_log: Path) -> dict:
+    """What this JAX process runs on, and any sign that an accelerator is present but unused:
+    JAX's own fallback warning in the start-up log, or an accelerator device file."""
+    devices = jax.devices()
+    backend = jax.default_backend()
+    warning = None
+    try:
+        text = startup_log.read_text(errors="replace")
+    except OSError:
+        text = ""
+    said = next((line.strip() for line in text.splitlines() if any(m in line for m in FALLBACK_MESSAGES)), None)
+    present = sorted({kind for path, kind in ACCELERATOR_FILES.items() if os.path.exists(path)})
+    if backend == "cpu" and (said or present):
+        warning = said or f"a {'/'.join(present)} device file is present ({', '.join(p for p in ACCELERATOR_FILES if os.path.exists(p))})"
+    return {"backend": backend, "device_kind": devices[0].device_kind, "device_count": len(devices),
+            "process_count": jax.process_count(), "accelerator_unused": warning,
+            "accelerator_present": present}
+
+
 def _serve(conn, env: dict, startup_log: str) -> None:
     """Worker main loop: start JAX once, then run the points sent over ``conn``."""
     if env.get(MODE_ENV) == "local":
@@ -93,7 +119,8 @@ def _serve(conn, env: dict, startup_log: str) -> None:
             traceback.print_exc()
             conn.send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})
             return
-    conn.send({"ready": True})  # the parent times the start-up: spawn, imports, JAX start
+    # The parent times the start-up (spawn, imports, JAX start) and checks what JAX found.
+    conn.send({"ready": True, **platform_report(jax, Path(startup_log))})
     index = jax.process_index()
 
     while True:
@@ -135,6 +162,7 @@ class Worker:
         self.env = env
         self.points = 0
         self.start_s: float | None = None  # spawn to JAX ready, known after the first point
+        self.info: dict = {}  # what JAX found when it started (platform_report)
         self.own_group = env.get(MODE_ENV) == "local"
         fd, log = tempfile.mkstemp(prefix="shardlab-worker-", suffix=".log")
         os.close(fd)
@@ -185,6 +213,14 @@ class Worker:
             raise WorkerDied(f"the worker could not start JAX: {msg.get('error')}. Last lines of its "
                              f"start-up log:\n{_tail(self.startup_log)}")
         self.start_s = time.perf_counter() - self._t_spawn
+        self.info = {k: v for k, v in msg.items() if k != "ready"}
+
+    def started(self, job_dir: Path | None = None) -> dict:
+        """Wait for JAX to start (once); what it found: backend, device kind and count, and
+        ``accelerator_unused`` when an accelerator seems present but JAX is on CPU."""
+        if self.start_s is None:
+            self.wait_ready(STARTUP_TIMEOUT_S)
+        return self.info
 
     def submit(self, spec: dict, job_dir: Path, kind: str = "measure", extra: dict | None = None) -> None:
         """Send one point without waiting for it (see :meth:`receive`)."""

@@ -68,10 +68,20 @@ def test_mesh_that_does_not_match_the_devices_fails_before_compile(compose_cfg, 
     assert "compile" not in result and not (tmp_path / "hlo").exists()
 
 
-def test_named_hardware_must_match_the_devices(compose_cfg, tmp_path):
-    result = run(compose_cfg(["hardware=tpu_v5e", *QUICK]), tmp_path)
-    assert result["status"] == "failed"
-    assert "hardware=tpu_v5e" in result["error"] and "cpu" in result["error"]
+def test_an_accelerator_config_on_cpu_stops_before_any_point(compose_cfg, tmp_path, repo_root):
+    from runner.errors import PlatformError
+
+    with pytest.raises(PlatformError, match=r"hardware=tpu_v5e asks for TPU devices but JAX came up on cpu"):
+        run(compose_cfg(["hardware=tpu_v5e", *QUICK]), tmp_path / "one")
+    assert not (tmp_path / "one" / "result.json").exists()
+    # as a sweep: one line on stderr, exit 2, and no point measured
+    proc = subprocess.run([sys.executable, "-m", "runner", "+sweep=allgather_sizes", "hardware=tpu_v5e",
+                           "op.size_bytes=1KiB,2KiB", f"hydra.sweep.dir={tmp_path}/sweep"], cwd=repo_root,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and 'pip install -U "jax[tpu]"' in errors[0], proc.stderr[-2000:]
+    assert not list((tmp_path / "sweep").glob("*/result.json"))
 
 
 def _cli(*args, cwd):

@@ -95,3 +95,57 @@ def test_unreadable_trace_is_a_clear_error(tmp_path):
     bad.write_bytes(b"\x00not a protobuf at all" * 10)
     with pytest.raises(TraceError, match="x.xplane.pb"):
         read_xplane(bad)
+
+
+def test_tpu_async_collective_is_timed_from_its_start_to_its_done():
+    """An all-gather-start on `XLA Ops`, its in-flight op on `Async XLA Ops`, a fusion
+    computing meanwhile, and the all-gather-done: one execution from 0 to 900 ns."""
+    rows = []
+    for dev in range(2):
+        for it in range(2):
+            t0 = 10_000 * it
+            rows += [(f"/device:TPU:{dev}", "XLA Ops", "all-gather-start.1", t0, 20.0, None, None, None, None),
+                     (f"/device:TPU:{dev}", "Async XLA Ops", "all-gather.1", t0 + 20, 700.0, None, None, None, None),
+                     (f"/device:TPU:{dev}", "XLA Ops", "fusion.3", t0 + 50, 600.0, None, None, None, None),
+                     (f"/device:TPU:{dev}", "XLA Ops", "all-gather-done.1", t0 + 850, 50.0, None, None, None, None)]
+    pairs = {"all-gather-done.1": "all-gather-start.1"}
+    for p in (pairs, None):  # joined by the HLO's pairs, or by kind when there is no HLO
+        ops = device_ops(_events(rows), p)
+        ag = ops[ops["hlo_op"] == "all-gather-start.1"]
+        assert len(ag) == 4 and ag["is_async"].all()
+        assert ag["duration_ns"].tolist() == [900.0] * 4  # start's start to done's end
+        assert set(ops["hlo_op"]) == {"all-gather-start.1", "fusion.3"}  # the halves and the in-flight op are one
+        steps = op_steps(ops)
+        assert steps.loc[steps["hlo_op"] == "all-gather-start.1", "device_time_s"].tolist() == pytest.approx([900e-9] * 2)
+
+
+def test_offloaded_collective_ending_in_call_done_is_one_execution():
+    rows = [("/device:TPU:0", "XLA Ops", "all-reduce-start.4", 0.0, 10.0, None, None, None, None),
+            ("/device:TPU:0", "XLA Ops", "fusion.1", 20.0, 100.0, None, None, None, None),
+            ("/device:TPU:0", "XLA Ops", "call-done.7", 400.0, 30.0, None, None, None, None)]
+    ops = device_ops(_events(rows), {"call-done.7": "all-reduce-start.4"})
+    ar = ops[ops["hlo_op"] == "all-reduce-start.4"].iloc[0]
+    assert (ar["start_ns"], ar["end_ns"], ar["is_async"]) == (0.0, 430.0, True)
+    assert "call-done.7" not in set(ops["hlo_op"])
+
+
+def test_a_joined_async_collective_counts_its_whole_span_as_collective_time():
+    from analysis.trace.overlap import overlap_by_device
+
+    rows = [("/device:TPU:0", "XLA Ops", "all-gather-start.1", 0.0, 20.0, None, None, None, None),
+            ("/device:TPU:0", "XLA Ops", "fusion.3", 50.0, 600.0, None, None, None, None),
+            ("/device:TPU:0", "XLA Ops", "all-gather-done.1", 850.0, 50.0, None, None, None, None)]
+    per = overlap_by_device(device_ops(_events(rows)))
+    assert per["collective_s"].iloc[0] == pytest.approx(900e-9)
+    assert per["overlap_s"].iloc[0] == pytest.approx(600e-9)  # the fusion ran while it was in flight
+
+
+def test_per_host_plane_numbers_become_global_device_ids():
+    from analysis.processes import global_device_ids
+
+    # host 1 of a two-host TPU slice: its planes /device:TPU:0..3 are the chips with global ids 4, 5, 12, 13
+    local = pd.Series([0, 1, 2, 3, 0])
+    assert global_device_ids(local, [4, 5, 12, 13]).tolist() == [4, 5, 12, 13, 4]
+    # numbers that are already global (not local ordinals) stay as they are
+    assert global_device_ids(pd.Series([4, 7]), [4, 5, 6, 7]).tolist() == [4, 7]
+    assert global_device_ids(local, None).tolist() == [0, 1, 2, 3, 0]

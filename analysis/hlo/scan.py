@@ -17,7 +17,7 @@ from analysis.book.collectives import HLO_OPCODES
 from analysis.hlo.lex import HloParseError, balance, close_bracket, parse_int, split_top, strip_comments
 from analysis.hlo.shapes import shape_end
 
-__all__ = ["KINDS", "Instr", "Module", "scan", "instruction_opcodes"]
+__all__ = ["KINDS", "Instr", "Module", "scan", "instruction_opcodes", "async_pairs"]
 
 KINDS = HLO_OPCODES  # every collective opcode, from the book's table of collectives
 
@@ -52,6 +52,7 @@ class Module:
     params: dict = field(default_factory=dict)  # comp -> {param: shape}, from its header
     instrs: list = field(default_factory=list)  # collective/async Instr, in text order
     opcodes: dict = field(default_factory=dict)  # instruction name -> opcode, every instruction
+    started_by: dict = field(default_factory=dict)  # an async *-done's name -> its *-start's name
 
 
 _RELEVANT = {k + suffix for k in KINDS for suffix in ("", "-start", "-done")} | {"async-start", "async-done"}
@@ -108,6 +109,10 @@ def _parse_instr(stmt: str, comp: str, mod: Module) -> None:
             raise HloParseError(f"no opcode in {stmt[:80]!r}")
         opcode = om.group(1)
         mod.opcodes[name] = opcode
+        if opcode.endswith("-done"):  # all-gather-done, async-done, call-done, ...: its operand is the start
+            first = split_top(stmt[om.end():close_bracket(stmt, om.end() - 1) - 1])
+            if first and first[0].split():
+                mod.started_by[name] = first[0].split()[-1].lstrip("%")
         mod.defs[(comp, name)] = shape
         mod.global_defs.setdefault(name, shape)
         if opcode in _RELEVANT:
@@ -184,4 +189,14 @@ def instruction_opcodes(text: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for mod in scan(text):
         out.update(mod.opcodes)
+    return out
+
+
+def async_pairs(text: str) -> dict[str, str]:
+    """Every asynchronous op's ``done -> start`` instruction names (``all-gather-done.2`` ->
+    ``all-gather-start.1``; offloaded collectives end in ``async-done`` or ``call-done``): what
+    joins the two halves of one collective in a trace."""
+    out: dict[str, str] = {}
+    for mod in scan(text):
+        out.update(mod.started_by)
     return out

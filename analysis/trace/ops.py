@@ -14,17 +14,25 @@ import pandas as pd
 _DEVICE_PLANE = re.compile(r"^/device:(TPU|GPU):(\d+)")
 
 
-def device_ops(events: pd.DataFrame) -> pd.DataFrame:
+def device_ops(events: pd.DataFrame, pairs: dict[str, str] | None = None) -> pd.DataFrame:
     """The HLO-op executions per device: columns ``device, hlo_module, hlo_op, name,
-    start_ns, end_ns, duration_ns, iteration``.
+    start_ns, end_ns, duration_ns, kernels, is_async, iteration``.
 
     ``iteration`` counts the executions of one op on one device in time order, so the
     k-th all-gather on every device belongs to the same step (no reliance on run ids,
     which not every backend records).
+
+    An asynchronous collective (``all-gather-start`` ... ``all-gather-done``; on TPU on the
+    ``XLA Ops`` and ``Async XLA Ops`` lines, offloaded ones ending in ``async-done`` or
+    ``call-done``) is ONE execution from its start's start to its done's end, named after the
+    start (as the HLO's collective is): the start event alone is only the issue, the done the
+    wait. ``pairs`` (``done -> start`` names, :func:`analysis.hlo.async_pairs` of the compiled
+    module) joins them; without it, a ``*-done`` joins the earliest open ``*-start`` of its
+    kind on the device, and a ``call-done``/``async-done`` the earliest open start of any kind.
     """
     plane_dev = events["plane"].str.extract(_DEVICE_PLANE)
     on_device_plane = plane_dev[1].notna()
-    tpu_ops = on_device_plane & (plane_dev[0] == "TPU") & (events["line"] == "XLA Ops")
+    tpu_ops = on_device_plane & (plane_dev[0] == "TPU") & events["line"].isin(["XLA Ops", "Async XLA Ops"])
     gpu_ops = on_device_plane & (plane_dev[0] == "GPU") & events["hlo_op"].notna()
     cpu_ops = (events["plane"] == "/host:CPU") & events["hlo_op"].notna() & events["device_ordinal"].notna()
     keep = tpu_ops | gpu_ops | cpu_ops
@@ -46,9 +54,66 @@ def device_ops(events: pd.DataFrame) -> pd.DataFrame:
             duration_ns=("duration_ns", "sum"), kernels=("kernels", "sum")).reset_index()
         ops = pd.concat([ops[~launched], merged], ignore_index=True)
     ops = ops.sort_values(["device", "start_ns"], kind="stable")
+    ops = _join_async(ops, pairs)
     ops["iteration"] = ops.groupby(["device", "hlo_module", "hlo_op"]).cumcount()
     return ops[["device", "hlo_module", "hlo_op", "name", "start_ns", "end_ns", "duration_ns", "kernels",
-                "iteration"]].reset_index(drop=True)
+                "is_async", "iteration"]].reset_index(drop=True)
+
+
+_START = re.compile(r"^(?P<kind>[a-z\-]+?)-start(?:[._].*)?$")
+_DONE = re.compile(r"^(?P<kind>[a-z\-]+?)-done(?:[._].*)?$")
+
+
+def _join_async(ops: pd.DataFrame, pairs: dict[str, str] | None) -> pd.DataFrame:
+    """Each async start and its done as one row spanning both (see :func:`device_ops`);
+    events of the pair's own op in between (TPU's ``Async XLA Ops`` line) fall inside it."""
+    ops = ops.assign(is_async=False)
+    names = ops["hlo_op"].astype(str)
+    if not (names.str.contains("-start", regex=False).any() and names.str.contains("-done", regex=False).any()):
+        return ops
+    keep, rows = np.ones(len(ops), bool), []
+    for _device, idx in ops.groupby("device", sort=False).indices.items():
+        open_starts: list[tuple[int, str, str]] = []  # (row, name, kind) of starts not yet done
+        for i in idx:
+            name = names.iloc[i]
+            m = _START.match(name)
+            if m:
+                open_starts.append((i, name, m.group("kind")))
+                continue
+            d = _DONE.match(name)
+            if not d or not open_starts:
+                continue
+            want = (pairs or {}).get(name)
+            if want is not None:
+                hit = next((k for k, o in enumerate(open_starts) if o[1] == want), None)
+            elif d.group("kind") in ("call", "async"):
+                hit = 0
+            else:
+                hit = next((k for k, o in enumerate(open_starts) if o[2] == d.group("kind")), None)
+            if hit is None:
+                continue
+            j, start_name, _ = open_starts.pop(hit)
+            s_row, d_row = ops.iloc[j], ops.iloc[i]
+            rows.append({**s_row.to_dict(), "end_ns": d_row["end_ns"], "duration_ns": d_row["end_ns"] - s_row["start_ns"],
+                         "kernels": s_row["kernels"] + d_row["kernels"], "is_async": True})
+            keep[j] = keep[i] = False
+    if not rows:
+        return ops
+    joined = pd.concat([ops[keep], pd.DataFrame(rows)], ignore_index=True)
+    inflight = _inflight(joined)
+    return joined[~inflight].sort_values(["device", "start_ns"], kind="stable").reset_index(drop=True)
+
+
+def _inflight(ops: pd.DataFrame) -> np.ndarray:
+    """Rows that are an async collective's own in-flight event (same device, its name without
+    ``-start``, inside the joined span): already counted by the span."""
+    spans = ops[ops["is_async"]]
+    out = np.zeros(len(ops), bool)
+    for r in spans.itertuples():
+        base = str(r.hlo_op).replace("-start", "", 1)
+        out |= ((ops["device"] == r.device) & (ops["hlo_op"] == base) & ~ops["is_async"]
+                & (ops["start_ns"] >= r.start_ns) & (ops["end_ns"] <= r.end_ns)).to_numpy()
+    return out
 
 
 def op_steps(ops: pd.DataFrame) -> pd.DataFrame:

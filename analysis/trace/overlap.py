@@ -84,7 +84,9 @@ def collective_spans(ops: pd.DataFrame, opcodes: dict[str, str] | None = None) -
         if not m:
             continue
         kind, half = m
-        if half == "-start":
+        if getattr(r, "is_async", False):  # device_ops already joined its start and done
+            rows.append((r.start_ns, r.end_ns))
+        elif half == "-start":
             pending.setdefault(kind, []).append(r.start_ns)
         elif half == "-done" and pending.get(kind):
             rows.append((pending[kind].pop(0), r.end_ns))
