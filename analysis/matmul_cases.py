@@ -38,7 +38,46 @@ def matmul_jobs(summary: pd.DataFrame) -> pd.DataFrame:
     devices = pd.to_numeric(out["device_count"], errors="coerce")
     out["flops_per_s"] = pd.to_numeric(out["flops"], errors="coerce") / pd.to_numeric(out["time_s"], errors="coerce")
     out["flops_per_s_per_device"] = out["flops_per_s"] / devices
+    out["intensity"] = [intensity(e, d, t) for e, d, t in zip(out["expr"], out["dims"], out["dtype"])]
     return out.reset_index(drop=True)
+
+
+def intensity(expr, dims, dtype) -> float:
+    """FLOPs per byte of the matmul's two inputs and its output (global sizes): where it sits
+    on the roofline. NaN when the expression or dims do not parse."""
+    from analysis.book.dtypes import dtype_bytes
+
+    try:
+        mm, d = parse(expr), _dims(dims)
+        size = dtype_bytes(dtype)[1]
+        arrays = [mm.lhs, mm.rhs] + ([mm.out] if mm.out is not None else [])
+        nbytes = size * sum(np.prod([d[x.name] for x in a.dims]) for a in arrays)
+        names = {x.name for a in (mm.lhs, mm.rhs) for x in a.dims}
+        return float(2 * np.prod([d[n] for n in names]) / nbytes)
+    except (BookError, KeyError, ValueError, TypeError, AttributeError):
+        return float("nan")
+
+
+def ring_pairs(jobs: pd.DataFrame) -> pd.DataFrame:
+    """Collective matmul (``ring``) and its naive counterpart (``naive``: the same expression
+    and dims, another strategy) side by side: ``expr, size, kind, time_s`` (``size`` the dim
+    that varies across the pairs, else the product of the dims)."""
+    ok = jobs[jobs["status"] == "ok"]
+    rings = ok[ok["strategy"] == "collective_matmul"]
+    rows = []
+    for r in rings.itertuples():
+        naive = ok[(ok["expr"] == r.expr) & (ok["dims"] == r.dims) & (ok["strategy"] != "collective_matmul")]
+        if not len(naive):
+            continue
+        d = _dims(r.dims)
+        rows.append({"expr": r.expr, "dims": r.dims, "kind": "ring", "time_s": r.time_s, "_d": d})
+        rows.append({"expr": r.expr, "dims": r.dims, "kind": "naive", "time_s": float(naive["time_s"].median()), "_d": d})
+    out = pd.DataFrame(rows, columns=["expr", "dims", "kind", "time_s", "_d"])
+    if not len(out):
+        return out.drop(columns="_d").assign(size=[])
+    varying = _varying_dim(out["dims"])
+    out["size"] = [d.get(varying) if varying else float(np.prod(list(d.values()))) for d in out["_d"]]
+    return out.drop(columns="_d")
 
 
 def _text(value) -> str:

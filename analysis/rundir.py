@@ -11,8 +11,9 @@ A run (job) folder::
     trace/plugins/profile/<time>/<host>.xplane.pb   (trace/host<i>/... with several processes)
     worker.log, worker.host<i>.log                  what each JAX process printed
 
-A sweep folder holds job folders ``<n>_<what varies>/`` plus ``summary.csv``, ``fit.json``
-and ``report/``.
+A sweep folder holds job folders ``<n>_<what varies>/`` plus ``sweep.json`` (the points the
+sweep asked for, written when it starts), ``summary.csv``, ``samples.csv``, ``fit.json``,
+``headline.json`` and ``report/``.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ LOG_NAME = "worker.log"
 SUMMARY_NAME = "summary.csv"
 FIT_NAME = "fit.json"
 REPORT_DIR = "report"
+SWEEP_NAME = "sweep.json"
 
 
 HOST_RESULTS_GLOB = "result.host*.json"
@@ -76,6 +78,30 @@ def read_result(job_dir: Path) -> dict:
 def read_results(root: str | Path) -> list[dict]:
     """Every job's result under ``root``."""
     return [read_result(d) for d in job_dirs(root)]
+
+
+def job_number(job_dir: Path) -> int | None:
+    """The sweep position a job folder's name starts with (``07_op.size_bytes=...`` -> 7)."""
+    head = Path(job_dir).name.split("_", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def sweep_command(root: str | Path) -> str | None:
+    """The command that started the sweep (``sweep.json``), or None."""
+    try:
+        return json.loads((Path(root) / SWEEP_NAME).read_text()).get("command")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def expected_points(root: str | Path) -> list[dict]:
+    """The points the sweep asked for (``sweep.json``), ``[{"num", "overrides"}]``; empty when
+    the folder has no such file (a single run, or a sweep from an older shardlab)."""
+    try:
+        data = json.loads((Path(root) / SWEEP_NAME).read_text())
+        return [p for p in data.get("expected_points", []) if isinstance(p, dict) and "num" in p]
+    except (OSError, ValueError, AttributeError):
+        return []
 
 
 def json_safe(obj):

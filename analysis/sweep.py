@@ -8,7 +8,7 @@ analyzer and report (as HolisticTraceAnalysis hands one parsed trace to its anal
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -16,7 +16,7 @@ import pandas as pd
 from analysis.book.hardware import Hardware, load_hardware
 from analysis.fit import GROUP_KEYS, fit_table
 from analysis.predictions import curves, hardware_for, model_constants, predict_points, unit_terms
-from analysis.rundir import read_results
+from analysis.rundir import expected_points, job_dirs, job_number, read_results
 from analysis.summary import summary_table
 
 
@@ -40,6 +40,8 @@ class Sweep:
     model_hw: Hardware | None
     model_source: str
     curves: pd.DataFrame
+    expected: list = field(default_factory=list)  # the points sweep.json says the sweep asked for
+    missing: list = field(default_factory=list)  # those without a result
 
     @property
     def jobs(self) -> pd.DataFrame:
@@ -82,5 +84,8 @@ def load_sweep(root: str | Path, hardware: str | None = None) -> Sweep:
         summary = summary.join(model, on=["job", "hlo_op"])
     else:
         summary = summary.assign(model_time_s=float("nan"), model_regime=None)
+    expected = expected_points(root)
+    present = {job_number(d) for d in job_dirs(root)}
+    missing = [p for p in expected if p["num"] not in present]
     return Sweep(root, results, summary, points, fits, left_out, model_hw, model_source,
-                 curves(points, fits, model_hw))
+                 curves(points, fits, model_hw), expected, missing)

@@ -3,14 +3,17 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from runner.callbacks import armed, interrupted
 from runner.errors import PlatformError
 from runner.job import run
+from runner.pool import discard_worker
 from runner.schema import register_configs
 
 register_configs()
@@ -23,10 +26,21 @@ def main(cfg: DictConfig) -> dict:
     # A sweep runs round 1 of each point now and interleaves the other rounds at its end
     # (runner.callbacks); a single run does all its rounds at once.
     try:
-        result = run(cfg, rounds=1 if multirun else None)
+        if multirun:  # Ctrl-C: see runner.callbacks (a sweep keeps what it measured)
+            with armed():
+                result = run(cfg, rounds=1)
+        else:
+            result = run(cfg)
     except PlatformError as exc:  # no point of this run can measure what it asks for: stop now
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:  # Ctrl-C: no traceback; a sweep leaves a report of what finished
+        discard_worker()
+        if multirun:
+            interrupted(Path(HydraConfig.get().sweep.dir), f"at point {HydraConfig.get().job.num + 1}")
+        else:
+            print("\ninterrupted", file=sys.stderr)
+        sys.exit(130)
     if result["status"] != "ok" and HydraConfig.get().mode == RunMode.RUN:
         # A single run that failed exits non-zero; in a multirun the sweep goes on.
         sys.exit(2 if result["error_type"] == "ConfigError" else 1)

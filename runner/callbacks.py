@@ -1,44 +1,162 @@
 """Hydra callbacks: stop the worker when Hydra is done; at the end of a sweep, time the
-points' later rounds (interleaved, :mod:`runner.rounds`) and write the report."""
+points' later rounds (interleaved, :mod:`runner.rounds`), write the report, and say how it
+went.
+
+Ctrl-C anywhere in a sweep still leaves a report of what finished (:func:`interrupted`): in
+a point or in the later rounds it interrupts at once (``Interrupt.armed``); between points,
+while Hydra composes the next one, it is noted and acted on at the next callback, so Hydra
+never sees it half-way through its own work."""
 from __future__ import annotations
 
+import json
 import logging
+import shlex
+import sys
 from pathlib import Path
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from runner.pool import discard_worker
+from runner.progress import _rel, clock
 
 log = logging.getLogger("shardlab")
 
 
+class Interrupt:
+    """Where a Ctrl-C may land: ``armed`` inside our own code (raise KeyboardInterrupt
+    there), else ``pending`` until the next callback acts on it."""
+    armed = False
+    pending = False
+    sweep_dir: Path | None = None
+
+    @staticmethod
+    def handler(signum, frame):
+        if Interrupt.armed:
+            raise KeyboardInterrupt
+        Interrupt.pending = True
+
+    @staticmethod
+    def check(where: str) -> None:
+        """Act on a Ctrl-C that came between points: report, two lines, exit 130."""
+        if Interrupt.pending and Interrupt.sweep_dir is not None:
+            discard_worker()
+            interrupted(Interrupt.sweep_dir, where)
+            sys.exit(130)
+
+
+class armed:
+    """``with armed():`` - a Ctrl-C in this block raises KeyboardInterrupt at once."""
+
+    def __enter__(self):
+        Interrupt.check("between points")
+        Interrupt.armed = True
+
+    def __exit__(self, *exc):
+        Interrupt.armed = False
+        return False
+
+
+def resume_command(sweep_dir: Path, argv: list[str] | None = None) -> str:
+    """The exact command that finishes this sweep: the same arguments, its folder, resume."""
+    args = [a for a in (sys.argv[1:] if argv is None else argv)
+            if not a.startswith(("hydra.sweep.dir=", "resume=")) and a not in ("-m", "--multirun")]
+    return " ".join(["python -m runner", *map(shlex.quote, args), f"hydra.sweep.dir={shlex.quote(_rel(sweep_dir))}",
+                     "resume=true"])
+
+
+def report_and_summary(sweep_dir: Path, t_start: float | None = None, interrupted: bool = False) -> Path | None:
+    """Write the report (never losing the measurements to a report bug) and print the
+    closing summary: counts, each family's headline, where the report is, what to run next."""
+    import time
+
+    from analysis.report import write_report
+
+    try:
+        index = write_report(sweep_dir)
+    except Exception:  # the measurements are on disk; a report bug must not hide them
+        log.exception("could not write the report; rebuild it with `python -m analysis report %s`", _rel(sweep_dir))
+        return None
+    try:
+        head = json.loads((sweep_dir / "headline.json").read_text())
+    except (OSError, ValueError):
+        head = {"families": [], "missing_points": []}
+    results = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/result.json"))]
+    ok = sum(r.get("status") == "ok" for r in results)
+    failed = len(results) - ok
+    fams = head.get("families") or []
+    noisy = sum(f.get("noisy") or 0 for f in fams)
+    unchecked = sum(f.get("unchecked") or 0 for f in fams)
+    flagged = sum(f.get("flagged") or 0 for f in fams)
+    missing = len(head.get("missing_points") or [])
+    took = f" in {clock(time.perf_counter() - t_start)}" if t_start else ""
+    log.info("%s%s: %d ok, %d failed%s; %d noisy, %d flagged, %d unchecked", "interrupted" if interrupted else "done",
+             took, ok, failed, f", {missing} not run" if missing else "", noisy, flagged, unchecked)
+    for f in fams:
+        log.info("  %s", f.get("text"))
+    log.info("report: %s", _rel(index))
+    log.info("traces: python -m analysis view %s", _rel(sweep_dir))
+    if failed or missing:
+        log.info("resume: %s", resume_command(sweep_dir))
+    return index
+
+
 class ReportCallback(Callback):
-    """At the end of a multirun, build ``report/`` from the sweep folder on disk."""
+    """At the end of a multirun: the later rounds, then ``report/`` from the sweep folder."""
+
+    def __init__(self) -> None:
+        self.t_start: float | None = None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        import signal
+        import time
+
+        self.t_start = time.perf_counter()
+        Interrupt.sweep_dir = Path(config.hydra.sweep.dir)
+        signal.signal(signal.SIGINT, Interrupt.handler)
+
+    def on_job_start(self, config: DictConfig, **kwargs) -> None:
+        Interrupt.check(f"before point {int(config.hydra.job.num) + 1}")
 
     def on_run_end(self, config: DictConfig, **kwargs) -> None:
         discard_worker()
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
-        from analysis.report import write_report
         from analysis.rundir import job_dirs
+        from runner import job
         from runner.rounds import interleave
 
-        from runner import job
-
         sweep_dir = Path(config.hydra.sweep.dir)
+        Interrupt.check("after the last point")
         if job.last_process_index:  # a cluster run: every host ran the sweep; process 0 reports
             discard_worker()
             log.info("process %d: the report is process 0's to write (or `python -m analysis report %s`)",
                      job.last_process_index, sweep_dir)
             return
-        if int(config.timing.rounds) > 1 and config.distributed.mode != "auto":
-            interleave(job_dirs(sweep_dir), int(config.timing.rounds), int(config.timing.seed))
-        discard_worker()
         try:
-            index = write_report(sweep_dir)
-        except Exception:  # the measurements are on disk; a report bug must not hide them
-            log.exception("could not write the report for %s; rebuild it with "
-                          "`python -m analysis report %s`", sweep_dir, sweep_dir)
-            return
-        log.info("report: %s", index)
+            if int(config.timing.rounds) > 1 and config.distributed.mode != "auto":
+                with armed():
+                    interleave(job_dirs(sweep_dir), int(config.timing.rounds), int(config.timing.seed))
+        except KeyboardInterrupt:
+            discard_worker()
+            interrupted(sweep_dir, "during the later timing rounds: the points keep the rounds they finished")
+            sys.exit(130)
+        discard_worker()
+        report_and_summary(sweep_dir, self.t_start)
+
+
+def interrupted(sweep_dir: Path, where: str) -> None:
+    """Ctrl-C: a report of what finished, marked incomplete, and two lines: what happened
+    with the report's path, and the exact command that resumes. The caller exits."""
+    logging.disable(logging.INFO)  # no closing summary: two lines
+    try:
+        from analysis.report import write_report
+
+        index = _rel(write_report(sweep_dir))
+    except Exception as exc:  # noqa: BLE001 - the measurements stay on disk either way
+        index = f"(no report: {exc})"
+    finally:
+        logging.disable(logging.NOTSET)
+    done = len(list(sweep_dir.glob("*/result.json")))
+    print(f"\ninterrupted {where}; report of the {done} point(s) that finished (incomplete): {index}\n"
+          f"resume: {resume_command(sweep_dir)}", file=sys.stderr, flush=True)

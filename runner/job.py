@@ -13,7 +13,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from analysis.book.units import format_size
+from analysis.book.units import fmt_duration, format_size
 from analysis.rundir import RESULT_NAME, result_name, write_json_atomic
 from runner.errors import ConfigError, PlatformError, WorkerDied
 from runner.jaxenv import process_env
@@ -134,8 +134,9 @@ def kept_result(job_dir: Path, config: dict) -> dict | None:
         return None
     exp = old.get("experiment") or {}
     size = exp.get("size_bytes")
-    log.info("resume: kept the ok result of %s%s -> %s", exp.get("expr"), f" {format_size(size)}" if size else "",
-             job_dir)
+    if not _in_multirun():  # a sweep's line for the point says "(kept from before)"
+        log.info("resume: kept the ok result of %s%s -> %s", exp.get("expr"), f" {format_size(size)}" if size else "",
+                 job_dir)
     return dict(old, resumed=True)
 
 
@@ -162,7 +163,16 @@ def predict(result: dict) -> dict:
     return p.to_dict()
 
 
+def _in_multirun() -> bool:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
 def _log_line(result: dict, job_dir: Path) -> None:
+    if _in_multirun():  # the sweep's console has one line per point (runner.progress)
+        return
     exp = result.get("experiment") or {}
     what = exp.get("expr") or result["config"]["op"]["name"]
     size = exp.get("size_bytes")
@@ -172,7 +182,8 @@ def _log_line(result: dict, job_dir: Path) -> None:
         where = f"{what} {format_size(size) if size else ''}".strip()
     if result["status"] == "ok":
         s = result["timing"]["summary"]
-        log.info("%s: median %.4g ms (n=%d, 95%% CI +-%.1f%%) -> %s", where, s["median_s"] * 1e3, s["n"],
-                 100 * s["rel_ci_halfwidth"], job_dir)
+        log.info("%s: median %s (+-%.0f%%, %s estimator, %d samples in %d round(s)) -> %s", where,
+                 fmt_duration(s["median_s"]), 100 * s["rel_ci_halfwidth"], result["timing"]["source"], s["n"],
+                 s.get("rounds", 1), job_dir)
     else:
         log.error("%s: FAILED (%s) %s -> %s", where, result["error_type"], result["error"], job_dir)

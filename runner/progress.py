@@ -1,16 +1,23 @@
-"""A sweep's progress in the log: one line as each point starts.
+"""A sweep on the console: one line per point as it ends, and a closing summary.
 
-``[3/17] op.size_bytes=4KiB | elapsed 0:05 | about 0:31 left (2.1 s a point)``
+``[ 3/17] op.size_bytes=4KiB       ok     252 us ±12%   busbw 0.016 GB/s   0:05, about 0:31 left``
 
 Hydra's BasicLauncher runs the points one after another in this process and tells the
-callbacks as each starts and ends. It does not hand the callbacks its job list, so the
-count N is worked out the way BasicSweeper builds that list: the product of the sweep's
-values (``hydra.sweeper.params`` plus the command line's ``hydra.overrides.task``). With
-another sweeper the count is unknown and the line just says which point is running.
+callbacks as each starts and ends. It does not hand the callbacks its job list, so the list
+is worked out the way BasicSweeper builds it (the sweep's values: ``hydra.sweeper.params``
+plus the command line's ``hydra.overrides.task``) and written to ``sweep.json``, so that a
+report can name the points that never ran. With another sweeper the list is unknown and
+the lines just say which point ended.
+
+The time left is estimated from the points measured so far: their seconds fitted as
+``a + b * V`` (sweeps mostly grow their sizes, so the mean alone runs low), applied to the
+points left, plus the later timing rounds (each about the measured points' timing phase).
 """
 from __future__ import annotations
 
 import logging
+import shlex
+import sys
 import time
 from pathlib import Path
 
@@ -22,8 +29,8 @@ log = logging.getLogger("shardlab")
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 
 
-def count_jobs(config: DictConfig) -> int | None:
-    """How many jobs BasicSweeper will launch for ``config``, or None if that can't be known."""
+def job_list(config: DictConfig) -> list[list[str]] | None:
+    """The overrides of every job BasicSweeper will launch for ``config``, or None."""
     sweeper = OmegaConf.select(config, "hydra.sweeper") or {}
     if sweeper.get("_target_") != BASIC_SWEEPER:
         return None
@@ -34,63 +41,161 @@ def count_jobs(config: DictConfig) -> int | None:
     args += list(OmegaConf.select(config, "hydra.overrides.task") or [])
     try:
         overrides = OverridesParser.create().parse_overrides(args)
-        return len(BasicSweeper.split_arguments(overrides, None)[0])
-    except Exception:  # e.g. a glob() sweep, which needs the config loader: count unknown
+        return [list(job) for job in BasicSweeper.split_arguments(overrides, None)[0]]
+    except Exception:  # e.g. a glob() sweep, which needs the config loader: unknown
         return None
 
 
-def _clock(seconds: float) -> str:
-    m, s = divmod(int(round(seconds)), 60)
+def count_jobs(config: DictConfig) -> int | None:
+    """How many jobs BasicSweeper will launch for ``config``, or None if that can't be known."""
+    jobs = job_list(config)
+    return len(jobs) if jobs is not None else None
+
+
+def varying(jobs: list[list[str]]) -> set[str]:
+    """The keys whose values differ between jobs: what a line needs to say."""
+    values: dict[str, set[str]] = {}
+    for job in jobs:
+        for o in job:
+            k, _, v = o.partition("=")
+            values.setdefault(k, set()).add(v)
+    return {k for k, v in values.items() if len(v) > 1}
+
+
+def clock(seconds: float) -> str:
+    """``0:31``, ``1:02:05``."""
+    m, s = divmod(int(round(max(seconds, 0))), 60)
     h, m = divmod(m, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
-class ProgressCallback(Callback):
-    """Log ``[k/N] <what varies> | elapsed | about T left`` as each sweep point starts.
+def point_line(k: int, total: int | None, what: str, result: dict | None) -> str:
+    """``[ 3/17] <what> ok 252 us ±12% busbw 0.016 GB/s`` (or FAILED and why)."""
+    from analysis.book.collectives import BY_OP, busbw_factor, nccl_S_bytes
+    from analysis.book.units import fmt_bandwidth, fmt_duration
 
-    The estimate is the points left times the larger of the mean time of the points
-    measured so far and the latest one's (resumed points, which take no time, are left
-    out): sweeps mostly grow their sizes, and the mean alone runs low.
-    """
+    width = len(str(total)) if total else 1
+    head = f"[{k:>{width}}/{total}]" if total else f"[{k}]"
+    if not isinstance(result, dict):
+        return f"{head} {what:<28} FAILED (the job raised; see its folder's shardlab.log)"
+    if result.get("status") != "ok":
+        first = str(result.get("error") or "").strip().splitlines()[0:1]
+        return f"{head} {what:<28} FAILED {result.get('error_type')}: {(first[0] if first else '')[:90]}"
+    s = (result.get("timing") or {}).get("summary") or {}
+    exp = result.get("experiment") or {}
+    rel = s.get("rel_ci_halfwidth")
+    text = f"{head} {what:<28} ok {fmt_duration(s.get('median_s')):>9}" + (f" ±{rel:.0%}" if rel is not None else "")
+    n, V = exp.get("group_size") or 0, exp.get("V_bytes")
+    if exp.get("op") in BY_OP and V and n >= 2 and s.get("median_s"):
+        busbw = nccl_S_bytes(exp["op"], V, n) / s["median_s"] * busbw_factor(exp["op"], n)
+        text += f"  busbw {fmt_bandwidth(busbw)}"
+    if result.get("resumed"):
+        text += "  (kept from before)"
+    return text
+
+
+class ProgressCallback(Callback):
+    """The console of a sweep: a header, one line per point, the time left."""
 
     def __init__(self) -> None:
-        self.total: int | None = None
+        self.jobs: list[list[str]] | None = None
+        self.keys: set[str] = set()
         self.t_start: float | None = None
         self.t_job: float | None = None
-        self.measured: list[float] = []
+        self.done: list[tuple[float, float, float]] = []  # (V, wall seconds, timing seconds) of measured points
+        self.rounds = 1
+        self.argv: list[str] = []
+
+    @property
+    def total(self) -> int | None:
+        return len(self.jobs) if self.jobs is not None else None
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
-        self.total = count_jobs(config)
+        from analysis.rundir import SWEEP_NAME, write_json_atomic
+
+        self.jobs = job_list(config)
+        self.keys = varying(self.jobs) if self.jobs else set()
         self.t_start = time.perf_counter()
-        self.measured = []
+        self.done = []
+        self.rounds = int(OmegaConf.select(config, "timing.rounds", default=1) or 1)
+        self.argv = list(sys.argv[1:])
+        sweep_dir = Path(config.hydra.sweep.dir)
+        if self.jobs is not None:
+            write_json_atomic(sweep_dir / SWEEP_NAME, {
+                "command": "python -m runner " + " ".join(shlex.quote(a) for a in self.argv),
+                "expected_points": [{"num": i, "overrides": job} for i, job in enumerate(self.jobs)],
+                "rounds": self.rounds, "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        log.info("shardlab: %s points x %d round(s) -> %s", self.total or "?", self.rounds, _rel(sweep_dir))
         if config.get("resume"):
-            sweep_dir = Path(config.hydra.sweep.dir)
             found = len(list(sweep_dir.glob("*/result.json")))
             if found:
-                log.info("resume: %s holds %d result(s); ok ones of the same config are kept", sweep_dir, found)
+                log.info("resume: %d result(s) there; ok ones of the same config are kept", found)
             else:
                 log.warning("resume=true but %s holds no results: every point runs (pass "
-                            "hydra.sweep.dir=<the sweep folder> to resume it)", sweep_dir)
+                            "hydra.sweep.dir=<the sweep folder> to resume it)", _rel(sweep_dir))
 
     def on_job_start(self, config: DictConfig, **kwargs) -> None:
-        if self.t_start is None:  # a single run (not a multirun): nothing to count
-            return
-        self.t_job = time.perf_counter()
-        k = int(OmegaConf.select(config, "hydra.job.num", default=0)) + 1
-        what = OmegaConf.select(config, "hydra.job.override_dirname", default="") or "(defaults)"
-        head = f"[{k}/{self.total}]" if self.total else f"[{k}]"
-        parts = [f"{head} {what}", f"elapsed {_clock(self.t_job - self.t_start)}"]
-        if self.total and self.measured:
-            # Sweeps mostly grow their sizes, so the latest point beats the mean as a guess.
-            per_point = max(sum(self.measured) / len(self.measured), self.measured[-1])
-            parts.append(f"about {_clock(per_point * (self.total - k + 1))} left ({per_point:.1f} s a point)")
-        log.info(" | ".join(parts))
+        if self.t_start is not None:
+            self.t_job = time.perf_counter()
 
     def on_job_end(self, config: DictConfig, job_return=None, **kwargs) -> None:
-        if self.t_job is None:
+        if self.t_job is None or self.t_start is None:
             return
+        wall = time.perf_counter() - self.t_job
+        self.t_job = None
+        k = int(OmegaConf.select(config, "hydra.job.num", default=0))
         done = job_return is not None and job_return.status == JobStatus.COMPLETED
         result = job_return.return_value if done else None
-        if not (isinstance(result, dict) and result.get("resumed")):
-            self.measured.append(time.perf_counter() - self.t_job)
-        self.t_job = None
+        job = self.jobs[k] if self.jobs and k < len(self.jobs) else []
+        what = " ".join(o for o in job if o.partition("=")[0] in self.keys) or "(defaults)"
+        if isinstance(result, dict) and not result.get("resumed") and result.get("status") == "ok":
+            V = float((result.get("experiment") or {}).get("V_bytes") or (result.get("experiment") or {}).get("size_bytes") or 0)
+            self.done.append((V, wall, float((result.get("phases_s") or {}).get("timing", wall))))
+        line = point_line(k + 1, self.total, what, result)
+        left = self.time_left(k)
+        log.info("%s  %s%s", line, clock(time.perf_counter() - self.t_start),
+                 f", about {clock(left)} left" if left is not None else "")
+
+    def time_left(self, k: int) -> float | None:
+        """Seconds left: the points after ``k`` and the later rounds (see the module)."""
+        if not self.jobs or not self.done:
+            return None
+        import numpy as np  # not at start-up: `python -m runner` starts without numpy
+
+        V = np.array([d[0] for d in self.done])
+        wall = np.array([d[1] for d in self.done])
+        timing = np.array([d[2] for d in self.done])
+        remaining = [_size_of(job) for job in self.jobs[k + 1:]]
+        if len(self.done) >= 3 and np.ptp(V) > 0:
+            b, a = np.polyfit(V, wall, 1)
+            bt, at = np.polyfit(V, timing, 1)
+            b, bt = max(b, 0.0), max(bt, 0.0)
+            guess = [max(a + b * (v if v is not None else V.mean()), float(wall.min())) for v in remaining]
+            round_cost = sum(max(at + bt * v, float(timing.min())) for v in V) + sum(
+                max(at + bt * (v if v is not None else V.mean()), float(timing.min())) for v in remaining)
+        else:
+            guess = [float(wall.mean())] * len(remaining)
+            round_cost = float(timing.mean()) * len(self.jobs)
+        return float(sum(guess)) + (self.rounds - 1) * round_cost
+
+
+def _size_of(job: list[str]) -> float | None:
+    """A job's V from its overrides (``op.size_bytes=4KiB``), when it says."""
+    from analysis.book.units import parse_size
+
+    for o in job:
+        k, _, v = o.partition("=")
+        if k in ("op.size_bytes", "+op.size_bytes"):
+            try:
+                return float(parse_size(v))
+            except ValueError:
+                return None
+    return None
+
+
+def _rel(path: Path) -> str:
+    """``path`` relative to the current folder when it is below it (shorter lines)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)

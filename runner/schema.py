@@ -32,6 +32,13 @@ class HardwareConf:
     hop_latency_s: Optional[float] = None
     hbm_bw_Bps: Optional[float] = None
     flops_per_s: dict[str, float] = field(default_factory=dict)
+    device_kind_patterns: list[str] = field(default_factory=list)  # anchored regexes (analysis.book.hardware)
+    memory_bytes: Optional[float] = None  # HBM capacity per JAX device
+    domain_size: Optional[int] = None  # devices in one fast domain: NVLink domain, TPU pod/slice limit
+    node_bw_unidir_Bps: Optional[float] = None  # per GPU, to GPUs of its node outside its NVLink domain (PCIe)
+    scaleout_network: Optional[str] = None  # beyond a domain, e.g. "InfiniBand NDR", "DCN"
+    scaleout_bw_unidir_Bps: Optional[float] = None  # per device, one direction
+    scaleout_latency_s: Optional[float] = None
     source: str = ""
     # measured W and T_min per collective, written by `python -m analysis calibrate`
     calibrated: list[dict[str, Any]] = field(default_factory=list)

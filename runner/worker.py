@@ -106,6 +106,10 @@ def platform_report(jax, startup_log: Path) -> dict:
 
 def _serve(conn, env: dict, startup_log: str) -> None:
     """Worker main loop: start JAX once, then run the points sent over ``conn``."""
+    # Ctrl-C reaches the whole foreground process group: the parent decides what happens (it
+    # writes the report and discards this worker), so the worker neither dies mid-reply nor
+    # prints a traceback of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if env.get(MODE_ENV) == "local":
         os.setpgid(0, 0)  # its own process group: the parent can end it and anything it started
     from runner.jaxenv import start_jax

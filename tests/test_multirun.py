@@ -56,8 +56,24 @@ def test_fit_and_report_name_every_size_and_show_the_figures(sweep):
     for size in ("1 KiB", "64 KiB", "1 MiB"):
         assert f"| {size} |" in md
     html = (sweep / "report" / "index.html").read_text()
-    assert html.count("data:image/png;base64,") == 2
-    assert "untraced" in md and "Fitted latency and bandwidth" in md
+    # time, bus bandwidth with the ceiling, measured / model
+    assert html.count("data:image/png;base64,") == 3
+    assert md.index("## Headline") < md.index("## Figures") < md.index("## Results as nccl-tests prints them")
+    assert "Fitted latency and bandwidth" in md and "**step** estimator" in md
+
+
+def test_every_point_was_timed_in_two_interleaved_rounds(sweep):
+    rounds = {}
+    for job in sweep.iterdir():
+        if (job / "result.json").exists():
+            r = json.loads((job / "result.json").read_text())
+            rounds[job.name] = r["timing"]["rounds"]
+            assert [x["round"] for x in r["timing"]["rounds"]] == [1, 2]
+            assert r["timing"]["summary"]["rounds"] == 2
+    # round 2 ran after every point's round 1 (interleaved, not back to back)
+    last_first = max(r[0]["started_at"] for r in rounds.values())
+    assert all(r[1]["started_at"] >= last_first for r in rounds.values())
+    assert (sweep / "sweep.json").is_file() and (sweep / "samples.csv").is_file()
 
 
 def test_analysis_report_rebuilds_from_disk(sweep, repo_root):

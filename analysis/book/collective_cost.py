@@ -1,39 +1,45 @@
 """The scaling book's cost model (Part 3) for collectives: the time of one collective over
 mesh axes on a chip (:func:`predict_collective`), and of one written in the notation
-(:class:`CostContext`, :func:`cost_collective`).
+(:class:`CostContext`, :func:`cost_collective`). One fabric's formulas (rings, lines, a
+switch) live in :mod:`analysis.book.fabric_cost`; this module picks the fabric and, for a group
+that crosses a domain boundary, combines the levels.
 
 Conventions (see the seeds for derivations):
 
 * ``V_bytes`` is what one device sees of the array the collective works on: the gathered
   result (AllGather), the unreduced input (ReduceScatter, AllReduce), the array before it is
   resharded (AllToAll); in each case sharded over the *other* mesh axes only.
-* Rings (wraparound), k axes: ``T = max(T_min * sum(ceil(N_i/2)), V / (W_bidi * k))``; the
-  book writes ``sum N_i / 2``, the same for even axes.
-* Lines (no wraparound): data crosses N-1 hops one way, ``T = max(T_min * (N-1),
-  (N-1) * (V/N) / W_unidir)``. Mixed ring/line axes add their bandwidths:
-  ``V / sum(W_eff_i)`` with ``W_eff = W_bidi`` (ring) or ``W_unidir * N / (N-1)`` (line).
-* AllReduce = ReduceScatter + AllGather = 2x. AllToAll: ``V * max_i(N_i / W_i) / (4 * N)``
-  (N = devices in the group; ``V / (4 W_bidi)`` on a 1-D ring).
-* Switch (GPU node, ``W`` = one GPU's NVLink egress = ``link_bw_unidir_Bps``, N = GPUs in
-  the group): AllGather/ReduceScatter ``V (N-1) / (N W)`` in N-1 steps, AllToAll
-  ``V (N-1) / (N^2 W)`` in one step, AllReduce 2x.
-* Host (``cpu``): the ring formula with W and T_min the caller fitted.
+* Inside one domain (a torus slice, an NVLink switch, the host): the one-fabric formula, and
+  AllReduce = ReduceScatter + AllGather = 2x.
+* Across domains (GPU nodes over InfiniBand, TPU slices over DCN; ``--topology
+  nodes=2,gpus_per_node=8`` or ``slices=2``), as the book's GPU chapter prices cross-node
+  collectives: a ReduceScatter runs inside each domain on V, then across domains on
+  V / (devices per domain), each level over its own W (AllGather the same steps reversed);
+  the levels overlap, so T = max over levels (the serial sum is shown too). AllReduce = 2x.
+  AllToAll: each device sends V/N^2 to every peer at once; the peers outside its domain are
+  reached over the scale-out link, which bounds it: T = max over levels of
+  V/N^2 * (peers reached at that level) / W_level.
+* A group larger than the hardware's largest domain (``domain_size``) with no topology saying
+  how it spans is priced as if it filled domains in order, and flagged in ``note``.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
 from analysis.book.collectives import normalize_kind
 from analysis.book.dtypes import dtype_bytes
 from analysis.book.errors import HardwareError, NotationError
+from analysis.book.fabric_cost import ring_line_cost, switch_cost
 from analysis.book.hardware import Hardware, calibrated_for, wraparound_for, wraparound_reason
 from analysis.book.notation import check, mesh_sizes
+from analysis.book.topology import Fabric, fabrics_for, parse_layout, split_axes
 from analysis.book.units import fmt_num, fmt_time
 
-__all__ = ["CollectivePrediction", "predict_collective", "active_axes", "CollectiveCost", "CostContext",
+__all__ = ["CollectivePrediction", "Span", "predict_collective", "active_axes", "CollectiveCost", "CostContext",
            "cost_collective"]
+
 
 def active_axes(axis_sizes: Sequence[int]) -> int:
     """How many mesh axes a collective really runs over: axes of size 1 move nothing."""
@@ -58,62 +64,33 @@ class CollectivePrediction:
     book_time_s: float | None = None
     book_formula: str | None = None
     note: str = ""
+    levels: tuple[dict, ...] = ()  # across domains: each level's network, devices, V and times
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def _ring_line(kind: str, V: float, sizes: list[int], rings: list[bool], hw: Hardware):
-    """(hops, latency s, bandwidth s, latency text, bandwidth text) of one ReduceScatter /
-    AllGather / AllToAll over torus (or host) axes."""
-    t_min = hw.require("hop_latency_s")
-    w_bi = hw.require("link_bw_bidir_Bps") if any(rings) else None
-    w_uni = hw.require("link_bw_unidir_Bps") if not all(rings) else None
-    hops = sum(math.ceil(n / 2) if r else n - 1 for n, r in zip(sizes, rings))
-    lat = t_min * hops
-    if all(rings):
-        hop_txt = " + ".join(f"ceil({n}/2)" for n in sizes)
-        lat_txt = f"T_min * ({hop_txt}) = {fmt_num(t_min)} s * {hops}"
-    elif not any(rings) and len(sizes) == 1:
-        lat_txt = f"T_min * (N-1) = {fmt_num(t_min)} s * {hops}"
-    else:
-        lat_txt = f"T_min * hops = {fmt_num(t_min)} s * {hops}"
-    if kind == "all_to_all":
-        n_all = math.prod(sizes)
-        per = [n / (w_bi if r else w_uni) for n, r in zip(sizes, rings)]
-        bw = V * max(per) / (4 * n_all)
-        if all(rings):
-            bw_txt = f"V * max(N_i) / (4 * N * W_bidi) = {fmt_num(V)} B * {max(sizes)} / (4 * {n_all} * {fmt_num(w_bi)} B/s)"
-        else:
-            bw_txt = (f"V * max(N_i / W_i) / (4 * N), W_i = W_bidi on a ring, W_unidir on a line "
-                      f"= {fmt_num(V)} B * {fmt_num(max(per))} s/B / (4 * {n_all})")
-        return hops, lat, bw, lat_txt, bw_txt
-    if all(rings):
-        k = len(sizes)
-        return hops, lat, V / (w_bi * k), lat_txt, f"V / (W_bidi * k) = {fmt_num(V)} B / ({fmt_num(w_bi)} B/s * {k})"
-    if len(sizes) == 1:
-        n = sizes[0]
-        return (hops, lat, (n - 1) * (V / n) / w_uni, lat_txt,
-                f"(N-1) * (V/N) / W_unidir = {n - 1} * ({fmt_num(V)} B / {n}) / {fmt_num(w_uni)} B/s")
-    w_eff = sum(w_bi if r else w_uni * n / (n - 1) for n, r in zip(sizes, rings))
-    return (hops, lat, V / w_eff, lat_txt,
-            f"V / sum(W_eff), W_eff = W_bidi on a ring, W_unidir*N/(N-1) on a line = {fmt_num(V)} B / {fmt_num(w_eff)} B/s")
+@dataclass(frozen=True)
+class Span:
+    """A group's extent at one level of the network (innermost first): ``sizes`` per mesh axis
+    of the collective, ``rings`` whether each is a ring (torus levels)."""
+    fabric: Fabric
+    sizes: tuple[int, ...]
+    rings: tuple[bool, ...] = ()
 
-
-def _switch(kind: str, V: float, sizes: list[int], hw: Hardware):
-    t_min, w = hw.require("hop_latency_s"), hw.require("link_bw_unidir_Bps")
-    n = math.prod(sizes)
-    if kind == "all_to_all":
-        return (1, t_min, V * (n - 1) / (n * n * w), f"T_min * 1 step = {fmt_num(t_min)} s",
-                f"V * (N-1) / (N^2 * W) = {fmt_num(V)} B * {n - 1} / ({n}^2 * {fmt_num(w)} B/s)")
-    return (n - 1, t_min * (n - 1), V * (n - 1) / (n * w), f"T_min * (N-1) steps = {fmt_num(t_min)} s * {n - 1}",
-            f"V * (N-1) / (N * W) = {fmt_num(V)} B * {n - 1} / ({n} * {fmt_num(w)} B/s)")
+    @property
+    def n(self) -> int:
+        return math.prod(self.sizes)
 
 
 def predict_collective(kind: str, V_bytes: float, axis_sizes: Sequence[int], hw: Hardware,
-                       wraparound: Sequence[bool] | None = None) -> CollectivePrediction:
+                       wraparound: Sequence[bool] | None = None,
+                       spans: Sequence[Span] | None = None) -> CollectivePrediction:
     """Predict one collective over mesh axes of ``axis_sizes`` (``wraparound`` per axis; by
-    default from the hardware's rule with each mesh axis its own physical axis)."""
+    default from the hardware's rule with each mesh axis its own physical axis). ``spans``
+    says how the group lies over the network's levels (:class:`CostContext` derives them from
+    ``--topology``); without them, a group larger than ``hw.domain_size`` is assumed to fill
+    domains in order, and the prediction's ``note`` says so."""
 
     k = normalize_kind(kind)
     sizes = [int(s) for s in axis_sizes]
@@ -125,6 +102,12 @@ def predict_collective(kind: str, V_bytes: float, axis_sizes: Sequence[int], hw:
     # Axes of size 1 move nothing; dropping them keeps k (the axis count) honest.
     act = [(n, r) for n, r in zip(sizes, rings) if n > 1]
     hw = calibrated_for(hw, k, len(act))  # measured constants for this collective, if hw has them
+    note = ""
+    if spans is None:
+        spans, note = _assumed_spans(hw, sizes, rings)
+    levels = [s for s in spans or () if s.n > 1]
+    if levels and not (len(levels) == 1 and levels[0] is spans[0] and spans[0].fabric.bw_attr == "link_bw_unidir_Bps"):
+        return _across(k, float(V_bytes), sizes, rings, list(spans), hw, note)
     base = "reduce_scatter" if k == "all_reduce" else k
     switch = hw.interconnect == "switch"
     if hw.interconnect == "host":
@@ -132,9 +115,10 @@ def predict_collective(kind: str, V_bytes: float, axis_sizes: Sequence[int], hw:
     if not act:
         hops, lat, bw, lat_txt, bw_txt = 0, 0.0, 0.0, "no hops", "no communication (every axis has size 1)"
     elif switch:
-        hops, lat, bw, lat_txt, bw_txt = _switch(base, V_bytes, [n for n, _ in act], hw)
+        hops, lat, bw, lat_txt, bw_txt = switch_cost(base, V_bytes, math.prod(n for n, _ in act),
+                                                     hw.require("hop_latency_s"), hw.require("link_bw_unidir_Bps"))
     else:
-        hops, lat, bw, lat_txt, bw_txt = _ring_line(base, V_bytes, [n for n, _ in act], [r for _, r in act], hw)
+        hops, lat, bw, lat_txt, bw_txt = ring_line_cost(base, V_bytes, [n for n, _ in act], [r for _, r in act], hw)
     mult = 2 if k == "all_reduce" else 1
     formula = f"max({lat_txt}, {bw_txt}) = max({fmt_time(lat)}, {fmt_time(bw)})"
     if mult == 2:
@@ -145,13 +129,99 @@ def predict_collective(kind: str, V_bytes: float, axis_sizes: Sequence[int], hw:
                 topology=topo, hops=mult * hops, latency_time_s=mult * lat, bandwidth_time_s=mult * bw,
                 time_s=mult * max(lat, bw), regime="latency" if lat >= bw else "bandwidth", formula=formula)
     if topo in ("line", "mixed"):
-        _, blat, bbw, blat_txt, bbw_txt = _ring_line(base, V_bytes, [n for n, _ in act], [True] * len(act), hw)
+        _, blat, bbw, blat_txt, bbw_txt = ring_line_cost(base, V_bytes, [n for n, _ in act], [True] * len(act), hw)
         pred["book_time_s"] = mult * max(blat, bbw)
         pred["book_formula"] = f"{'2 * ' if mult == 2 else ''}max({blat_txt}, {bbw_txt})"
         lines = [str(n) for n, r in act if not r]
         pred["note"] = (f"axis of {', '.join(lines)} has no wraparound on {hw.name}: a line, so data crosses "
                         "N-1 hops one way at the unidirectional bandwidth (about 2x the book's ring formula)")
     return CollectivePrediction(**pred)
+
+
+def _assumed_spans(hw: Hardware, sizes: list[int], rings: list[bool]) -> tuple[list[Span] | None, str]:
+    """A group larger than the largest domain, with no topology: domains filled in order."""
+    n = math.prod(sizes)
+    if not hw.domain_size or n <= hw.domain_size or hw.interconnect == "host":
+        return None, ""
+    fabrics = fabrics_for(hw, None, n)
+    try:
+        parts = split_axes(sizes, [f.block for f in fabrics])
+    except NotationError:  # an axis straddles domains unevenly: take the group as one axis
+        sizes, rings = [n], [False]
+        parts = split_axes(sizes, [f.block for f in fabrics])
+    spans = _spans(hw, fabrics, parts, sizes, rings)
+    what = " x ".join(f"{s.n} {s.fabric.where} ({s.fabric.name})" for s in spans if s.n > 1)
+    d = f"{hw.domain_size} device{'s' if hw.domain_size != 1 else ''}"
+    return spans, (f"a group of {n} devices is larger than {hw.name}'s largest domain ({d}) "
+                   f"and no topology says how it spans: priced as {what}, assuming devices fill domains in "
+                   "order; give --topology nodes=A,gpus_per_node=B (GPUs) or slices=K[,slice=AxB] (TPUs)")
+
+
+def _spans(hw: Hardware, fabrics: list[Fabric], parts: list[tuple[int, ...]], sizes: Sequence[int],
+           rings: Sequence[bool]) -> list[Span]:
+    """Spans from per-axis parts; an inner part smaller than its axis gets the chip's rule."""
+    out = []
+    for lvl, f in enumerate(fabrics):
+        ext = tuple(p[lvl] for p in parts)
+        rr = tuple(r if e == n else wraparound_for(hw, [e])[0] for e, n, r in zip(ext, sizes, rings))
+        out.append(Span(f, ext, rr))
+    return out
+
+
+_NAMES = {"link_bw_unidir_Bps": ("T_min", "W"), "node_bw_unidir_Bps": ("T_min", "W_node"),
+          "scaleout_bw_unidir_Bps": ("T_out", "W_out")}
+
+
+def _across(k: str, V: float, sizes: list[int], rings: list[bool], spans: list[Span], hw: Hardware,
+            note: str) -> CollectivePrediction:
+    """A collective whose group crosses domains: each level over its own fabric (module docstring)."""
+    base = "reduce_scatter" if k == "all_reduce" else k
+    n_all = math.prod(s.n for s in spans)
+    levels, texts, done = [], [], 1  # done: devices per block of the levels below this one
+    for s in spans:
+        if s.n == 1:
+            continue
+        f = s.fabric
+        v = V * (s.n / n_all) ** 2 if base == "all_to_all" else V / done
+        t_name, w_name = _NAMES[f.bw_attr]
+        if f.interconnect == "torus":
+            act = [(n, r) for n, r in zip(s.sizes, s.rings) if n > 1]
+            hops, lat, bw, lat_txt, bw_txt = ring_line_cost(base, v, [n for n, _ in act], [r for _, r in act], hw)
+            if base == "all_to_all":
+                primed = bw_txt.replace("V ", "V' ", 1)  # the slice's share: V/N^2 to each in-slice peer
+                bw_txt = f"V' = V * ({s.n}/{n_all})^2 = {fmt_num(v)} B: {primed}"
+        elif base == "all_to_all":
+            t, w = hw.require(f.lat_attr), hw.require(f.bw_attr)
+            peers = done * s.n - done
+            hops, lat, bw = 1, t, V / n_all**2 * peers / w
+            lat_txt = f"{t_name} * 1 step = {fmt_num(t)} s"
+            bw_txt = (f"V/N^2 * (peers reached at this level) / {w_name} = {fmt_num(V)} B / {n_all}^2 * {peers} / "
+                      f"{fmt_num(w)} B/s")
+        else:
+            hops, lat, bw, lat_txt, bw_txt = switch_cost(base, v, s.n, hw.require(f.lat_attr), hw.require(f.bw_attr),
+                                                         t_name, w_name)
+            if done > 1:
+                bw_txt = bw_txt.replace("V * ", f"V/{done} * ", 1)
+        levels.append({"network": f.name, "where": f.where, "devices": s.n, "V_bytes": v, "hops": hops,
+                       "latency_time_s": lat, "bandwidth_time_s": bw, "time_s": max(lat, bw)})
+        texts.append(f"[{f.where}, {f.name} (N={s.n}): max({lat_txt}, {bw_txt}) = max({fmt_time(lat)}, "
+                     f"{fmt_time(bw)})]")
+        done *= s.n
+    mult = 2 if k == "all_reduce" else 1
+    lat, bw = max(lv["latency_time_s"] for lv in levels), max(lv["bandwidth_time_s"] for lv in levels)
+    serial = sum(lv["time_s"] for lv in levels)
+    formula = (f"max over levels, which overlap (the book's cross-node model): {'; '.join(texts)} = "
+               f"{fmt_time(max(lat, bw))} (one after another: {fmt_time(serial)})")
+    if mult == 2:
+        formula = f"2 * (ReduceScatter: {formula}) [AllReduce = ReduceScatter + AllGather at each level]"
+    hops = (max if base == "all_to_all" else sum)(lv["hops"] for lv in levels)
+    scaled = tuple({**lv, **{key: mult * lv[key] for key in ("hops", "latency_time_s", "bandwidth_time_s", "time_s")}}
+                   for lv in levels)
+    return CollectivePrediction(kind=k, V_bytes=V, axis_sizes=tuple(sizes), wraparound=tuple(rings),
+                                topology="hierarchical", hops=mult * hops, latency_time_s=mult * lat,
+                                bandwidth_time_s=mult * bw, time_s=mult * max(lat, bw),
+                                regime="latency" if lat >= bw else "bandwidth", formula=formula, note=note,
+                                levels=scaled)
 
 
 # ---------------------------------------------------------------- collectives in notation
@@ -179,20 +249,28 @@ class CollectiveCost:
 @dataclass(frozen=True)
 class CostContext:
     """What costing expressions needs: the mesh, global dim sizes, dtype, hardware and which
-    mesh axes are rings. Build it with :meth:`build`; :meth:`cost` prices one collective."""
+    mesh axes are rings; with a multi-node/slice topology, the network's levels and each mesh
+    axis' extent at each level. Build it with :meth:`build`; :meth:`cost` prices one collective."""
     mesh: dict
     sizes: dict
     dtype: str
     bytes_per: float
     hw: Hardware
     rings: dict
+    fabrics: tuple[Fabric, ...] = ()
+    parts: dict = field(default_factory=dict)
 
     @classmethod
     def build(cls, mesh, sizes, dtype: str, hw: Hardware, topology: str | None) -> "CostContext":
         m = mesh_sizes(mesh)
         name, b = dtype_bytes(dtype)
         rings = dict(zip(m, wraparound_for(hw, list(m.values()), topology))) if hw.interconnect else {}
-        return cls(m, dict(sizes or {}), name, b, hw, rings)
+        layout = parse_layout(topology) if topology is not None else None
+        if layout is None or layout.kind == "shape" or not hw.interconnect:
+            return cls(m, dict(sizes or {}), name, b, hw, rings)
+        fabrics = fabrics_for(hw, layout, math.prod(m.values()))
+        parts = dict(zip(m, split_axes(list(m.values()), [f.block for f in fabrics])))
+        return cls(m, dict(sizes or {}), name, b, hw, rings, tuple(fabrics), parts)
 
     def cost(self, coll) -> CollectiveCost:
         """V and predicted time of ``coll`` (a ``notation.Collective``), already checked."""
@@ -202,16 +280,29 @@ class CostContext:
         v = self.bytes_per * elems
         v_txt = f"{fmt_num(self.bytes_per)} B * {' * '.join(parts)} = {v:,.0f} bytes ({v / 2**20:.4g} MiB)"
         sizes = [self.mesh[a] for a in coll.axes]
-        pred = predict_collective(coll.kind, v, sizes, self.hw, [self.rings[a] for a in coll.axes])
-        if self.hw.interconnect == "torus":
-            why = {a: f"{'ring' if self.rings[a] else 'line'} ({wraparound_reason(self.hw, self.mesh[a])})"
-                   for a in coll.axes}
-        elif self.hw.interconnect == "switch":
-            why = dict.fromkeys(coll.axes, "NVSwitch, every GPU one hop from every other")
-        else:
-            why = dict.fromkeys(coll.axes, "host, the ring formula with the fitted W and T_min")
-        notes = tuple(f"{a}={self.mesh[a]}: {why[a]}" for a in coll.axes)
+        rings = [self.rings[a] for a in coll.axes]
+        spans = None
+        if self.fabrics:
+            spans = [Span(f, tuple(self.parts[a][i] for a in coll.axes), tuple(rings))
+                     for i, f in enumerate(self.fabrics)]
+        pred = predict_collective(coll.kind, v, sizes, self.hw, rings, spans)
+        notes = tuple(f"{a}={self.mesh[a]}: {self._why(a)}" for a in coll.axes)
         return CollectiveCost(str(coll), str(coll.result()), tuple(coll.axes), v_txt, pred, notes)
+
+    def _why(self, axis: str) -> str:
+        """How one mesh axis lies on the network, in words."""
+        size = self.mesh[axis]
+        inner = self.parts[axis][0] if self.fabrics else size
+        if self.hw.interconnect == "torus":
+            why = f"{'ring' if self.rings[axis] else 'line'} ({wraparound_reason(self.hw, inner)})"
+        elif self.hw.interconnect == "switch":
+            why = "NVSwitch, every GPU one hop from every other"
+        else:
+            why = "host, the ring formula with the fitted W and T_min"
+        if not self.fabrics or (inner == size and self.fabrics[0].bw_attr == "link_bw_unidir_Bps"):
+            return why
+        return " x ".join(f"{p} {f.where} ({f.name}{', ' + why if i == 0 and f.interconnect == 'torus' else ''})"
+                          for i, (p, f) in enumerate(zip(self.parts[axis], self.fabrics)) if p > 1) or why
 
 
 def cost_collective(coll, mesh, sizes, dtype: str, hw: Hardware, topology: str | None = None) -> CollectiveCost:

@@ -1,22 +1,29 @@
-"""Hardware constants (``conf/hardware/*.yaml``) and which mesh axes are rings.
+"""Hardware constants (``conf/hardware/*.yaml``, the one reader of that folder) and which
+entry a device JAX reports belongs to (:func:`resolve`, :func:`resolve_auto`).
 
-A topology string such as ``4x4x4`` or ``8x16`` names the physical axes of a slice. Whether
-an axis wraps around (a ring) or not (a line) depends on the chip, as the YAML's
-``wraparound`` says: ``always`` (v3), ``never``, ``multiple_of_4`` (v4p/v5p: axes that span
-full 4x4x4 cubes) or ``only_16`` (v5e/v6e: only a full edge of 16).
+Resolution is by exact rules, never by file order: an entry lists the device kinds it covers
+exactly (``device_kinds``, compared case-insensitively) and may add anchored regular
+expressions (``device_kind_patterns``). An exact name wins; else the longest matching pattern;
+two entries matching equally is a catalogue bug, reported as a HardwareError (and caught over
+the whole catalogue by tests/test_hardware.py). A kind no entry covers resolves to an
+``unknown_<platform>`` record without constants, whose ``source`` says how to add one.
+
+Rings, lines and multi-node layouts live in :mod:`analysis.book.topology` (re-exported here).
 """
 from __future__ import annotations
 
 import functools
-import math
+import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from analysis.book.errors import HardwareError, NotationError
+from analysis.book.errors import HardwareError
+from analysis.book.topology import parse_topology, wraparound_for, wraparound_reason
 
 __all__ = ["Hardware", "Calibration", "calibrated_for", "load_hardware", "hardware_dir", "hardware_names",
-           "entries", "resolve_auto", "parse_topology", "wraparound_for", "wraparound_reason"]
+           "entries", "Resolution", "resolve", "resolve_auto", "normalize_platform", "catalogue_problems",
+           "parse_topology", "wraparound_for", "wraparound_reason"]
 
 WRAPAROUND_RULES = ("always", "never", "multiple_of_4", "only_16")
 INTERCONNECTS = ("torus", "switch", "host")
@@ -58,7 +65,14 @@ class Hardware:
     hbm_bw_Bps: float | None = None
     flops_per_s: dict[str, float] = field(default_factory=dict)
     device_kinds: tuple[str, ...] = ()
+    device_kind_patterns: tuple[str, ...] = ()
     device_count: int | None = None
+    memory_bytes: float | None = None  # HBM capacity per JAX device
+    domain_size: int | None = None  # devices one fast domain joins: NVLink domain, TPU pod/slice limit
+    node_bw_unidir_Bps: float | None = None  # per GPU, to GPUs of its node outside its NVLink domain (PCIe)
+    scaleout_network: str | None = None  # beyond a domain: "InfiniBand NDR", "DCN", ...
+    scaleout_bw_unidir_Bps: float | None = None  # per device, one direction
+    scaleout_latency_s: float | None = None
     source: str = ""
     calibrated: tuple[Calibration, ...] = ()
 
@@ -120,6 +134,17 @@ def _num(value: Any, key: str, where: str) -> float | None:
         raise HardwareError(f"{where}: {key}={value!r} is not a number") from err
 
 
+_NUMBERS = ("link_bw_unidir_Bps", "link_bw_bidir_Bps", "hop_latency_s", "hbm_bw_Bps", "memory_bytes",
+            "node_bw_unidir_Bps", "scaleout_bw_unidir_Bps", "scaleout_latency_s")
+
+
+def _compile(pattern: str, where: str) -> re.Pattern:
+    try:
+        return re.compile(pattern, re.IGNORECASE)
+    except re.error as err:
+        raise HardwareError(f"{where}: device_kind_patterns entry {pattern!r} is not a regular expression ({err})")
+
+
 def load_hardware(name_or_path: str) -> Hardware:
     """Load ``conf/hardware/<name>.yaml``, or a YAML file given by path."""
     import yaml  # pyyaml: a small import, kept lazy like everything the CLI may not need
@@ -136,10 +161,15 @@ def load_hardware(name_or_path: str) -> Hardware:
     where = str(path)
     known_keys = {f.name for f in fields(Hardware)}
     kw: dict[str, Any] = {k: v for k, v in raw.items() if k in known_keys}
-    for key in ("link_bw_unidir_Bps", "link_bw_bidir_Bps", "hop_latency_s", "hbm_bw_Bps"):
+    for key in _NUMBERS:
         kw[key] = _num(raw.get(key), key, where)
     kw["flops_per_s"] = {str(k): _num(v, f"flops_per_s.{k}", where) for k, v in (raw.get("flops_per_s") or {}).items()}
-    kw["device_kinds"] = tuple(raw.get("device_kinds") or ())
+    kw["device_kinds"] = tuple(str(k) for k in raw.get("device_kinds") or ())
+    kw["device_kind_patterns"] = tuple(str(p) for p in raw.get("device_kind_patterns") or ())
+    for pattern in kw["device_kind_patterns"]:
+        _compile(pattern, where)
+    if raw.get("domain_size") is not None:
+        kw["domain_size"] = int(_num(raw["domain_size"], "domain_size", where))
     kw["kind"] = str(raw.get("kind", "auto"))
     kw["calibrated"] = _calibrations(raw.get("calibrated") or [], where)
     if kw.get("wraparound") not in (None, *WRAPAROUND_RULES):
@@ -163,73 +193,116 @@ def entries() -> tuple[dict, ...]:
     return tuple(out)
 
 
+PLATFORMS = {"cpu": "cpu", "tpu": "tpu", "gpu": "gpu", "cuda": "gpu", "rocm": "gpu"}
+
+
+def normalize_platform(platform: str) -> str:
+    """JAX's platform name as a hardware ``kind``: ``cuda`` and ``rocm`` are ``gpu``."""
+    p = str(platform).strip().lower()
+    return PLATFORMS.get(p, p)
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """Which entry a device kind resolves to: ``entry`` (the YAML dict, or the unknown record),
+    ``matched_by`` (``exact``, ``pattern`` or ``unknown``) and why, in one line."""
+    device_kind: str
+    platform: str
+    entry: dict
+    matched_by: str
+    reason: str
+
+    @property
+    def known(self) -> bool:
+        return self.matched_by != "unknown"
+
+
+def resolve(device_kind: str, platform: str | None = None) -> Resolution:
+    """The entry for a device kind (of ``platform``, or of any platform when None): an exact
+    ``device_kinds`` name, else the longest matching ``device_kind_patterns`` entry. Raises
+    HardwareError when two entries match equally (a catalogue bug)."""
+    plat = normalize_platform(platform) if platform else None
+    kind = str(device_kind).strip()
+    if plat == "cpu":
+        kind = "cpu"  # JAX's CPU devices: the host, whatever their kind string says
+    pool = [e for e in entries() if plat is None or e.get("kind") == plat]
+    exact = [e for e in pool if kind.lower() in (str(k).lower() for k in e.get("device_kinds") or ())]
+    if len(exact) > 1:
+        raise HardwareError(f"device kind {kind!r} is listed by several entries: "
+                            f"{', '.join(e['name'] for e in exact)}; fix conf/hardware")
+    if exact:
+        e = exact[0]
+        return Resolution(kind, str(e["kind"]), dict(e), "exact", f"{kind!r} is listed in {e['name']}'s device_kinds")
+    best: list[tuple[int, dict, str]] = []
+    for e in pool:
+        hits = [p for p in e.get("device_kind_patterns") or () if _compile(p, e["name"]).fullmatch(kind)]
+        if hits:
+            best.append((max(map(len, hits)), e, max(hits, key=len)))
+    if best:
+        top = max(n for n, _, _ in best)
+        winners = [(e, p) for n, e, p in best if n == top]
+        if len(winners) > 1:
+            raise HardwareError(f"device kind {kind!r} matches patterns of equal length in "
+                                f"{', '.join(e['name'] for e, _ in winners)}; fix conf/hardware")
+        e, p = winners[0]
+        return Resolution(kind, str(e["kind"]), dict(e), "pattern",
+                          f"{kind!r} matches {e['name']}'s pattern {p!r} (the longest that matches)")
+    plat = plat or _guess_platform(kind)
+    return Resolution(kind, plat, _unknown(plat, kind), "unknown", _unknown_line(plat, kind))
+
+
+def _guess_platform(kind: str) -> str:
+    k = kind.lower()
+    return "cpu" if k == "cpu" else "tpu" if k.startswith("tpu") else "gpu"
+
+
+def _unknown_line(platform: str, kind: str) -> str:
+    near = [(e["name"], k) for e in entries() for k in e.get("device_kinds") or ()
+            if kind.lower().startswith(str(k).lower()) and e.get("kind") == platform]
+    hint = f" ({near[0][0]} covers exactly {near[0][1]!r}, not this kind)" if near else ""
+    return (f"no conf/hardware entry covers {platform} device kind {kind!r}{hint}, so the model has no constants "
+            f"for it: add conf/hardware/NAME.yaml with device_kinds: [{kind!r}] and its constants, or fit them "
+            "with `python -m analysis calibrate`")
+
+
+def _unknown(platform: str, kind: str) -> dict:
+    return {"name": f"unknown_{platform}", "kind": platform, "known": False, "device_kinds": [kind],
+            "source": _unknown_line(platform, kind)}
+
+
 def resolve_auto(platform: str, device_kind: str) -> dict:
-    """The entry for devices JAX reports as ``platform`` / ``device_kind`` (``hardware=auto``):
-    ``cpu`` on the CPU backend, else the first entry of that platform whose ``device_kinds``
-    names the kind; an ``unknown_<platform>`` record without constants when none does."""
-    wanted = "cpu" if platform == "cpu" else device_kind.lower()
-    for entry in entries():
-        if entry.get("kind") != ("cpu" if platform == "cpu" else platform):
-            continue
-        names = [k.lower() for k in entry.get("device_kinds", [])]
-        if wanted in names or any(n in wanted for n in names if len(n) > 3):
-            return dict(entry)
-    return {"name": f"unknown_{platform}", "kind": platform, "device_kinds": [device_kind],
-            "source": f"no conf/hardware entry names device kind {device_kind!r}; model constants unknown"}
+    """The entry for devices JAX reports as ``platform`` / ``device_kind`` (``hardware=auto``),
+    as a plain dict the runner records: the YAML entry with ``known: True``, or an
+    ``unknown_<platform>`` record without constants (:func:`resolve` for the rules)."""
+    r = resolve(device_kind, platform)
+    return {**r.entry, "known": True} if r.known else r.entry
 
 
-def parse_topology(topology: str) -> list[int]:
-    """``"4x4x4"`` -> ``[4, 4, 4]``."""
-    try:
-        sizes = [int(p) for p in topology.lower().replace("×", "x").split("x")]
-    except ValueError:
-        sizes = []
-    if not sizes or any(s <= 0 for s in sizes):
-        raise NotationError(f"topology {topology!r} is not like 4x4x4 or 8x16")
-    return sizes
-
-
-def _ring(rule: str | None, size: int) -> bool:
-    if rule == "always":
-        return True
-    if rule == "multiple_of_4":
-        return size % 4 == 0
-    if rule == "only_16":
-        return size == 16
-    return False
-
-
-def wraparound_for(hw: Hardware, axis_sizes: Sequence[int], topology: str | None = None) -> list[bool]:
-    """Per mesh axis: True if it is a ring (wraparound), False if a line.
-
-    With a topology, mesh axes map onto its physical axes in order and must match their
-    sizes; without one, each mesh axis is taken as its own physical axis of that size. A
-    switch counts as all-to-all connected and the host as a ring (its W and T_min are fitted
-    to the ring formula), so both return True.
-    """
-    sizes = [int(s) for s in axis_sizes]
-    if topology is not None:
-        phys = parse_topology(topology)
-        if len(phys) < len(sizes) or any(p != s for p, s in zip(phys, sizes)):
-            raise NotationError(f"mesh axes {'x'.join(map(str, sizes))} do not map onto topology {topology!r} "
-                                "(mesh axes take the topology's axes in order, with equal sizes)")
-        if math.prod(phys) != math.prod(sizes):
-            raise NotationError(f"topology {topology!r} has {math.prod(phys)} chips but the mesh has "
-                                f"{math.prod(sizes)}")
-        sizes = phys[: len(sizes)]
-    if hw.interconnect in ("switch", "host"):
-        return [True] * len(sizes)
-    return [_ring(hw.wraparound, s) for s in sizes]
-
-
-def wraparound_reason(hw: Hardware, size: int) -> str:
-    """Why an axis of ``size`` on ``hw`` is a ring or a line, in words."""
-    rule = hw.wraparound
-    if rule == "always":
-        return f"{hw.name} wraps around every axis"
-    if rule == "multiple_of_4":
-        return (f"{hw.name} wraps around an axis that spans full cubes (a multiple of 4); "
-                f"{size} {'is' if size % 4 == 0 else 'is not'}")
-    if rule == "only_16":
-        return f"{hw.name} wraps around only an axis of 16; this one is {size}"
-    return f"{hw.name} has no wraparound"
+def catalogue_problems() -> list[str]:
+    """Every way the catalogue could resolve a kind ambiguously or wrongly: a kind listed by
+    two entries of a platform, a pattern in two entries, a bad pattern, or a listed kind that
+    does not resolve to its own entry. Empty when the catalogue is sound."""
+    problems, seen_kind, seen_pat = [], {}, {}
+    for e in entries():
+        for k in e.get("device_kinds") or ():
+            key = (e.get("kind"), str(k).lower())
+            if key in seen_kind:
+                problems.append(f"{k!r} is listed by {seen_kind[key]} and {e['name']}")
+            seen_kind[key] = e["name"]
+        for p in e.get("device_kind_patterns") or ():
+            key = (e.get("kind"), p.lower())
+            if key in seen_pat:
+                problems.append(f"pattern {p!r} is in {seen_pat[key]} and {e['name']}")
+            seen_pat[key] = e["name"]
+            try:
+                _compile(p, e["name"])
+            except HardwareError as err:
+                problems.append(str(err))
+    for (plat, k), name in seen_kind.items():
+        try:
+            got = resolve(k, plat).entry["name"]
+        except HardwareError as err:
+            got = str(err)
+        if got != name and plat != "cpu":
+            problems.append(f"{k!r} resolves to {got}, not {name}")
+    return problems

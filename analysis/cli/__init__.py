@@ -20,6 +20,7 @@ COMMANDS = {
     "view": ("analysis.cli.view", "open a folder's traces in XProf, bound to 127.0.0.1"),
     "compare": ("analysis.cli.compare", "compare two or more sweeps that share experiments"),
     "calibrate": ("analysis.cli.calibrate", "fit W and T_min to a sweep and write a hardware entry"),
+    "hardware": ("analysis.cli.hardware", "list the hardware catalogue, or show which entry a device kind resolves to"),
 }
 
 

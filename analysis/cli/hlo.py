@@ -16,7 +16,10 @@ device's operand is 1/group_size of it). Whether
 that axis wraps around follows the hardware's rule for an axis of that size; with
 ``--topology``, a group as large as one of the topology's axes is taken to be that axis (the
 reason names it; the rules in conf/hardware depend on the size alone, so the answer is the
-same). collective-permute, collective-broadcast, ragged-all-to-all and groups of
+same). With a multi-node or multi-slice ``--topology`` (``nodes=2,gpus_per_node=8``,
+``slices=2[,slice=16x16]``), a group's device ids say where it lies: device ``i`` sits in node
+(or slice) ``i // devices_per_node``, and a group spanning several is priced level by level
+(inside each node over its own W, across nodes over the scale-out network). collective-permute, collective-broadcast, ragged-all-to-all and groups of
 unknown or uneven size get no prediction. A missing file, unreadable HLO or a bad option
 exits with status 2 and ``error: ...`` on stderr.
 """
@@ -26,9 +29,10 @@ import argparse
 import dataclasses
 import json
 
-from analysis.book.collective_cost import predict_collective
+from analysis.book.collective_cost import Span, predict_collective
 from analysis.book.errors import BookError
-from analysis.book.hardware import Hardware, parse_topology, wraparound_for, wraparound_reason
+from analysis.book.hardware import Hardware, wraparound_for, wraparound_reason
+from analysis.book.topology import fabrics_for, group_extents, parse_layout
 from analysis.book.units import fmt_time
 from analysis.cli.options import add_constant_arguments, fail, hardware_from_args
 from analysis.hlo import Collective, HloParseError, parse_collectives
@@ -38,7 +42,7 @@ _MODEL = {"all-gather": ("all_gather", lambda c: c.result_bytes),
           "reduce-scatter": ("reduce_scatter", lambda c: c.operand_bytes),
           "all-reduce": ("all_reduce", lambda c: c.operand_bytes),
           "all-to-all": ("all_to_all", lambda c: c.operand_bytes * c.group_size)}
-_PREDICTION_KEYS = ("V_bytes", "links", "wraparound_reason", "model_time_s", "regime", "formula")
+_PREDICTION_KEYS = ("V_bytes", "links", "wraparound_reason", "model_time_s", "regime", "formula", "note")
 _ASSUMPTION = ("each group taken as one mesh axis of group_size devices; V = result bytes (all-gather), "
                "operand bytes (reduce-scatter, all-reduce), operand bytes * group_size (all-to-all)")
 
@@ -58,7 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topology", default=None,
                         help="physical slice shape, e.g. 8x16 (with --hardware): a group as large as one of "
                              "its axes is taken to be that axis, and the output says which; whether it wraps "
-                             "around follows the hardware's rule for its size either way")
+                             "around follows the hardware's rule for its size either way. Or several domains: "
+                             "nodes=2,gpus_per_node=8 (GPUs) or slices=2[,slice=16x16] (TPUs): a group whose "
+                             "device ids span nodes/slices is priced inside each and across them")
     parser.add_argument("--json", action="store_true",
                         help="print a JSON list, one object per collective: every field of "
                              "analysis.hlo.Collective (for collective-permute, num_groups counts its pairs), "
@@ -76,11 +82,27 @@ def _wraparound(hw: Hardware, size: int, topology: str | None) -> tuple[bool, st
     if hw.interconnect == "host":
         return ring, "the host: the ring formula with the given W and T_min"
     where = ""
-    if topology is not None:
-        phys = parse_topology(topology)
-        where = (f"axis {phys.index(size)} of topology {topology}; " if size in phys
-                 else f"not an axis of topology {topology}; ")
+    layout = parse_layout(topology) if topology is not None else None
+    phys = list(layout.shape or ()) if layout is not None else []
+    if layout is not None and phys:
+        name = "topology" if layout.kind == "shape" else "slice shape"
+        where = (f"axis {phys.index(size)} of {name} {'x'.join(map(str, phys))}; " if size in phys
+                 else f"not an axis of {name} {'x'.join(map(str, phys))}; ")
     return ring, where + wraparound_reason(hw, size)
+
+
+def _spans(c: Collective, hw: Hardware, topology: str | None) -> tuple[list[Span] | None, bool]:
+    """Where the group lies over nodes/slices, from its device ids (None for a slice shape),
+    and whether it spreads evenly over them."""
+    layout = parse_layout(topology) if topology is not None else None
+    if layout is None or layout.kind == "shape":
+        return None, True
+    total = c.group_size * (c.num_groups or 1)
+    fabrics = fabrics_for(hw, layout, layout.blocks * layout.block_size if layout.block_size else total)
+    blocks = [f.block for f in fabrics]
+    ids = list(c.replica_groups[0]) if c.replica_groups else list(range(c.group_size))
+    ext, even = group_extents(ids, blocks)
+    return [Span(f, (n,), (_wraparound(hw, n, topology)[0],)) for f, n in zip(fabrics, ext)], even
 
 
 def predict(c: Collective, hw: Hardware, topology: str | None = None) -> dict | None:
@@ -90,10 +112,16 @@ def predict(c: Collective, hw: Hardware, topology: str | None = None) -> dict | 
         return None
     kind, v_of = _MODEL[c.kind]
     v = v_of(c)
-    ring, why = _wraparound(hw, c.group_size, topology)
-    p = predict_collective(kind, v, [c.group_size], hw, [ring])
+    spans, even = _spans(c, hw, topology)
+    inner = spans[0].n if spans else c.group_size
+    ring, why = _wraparound(hw, inner, topology)
+    if spans and any(s.n > 1 for s in spans[1:]):
+        why = " x ".join(f"{s.n} {s.fabric.where} ({s.fabric.name})" for s in spans if s.n > 1) + "; " + why
+    p = predict_collective(kind, v, [c.group_size], hw, [ring], spans)
+    uneven = "the group spreads unevenly over the nodes/slices: priced as if even, with its extents rounded up"
+    note = p.note if even else "; ".join(filter(None, [p.note, uneven]))
     return {"V_bytes": v, "links": p.topology, "wraparound_reason": why, "model_time_s": p.time_s,
-            "regime": p.regime, "formula": p.formula}
+            "regime": p.regime, "formula": p.formula, "note": note}
 
 
 def _record(c: Collective, hw: Hardware | None, topology: str | None) -> dict:
@@ -140,7 +168,7 @@ def main(args: argparse.Namespace) -> int:
             raise BookError("--topology goes with --hardware")
         hw = hardware_from_args(args) if args.hardware is not None else None
         if args.topology is not None:
-            parse_topology(args.topology)
+            parse_layout(args.topology)
         with open(args.file, encoding="utf-8") as f:
             text = f.read()
         collectives = parse_collectives(text, num_devices=args.num_devices)
@@ -159,7 +187,14 @@ def main(args: argparse.Namespace) -> int:
     print(f"{args.file}: {len(records)} collective{'' if len(records) == 1 else 's'}")
     if hw is not None:
         where = f", topology {args.topology}" if args.topology else ""
-        print(f"model: {hw.name} ({hw.interconnect}){where}; {_ASSUMPTION}")
+        multi = args.topology is not None and parse_layout(args.topology).kind != "shape"
+        print(f"model: {hw.name} ({hw.interconnect}){where}; {_ASSUMPTION}"
+              + ("; device i lies in node/slice i // (devices per node/slice)" if multi else ""))
     if records:
         print(render(records, hw is not None))
+    for r in records:
+        if r.get("note"):
+            print(f"note ({r['name']}): {r['note']}")
+        if r.get("links") == "hierarchical":
+            print(f"formula ({r['name']}): {r['formula']}")
     return 0

@@ -5,6 +5,8 @@ Example::
 
     python -m analysis predict "AllGather_X([B_X, D_Y])" --hardware tpu_v4p \\
         --mesh X=4,Y=4,Z=4 --dims B=1024,D=4096 --dtype bfloat16 --topology 4x4x4
+    python -m analysis predict "AllGather_X(A[I_X, J])" --hardware h100 --mesh X=16 \\
+        --dims I=16384,J=8192 --topology nodes=2,gpus_per_node=8
 
 Mesh axes are single capital letters (``_XY`` in a subscript means axes X and Y); dims are
 names like ``B`` or ``E1``. An invalid expression or option exits with status 2 and the
@@ -31,7 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mesh", required=True, help="mesh axes and sizes, e.g. X=4,Y=4,Z=4")
     parser.add_argument("--dims", default="", help="global dim sizes, e.g. B=1024,D=4096")
     parser.add_argument("--dtype", default="bfloat16", help="element type (bfloat16, float32, int8, ...)")
-    parser.add_argument("--topology", default=None, help="physical slice shape, e.g. 4x4x4; decides rings vs lines")
+    parser.add_argument("--topology", default=None,
+                        help="physical slice shape, e.g. 4x4x4 (decides rings vs lines); or several domains: "
+                             "nodes=2,gpus_per_node=8 (GPU nodes over the scale-out network) or "
+                             "slices=2[,slice=16x16] (TPU slices over DCN); the first mesh axis varies slowest")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     add_constant_arguments(parser, flops=True)
 
@@ -45,6 +50,8 @@ def _collective_lines(c: CollectiveCost, indent: str) -> list[str]:
     if p.book_time_s is not None:
         lines += [f"{indent}book       the simple ring formula would give {p.book_formula} = {fmt_time(p.book_time_s)}",
                   f"{indent}why        {p.note}; the topology-aware answer is {fmt_time(p.time_s)}"]
+    elif p.note:
+        lines.append(f"{indent}note       {p.note}")
     return lines
 
 

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from analysis.report.figures import _log_axes  # also selects the headless backend
+from analysis.report.figures import WIDTH_IN, bytes_axis, gbps_axis, time_axis  # also selects Agg
 
 
 def _palette(labels) -> dict:
@@ -17,13 +17,15 @@ def _palette(labels) -> dict:
 
 def _overlay(points: pd.DataFrame, y: str, ylabel: str, path: Path, title: str, labels: list[str]) -> Path:
     palette = _palette(labels)
-    fig, ax = plt.subplots(figsize=(8, 5.5))
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 5.0))
     pts = points.sort_values("V_bytes")
     sns.lineplot(data=pts, x="V_bytes", y=y, hue="sweep", hue_order=labels, style="op", markers=True,
                  dashes=False, palette=palette, ax=ax, errorbar=None)
     if y == "time_s":  # the medians' 95% CIs
         _ci_bars(ax, pts, "time_s", "time_ci_low_s", "time_ci_high_s", palette)
-    _log_axes(ax, ylabel)
+    bytes_axis(ax)
+    (time_axis if y == "time_s" else gbps_axis)(ax, ylabel)
+    ax.grid(True, which="major", alpha=0.3)
     return _save(fig, ax, title, path)
 
 
@@ -36,7 +38,8 @@ def _ci_bars(ax, df: pd.DataFrame, y: str, lo: str, hi: str, palette: dict) -> N
 
 def _save(fig, ax, title: str, path: Path) -> Path:
     ax.set_title(title)
-    ax.legend(fontsize=7)
+    if ax.get_legend():  # outside the data
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -45,22 +48,25 @@ def _save(fig, ax, title: str, path: Path) -> Path:
 
 def time_vs_bytes(points: pd.DataFrame, path: Path, title: str, labels: list[str]) -> Path:
     """Every sweep's untraced medians (bars: their 95% CI) against V on the same log-log axes."""
-    return _overlay(points, "time_s", "time per step (s), untraced median", path, title, labels)
+    return _overlay(points, "time_s", "time per step (median)", path, title, labels)
 
 
 def bandwidth_vs_bytes(points: pd.DataFrame, path: Path, title: str, labels: list[str]) -> Path:
     """Every sweep's bus bandwidth against V on the same log-log axes."""
-    return _overlay(points, "busbw_Bps", "bus bandwidth (B/s), nccl-tests convention", path, title, labels)
+    return _overlay(points, "busbw_Bps", "bus bandwidth (GB/s), nccl-tests convention", path, title, labels)
 
 
 def ratio_vs_bytes(ratios: pd.DataFrame, path: Path, title: str, labels: list[str]) -> Path:
     """Time ratio (sweep / reference) against V with its 95% CI, a line at 1 (no difference)."""
     palette = _palette(labels)
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.5))
     r = ratios.sort_values("V_bytes")
     sns.lineplot(data=r, x="V_bytes", y="time_ratio", hue="sweep", hue_order=labels[1:],
                  style="op", markers=True, dashes=False, palette=palette, ax=ax, errorbar=None)
     _ci_bars(ax, r, "time_ratio", "time_ratio_ci_low", "time_ratio_ci_high", palette)
     ax.axhline(1.0, color="black", lw=1, linestyle="--")
-    _log_axes(ax, f"time ratio: sweep / {labels[0]}")
+    bytes_axis(ax)
+    ax.set_yscale("log")
+    ax.set_ylabel(f"time ratio: sweep / {labels[0]}")
+    ax.grid(True, which="major", alpha=0.3)
     return _save(fig, ax, title, path)

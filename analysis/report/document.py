@@ -17,16 +17,31 @@ from pathlib import Path
 
 import pandas as pd
 
-_CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
-table{border-collapse:collapse;margin:1em 0;font-size:13px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}
+# Fits a 1280-px page: the body stops at 1200 px, tables wrap long cells, figures scale down.
+_CSS = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:1em 0;font-size:13px;max-width:100%}
+th,td{border:1px solid #ccc;padding:3px 7px;text-align:right;overflow-wrap:anywhere;vertical-align:top}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}img{max-width:100%}
-code{background:#f3f3f3;padding:1px 3px}.note{color:#555}nav{background:#fafafa;border:1px solid #ddd;padding:.5em 1em}"""
+code{background:#f3f3f3;padding:1px 3px;overflow-wrap:anywhere}.note{color:#555}
+nav{background:#fafafa;border:1px solid #ddd;padding:.5em 1em}.incomplete{background:#fff3cd;padding:.5em 1em}"""
+
+
+@dataclass(frozen=True)
+class Link:
+    """A table cell that links somewhere (relative to the report folder)."""
+    text: str
+    href: str
+
+    def __str__(self) -> str:
+        return f"[{self.text}]({self.href})"
 
 
 def fmt(value) -> str:
     """Numbers to short human strings: 3 significant digits, engineering-friendly."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
+    if isinstance(value, Link):
+        return str(value)
     if isinstance(value, bool):
         return "yes" if value else ""
     if isinstance(value, float):
@@ -52,6 +67,10 @@ class Report:
         """A paragraph. Inline `code` and **bold** are rendered in HTML too."""
         self.blocks.append(("p", markdown_text))
 
+    def banner(self, css_class: str, markdown_text: str) -> None:
+        """A highlighted paragraph (e.g. ``incomplete``), a quoted paragraph in Markdown."""
+        self.blocks.append(("div", css_class, markdown_text))
+
     def table(self, df: pd.DataFrame) -> None:
         self.blocks.append(("table", df.reset_index(drop=True)))
 
@@ -65,12 +84,15 @@ class Report:
                 out += [f"## {b[1]}", ""]
             elif b[0] == "p":
                 out += [b[1], ""]
+            elif b[0] == "div":
+                out += [f"> {b[2]}", ""]
             elif b[0] == "table":
                 df = b[1]
                 out.append("| " + " | ".join(map(str, df.columns)) + " |")
                 out.append("|" + "---|" * len(df.columns))
                 for row in df.itertuples(index=False):
-                    out.append("| " + " | ".join(fmt(v).replace("|", "\\|") for v in row) + " |")
+                    # a cell is one line: a multi-line error would end the table
+                    out.append("| " + " | ".join(" ".join(fmt(v).split()).replace("|", "\\|") for v in row) + " |")
                 out.append("")
             elif b[0] == "figure":
                 out += [f"![{b[2]}]({b[1].relative_to(rel_to).as_posix()})", "", f"*{b[2]}*", ""]
@@ -83,12 +105,11 @@ class Report:
             if b[0] == "h2":
                 body.append(f'<h2 id="{_slug(b[1])}">{html.escape(b[1])}</h2>')
             elif b[0] == "p":
-                t = html.escape(b[1])
-                t = re.sub(r"`([^`]+)`", r"<code>\1</code>", t)
-                t = re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", t)
-                body.append(f"<p>{t}</p>")
+                body.append(f"<p>{_inline(b[1])}</p>")
+            elif b[0] == "div":
+                body.append(f'<div class="{b[1]}">{_inline(b[2])}</div>')
             elif b[0] == "table":
-                body.append(b[1].map(fmt).to_html(index=False, escape=True, border=0))
+                body.append(_html_table(b[1]))
             elif b[0] == "figure":
                 data = base64.b64encode(b[1].read_bytes()).decode()
                 body.append(f'<figure><img alt="{html.escape(b[2])}" src="data:image/png;base64,{data}">'
@@ -96,3 +117,25 @@ class Report:
         return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(self.title)}</title>"
                 f"<style>{_CSS}</style></head><body><h1>{html.escape(self.title)}</h1>"
                 f"<nav><b>Contents</b><ul>{''.join(toc)}</ul></nav>{''.join(body)}</body></html>")
+
+
+def _inline(text: str) -> str:
+    """Markdown's inline `code`, **bold** and [links](href), as HTML (the rest escaped)."""
+    t = html.escape(text)
+    t = re.sub(r"`([^`]+)`", r"<code>\1</code>", t)
+    t = re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", t)
+    t = re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", r'<a href="\2">\1</a>', t)
+    return t.replace("\n\n", "<br><br>")
+
+
+def _html_table(df: pd.DataFrame) -> str:
+    """A table, every cell escaped except :class:`Link` cells, which become anchors."""
+    def cell(v) -> str:
+        if isinstance(v, Link):
+            return f'<a href="{html.escape(v.href)}">{html.escape(v.text)}</a>'
+        return html.escape(fmt(v))
+
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
+    rows = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>"
+                   for row in df.itertuples(index=False))
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"

@@ -3,19 +3,22 @@ crossover (tables from :mod:`analysis.matmul_cases`)."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pandas as pd
 
 from analysis.book.errors import BookError
 from analysis.book.hardware import Hardware, load_hardware
+from analysis.book.units import fmt_duration
 from analysis.matmul_cases import (_dims, _mesh, case_table, matmul_jobs, measured_C, measured_crossover,
-                                   model_crossover, q4_table)
+                                   model_crossover, q4_table, ring_pairs)
+from analysis.report import matmul_figures
 from analysis.report.document import Report, fmt
 
 
-def add_matmul_section(rep: Report, summary: pd.DataFrame, model_hw: Hardware | None) -> pd.DataFrame | None:
-    """Append the matmul section to ``rep``; return the case table, or None when the sweep
-    ran no matmul."""
+def add_matmul_section(rep: Report, summary: pd.DataFrame, model_hw: Hardware | None, out: Path) -> pd.DataFrame | None:
+    """Append the matmul section to ``rep`` (figures saved under ``out``); return the case
+    table, or None when the sweep ran no matmul."""
     jobs = matmul_jobs(summary)
     if not len(jobs):
         return None
@@ -32,21 +35,50 @@ def add_matmul_section(rep: Report, summary: pd.DataFrame, model_hw: Hardware | 
                  "AllGather sweep (`python -m analysis calibrate`) and rebuild with `--hardware NAME`.")
     table = case_table(jobs, hw)
     rep.heading("Sharded matmuls: the book's cases against the compiled HLO")
-    rep.text("Each row: the expression in the book's notation, the strategy that ran, the book's case and "
-             "the collectives it prescribes, the collectives XLA emitted in the compiled HLO (with the "
-             "mesh axes their replica groups span), and **DIFFERS** with the reason where the two disagree. "
-             "Times are untraced medians; T_math = FLOPs / (d x C), d (its own column) being the devices the book's recipe splits the product over (fewer than the mesh's where it gathers an input, so that every device of that axis repeats the work), T_comms from the book's collective "
-             "formulas; the book's bound is their max (overlapped) and the serial cost their sum, both for the book's prescribed "
-             "recipe (not for the strategy that ran, whose own cost the measured time shows). The last "
-             "column is the share of collective time during which the same device was also computing, "
-             f"from the trace (per device, merged intervals; median over devices).{note}")
-    rep.table(table.drop(columns=["status"]))
+    rep.text("Per job: the expression in the book's notation, the strategy that ran, the book's case and the "
+             "collectives it prescribes, and the collectives XLA emitted in the compiled HLO (with the mesh axes "
+             "their replica groups span); **DIFFERS** where the two disagree, with the reason below the table.")
+    what = table[["job", "expr", "strategy", "dims", "case", "book prescribes", "HLO has", "match"]]
+    rep.table(what.assign(strategy=what["strategy"].fillna("(not run)")))
+    reasons = table[table["why"].astype(str).str.len() > 0]
+    if len(reasons):
+        rep.text("\n\n".join(f"`{r['job']}`: {r['why']}" for _, r in reasons.iterrows()))
+    rep.text("Times: the measured median; T_math = FLOPs / (d x C), with d the devices the book's recipe splits the "
+             "product over (fewer than the mesh's where it gathers an input, so that every device of that axis "
+             "repeats the work); T_comms from the book's collective formulas; max (overlapped, as a collective "
+             "matmul) and sum (serial) are the book's prescribed recipe, not the strategy that ran, whose own cost "
+             "the measured time shows. *Overlapped*: the share of collective time during which the same device was "
+             f"also computing, from the trace (per device, merged intervals; median over devices).{note}")
+    cost = table[["job", "time (s)", "d", "T_math (s)", "T_comms (s)", "max (s)", "sum (s)", "FLOP/s",
+                  "trace: collective overlapped"]].copy()
+    for col in ("time (s)", "T_math (s)", "T_comms (s)", "max (s)", "sum (s)"):
+        cost[col] = cost[col].map(fmt_duration)
+    cost["FLOP/s"] = cost["FLOP/s"].map(lambda v: f"{v / 1e9:.3g}" if pd.notna(v) else "")
+    traced = cost["trace: collective overlapped"].notna()
+    cost["trace: collective overlapped"] = cost["trace: collective overlapped"].map(
+        lambda v: f"{v:.0%}" if pd.notna(v) else "")
+    rep.table(cost.rename(columns={"time (s)": "time", "T_math (s)": "T_math", "T_comms (s)": "T_comms",
+                                   "max (s)": "max", "sum (s)": "sum", "FLOP/s": "GFLOP/s",
+                                   "trace: collective overlapped": "overlapped"}))
+    if not traced.any():
+        rep.text("No job here has a collective in a parsed trace, so *overlapped* is empty.")
+    figs = []
+    jobs = jobs.merge(table[["job", "case"]], on="job", how="left")
+    C_used = hw.flops(jobs["dtype"].dropna().iloc[0]) if hw is not None and hw.flops_per_s and \
+        jobs["dtype"].notna().any() and jobs["dtype"].dropna().iloc[0] in hw.flops_per_s else C
+    bw = getattr(hw, "hbm_bw_Bps", None) if hw is not None else None
+    figs.append((matmul_figures.roofline(jobs, C_used, bw, out / "matmul_roofline.png", "Matmuls on the roofline"),
+                 "Achieved GFLOP/s per device against arithmetic intensity (FLOPs per byte of A, B and C), each job "
+                 "a point (colour: the book's case, marker: strategy), under the compute roof C"
+                 + (" and the memory roof (HBM bandwidth x intensity)." if bw else
+                    f" (`{hw.name if hw else '?'}` has no HBM bandwidth, so no memory roof).")))
     q4 = q4_table(jobs)
     if len(q4):
         rep.heading("Question 4: gather then multiply, or multiply then AllReduce")
-        rep.table(q4.drop(columns=["dim"]).rename(columns={
-            "value": "varying dim", "strategy1_s": "strategy 1 (s)", "strategy2_s": "strategy 2 (s)",
-            "ratio_2_over_1": "strategy 2 / 1"}))
+        shown = q4.drop(columns=["dim"]).assign(strategy1_s=q4["strategy1_s"].map(fmt_duration),
+                                                 strategy2_s=q4["strategy2_s"].map(fmt_duration))
+        rep.table(shown.rename(columns={"value": "varying dim", "strategy1_s": "strategy 1", "strategy2_s": "strategy 2",
+                                        "ratio_2_over_1": "strategy 2 / 1"}))
         lines = []
         for expr, g in q4.groupby("expr"):
             cross = measured_crossover(g)
@@ -66,4 +98,23 @@ def add_matmul_section(rep: Report, summary: pd.DataFrame, model_hw: Hardware | 
                 lines.append(f"  {label}: the book's model puts it between {dim} = {mc / 2:.0f} and {mc:.0f}." if mc else
                              f"  {label}: the book's model has one strategy win at every {dim}.")
         rep.text("\n\n".join(lines))
+        for expr, g in q4.groupby("expr"):
+            first = jobs[jobs["expr"] == expr].iloc[0]
+            try:
+                mc = model_crossover(expr, _dims(first["dims"]), g["dim"].iloc[0], _mesh(first["mesh_axes"]),
+                                     first["dtype"], hw) if hw is not None else None
+            except (BookError, KeyError, IndexError, TypeError):
+                mc = None
+            figs.append((matmul_figures.question4(g, measured_crossover(g), mc, out / f"question4_{len(figs)}.png",
+                                                  f"Question 4: {expr}"),
+                         "Time against the varying dim for both strategies; dashed: the measured crossover, dotted: "
+                         "the model's (for this hardware's constants)."))
+    pairs = ring_pairs(jobs)
+    if len(pairs):
+        figs.append((matmul_figures.collective_matmul(pairs, out / "collective_matmul.png",
+                                                      "Collective matmul against its naive counterpart"),
+                     "Time per step of the ppermute ring (collective matmul) and of the same expression run the "
+                     "naive way, over the dim the sweep varies."))
+    for path, caption in figs:
+        rep.figure(path, caption)
     return table

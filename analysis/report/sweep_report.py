@@ -1,43 +1,53 @@
-"""The report of a sweep: ``summary.csv``, ``fit.json`` and ``report/`` (index.html,
-report.md, figures), rebuilt from disk alone.
+"""The report of a sweep: ``summary.csv``, ``samples.csv``, ``fit.json``, ``headline.json``
+and ``report/`` (index.html, report.md, figures, the column dictionary), rebuilt from disk.
 
-The tables come from :func:`analysis.sweep.load_sweep`; this module only writes files and
-lays out blocks (sections of other analyzers live beside it in this package).
+The tables come from :func:`analysis.sweep.load_sweep` and the analyzers; this module only
+writes files and lays out blocks, answer first: the headline, the figures, the
+nccl-tests-style tables, then how the numbers were taken and everything behind them.
 """
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from analysis.book.units import fmt_bytes
+from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration
+from analysis.headline import family_name, headline_sentence, headline_table
 from analysis.report import figures
 from analysis.report.claims_section import add_claims_section
-from analysis.report.document import Report, fmt
+from analysis.report.columns import write_dictionary
+from analysis.report.document import Link, Report
 from analysis.report.matmul_section import add_matmul_section
+from analysis.report.measurement import measurement_text
 from analysis.report.processes_section import add_processes_section
-from analysis.rundir import FIT_NAME, REPORT_DIR, SUMMARY_NAME, write_json_atomic
+from analysis.rundir import FIT_NAME, REPORT_DIR, SUMMARY_NAME, sweep_command, write_json_atomic
 from analysis.sweep import Sweep, load_sweep
+
+SAMPLES_NAME = "samples.csv"
+HEADLINE_NAME = "headline.json"
 
 
 def write_report(root: str | Path, hardware: str | None = None) -> Path:
-    """Write ``summary.csv``, ``fit.json`` and ``report/`` for the sweep in ``root``
-    (``hardware``: see :func:`analysis.sweep.load_sweep`); return ``report/index.html``."""
+    """Write the sweep's tables and ``report/`` for the sweep in ``root`` (``hardware``: see
+    :func:`analysis.sweep.load_sweep`); return ``report/index.html``."""
     root = Path(root)
     t0 = time.perf_counter()
     sweep = load_sweep(root, hardware)
     sweep.summary.to_csv(root / SUMMARY_NAME, index=False)
+    samples_table(sweep.results).to_csv(root / SAMPLES_NAME, index=False)
+    head = headline_table(sweep.summary, sweep.points, sweep.fits)
+    families = [dict(r, text=headline_sentence(pd.Series(r))) for r in _records(head)]
+    write_json_atomic(root / HEADLINE_NAME, {"families": families, "expected_points": sweep.expected,
+                                             "missing_points": sweep.missing, "incomplete": bool(sweep.missing)})
     write_json_atomic(root / FIT_NAME, {
-        "fits": sweep.fits.astype(object).where(sweep.fits.notna(), None).to_dict(orient="records"),
-        "left_out": sweep.left_out.astype(object).where(sweep.left_out.notna(), None).to_dict(orient="records"),
-        "model_source": sweep.model_source,
+        "fits": _records(sweep.fits), "left_out": _records(sweep.left_out), "model_source": sweep.model_source,
         "model_W_Bps": getattr(sweep.model_hw, "link_bw_bidir_Bps", None),
         "model_T_min_s": getattr(sweep.model_hw, "hop_latency_s", None)})
     out = root / REPORT_DIR
     out.mkdir(exist_ok=True)
-    rep = build(sweep, out)
+    write_dictionary(out / "columns.md")
+    rep = build(sweep, head, out)
     (out / "report.md").write_text(rep.to_markdown(out))
     index = out / "index.html"
     index.write_text(rep.to_html())
@@ -45,44 +55,189 @@ def write_report(root: str | Path, hardware: str | None = None) -> Path:
     return index
 
 
-def build(sweep: Sweep, out: Path) -> Report:
+def _records(df: pd.DataFrame) -> list[dict]:
+    return df.astype(object).where(df.notna(), None).to_dict(orient="records") if len(df) else []
+
+
+def samples_table(results: list[dict]) -> pd.DataFrame:
+    """Every timing sample of every job, long format: ``job, round, estimator, sample, time_s``."""
+    rows = []
+    for r in results:
+        t = r.get("timing") or {}
+        for rnd in t.get("rounds") or []:
+            for est in ("step", "loop"):
+                for i, v in enumerate((rnd.get(est) or {}).get("samples_s") or []):
+                    rows.append((r["job"], rnd.get("round"), est, i, v))
+        for i, v in enumerate((t.get("device") or {}).get("samples_s") or []):
+            rows.append((r["job"], 1, "device", i, v))
+    return pd.DataFrame(rows, columns=["job", "round", "estimator", "sample", "time_s"])
+
+
+def build(sweep: Sweep, head: pd.DataFrame, out: Path) -> Report:
     """The report's blocks, figures saved under ``out``."""
-    root, a = sweep.root, {"points": sweep.points, "fits": sweep.fits, "model_hw": sweep.model_hw,
-                           "model_source": sweep.model_source, "curves": sweep.curves, "left_out": sweep.left_out}
-    s, pts = sweep.summary, sweep.points
-    jobs = s.drop_duplicates("job")
+    root, s, pts = sweep.root, sweep.summary, sweep.points
+    jobs = sweep.jobs
     ok, failed = jobs[jobs["status"] == "ok"], jobs[jobs["status"] != "ok"]
-    rep = Report(f"shardlab report: {root.resolve().parent.name}/{root.name}")
-    rep.text(f"Folder `{root}`: {len(jobs)} jobs, {len(ok)} ok, {len(failed)} failed. "
-             f"Tables: `summary.csv` (one row per run and collective), `fit.json`.")
+    title = f"shardlab report: {root.resolve().parent.name}/{root.name}"
+    rep = Report(("INCOMPLETE " if sweep.missing else "") + title)
+    if sweep.missing:
+        rep.banner("incomplete", f"**Incomplete**: {len(jobs)} of {len(jobs) + len(sweep.missing)} points have "
+                                 f"results; {len(sweep.missing)} never ran (listed under *Missing points*). Finish "
+                                 f"with `{resume_command(root)}`.")
+    rep.text(f"{len(jobs)} points: {len(ok)} ok, {len(failed)} failed. Units: times in us/ms/s; sizes in binary "
+             "units (KiB = 1024 B, MiB = 2^20 B); bandwidths in decimal GB/s (10^9 B/s, as nccl-tests). Files keep SI "
+             f"units named in their columns (`{SUMMARY_NAME}`, `{SAMPLES_NAME}`, `{FIT_NAME}`, `{HEADLINE_NAME}`; "
+             "[every column explained](columns.md)).")
 
-    rep.heading("What ran")
-    first = ok.iloc[0] if len(ok) else (jobs.iloc[0] if len(jobs) else None)
-    if first is not None:
+    if len(head):
+        rep.heading("Headline")
+        rep.text("\n\n".join(f"**{headline_sentence(r)}**" for _, r in head.iterrows()))
         rep.table(pd.DataFrame({
-            "hardware": [first["hardware"]], "backend": [first["backend"]], "device": [first["device_kind"]],
-            "devices": [first["device_count"]], "jax": [first["jax_version"]],
-            "meshes": [", ".join(sorted(set(map(str, jobs["mesh_axes"].dropna()))))],
-            "ops": [", ".join(sorted(set(map(str, jobs["op"].dropna()))))],
-            "dtypes": [", ".join(sorted(set(map(str, jobs["dtype"].dropna()))))],
-            "sizes": [f"{fmt_bytes(jobs['V_bytes'].min())} to {fmt_bytes(jobs['V_bytes'].max())}"]}))
+            "collective": [family_name(r) for _, r in head.iterrows()],
+            "latency floor": head["latency_floor_s"].map(fmt_duration),
+            "peak bus bandwidth": head["peak_busbw_Bps"].map(fmt_bandwidth),
+            "at V": head["peak_at_V_bytes"].map(fmt_bytes),
+            "of ceiling": head["peak_share_of_ceiling"].map(lambda v: f"{v:.0%}" if pd.notna(v) else ""),
+            "bandwidth-bound above": head["bandwidth_bound_above_bytes"].map(fmt_bytes),
+            "measured/model": head["measured_over_model_median"].map(lambda v: f"{v:.2g}" if pd.notna(v) else ""),
+            "ok": head["ok"], "failed": head["failed"], "flagged": head["flagged"], "noisy": head["noisy"],
+            "unchecked": head["unchecked"]}))
+        rep.text("Which bandwidth to read: **bus bandwidth** (busbw, nccl-tests' convention) is the one to hold "
+                 "against links and ceilings; algbw (S / time) and the fits' W are beside it in the tables. The "
+                 "latency floor is the fit's T_min x hops (else the smallest median); *flagged* points (above "
+                 "their ceiling, page-faulting) are left out of every fit.")
 
+    what_ran(rep, jobs, ok)
+    if len(pts):
+        rep.heading("Figures")
+        for path, caption in _figures(sweep, out):
+            rep.figure(path, caption)
+        nccl_tables(rep, pts)
+        fits_section(rep, sweep)
+        model_section(rep, sweep)
     rep.heading("How these numbers were taken")
     rep.text(measurement_text(pts if len(pts) else s[s["status"] == "ok"]))
-
-    if len(pts):
-        figs = _figures(a, out)
-        rep.heading("Figures")
-        for path, caption in figs:
-            rep.figure(path, caption)
-
-    if len(pts) or not s["op"].eq("matmul").all():  # a matmul-only sweep has no collective fits
-        _collective_sections(rep, a)
-
-    add_matmul_section(rep, s, sweep.model_hw)
+    add_matmul_section(rep, s, sweep.model_hw, out)
     add_claims_section(rep, s, root)
     add_processes_section(rep, sweep, out)  # only for sweeps with multi-process jobs
+    problems_section(rep, sweep, failed)
+    points_section(rep, sweep)
+    return rep
 
+
+def resume_command(root: Path) -> str:
+    """The command that finishes this sweep (re-runs failed and missing points): the one that
+    started it (``sweep.json``) with its folder and ``resume=true``."""
+    import shlex
+
+    cmd = sweep_command(root) or "python -m runner <the same sweep and overrides>"
+    kept = [a for a in shlex.split(cmd) if not a.startswith(("hydra.sweep.dir=", "resume="))]
+    return " ".join([shlex.join(kept), f"hydra.sweep.dir={shlex.quote(str(root))}", "resume=true"])
+
+
+def what_ran(rep: Report, jobs: pd.DataFrame, ok: pd.DataFrame) -> None:
+    """One table: hardware, devices, jax, meshes, ops, dtypes, sizes; no empty fields."""
+    first = ok.iloc[0] if len(ok) else (jobs.iloc[0] if len(jobs) else None)
+    if first is None:
+        return
+    rep.heading("What ran")
+
+    def values(col, fmt_one=str) -> str:
+        v = sorted(set(jobs[col].dropna()), key=str) if col in jobs else []
+        return ", ".join(fmt_one(x) for x in v) or "(none recorded)"
+
+    sizes = jobs["V_bytes"].dropna()
+    row = {"hardware": first.get("hardware") or "(unknown)", "backend": first.get("backend") or "(none ran)",
+           "device": first.get("device_kind") or "(none ran)",
+           "devices": int(first["device_count"]) if pd.notna(first.get("device_count")) else "(none ran)",
+           "jax": first.get("jax_version") or "(none ran)", "meshes": values("mesh_axes"), "ops": values("op"),
+           "dtypes": values("dtype"),
+           "sizes": (f"{fmt_bytes(sizes.min())} to {fmt_bytes(sizes.max())}" if sizes.min() != sizes.max()
+                     else fmt_bytes(sizes.min())) if len(sizes) else "(matmuls: see their dims)"}
+    rep.table(pd.DataFrame([row]))
+
+
+def nccl_tables(rep: Report, pts: pd.DataFrame) -> None:
+    """Per family, the table nccl-tests prints, line for line comparable."""
+    rep.heading("Results as nccl-tests prints them")
+    rep.text("Per family, one line per size, as nccl-tests' output: size (bytes of S, what nccl-tests' size "
+             "column counts), count (elements), type, time (us), algbw and busbw (GB/s), #wrong (devices whose "
+             "result differed from NumPy; blank when unchecked).")
+    for fam, g in pts.groupby("family", sort=False):
+        g = g.sort_values("V_bytes")
+        rep.text(f"**{fam}**")
+        size = g["S_bytes"].fillna(g["V_bytes"])
+        itemsize = g["dtype"].map(lambda d: {"bfloat16": 2, "float16": 2, "int8": 1}.get(d, 4))
+        rep.table(pd.DataFrame({
+            "size": size.astype("int64"), "count": (size / itemsize).astype("int64"),
+            "type": g["dtype"].map(lambda d: {"float32": "float", "bfloat16": "bfloat16", "float16": "half",
+                                              "int32": "int32", "int8": "int8"}.get(d, d)),
+            "redop": g["op"].map(lambda o: "sum" if o in ("all_reduce", "reduce_scatter") else "none"),
+            "time (us)": (g["time_s"] * 1e6).map(lambda v: f"{v:.2f}"),
+            "algbw (GB/s)": (g["algbw_Bps"] / 1e9).map(lambda v: f"{v:.2f}"),
+            "busbw (GB/s)": (g["busbw_Bps"] / 1e9).map(lambda v: f"{v:.2f}"),
+            "#wrong": g["checked"].map(lambda c: 0 if c else "")}))
+
+
+def fits_section(rep: Report, sweep: Sweep) -> None:
+    fits, left = sweep.fits, sweep.left_out
+    rep.heading("Fitted latency and bandwidth")
+    if not len(fits):
+        rep.text("Too few successful points to fit.")
+        return
+    f = pd.DataFrame({
+        "op": fits["op"], "axes": fits["axes"], "devices/group": fits["group_size"], "dtype": fits["dtype"],
+        "points": fits["n_points"],
+        "α": fits.get("alpha_s", pd.Series(dtype=float)).map(fmt_duration),
+        "β": fits.get("beta_Bps", pd.Series(dtype=float)).map(fmt_bandwidth),
+        "α-β error": fits.get("alpha_beta_rel_rmse", pd.Series(dtype=float)).map(lambda v: f"{v:.1%}" if pd.notna(v) else ""),
+        "T_min": fits.get("T_min_s", pd.Series(dtype=float)).map(fmt_duration),
+        "W": fits.get("W_Bps", pd.Series(dtype=float)).map(fmt_bandwidth),
+        "book error": fits.get("book_rel_rmse", pd.Series(dtype=float)).map(lambda v: f"{v:.1%}" if pd.notna(v) else ""),
+        "crossover": fits.get("crossover_bytes", pd.Series(dtype=float)).map(fmt_bytes),
+        "note": fits.get("note", pd.Series(dtype=object)).fillna("")})
+    rep.table(f)
+    rep.text("α-β: `T = α + V/β`. Book: `T = max(T_min·hops, c·V/W)` with the book's hops and factor c for each "
+             "collective, so W is comparable across collectives. Errors are the relative RMS over the points, as "
+             "measured. A fit uses only the points of one regime: flagged points and points in another bandwidth "
+             "regime (a cache edge) are left out, and a family needs 3 points.")
+    if len(left):
+        rep.text("Left out of the fits:")
+        rep.table(pd.DataFrame({"op": left["op"], "axes": left["axes"], "job": left["job"],
+                                "V": left["V_bytes"].map(fmt_bytes), "why": left["reason"]}))
+
+
+def model_section(rep: Report, sweep: Sweep) -> None:
+    pts = sweep.points
+    rep.heading("Measured against the book's model")
+    rep.text(f"Model constants: {sweep.model_source}. Times are the *{_source(pts)}* estimator with its 95% "
+             "interval; *step* and *loop* beside it.")
+    rep.table(pd.DataFrame({
+        "op": pts["op"], "axes": pts["axes"], "V": pts["V_bytes"].map(fmt_bytes),
+        "time": pts["time_s"].map(fmt_duration),
+        "95% interval": [f"{fmt_duration(lo)} to {fmt_duration(hi)}" for lo, hi in
+                         zip(pts["time_ci_low_s"], pts["time_ci_high_s"])],
+        "step": pts["step_time_s"].map(fmt_duration), "loop": pts["loop_time_s"].map(fmt_duration),
+        "busbw": pts["busbw_Bps"].map(fmt_bandwidth),
+        "of ceiling": pts["busbw_over_ceiling"].map(lambda v: f"{v:.0%}" if pd.notna(v) else ""),
+        "model": pts["model_time_s"].map(fmt_duration), "regime": pts["model_regime"],
+        "measured/model": pts["measured_over_model"].map(lambda v: f"{v:.2g}" if pd.notna(v) else ""),
+        "flags": pts["flags"].fillna(""), "caveats": pts["caveats"].fillna("")}))
+
+
+def _source(pts: pd.DataFrame) -> str:
+    src = pts["source"].dropna().mode() if "source" in pts else pd.Series(dtype=object)
+    return src.iloc[0] if len(src) else "step"
+
+
+def problems_section(rep: Report, sweep: Sweep, failed: pd.DataFrame) -> None:
+    s = sweep.summary
+    if sweep.missing:
+        rep.heading("Missing points")
+        rep.text(f"The sweep asked for {len(sweep.expected)} points; these have no result (interrupted, or never "
+                 f"started). `{resume_command(sweep.root)}` runs them.")
+        rep.table(pd.DataFrame({"job number": [m["num"] for m in sweep.missing],
+                                "overrides": [" ".join(m["overrides"]) for m in sweep.missing]}))
     if len(failed) or s["skipped"].notna().any():
         rep.heading("Failed and skipped")
         if len(failed):
@@ -93,60 +248,32 @@ def build(sweep: Sweep, out: Path) -> Report:
             rep.text("Files that could not be read (the rest of the report stands without them):")
             rep.table(pd.DataFrame({"job": sk["job"], "skipped": sk["skipped"]}))
 
-    rep.heading("Traces")
-    rep.text(f"Each job folder holds `trace/plugins/profile/<time>/<host>.xplane.pb`. Open them with "
-             f"`python -m analysis view {root}` (XProf on 127.0.0.1), or "
-             f"`tensorboard --logdir {root} --host 127.0.0.1`. The compiled HLO is in each job's `hlo/`.")
-    return rep
+
+def points_section(rep: Report, sweep: Sweep) -> None:
+    """Every point with links to its files, and how to open its trace."""
+    rep.heading("Points and their files")
+    rep.text(f"Each job folder holds `result.json` (everything measured), `hlo/` (the lowered and compiled "
+             f"programs) and `trace/plugins/profile/<time>/<host>.xplane.pb`. Open all traces with "
+             f"`python -m analysis view {sweep.root}` (XProf on 127.0.0.1, one run per point), or one point's "
+             "with `python -m analysis view <its folder>`.")
+    rows = []
+    for r in sweep.results:
+        job = r["job"]
+        files = r.get("files") or {}
+        rows.append({"job": job, "status": r.get("status"),
+                     "result": Link("result.json", f"../{job}/result.json"),
+                     "HLO": Link("compiled", f"../{job}/{files['hlo_compiled']}") if files.get("hlo_compiled") else "",
+                     "trace": Link("xplane", f"../{job}/{files['xplane']}") if files.get("xplane") else "",
+                     "log": Link("worker.log", f"../{job}/worker.log")})
+    if len(rows) > 60:  # summarise: the links of the first 50, the rest in summary.csv
+        rep.text(f"The first 50 of {len(rows)} points; every point is a row of `{SUMMARY_NAME}`.")
+        rows = rows[:50]
+    rep.table(pd.DataFrame(rows))
 
 
-def _collective_sections(rep: Report, a: dict) -> None:
-    """Fitted constants and the point-by-point comparison with the book's model."""
-    pts, fits = a["points"], a["fits"]
-    rep.heading("Fitted latency and bandwidth")
-    if len(fits):
-        f = fits.copy()
-        cols = {"op": "op", "axes": "axes", "group_size": "devices/group", "dtype": "dtype", "mesh": "mesh",
-                "n_points": "points", "alpha_s": "α (s)", "beta_Bps": "β (B/s)",
-                "alpha_beta_rel_rmse": "α-β rel. RMSE", "T_min_s": "T_min (s)", "W_Bps": "W (B/s)",
-                "book_rel_rmse": "book rel. RMSE", "crossover_bytes": "crossover V"}
-        f["crossover_bytes"] = f.get("crossover_bytes", pd.Series(dtype=float)).map(fmt_bytes)
-        cols["note"] = "note"
-        rep.table(f[[c for c in cols if c in f]].rename(columns=cols))
-        rep.text("α-β: `T = α + V/β`. Book: `T = max(T_min·hops, c·V/W)` with the book's hops and factor c "
-                 "for each collective, so W is comparable across collectives. Errors are relative, as measured. "
-                 "A fit uses only the points of one regime: flagged points (above their ceiling, page-faulting) "
-                 "and points in another bandwidth regime (a cache edge) are left out, and a family needs 3 points.")
-        left = a.get("left_out")
-        if left is not None and len(left):
-            rep.text("Left out of the fits:")
-            rep.table(pd.DataFrame({"op": left["op"], "axes": left["axes"], "job": left["job"],
-                                    "V": left["V_bytes"].map(fmt_bytes), "why": left["reason"]}))
-    else:
-        rep.text("Too few successful points to fit.")
-
-    rep.heading("Measured against the book's model")
-    rep.text(f"Model constants: {a['model_source']}.")
-    if len(pts):
-        t = pd.DataFrame({
-            "op": pts["op"], "axes": pts["axes"], "V": pts["V_bytes"].map(fmt_bytes), "time (s)": pts["time_s"],
-            "95% CI": [f"{fmt(lo)} to {fmt(hi)}" for lo, hi in zip(pts["time_ci_low_s"], pts["time_ci_high_s"])],
-            "busbw (B/s)": pts["busbw_Bps"], "of ceiling": pts["busbw_over_ceiling"], "model (s)": pts["model_time_s"], "regime": pts["model_regime"],
-            "measured/model": pts["measured_over_model"], "step (s)": pts["step_time_s"],
-            "loop (s)": pts["loop_time_s"], "device (s)": pts["device_time_s"],
-            "flags": pts["flags"], "caveats": pts["caveats"]})
-        rep.table(t)
-        noisy = pts[pts["noisy"]]
-        if len(noisy):
-            rep.text(f"**{len(noisy)} noisy point(s)**: the median's 95% CI is wider than the target "
-                     f"(±{100 * 0.05:.0f}% by default) within the time budget; read them with care: "
-                     + ", ".join(f"{r.op} {fmt_bytes(r.V_bytes)} (±{100 * r.time_rel_ci:.0f}%)" for r in noisy.itertuples()))
-
-def _figures(a: dict, out: Path) -> list[tuple[Path, str]]:
-    pts, fits, cur = a["points"], a["fits"], a["curves"]
-    hw = a["model_hw"]
+def _figures(sweep: Sweep, out: Path) -> list[tuple[Path, str]]:
+    pts, fits, cur = sweep.points, sweep.fits, sweep.curves
     title = f"{pts['hardware'].iloc[0]} ({pts['device_kind'].iloc[0]} x{int(pts['device_count'].iloc[0])})"
-    f1 = figures.time_vs_bytes(pts, cur, out / "time_vs_bytes.png", title)
     cross = []
     for fam, g in pts.groupby("family", sort=False):
         first = g.iloc[0]
@@ -155,53 +282,16 @@ def _figures(a: dict, out: Path) -> list[tuple[Path, str]]:
         if len(f) and pd.notna(f["crossover_bytes"].iloc[0]) and f["crossover_bytes"].iloc[0] > 0:
             cross.append({"family": fam, "V_bytes": f["crossover_bytes"].iloc[0],
                           "label": fmt_bytes(f["crossover_bytes"].iloc[0])})
-    ceilings = pts.dropna(subset=["ceiling_busbw_Bps"])[["family", "V_bytes", "ceiling_busbw_Bps", "ceiling_kind"]]
-    f2 = figures.bandwidth_vs_bytes(pts, cur, pd.DataFrame(cross, columns=["family", "V_bytes", "label"]),
-                                    ceilings, out / "bandwidth_vs_bytes.png", title)
-    return [(f1, "Time per step against V (log-log): untraced medians with p10-p90 bars, the α-β fit "
-                 "(dashed) and the book's model (solid)."),
-            (f2, "Bus bandwidth against V, the model's curve, where each family turns from latency-bound to "
-                 "bandwidth-bound (dotted), and each point's ceiling (dashed grey; on CPU measured at the "
-                 "point's own size, so caches show).")]
-
-
-ESTIMATOR_WORDS = {
-    "step": "the wall time of one blocked step (what a caller sees, the host's dispatch and sync included)",
-    "loop": "the program repeated K times in one call, per repetition (dispatch paid once per K)",
-    "device": "the devices' own op times from the profiler trace",
-}
-
-
-def measurement_text(pts: pd.DataFrame) -> str:
-    """How the numbers in the tables were taken: the estimator, rounds, intervals, and what
-    the other estimators and the trace showed."""
-    if not len(pts):
-        return "No point succeeded."
-    src = pts["source"].dropna().mode()
-    src = src.iloc[0] if len(src) else "step"
-    rounds = pts["time_rounds"].dropna()
-    parts = [f"Times are the **{src}** estimator: {ESTIMATOR_WORDS.get(src, src)}."]
-    if len(rounds):
-        parts.append(f"Each point was timed in {int(rounds.max())} round(s), interleaved across the sweep in a shuffled "
-                     "order; its median is the median of the rounds' medians, and its 95% interval a bootstrap "
-                     "over rounds and samples, so it covers drift between rounds, not only one stretch of noise. "
-                     f"{int(pts['rounds_disagree'].sum())} point(s) had rounds whose own intervals do not overlap.")
-    floor = pts["dispatch_floor_s"].dropna()
-    if len(floor):
-        small = pts.loc[pts["V_bytes"] == pts["V_bytes"].min(), "dispatch_floor_s"].dropna()
-        parts.append(f"Beside it: *loop* per repetition, and the dispatch floor *step - loop* "
-                     f"({fmt(float(small.median()) * 1e6) if len(small) else '?'} us at the smallest V).")
-    slow = pts["profiler_slowdown"].dropna()
-    if len(slow):
-        parts.append(f"The *device* estimator comes from the traced steps; tracing slowed a step {slow.median():.2g}x "
-                     f"(range {slow.min():.2g}x to {slow.max():.2g}x: traced step / untraced step)"
-                     + (", which is why on CPU the step, not the trace, is timed." if src == "step" else "."))
-    share = pts["dispatch_share"].dropna()
-    if len(share):
-        parts.append(f"Dispatch share (step - device) / step: median {share.median():.0%}.")
-    faults = pts["page_faults_per_step"].dropna()
-    if len(faults):
-        parts.append(f"Minor page faults per step: median {faults.median():.0f}, largest {faults.max():.0f} "
-                     "(the worker runs with a malloc that keeps large buffers; a point faulting in more than 5% "
-                     "of the bytes it moves is flagged).")
-    return " ".join(parts)
+    cross = pd.DataFrame(cross, columns=["family", "V_bytes", "label"])
+    figs = [(figures.time_vs_size(pts, cur, out / "time_vs_bytes.png", title),
+             "How long does it take? Time per step against V (log-log): medians with their 95% intervals "
+             "(markers), the α-β fit (dashed) and the book's model (solid)."),
+            (figures.busbw_vs_size(pts, cur, cross, out / "bandwidth_vs_bytes.png", title),
+             "How close to the ceiling? Bus bandwidth against V with each point's ceiling (dotted grey; on CPU "
+             "measured at the point's own size, so caches show), the model's curve, and where each family turns "
+             "bandwidth-bound (dotted vertical). Crosses: flagged points, left out of the fits.")]
+    if pts["measured_over_model"].notna().any():
+        figs.append((figures.measured_over_model(pts, out / "measured_over_model.png", title),
+                     f"Does the book predict it? Measured / model against V (1: exact), with the interval; model "
+                     f"constants: {sweep.model_source.split(':')[0]}."))
+    return figs

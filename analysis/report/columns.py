@@ -1,0 +1,146 @@
+"""The column dictionary: every column of the CSV files a report writes, with its unit and
+meaning. Written beside the report as ``columns.md``; a test holds it to ``summary.csv``.
+
+Units: files keep SI base units named in the column (``_s`` seconds, ``_bytes`` bytes,
+``_Bps`` bytes per second, ``_frac``/``_share`` a fraction of 1); the report prints them in
+human units.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+SUMMARY = {
+    "job": ("", "the job folder's name: its number in the sweep and what varies"),
+    "status": ("", "ok or failed"),
+    "error_type": ("", "for a failed job: ConfigError, WorkerDied (crash or timeout), or the exception's type"),
+    "error": ("", "for a failed job: the error, in one line"),
+    "op": ("", "all_gather, reduce_scatter, all_reduce, all_to_all or matmul"),
+    "expr": ("", "the experiment in the book's notation, e.g. AllGather_X(A[I_X]) -> A[I]"),
+    "dtype": ("", "element type"),
+    "mesh": ("", "the mesh config's name (conf/mesh)"),
+    "mesh_axes": ("", "the resolved mesh, e.g. X=4,Y=2"),
+    "axes": ("", "the mesh axes the collective runs over, e.g. XY"),
+    "axis_sizes": ("", "their sizes, e.g. 4x2"),
+    "n_axes": ("count", "axes of size > 1 the collective runs over (the book's k)"),
+    "group_size": ("devices", "devices in one collective group (n)"),
+    "num_groups": ("count", "groups running at once"),
+    "size_bytes": ("bytes", "op.size_bytes as configured (for a matmul: its two inputs)"),
+    "V_bytes": ("bytes", "the book's V: the gathered array (AllGather), the unreduced per-device array (ReduceScatter, "
+                         "AllReduce), the whole array across the group (AllToAll)"),
+    "S_bytes": ("bytes", "nccl-tests' S, what algbw divides: V, except AllToAll: V / n (the per-rank buffer)"),
+    "hardware": ("", "the conf/hardware entry the run resolved to"),
+    "backend": ("", "JAX's backend: cpu, tpu or gpu"),
+    "device_kind": ("", "JAX's device kind, e.g. TPU v5 lite"),
+    "device_count": ("devices", "devices in the run"),
+    "jax_version": ("", "jax version"),
+    "source": ("", "the estimator time_s comes from: step, loop or device"),
+    "time_s": ("s", "the median of the source estimator (the median of its rounds' medians)"),
+    "time_p10_s": ("s", "10th percentile of the source estimator's samples"),
+    "time_p90_s": ("s", "90th percentile"),
+    "time_p95_s": ("s", "95th percentile"),
+    "time_p99_s": ("s", "99th percentile"),
+    "time_max_s": ("s", "the largest sample"),
+    "time_ci_low_s": ("s", "lower end of the median's 95% interval (bootstrap over rounds and samples)"),
+    "time_ci_high_s": ("s", "upper end"),
+    "time_cv": ("fraction", "coefficient of variation of the samples"),
+    "time_rel_ci": ("fraction", "half the interval's width over the median: 0.05 = +-5%"),
+    "time_n": ("count", "samples over all rounds"),
+    "time_rounds": ("count", "rounds the point was timed in"),
+    "rounds_disagree": ("bool", "the rounds' medians differ more than their own intervals allow (drift)"),
+    "noisy": ("bool", "the interval is wider than twice timing.target_rel_ci"),
+    "step_time_s": ("s", "the step estimator: median wall time of one blocked step"),
+    "step_ci_low_s": ("s", "its 95% interval, lower end"),
+    "step_ci_high_s": ("s", "upper end"),
+    "loop_time_s": ("s", "the loop estimator: the program repeated K times in one call, per repetition"),
+    "loop_ci_low_s": ("s", "its 95% interval, lower end"),
+    "loop_ci_high_s": ("s", "upper end"),
+    "loop_K": ("count", "repetitions per loop call"),
+    "device_time_s": ("s", "the device estimator: the devices' op time from the trace, median over devices and steps"),
+    "device_ci_low_s": ("s", "its 95% interval, lower end"),
+    "device_ci_high_s": ("s", "upper end"),
+    "dispatch_floor_s": ("s", "step_time_s - loop_time_s: what one dispatch and sync cost the host"),
+    "dispatch_share": ("fraction", "(step - device) / step, where the device estimator is trustworthy (TPU, GPU)"),
+    "page_faults_per_step": ("count", "minor page faults of the worker per step, median over rounds"),
+    "checked": ("bool", "the result was compared with NumPy (false: check_result=false)"),
+    "compile_s": ("s", "XLA compile time of the step"),
+    "profiler_slowdown": ("ratio", "traced step / untraced step (wall times)"),
+    "no_communication": ("", "set when the group has one device: the collective ran as a copy"),
+    "ceiling_kind": ("", "device_copy (measured on CPU at this point's size) or link (the book's roofline)"),
+    "ceiling_busbw_Bps": ("B/s", "the bus bandwidth a device cannot exceed here"),
+    "strategy": ("", "matmul strategy"),
+    "flops": ("FLOP", "the matmul's floating-point operations, 2 x the product of its dims"),
+    "grad": ("bool", "the job ran jax.grad through the collective (its backward pass)"),
+    "dims": ("", "matmul dims, e.g. I=1024 J=1024 K=1024"),
+    "skipped": ("", "files of the job that could not be read, and why"),
+    "trace_collective_s": ("s", "per traced step, the time a device spent in collectives (median over devices)"),
+    "trace_compute_s": ("s", "per traced step, the time a device spent computing"),
+    "trace_overlap_s": ("s", "collective time during which the same device also computed"),
+    "trace_overlap_frac": ("fraction", "trace_overlap_s / trace_collective_s (median over devices)"),
+    "trace_overlap_frac_min": ("fraction", "the smallest over devices"),
+    "trace_command_buffers": ("count", "GPU command-buffer events in the trace (ops inside have no own times)"),
+    "hlo_op": ("", "the collective's instruction name in the compiled HLO"),
+    "hlo_kind": ("", "its opcode, e.g. all-gather"),
+    "hlo_dtype": ("", "its element type in HLO spelling, e.g. f32"),
+    "hlo_operand_bytes": ("bytes", "one device's operand bytes"),
+    "hlo_result_bytes": ("bytes", "one device's result bytes"),
+    "hlo_group_size": ("devices", "devices per replica group"),
+    "hlo_num_groups": ("count", "replica groups"),
+    "hlo_axes": ("", "the mesh axes its replica groups span"),
+    "trace_op_time_s": ("s", "per traced step, last device's start to last device's end (median over steps)"),
+    "trace_device_time_s": ("s", "per traced step, the median device's own op time"),
+    "trace_arrival_skew_s": ("s", "per traced step, last device's start minus the first's"),
+    "trace_iterations": ("count", "traced executions of the op"),
+    "algbw_Bps": ("B/s", "algorithm bandwidth as nccl-tests: S_bytes / time_s"),
+    "busbw_Bps": ("B/s", "bus bandwidth as nccl-tests: algbw x 2(n-1)/n (AllReduce) or (n-1)/n (the others)"),
+    "busbw_over_ceiling": ("ratio", "busbw_Bps / ceiling_busbw_Bps; above 1.05 the point is flagged"),
+    "trace_over_untraced": ("ratio", "trace_op_time_s / time_s"),
+    "flags": ("", "why the point is left out of the fits (above its ceiling, page-faulting, failed, no communication)"),
+    "caveats": ("", "what to keep in mind reading it (unchecked, rounds disagree, noisy, command buffers)"),
+    "is_target": ("bool", "the row is the collective the job asked for (not a backward pass, not one XLA added)"),
+    "model_time_s": ("s", "the book's model's time for the point, with the constants the report names"),
+    "model_regime": ("", "latency or bandwidth: which term of the model's max() wins"),
+}
+
+OTHERS = {
+    "headline.json": {
+        "latency_floor_s": ("s", "the family's latency floor: the fit's T_min x hops, else its smallest median"),
+        "peak_busbw_Bps": ("B/s", "the largest bus bandwidth of an unflagged point"),
+        "peak_share_of_ceiling": ("fraction", "that point's busbw over its ceiling"),
+        "bandwidth_bound_above_bytes": ("bytes", "the fit's crossover: above it the bandwidth term wins"),
+        "measured_over_model_median": ("ratio", "median over the family's points of measured / model"),
+        "noisy, unchecked, flagged, failed": ("count", "points of the family with that caveat or flag"),
+    },
+    "fit.json": {
+        "alpha_s, beta_Bps": ("s, B/s", "T = alpha + V / beta, fitted in relative error"),
+        "T_min_s, W_Bps, hops": ("s, B/s, count", "the book's T = max(T_min x hops, c x V / W)"),
+        "crossover_bytes": ("bytes", "V where the two terms meet"),
+        "alpha_beta_rel_rmse, book_rel_rmse": ("fraction", "relative RMS error of each fit over its points"),
+        "left_out": ("", "every point not used by a fit, with the reason"),
+    },
+    "claims.csv": {
+        "ratio, ci_low, ci_high": ("ratio", "the two medians' ratio and its conservative 95% interval"),
+        "verdict": ("", "holds (within 25% of the book), does not hold here (the whole interval outside), "
+                        "inconclusive"),
+    },
+    "across_processes.csv": {
+        "device_spread_s": ("s", "per step, the longest device's op time minus the shortest (clock-free)"),
+        "arrival_skew_s": ("s", "per step, last device start minus first (one host only)"),
+    },
+    "samples.csv": {
+        "job, round, estimator, sample, time_s": ("s", "every timing sample, one row each"),
+    },
+}
+
+
+def write_dictionary(path: Path) -> Path:
+    """``columns.md``: every column above as a Markdown table per file."""
+    lines = ["# Columns of shardlab's tables", "",
+             "Files keep SI base units, named in the column (`_s` seconds, `_bytes` bytes, `_Bps` bytes per "
+             "second); reports print human units (us, ms; KiB and MiB are binary, GB/s decimal as in nccl-tests).",
+             "", "## summary.csv", "", "| column | unit | meaning |", "|---|---|---|"]
+    lines += [f"| `{k}` | {u} | {m} |" for k, (u, m) in SUMMARY.items()]
+    for name, cols in OTHERS.items():
+        lines += ["", f"## {name}", "", "| column | unit | meaning |", "|---|---|---|"]
+        lines += [f"| `{k}` | {u} | {m} |" for k, (u, m) in cols.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path

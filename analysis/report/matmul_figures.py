@@ -1,0 +1,80 @@
+"""Figures of sharded matmuls: the roofline, Question 4's two strategies, and collective
+matmul against its naive counterpart. Each only draws the tables it is given."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.ticker import FuncFormatter
+
+from analysis.report.figures import WIDTH_IN, _finish, time_axis  # also selects the headless backend
+
+
+def _flops_axis(ax, label: str) -> None:
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1e9:g}" if v > 0 else ""))
+    ax.set_ylabel(label)
+
+
+def roofline(jobs: pd.DataFrame, C: float | None, bw_Bps: float | None, path: Path, title: str) -> Path:
+    """Achieved GFLOP/s per device against arithmetic intensity (FLOPs per byte of the
+    matmul's inputs and output), each job a point (colour: case, marker: strategy), under the
+    hardware's compute roof (C, horizontal) and memory roof (bandwidth x intensity)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 5.0))
+    d = jobs.dropna(subset=["intensity", "flops_per_s_per_device"]).copy()
+    d["case"] = d["case"].map(lambda c: f"case {int(c)}" if pd.notna(c) else "case ?")
+    sns.scatterplot(data=d, x="intensity", y="flops_per_s_per_device", hue="case", style="strategy", s=70, ax=ax,
+                    legend="brief")
+    lo, hi = (d["intensity"].min() / 3, d["intensity"].max() * 3) if len(d) else (1, 1e3)
+    x = np.geomspace(lo, hi, 50)
+    if C:
+        ax.plot(x, np.full_like(x, C), color="black", lw=1.2, label=f"compute roof C = {C / 1e9:.3g} GFLOP/s")
+    if bw_Bps:
+        ax.plot(x, bw_Bps * x, color="black", lw=1.2, linestyle="--",
+                label=f"memory roof {bw_Bps / 1e9:.3g} GB/s x intensity")
+    ax.set_xscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOPs per byte of A, B and C)")
+    _flops_axis(ax, "achieved GFLOP/s per device")
+    ax.grid(True, which="major", alpha=0.3)
+    if ax.get_legend():
+        ax.get_legend().remove()
+    return _finish(fig, {"all": ax}, title, path)
+
+
+def question4(q4: pd.DataFrame, measured: float | None, model: float | None, path: Path, title: str) -> Path:
+    """Time against the varying dim for Question 4's two strategies, with the measured
+    crossover (dashed) and the model's (dotted)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.5))
+    dim = q4["dim"].iloc[0] if len(q4) else "D"
+    ax.plot(q4["value"], q4["strategy1_s"], "o-", label="strategy 1: AllGather, then the whole matmul")
+    ax.plot(q4["value"], q4["strategy2_s"], "s-", label="strategy 2: local matmul, then AllReduce")
+    if measured:
+        ax.axvline(measured, color="black", linestyle="--", lw=1, label=f"measured crossover {dim} ≈ {measured:.0f}")
+    if model:
+        ax.axvline(model, color="grey", linestyle=":", lw=1.5, label=f"model's crossover {dim} ≈ {model:.0f}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(f"{dim}")
+    time_axis(ax, "time per step")
+    ax.grid(True, which="major", alpha=0.3)
+    return _finish(fig, {"all": ax}, title, path)
+
+
+def collective_matmul(pairs: pd.DataFrame, path: Path, title: str) -> Path:
+    """Naive against ring (collective matmul) time, per expression and size."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.5))
+    for (expr, strategy), g in pairs.groupby(["expr", "kind"], sort=False):
+        g = g.sort_values("size")
+        ax.plot(g["size"], g["time_s"], "o-" if strategy == "ring" else "s--", label=f"{expr}: {strategy}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("varying dim")
+    time_axis(ax, "time per step")
+    ax.grid(True, which="major", alpha=0.3)
+    return _finish(fig, {"all": ax}, title, path)

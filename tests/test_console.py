@@ -1,0 +1,75 @@
+"""What a sweep says on the console: a header, one line per point, a closing summary; and
+Ctrl-C in the middle: two lines, a report marked incomplete, the exact resume command."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+FAST = ["timing.rounds=2", "timing.budget_s=0.2", "timing.min_iters=5", "trace.iters=2"]
+
+
+def test_a_sweep_prints_one_line_per_point_and_a_summary(tmp_path, repo_root):
+    out = tmp_path / "sweep"
+    proc = subprocess.run([sys.executable, "-m", "runner", "+sweep=allgather_sizes", "op.size_bytes=1KiB,4KiB,16KiB",
+                           *FAST, f"hydra.sweep.dir={out}"], cwd=repo_root, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0] == f"shardlab: 3 points x 2 round(s) -> {out}"
+    points = [line for line in lines if line.startswith("[")]
+    assert [p.split("]")[0] for p in points] == ["[1/3", "[2/3", "[3/3"]
+    assert all(" ok " in p and "busbw" in p and " us " in p for p in points), points
+    assert "op.size_bytes=4KiB" in points[1] and "timing.rounds" not in points[1]  # only what varies
+    assert lines[len(points) + 1] == "round 2 of 2: 3 point(s)"
+    assert lines[len(points) + 2].startswith("done in ") and "3 ok, 0 failed" in lines[len(points) + 2]
+    assert lines[len(points) + 3].startswith("  AllGather over X (8 devices, float32): latency floor about")
+    assert lines[-2] == f"report: {out}/report/index.html" and lines[-1] == f"traces: python -m analysis view {out}"
+    assert len(lines) == len(points) + 6 and max(map(len, lines)) < 220
+    assert "HYDRA" not in proc.stdout and "Launching" not in proc.stdout
+    head = json.loads((out / "headline.json").read_text())
+    assert head["incomplete"] is False and len(head["families"]) == 1
+
+
+def test_ctrl_c_leaves_a_report_marked_incomplete_and_the_resume_command(tmp_path, repo_root):
+    out = tmp_path / "sweep"
+    args = ["+sweep=allgather_sizes", "op.size_bytes=1KiB,2KiB,4KiB,8KiB,16KiB,32KiB", *FAST, f"hydra.sweep.dir={out}"]
+    proc = subprocess.Popen([sys.executable, "-m", "runner", *args], cwd=repo_root, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stdout:  # wait for the second point, then Ctrl-C
+            if line.startswith("[2/6]"):
+                break
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        rest, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    said = [line for line in err.splitlines() if line.strip()]
+    assert len(said) == 2, err  # no traceback: what happened, and how to resume
+    assert said[0].startswith(("interrupted at point", "interrupted before point")) and "(incomplete)" in said[0]
+    assert said[1] == ("resume: python -m runner " + " ".join(args[:-1]) + f" hydra.sweep.dir={out} resume=true")
+    report = (out / "report" / "report.md").read_text()
+    assert report.startswith("# INCOMPLETE") and "## Missing points" in report
+    head = json.loads((out / "headline.json").read_text())
+    assert head["incomplete"] is True and head["missing_points"]
+    assert "Traceback" not in err and "Traceback" not in rest
+
+
+def test_time_left_grows_with_the_sizes_still_to_come():
+    from runner.progress import ProgressCallback
+
+    cb = ProgressCallback()
+    cb.jobs = [[f"op.size_bytes={s}MiB"] for s in (1, 2, 4, 8, 16)]
+    cb.rounds = 1
+    # three points measured: 1 s + 0.5 s per MiB
+    cb.done = [(float(s << 20), 1 + 0.5 * s, 0.5 * s) for s in (1, 2, 4)]
+    # left: 8 MiB (5 s) and 16 MiB (9 s); the mean of the measured (2.17 s) would say 4.3 s
+    assert cb.time_left(2) == pytest.approx(14.0, rel=1e-6)
+    cb.rounds = 3  # two more rounds of every point's timing phase: 2 x (0.5 x 31 MiB)
+    assert cb.time_left(2) == pytest.approx(14.0 + 2 * 15.5, rel=1e-6)

@@ -1,0 +1,166 @@
+"""Which conf/hardware entry a device kind resolves to (exact rules, never file order), the
+catalogue's soundness, and ``python -m analysis hardware``."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from omegaconf import OmegaConf
+
+from analysis.book import hardware as hwmod
+from analysis.book.errors import HardwareError
+from analysis.book.hardware import catalogue_problems, hardware_names, load_hardware, resolve, resolve_auto
+from analysis.cli import main
+from runner.schema import REPO_ROOT, HardwareConf
+
+# Device kinds as JAX reports them (devices()[0].device_kind), with the platform JAX names.
+KNOWN = [
+    ("tpu", "TPU v3", "tpu_v3"),
+    ("tpu", "TPU v4", "tpu_v4p"),
+    ("tpu", "TPU v5 lite", "tpu_v5e"),
+    ("tpu", "TPU v5", "tpu_v5p"),
+    ("tpu", "TPU v6 lite", "tpu_v6e"),
+    ("tpu", "TPU7x", "tpu_v7x"),
+    ("gpu", "NVIDIA H100 80GB HBM3", "h100"),
+    ("gpu", "NVIDIA H100 PCIe", "h100_pcie"),
+    ("gpu", "NVIDIA H100 NVL", "h100_nvl"),
+    ("gpu", "NVIDIA H200", "h200"),
+    ("gpu", "NVIDIA GH200 480GB", "gh200"),
+    ("gpu", "NVIDIA B200", "b200"),
+    ("gpu", "NVIDIA GB200", "gb200"),
+    ("gpu", "NVIDIA A100-SXM4-80GB", "a100"),
+    ("gpu", "NVIDIA A100-SXM4-40GB", "a100_40gb"),
+    ("gpu", "NVIDIA A100 80GB PCIe", "a100_pcie"),
+    ("gpu", "NVIDIA A100-PCIE-40GB", "a100_pcie_40gb"),
+    ("gpu", "AMD Instinct MI300X", "mi300x"),
+    ("cpu", "cpu", "cpu"),
+]
+UNKNOWN = [("tpu", "TPU v4 lite"), ("gpu", "NVIDIA B300"), ("gpu", "NVIDIA H200 NVL"), ("gpu", "AMD Instinct MI250X")]
+
+
+@pytest.mark.parametrize("platform, kind, name", KNOWN)
+def test_every_real_device_kind_resolves_to_its_entry(platform, kind, name):
+    rec = resolve_auto(platform, kind)
+    assert (rec["name"], rec["known"]) == (name, True)
+    assert resolve(kind.upper(), platform).entry["name"] == name  # compared case-insensitively
+
+
+@pytest.mark.parametrize("platform, kind", UNKNOWN)
+def test_unknown_kinds_resolve_to_a_clear_record(platform, kind):
+    rec = resolve_auto(platform, kind)
+    # the shape the runner records, and reports build on (measurements, no model column)
+    assert set(rec) == {"name", "kind", "known", "device_kinds", "source"}
+    assert (rec["name"], rec["kind"], rec["known"], rec["device_kinds"]) == (f"unknown_{platform}", platform,
+                                                                              False, [kind])
+    assert repr(kind) in rec["source"] and "conf/hardware/NAME.yaml" in rec["source"]
+    assert f"device_kinds: [{kind!r}]" in rec["source"] and "python -m analysis calibrate" in rec["source"]
+    assert "\n" not in rec["source"]
+
+
+def test_v4_lite_is_not_v4p_and_h100_variants_are_not_sxm():
+    # The old substring rule gave "TPU v4 lite" v4p's constants and PCIe/NVL cards the SXM NVSwitch.
+    assert "tpu_v4p covers exactly 'TPU v4'" in resolve_auto("tpu", "TPU v4 lite")["source"]
+    assert {resolve_auto("cuda", k)["name"] for k in ("NVIDIA H100 PCIe", "NVIDIA H100 NVL")} == {"h100_pcie",
+                                                                                                 "h100_nvl"}
+
+
+def test_patterns_match_variants_and_exact_wins():
+    r = resolve("AMD Instinct MI300X VF", "rocm")
+    assert (r.entry["name"], r.matched_by) == ("mi300x", "pattern")
+    assert resolve("TPU v5 litepod", "tpu").entry["name"] == "tpu_v5e"
+    assert resolve("TPU v7x", "tpu").matched_by == "exact"
+    assert resolve("TPU 7x", "tpu").matched_by == "pattern"
+    assert resolve("TPU v7 lite", "tpu").matched_by == "unknown"  # patterns are anchored: fullmatch
+
+
+@pytest.mark.parametrize("platform", ["cuda", "rocm", "gpu", "CUDA"])
+def test_cuda_and_rocm_mean_gpu(platform):
+    assert resolve_auto(platform, "NVIDIA H100 80GB HBM3")["name"] == "h100"
+    assert resolve_auto(platform, "AMD Instinct MI300X")["name"] == "mi300x"
+    assert resolve_auto(platform, "NVIDIA X1")["name"] == "unknown_gpu"
+
+
+def test_platform_restricts_the_match():
+    assert resolve_auto("tpu", "NVIDIA H100 80GB HBM3")["name"] == "unknown_tpu"
+    assert resolve_auto("cpu", "whatever the host calls itself")["name"] == "cpu"
+
+
+def test_the_catalogue_has_no_ambiguous_pair():
+    assert catalogue_problems() == []
+    kinds = [(e["kind"], k) for e in hwmod.entries() for k in e.get("device_kinds") or ()]
+    kinds += [(p, k) for p, k, _ in KNOWN] + UNKNOWN
+    for platform, kind in kinds:
+        resolve(kind, platform)  # raises HardwareError on two equal matches
+
+
+def test_a_planted_ambiguity_is_caught(monkeypatch):
+    a = {"name": "a", "kind": "gpu", "device_kinds": ["X1"], "device_kind_patterns": ["NV X.*"]}
+    b = {"name": "b", "kind": "gpu", "device_kinds": ["x1"], "device_kind_patterns": ["NV Y.*", "NV .*1"]}
+    monkeypatch.setattr(hwmod, "entries", lambda: (a, b))
+    with pytest.raises(HardwareError, match="several entries: a, b"):
+        resolve("X1", "gpu")
+    with pytest.raises(HardwareError, match="equal length in a, b"):
+        resolve("NV X1", "gpu")  # "NV X.*" and "NV .*1" are both 6 characters long
+    assert resolve("NV Y22", "gpu").entry["name"] == "b"
+    assert any("listed by a and b" in p for p in catalogue_problems())
+
+
+def test_every_accelerator_entry_has_memory_domain_and_scaleout_with_sources():
+    for name in hardware_names():
+        hw = load_hardware(name)
+        if hw.kind not in ("tpu", "gpu"):
+            continue
+        assert hw.memory_bytes and hw.domain_size and hw.scaleout_bw_unidir_Bps and hw.scaleout_latency_s, name
+        for word in ("memory", "domain_size", "scaleout", "estimate"):
+            assert word in hw.source, (name, word)
+        merged = OmegaConf.merge(OmegaConf.structured(HardwareConf),
+                                 OmegaConf.load(REPO_ROOT / "conf" / "hardware" / f"{name}.yaml"))
+        assert merged.memory_bytes == hw.memory_bytes and merged.domain_size == hw.domain_size
+
+
+def run(capsys, *argv):
+    code = main(["hardware", *argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize("kind, platform, name, known, matched_by", [
+    ("TPU v5 lite", "tpu", "tpu_v5e", True, "exact"),
+    ("NVIDIA H100 PCIe", "cuda", "h100_pcie", True, "exact"),
+    ("AMD Instinct MI300X VF", "rocm", "mi300x", True, "pattern"),
+    ("TPU v4 lite", None, "unknown_tpu", False, "unknown"),  # platform guessed from the kind
+])
+def test_cli_json_for_a_kind(capsys, kind, platform, name, known, matched_by):
+    code, out, _ = run(capsys, "--device-kind", kind, *(["--platform", platform] if platform else []), "--json")
+    d = json.loads(out)
+    assert code == 0
+    assert (d["name"], d["known"], d["matched_by"]) == (name, known, matched_by)
+    if known:
+        hw = load_hardware(name)
+        assert d["link_bw_unidir_Bps"] == hw.link_bw_unidir_Bps and d["memory_bytes"] == hw.memory_bytes
+        assert d["domain_size"] == hw.domain_size and d["source"] == hw.source
+    else:
+        assert "calibrate" in d["source"] and d["kind"] == "tpu"
+
+
+def test_cli_text_and_catalogue(capsys):
+    code, out, _ = run(capsys, "--device-kind", "TPU v5 lite")
+    assert code == 0
+    assert out.splitlines()[0] == ("'TPU v5 lite' (tpu) -> tpu_v5e (exact): 'TPU v5 lite' is listed in "
+                                   "tpu_v5e's device_kinds")
+    assert "domain 256 devices; beyond it DCN 3.125e+09 B/s" in out
+    code, out, _ = run(capsys, "--platform", "tpu")
+    names = [line.split(" ")[0] for line in out.splitlines() if line and not line.startswith(" ")]
+    assert code == 0 and names == ["tpu_v3", "tpu_v4p", "tpu_v5e", "tpu_v5p", "tpu_v6e", "tpu_v7x"]
+    assert "source: " in out
+    code, out, _ = run(capsys, "--json")
+    assert code == 0 and {e["name"] for e in json.loads(out)["entries"]} == set(hardware_names())
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--platform", "metal"], "error: --platform 'metal' is not one of cpu, tpu, gpu, cuda, rocm"),
+    (["--device-kind", "  "], "error: --device-kind is empty"),
+])
+def test_cli_bad_input_exits_2(capsys, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "" and err.startswith(message) and err.count("\n") == 1

@@ -1,0 +1,202 @@
+"""Collectives beyond one interconnect domain: GPU nodes over InfiniBand, TPU slices over DCN,
+and groups too large for one domain, checked against values derived by hand.
+
+Constants used below (conf/hardware): h100 W (NVLink egress) = 4.5e11 B/s, T_min = 1e-6 s,
+W_out (400 Gb/s NDR per GPU) = 5e10 B/s, T_out = 5e-6 s, domain 8. tpu_v5e W_bidi = 9e10,
+W_unidir = 4.5e10, DCN W_out = 3.125e9 B/s per chip, T_out = 1e-5 s, domain 256.
+h100_nvl: W (bridge) = 3e11 between a pair, W_node (PCIe Gen5) = 6.4e10; a100_pcie W = 3.2e10.
+The levels of a cross-domain collective overlap (the book's cross-node model): T = max over
+levels; a ReduceScatter works on V inside a node, then on V/8 across nodes.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+
+from analysis.book.collective_cost import Span, predict_collective
+from analysis.book.errors import BookError
+from analysis.book.hardware import load_hardware
+from analysis.book.predict import predict_expr
+from analysis.book.topology import fabrics_for, group_extents, parse_layout, split_axes
+from analysis.cli import main
+
+H100, V5E = load_hardware("h100"), load_hardware("tpu_v5e")
+rel = dict(rel=1e-9)
+V = 1e9
+
+
+def spans(hw, topology, sizes):
+    """The spans CostContext derives for one collective over all of ``sizes``."""
+    fabrics = fabrics_for(hw, parse_layout(topology), math.prod(sizes))
+    parts = split_axes(sizes, [f.block for f in fabrics])
+    return [Span(f, tuple(p[i] for p in parts), (True,) * len(sizes)) for i, f in enumerate(fabrics)]
+
+
+def test_layouts_parse_and_split():
+    assert parse_layout("4x4x4").shape == (4, 4, 4)
+    lay = parse_layout("slices=2,slice=16x16")
+    assert (lay.kind, lay.blocks, lay.block_size, lay.shape) == ("slices", 2, 256, (16, 16))
+    assert (parse_layout("nodes=4,gpus_per_node=8").blocks, parse_layout("slices=2").block_size) == (4, None)
+    for bad in ("nodes=2", "slices=0", "nodes=2,gpus=8", "4y4", "slices=2,slice=4y4"):
+        with pytest.raises(BookError, match="is not like"):
+            parse_layout(bad)
+    # row-major: the first axis varies slowest, so X's outer part crosses nodes
+    assert split_axes([16], [8, 16]) == [(8, 2)]
+    assert split_axes([2, 8], [8, 16]) == [(1, 2), (8, 1)]
+    assert split_axes([4, 4], [8, 16]) == [(2, 2), (4, 1)]
+    with pytest.raises(BookError, match="evenly"):
+        split_axes([3, 4], [6, 12])  # devices 0, 4, 8 lie in blocks 0, 0, 1
+    assert group_extents([0, 8], [8, 16]) == ([1, 2], True)  # one GPU in each of 2 nodes
+    assert group_extents(list(range(16)), [8, 16]) == ([8, 2], True)
+
+
+# One 8-GPU node:  AllGather = ReduceScatter = V*7/(8*4.5e11) = 1.9444 ms; AllReduce 3.8889 ms;
+#                  AllToAll = V*7/(64*4.5e11) = 243.06 us.
+# 2 nodes x 8:     inside each node the same 1.9444 ms; across nodes (V/8)*1/(2*5e10) = 1.25 ms;
+#                  max = 1.9444 ms (one after another 3.1944 ms); AllReduce 2x = 3.8889 ms;
+#                  AllToAll: V/16^2 * 7 peers / 4.5e11 = 60.76 us inside, V/16^2 * 8 peers / 5e10
+#                  = 625 us across -> 625 us, 2.6x the single node (the book: "more than 4x" as N grows).
+@pytest.mark.parametrize("kind, node_s, two_nodes_s", [
+    ("all_gather", V * 7 / (8 * 4.5e11), V * 7 / (8 * 4.5e11)),
+    ("reduce_scatter", V * 7 / (8 * 4.5e11), V * 7 / (8 * 4.5e11)),
+    ("all_reduce", 2 * V * 7 / (8 * 4.5e11), 2 * V * 7 / (8 * 4.5e11)),
+    ("all_to_all", V * 7 / (64 * 4.5e11), V / 256 * 8 / 5e10),
+])
+def test_h100_node_vs_two_nodes(kind, node_s, two_nodes_s):
+    one = predict_collective(kind, V, [8], H100)
+    assert one.time_s == pytest.approx(node_s, **rel) and one.topology == "switch" and one.note == ""
+    two = predict_collective(kind, V, [16], H100, spans=spans(H100, "nodes=2,gpus_per_node=8", [16]))
+    assert two.time_s == pytest.approx(two_nodes_s, **rel) and two.note == ""
+    assert two.topology == "hierarchical" and [lv["network"] for lv in two.levels] == ["NVLink switch",
+                                                                                     "InfiniBand NDR"]
+    assert "InfiniBand NDR" in two.formula and "W_out" in two.formula
+    if kind != "all_to_all":
+        across = (2 if kind == "all_reduce" else 1) * V / 8 / (2 * 5e10)
+        assert two.levels[1]["time_s"] == pytest.approx(across, **rel)
+        assert two.levels[1]["V_bytes"] == V / 8
+
+
+def test_many_nodes_become_scale_out_bound():
+    # 16 nodes x 8: across nodes (V/8)*15/(16*5e10) = 2.3438 ms > 1.9444 ms inside a node.
+    p = predict_collective("all_gather", V, [128], H100, spans=spans(H100, "nodes=16,gpus_per_node=8", [128]))
+    assert p.time_s == pytest.approx(V / 8 * 15 / (16 * 5e10), **rel)
+    # An axis that only crosses nodes (X=2 of mesh X=2,Y=8): V*1/(2*5e10) = 10 ms over InfiniBand alone.
+    s = spans(H100, "nodes=2,gpus_per_node=8", [2, 8])
+    only_x = [Span(x.fabric, x.sizes[:1]) for x in s]
+    assert predict_collective("all_gather", V, [2], H100, spans=only_x).time_s == pytest.approx(V / (2 * 5e10))
+    # Y=8 stays inside each node: exactly the single-node formula.
+    only_y = [Span(x.fabric, x.sizes[1:]) for x in s]
+    p = predict_collective("all_gather", V, [8], H100, spans=only_y)
+    assert p == predict_collective("all_gather", V, [8], H100)
+
+
+def test_tpu_v5e_across_two_slices():
+    # mesh X=32,Y=16, slices=2,slice=16x16: X = 2 slices x 16 (a ring inside a slice).
+    # A[I_X, J], I=16384, J=1024 bf16: V = 2*16384*1024 = 33,554,432 B.
+    # AllGather: inside max(8 us, V/9e10 = 372.83 us); across (V/16)*1/(2*3.125e9) = 335.54 us
+    #            -> 372.83 us (one after another 708.37 us). AllReduce 2x = 745.65 us.
+    # AllToAll: inside V' = V*(16/32)^2, V'*16/(4*16*9e10) = 23.30 us; across V/32^2 * 16 peers
+    #           / 3.125e9 = 167.77 us -> 167.77 us.
+    mesh, dims, top = {"X": 32, "Y": 16}, {"I": 16384, "J": 1024}, "slices=2,slice=16x16"
+    Vb = 33554432
+    ag = predict_expr("AllGather_X(A[I_X, J])", mesh, dims, "bfloat16", V5E, top)
+    assert ag.prediction.V_bytes == Vb and ag.time_s == pytest.approx(Vb / 9e10, **rel)
+    assert ag.prediction.levels[1]["time_s"] == pytest.approx(Vb / 16 / (2 * 3.125e9), **rel)
+    assert "DCN" in ag.prediction.formula and "708.37 us" in ag.prediction.formula
+    assert ag.axis_notes == (("X=32: 16 inside each slice (ICI, ring (tpu_v5e wraps around only an axis of 16; "
+                              "this one is 16)) x 2 across slices (DCN)"),)
+    ar = predict_expr("AllReduce_X(A[I, J]{U_X})", mesh, dims, "bfloat16", V5E, top)
+    assert ar.time_s == pytest.approx(2 * Vb / 9e10, **rel)
+    a2a = predict_expr("AllToAll_{X,J}(A[I_X, J])", mesh, dims, "bfloat16", V5E, top)
+    assert a2a.time_s == pytest.approx(Vb / 1024 * 16 / 3.125e9, **rel)
+    assert a2a.prediction.levels[0]["time_s"] == pytest.approx(Vb / 4 * 16 / (4 * 16 * 9e10), **rel)
+    # Y=16 stays in its slice: the single-slice ring formula, unchanged.
+    y = predict_expr("AllGather_Y(A[I, J_Y])", mesh, dims, "bfloat16", V5E, top).prediction
+    assert (y.topology, y.time_s, y.levels) == ("ring", pytest.approx(Vb / 9e10, **rel), ())
+
+
+def test_too_large_group_is_flagged_never_silently_one_domain():
+    # 16 H100s, no topology: flagged, priced as 2 nodes of 8 (the 2-node numbers above).
+    p = predict_collective("all_gather", V, [16], H100)
+    assert "larger than h100's largest domain (8 devices)" in p.note and "--topology nodes=" in p.note
+    assert p.time_s == pytest.approx(V * 7 / (8 * 4.5e11), **rel) and p.topology == "hierarchical"
+    # v5e axes 32x16 = 512 chips > 256: two slices of 16x16 assumed. Inside: a 16x16 torus of rings,
+    # V/(9e10*2) = 5.965 ms for V = 2^30; across: (V/256)*1/(2*3.125e9) = 671 us -> 5.965 ms.
+    p = predict_collective("all_gather", 2**30, [32, 16], V5E)
+    assert "largest domain (256 devices)" in p.note and "slices=K" in p.note
+    assert p.time_s == pytest.approx(2**30 / 1.8e11, **rel)
+    assert p.levels[1]["time_s"] == pytest.approx(2**30 / 256 / (2 * 3.125e9), **rel)
+    assert predict_collective("all_gather", 2**30, [16, 16], V5E).note == ""  # one full pod: fine
+
+
+def test_pcie_and_nvl_pairs_price_the_node_over_pcie():
+    # a100_pcie, 8 cards, no topology: no NVLink domain (1), flagged, one node over PCIe:
+    # V*7/(8*3.2e10) = 27.34 ms.
+    p = predict_collective("all_gather", V, [8], load_hardware("a100_pcie"))
+    assert p.time_s == pytest.approx(V * 7 / (8 * 3.2e10), **rel) and "largest domain (1 device)" in p.note
+    # h100_nvl, one node of 8 = 4 bridged pairs: pair V*1/(2*3e11) = 1.667 ms; across pairs over
+    # PCIe (V/2)*3/(4*6.4e10) = 5.859 ms -> 5.859 ms.
+    nvl = load_hardware("h100_nvl")
+    p = predict_collective("all_gather", V, [8], nvl, spans=spans(nvl, "nodes=1,gpus_per_node=8", [8]))
+    assert [lv["network"] for lv in p.levels] == ["NVLink", "PCIe"]
+    assert p.time_s == pytest.approx(V / 2 * 3 / (4 * 6.4e10), **rel)
+    assert predict_collective("all_gather", V, [2], nvl).time_s == pytest.approx(V / (2 * 3e11), **rel)
+
+
+@pytest.mark.parametrize("hw, topology, message", [
+    ("h100", "nodes=3,gpus_per_node=8", "has 24 GPUs but the mesh has 16"),
+    ("h100", "slices=2", "describes TPU slices"),
+    ("tpu_v5e", "nodes=2,gpus_per_node=8", "describes GPU nodes"),
+    ("tpu_v5e", "slices=1,slice=16x32", "larger than tpu_v5e's largest slice (256)"),
+    ("h100", "nodes=1,gpus_per_node=16", "no node_bw_unidir_Bps"),
+])
+def test_bad_topologies(hw, topology, message):
+    mesh = {"X": 16} if topology != "slices=1,slice=16x32" else {"X": 16, "Y": 32}
+    with pytest.raises(BookError, match=re.escape(message)):
+        predict_expr("AllGather_X(A[I_X, J])", mesh, {"I": 1024, "J": 32}, "bfloat16", load_hardware(hw), topology)
+
+
+def test_predict_cli_shows_the_scale_out_network(capsys):
+    # A[I_X, J], I=16384, J=8192 bf16: V = 268,435,456 B. Inside each node V*7/(8*4.5e11) = 521.96 us;
+    # across (V/8)/(2*5e10) = 335.54 us -> 521.96 us.
+    argv = ["predict", "AllGather_X(A[I_X, J])", "--hardware", "h100", "--mesh", "X=16",
+            "--dims", "I=16384,J=8192", "--topology", "nodes=2,gpus_per_node=8"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "X=16: 8 inside each node (NVLink switch) x 2 across nodes (InfiniBand NDR)" in out
+    assert "[across nodes, InfiniBand NDR (N=2)" in out and "W_out" in out and "521.96 us" in out
+    assert main(argv + ["--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["topology"] == "hierarchical" and d["time_s"] == pytest.approx(268435456 * 7 / (8 * 4.5e11))
+    assert [lv["devices"] for lv in d["levels"]] == [8, 2]
+    assert main(argv[:-2]) == 0  # no topology: flagged and the note printed
+    assert "note       a group of 16 devices is larger than h100's largest domain" in capsys.readouterr().out
+
+
+def test_hlo_cli_places_groups_by_device_id(tmp_path, capsys):
+    # all-gather over 16: bf16[1048576] -> bf16[16777216], V = 33,554,432 B; inside each node
+    # V*7/(8*4.5e11) = 65.24 us, across (V/8)/(2*5e10) = 41.94 us -> 65.24 us.
+    # all-reduce over pairs {i, i+8}: one GPU in each of 2 nodes, f32[1048576] = 4,194,304 B:
+    # only InfiniBand, 2 * V*1/(2*5e10) = 83.89 us (over NVLink it would be 2 * V/(2*4.5e11) = 9.32 us).
+    groups = ",".join(f"{{{i},{i + 8}}}" for i in range(8))
+    f = tmp_path / "m.hlo"
+    f.write_text("HloModule m, num_partitions=16\n\nENTRY e {\n  p = bf16[1048576]{0} parameter(0)\n"
+                 "  q = f32[1048576]{0} parameter(1)\n"
+                 "  ag = bf16[16777216]{0} all-gather(p), replica_groups=[1,16]<=[16], dimensions={0}\n"
+                 f"  ROOT ar = f32[1048576]{{0}} all-reduce(q), replica_groups={{{groups}}}, to_apply=add\n}}\n")
+    top = ["--hardware", "h100", "--topology", "nodes=2,gpus_per_node=8"]
+    assert main(["hlo", str(f), *top, "--json"]) == 0
+    found = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert found["ag"]["links"] == "hierarchical"
+    assert found["ag"]["model_time_s"] == pytest.approx(33554432 * 7 / (8 * 4.5e11))
+    assert found["ar"]["model_time_s"] == pytest.approx(2 * 4194304 / (2 * 5e10))
+    assert found["ar"]["wraparound_reason"].startswith("2 across nodes (InfiniBand NDR)")
+    assert main(["hlo", str(f), *top]) == 0
+    out = capsys.readouterr().out
+    assert "formula (ag): max over levels" in out and "[across nodes, InfiniBand NDR (N=2)" in out
+    assert "device i lies in node/slice i // (devices per node/slice)" in out
+    assert main(["hlo", str(f), "--hardware", "h100"]) == 0  # no topology: the 16-group is flagged
+    assert "note (ag): a group of 16 devices is larger than h100's largest domain" in capsys.readouterr().out
