@@ -1,19 +1,35 @@
-"""``python -m analysis view`` serves a run's traces on loopback and nowhere else."""
+"""``python -m analysis view`` serves a run's traces on loopback, and nothing beyond them.
+
+Every check goes through real HTTP requests to the command's own server on 127.0.0.1. The run
+folder is a real traced run, made read-only, and named by a relative path as a user would
+(``outputs/sweeps/<sweep>`` from the folder above it).
+"""
 from __future__ import annotations
 
+import contextlib
 import gzip
+import http.client
 import json
 import os
+import queue
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
-import urllib.request
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from runner import run
+
+SWEEP = "outputs/sweeps/s1"  # relative to the working folder the command runs in
+JOB = "0_op.size_bytes=64KiB"
+PREFIX = "/data/plugin/profile"
 
 
 def _listening(pid: int) -> list[tuple[str, int]]:
@@ -38,41 +54,208 @@ def _listening(pid: int) -> list[tuple[str, int]]:
     return found
 
 
-def _get(url: str):
-    body = urllib.request.urlopen(url, timeout=60).read()
-    return json.loads(gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body)
+def _request(port: int, path: str, method: str = "GET", host: str | None = "default") -> tuple[int, bytes]:
+    """(status, body) of one request to 127.0.0.1:port; ``host`` None sends no Host header."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    try:
+        if host == "default":
+            conn.request(method, path)
+        else:
+            conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+            if host is not None:
+                conn.putheader("Host", host)
+            conn.endheaders()
+        resp = conn.getresponse()
+        body = resp.read()
+    finally:
+        conn.close()
+    return resp.status, gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body
+
+
+def _json(port: int, path: str):
+    status, body = _request(port, path)
+    assert status == 200, (path, status, body[:300])
+    return json.loads(body)
+
+
+def _q(**params) -> str:
+    return urllib.parse.urlencode(params)
+
+
+def _set_writable(root: Path, writable: bool) -> None:
+    for d, _, files in os.walk(root):
+        os.chmod(d, 0o755 if writable else 0o555)
+        for f in files:
+            if not os.path.islink(os.path.join(d, f)):
+                os.chmod(os.path.join(d, f), 0o644 if writable else 0o444)
+
+
+def _snapshot(root: Path) -> dict:
+    """Every path under ``root`` with its lstat mode, size and mtime: any write shows."""
+    snap = {}
+    for d, dirs, files in os.walk(root):
+        for name in dirs + files:
+            st = os.lstat(os.path.join(d, name))
+            snap[os.path.relpath(os.path.join(d, name), root)] = (st.st_mode, st.st_size, st.st_mtime_ns)
+    return snap
+
+
+@contextlib.contextmanager
+def _serve(cwd: Path, tmpdir: Path):
+    """Run ``python -m analysis view outputs/sweeps/s1`` in ``cwd`` with TMPDIR=``tmpdir``;
+    yield its url, port, process and the line it prints after the url ("" if none)."""
+    tmpdir.mkdir(exist_ok=True)
+    proc = subprocess.Popen([sys.executable, "-m", "analysis", "view", SWEEP], cwd=cwd,
+                            env={**os.environ, "TMPDIR": str(tmpdir)},
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
+
+    def line(timeout: float) -> str:
+        try:
+            return lines.get(timeout=timeout)
+        except queue.Empty:
+            return ""
+
+    try:
+        first = line(180)
+        assert "http://127.0.0.1:" in first, first
+        url = first.split(" at ", 1)[1].split()[0]
+        yield SimpleNamespace(url=url, port=int(url.rsplit(":", 1)[1].strip("/")), proc=proc,
+                              note=line(5), tmpdir=tmpdir)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
 def traced_run(tmp_path_factory, compose_cfg):
-    job = tmp_path_factory.mktemp("view") / "0_op.size_bytes=64KiB"
-    result = run(compose_cfg(["op.size_bytes=64KiB", "timing.budget_s=0.2", "trace.iters=2"]), job)
+    """A real traced run at ``<base>/outputs/sweeps/s1/<job>``, read-only while the tests run.
+
+    Yields ``base``, the working folder from which SWEEP is the relative path, and the
+    snapshot of ``base`` as the runner left it, before any server saw it.
+    """
+    base = tmp_path_factory.mktemp("view")
+    result = run(compose_cfg(["op.size_bytes=64KiB", "timing.budget_s=0.2", "trace.iters=2"]), base / SWEEP / JOB)
     assert result["status"] == "ok"
-    return job.parent
+    _set_writable(base / "outputs", False)
+    yield SimpleNamespace(base=base, snapshot=_snapshot(base))
+    _set_writable(base / "outputs", True)
 
 
-def test_view_lists_the_run_over_http_and_listens_only_on_loopback(traced_run, repo_root):
-    proc = subprocess.Popen([sys.executable, "-m", "analysis", "view", str(traced_run)], cwd=repo_root,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        line = proc.stdout.readline()
-        assert "http://127.0.0.1:" in line, line
-        url = line.split(" at ", 1)[1].split()[0]
-        runs = _get(url + "data/plugin/profile/runs")
-        assert runs == ["0_op.size_bytes=64KiB"]
-        tools = _get(url + "data/plugin/profile/run_tools?run=" + urllib.parse.quote(runs[0]))
-        assert "trace_viewer" in json.dumps(tools) or "overview_page" in json.dumps(tools)
-        time.sleep(0.5)
-        listeners = _listening(proc.pid)
-        assert listeners, "the server should be listening"
-        # 0100007F = 127.0.0.1 in /proc/net/tcp's little-endian hex; no 0.0.0.0, no ::
-        assert all(addr == "0100007F" for addr, _ in listeners), listeners
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=20)
+@pytest.fixture(scope="module")
+def served(traced_run, tmp_path_factory):
+    with _serve(traced_run.base, tmp_path_factory.mktemp("view_tmp")) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def outside(traced_run, tmp_path_factory):
+    """A copy of the run's trace session outside the served folder: ``<dir>/plugins/profile/sess``."""
+    root = tmp_path_factory.mktemp("outside")
+    session = next((traced_run.base / SWEEP / JOB / "trace" / "plugins" / "profile").iterdir())
+    shutil.copytree(session, root / "plugins" / "profile" / "sess")
+    return root
+
+
+def test_view_of_a_relative_path_lists_the_run_and_listens_only_on_loopback(served):
+    runs = _json(served.port, f"{PREFIX}/runs")
+    assert runs == [JOB]
+    tools = _json(served.port, f"{PREFIX}/run_tools?{_q(run=JOB)}")
+    assert "trace_viewer@" in tools or "trace_viewer" in tools
+    time.sleep(0.5)
+    listeners = _listening(served.proc.pid)
+    assert listeners, "the server should be listening"
+    # 0100007F = 127.0.0.1 in /proc/net/tcp's little-endian hex; no 0.0.0.0, no ::
+    assert all(addr == "0100007F" for addr, _ in listeners), listeners
+
+
+def test_paths_outside_the_served_traces_are_refused(served, outside):
+    session = outside / "plugins" / "profile" / "sess"
+    before = _snapshot(outside)
+    attacks = [
+        ("GET", f"{PREFIX}/runs?{_q(session_path=session)}"),
+        ("GET", f"/runs?{_q(session_path=session)}"),  # make_wsgi_app also routes unprefixed paths
+        ("GET", f"{PREFIX}/run_tools?{_q(run='sess', run_path=session.parent)}"),
+        ("GET", f"{PREFIX}/module_list?{_q(run='sess', session_path=session)}"),  # writes *.hlo_proto.pb
+        ("POST", f"{PREFIX}/generate_cache?{_q(session_path=session)}"),  # writes caches there
+        ("GET", f"{PREFIX}/data_csv?{_q(run='sess', tag='hlo_stats', host='vm', session_path=session)}"),
+        ("GET", f"{PREFIX}/runs?{_q(session_path='gs://some-bucket/profile')}"),
+        ("GET", f"{PREFIX}/runs?session_path=.&session_path={session}"),  # a repeated parameter
+        # run= is joined onto the logdir: an absolute path or ../ escapes it
+        ("GET", f"{PREFIX}/hosts?{_q(run=f'{outside}/sess', tag='trace_viewer@')}"),
+        ("GET", f"{PREFIX}/data?{_q(run='../../../../../../etc/sess', tag='hlo_stats', host='vm')}"),
+        # module_name= is joined onto the session folder as <module_name>.hlo_proto.pb
+        ("GET", f"{PREFIX}/data?{_q(run=JOB, tag='graph_viewer', host='vm', type='short_txt', module_name='../../../../../../tmp/x')}"),
+        ("GET", f"{PREFIX}/data?{_q(run=JOB, tag='memory_viewer', host='../vm')}"),
+    ]
+    logdirs = [p for p in served.tmpdir.iterdir() if p.is_dir()]
+    assert len(logdirs) == 1, f"the served logdir should be the one folder in TMPDIR: {logdirs}"
+    inside = logdirs[0] / "plugins" / "profile" / JOB
+    # inside the logdir, but through the link to the trace file: resolved, that is DIR
+    attacks.append(("GET", f"{PREFIX}/runs?{_q(session_path=inside / 'vm.xplane.pb' / '..')}"))
+    for method, path in attacks:
+        status, body = _request(served.port, path, method)
+        assert status == 403, (method, path, status, body[:300])
+        assert body.startswith(b"refused: ") and body.count(b"\n") == 1, body
+    assert _snapshot(outside) == before, "nothing may be written outside the served logdir"
+    # what the frontend sends, and a path inside the served logdir, still work
+    assert _json(served.port, f"{PREFIX}/runs?{_q(session_path=inside)}") == [JOB]
+    modules = _request(served.port, f"{PREFIX}/module_list?{_q(run=JOB)}")[1].decode().split(",")
+    status, body = _request(served.port, f"{PREFIX}/data?{_q(run=JOB, tag='graph_viewer', host='vm', type='short_txt', module_name=modules[0])}")
+    assert status == 200 and body.startswith(b"HloModule"), (status, body[:200])
+
+
+def test_capture_profile_is_refused_and_connects_nowhere(served):
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        target = f"127.0.0.1:{listener.getsockname()[1]}"
+        for path in (f"{PREFIX}/capture_profile", "/capture_profile", f"{PREFIX}/capture_profile/"):
+            status, body = _request(served.port, f"{path}?{_q(service_addr=target, duration=10)}")
+            assert status == 403 and body.startswith(b"refused: ") and body.count(b"\n") == 1, (path, status, body)
+        listener.settimeout(1.0)
+        with pytest.raises(socket.timeout):
+            listener.accept()  # the server never tried to reach the capture address
+
+
+def test_foreign_host_headers_are_refused(served):
+    port, runs = served.port, f"{PREFIX}/runs"
+    for host in ("evil.example", f"evil.example:{port}", f"127.0.0.1:{port + 1}", "127.0.0.1", None):
+        status, body = _request(port, runs, host=host)
+        assert status == 403 and body.startswith(b"refused: ") and body.count(b"\n") == 1, (host, status, body)
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"LOCALHOST:{port}"):
+        assert _request(port, runs, host=host)[0] == 200, host
+
+
+def test_hlo_op_stats_are_empty_on_cpu_traces_and_the_command_says_so(served):
+    # The route the HLO Op Stats page calls answers at once, with no rows: XProf builds the
+    # table from GPU/TPU device op events, and a CPU trace has only /host:CPU.
+    table = _json(served.port, f"{PREFIX}/data?{_q(run=JOB, tag='hlo_stats', host='vm')}")
+    assert table["cols"] and table["rows"] == []
+    trace = _json(served.port, f"{PREFIX}/data?{_q(run=JOB, tag='trace_viewer@', host='vm')}")
+    assert trace["traceEvents"], "the trace viewer has the CPU trace's events"
+    assert "HLO Op Stats" in served.note and "Trace Viewer" in served.note and "CPU" in served.note, served.note
+
+
+def test_a_read_only_folder_is_served_without_writing_to_it(traced_run, tmp_path):
+    with _serve(traced_run.base, tmp_path / "tmp") as s:
+        assert _json(s.port, f"{PREFIX}/runs") == [JOB]
+        _json(s.port, f"{PREFIX}/run_tools?{_q(run=JOB)}")
+        for tag in ("overview_page", "hlo_stats", "trace_viewer@"):
+            _json(s.port, f"{PREFIX}/data?{_q(run=JOB, tag=tag, host='vm')}")
+        status, modules = _request(s.port, f"{PREFIX}/module_list?{_q(run=JOB)}")
+        assert status == 200 and modules, modules
+        (logdir,) = [p for p in s.tmpdir.iterdir()]
+        session = logdir / "plugins" / "profile" / JOB
+        written = {p.name for p in session.iterdir() if not p.is_symlink()}
+        assert ".cached_tools.json" in written and any(n.endswith(".hlo_proto.pb") for n in written), written
+    assert list(s.tmpdir.iterdir()) == [], "the temporary logdir is removed when the server stops"
+    # as the runner left it, though every test before this one served it too
+    assert _snapshot(traced_run.base) == traced_run.snapshot, "the served folder must stay untouched"
 
 
 def test_view_of_a_folder_without_traces_fails_clearly(tmp_path, repo_root):
-    proc = subprocess.run([sys.executable, "-m", "analysis", "view", str(tmp_path)], cwd=repo_root,
+    proc = subprocess.run([sys.executable, "-m", "analysis", "view", str(tmp_path)], check=False, cwd=repo_root,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "holds no traces" in proc.stderr and not proc.stdout

@@ -3,67 +3,116 @@
 XProf's own ``xprof`` command binds its web server to every interface and starts a gRPC
 worker service on 0.0.0.0:50051 (seen with xprof 2.24: ``xprof --logdir DIR``). This command builds the same web app
 from XProf's plugin but serves it on loopback only, and skips the gRPC service, which
-exists for distributed trace conversion. A sweep's points appear as XProf "runs", one per
-job folder, through a folder of symlinks (``DIR/.xprof``) in the layout XProf reads.
+exists for distributed trace conversion. The app is wrapped in
+:class:`analysis.cli.xprof_guard.Guard`, which refuses paths outside the served traces,
+``capture_profile`` and foreign ``Host:`` headers.
+
+A sweep's points appear as XProf "runs", one per job folder. XProf wants them as
+``<logdir>/plugins/profile/<run>/<host>.xplane.pb``, and it writes its cache files
+(``.cached_tools.json``, ``cache_version.txt``, ``*.op_stats*.pb``, ``*.hlo_proto.pb``) next to
+them. So the logdir is a temporary folder of real session folders holding one link per
+``*.xplane.pb`` (never a link to the session folder itself, through which those writes would
+land in DIR): DIR may be read-only and stays untouched, and the logdir is removed on stop.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
+import signal
+import tempfile
 import threading
 from pathlib import Path
 
 HOST = "127.0.0.1"
-LINK_DIR = ".xprof"
+# Read from xprof 2.24's data routes on a CPU trace, whose only plane is /host:CPU: XProf builds
+# HLO op statistics from GPU/TPU device-plane op events, so these tools answer at once with
+# empty tables. Separately, the HLO Op Stats page clears its "Loading hlo data" only once
+# Google Charts has loaded from www.gstatic.com; a browser that cannot reach it spins forever.
+CPU_NOTE = ("note: on CPU traces HLO Op Stats, HLO Op Profile and Roofline Model are empty (XProf builds "
+            "them from GPU/TPU op events; HLO Op Stats also spins forever if the browser cannot reach "
+            "www.gstatic.com); Trace Viewer, Graph Viewer and Memory Viewer work")
 
 
-def link_runs(root: Path) -> Path:
-    """Make ``root/.xprof/plugins/profile/<job>`` point at each job's trace session."""
+def link_runs(root: Path, logdir: Path) -> list[str]:
+    """Lay out ``root``'s traces as ``logdir/plugins/profile/<run>/<host>.xplane.pb`` links.
+
+    Returns the run names: the job folder's name, or ``<job>_<i>`` for a job traced in
+    several sessions.
+    """
     from analysis.rundir import job_dirs
 
-    logdir = root / LINK_DIR
     profile = logdir / "plugins" / "profile"
-    profile.mkdir(parents=True, exist_ok=True)
-    for old in profile.iterdir():
-        if old.is_symlink():
-            old.unlink()
-        elif old.is_dir():  # a multi-process job's session of links, rebuilt below
-            shutil.rmtree(old)
+    runs = []
     for job in job_dirs(root):
         hosts = sorted((job / "trace").glob("host*/plugins/profile/*/*.xplane.pb"))
         if hosts:
             # A multi-process job: each process traced into trace/host<i>/ under the same host
             # name; one session holding host<i>.xplane.pb lets XProf show the hosts side by side.
-            session = profile / job.name
-            session.mkdir()
-            for xplane in hosts:
-                (session / f"{xplane.parents[3].name}.xplane.pb").symlink_to(xplane.resolve())
-            continue
-        sessions = sorted((job / "trace" / "plugins" / "profile").glob("*"))
-        for i, session in enumerate(sessions):
-            name = job.name if len(sessions) == 1 else f"{job.name}_{i}"
-            (profile / name).symlink_to(session.resolve(), target_is_directory=True)
-    return logdir
+            sessions = {job.name: [(f"{x.parents[3].name}.xplane.pb", x) for x in hosts]}
+        else:
+            found = sorted(p for p in (job / "trace" / "plugins" / "profile").glob("*") if p.is_dir())
+            sessions = {job.name if len(found) == 1 else f"{job.name}_{i}":
+                        [(x.name, x) for x in sorted(s.glob("*.xplane.pb"))] for i, s in enumerate(found)}
+        for name, files in sessions.items():
+            if not files:
+                continue
+            (profile / name).mkdir(parents=True)
+            for link, xplane in files:
+                (profile / name / link).symlink_to(xplane.resolve())
+            runs.append(name)
+    return runs
 
 
-def start(root: str | Path, port: int = 0):
-    """Start XProf on 127.0.0.1 (``port`` 0 picks a free one) in a thread.
+def cpu_traces(root: Path) -> bool:
+    """Whether any job under ``root`` ran on JAX's CPU backend (its result.json says so)."""
+    from analysis.rundir import job_dirs, read_result
 
-    Returns ``(server, url)``; call ``server.stop()`` to end it.
+    return any(read_result(j).get("environment", {}).get("backend") == "cpu" for j in job_dirs(root))
+
+
+class Viewer:
+    """XProf serving ``root``'s traces on 127.0.0.1 (``port`` 0 picks a free one) in a thread.
+
+    ``url`` is where; ``logdir`` the temporary folder it serves from; ``stop()`` ends the
+    server and removes that folder.
     """
-    import logging
 
-    from cheroot import wsgi
-    from xprof import server as xs
+    def __init__(self, root: str | Path, port: int = 0):
+        import logging
 
-    logging.getLogger("tensorboard.plugins.profile").setLevel(logging.WARNING)
-    logdir = str(link_runs(Path(root)))
-    context = xs.TBContext(logdir, xs.DataProvider(logdir), xs.TBContext.Flags(False))
-    plugin = xs.ProfilePluginLoader().load(context)
-    server = wsgi.Server((HOST, port), xs.make_wsgi_app(plugin))
-    server.prepare()  # binds now, so the port is known before serving
-    threading.Thread(target=server.serve, daemon=True, name="xprof").start()
-    return server, f"http://{HOST}:{server.bind_addr[1]}/"
+        from cheroot import wsgi
+        from xprof import server as xs
+
+        from analysis.cli.xprof_guard import Guard
+
+        logging.getLogger("tensorboard.plugins.profile").setLevel(logging.WARNING)
+        # Absolute from here on: XProf lists no runs for a relative logdir, and the links
+        # must not depend on the working folder.
+        root = Path(root).resolve()
+        self.logdir = os.path.realpath(tempfile.mkdtemp(prefix="shardlab-xprof-"))
+        try:
+            runs = link_runs(root, Path(self.logdir))
+            context = xs.TBContext(self.logdir, xs.DataProvider(self.logdir), xs.TBContext.Flags(False))
+            context.hide_capture_profile_button = True  # the route is refused anyway
+            guard = Guard(xs.make_wsgi_app(xs.ProfilePluginLoader().load(context)), self.logdir, runs)
+            self.server = wsgi.Server((HOST, port), guard)
+            self.server.prepare()  # binds now, so the port is known before serving
+        except BaseException:
+            shutil.rmtree(self.logdir, ignore_errors=True)
+            raise
+        guard.port = self.server.bind_addr[1]
+        self.url = f"http://{HOST}:{guard.port}/"
+        threading.Thread(target=self.server.serve, daemon=True, name="xprof").start()
+
+    def stop(self) -> None:
+        self.server.stop()
+        shutil.rmtree(self.logdir, ignore_errors=True)
+
+
+def start(root: str | Path, port: int = 0) -> Viewer:
+    """Start XProf on 127.0.0.1 for ``root``; call ``.stop()`` on the result to end it."""
+    return Viewer(root, port)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,19 +120,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt  # SIGTERM ends the server like Ctrl-C, so the logdir is removed
+
+
 def main(args: argparse.Namespace) -> int:
-    """Serve until Ctrl-C; 2 when the folder holds no traces (one line on stderr)."""
+    """Serve until Ctrl-C or SIGTERM; 2 when the folder holds no traces (one line on stderr)."""
     from analysis.cli.options import fail
     from analysis.rundir import TRACE_DIR, job_dirs
 
     if not args.dir.is_dir() or not any((j / TRACE_DIR).is_dir() for j in job_dirs(args.dir)):
         return fail(f"{args.dir} holds no traces (no */trace/plugins/profile)")
-    server, url = start(args.dir, args.port)
-    print(f"XProf serving the traces of {args.dir} at {url} (127.0.0.1 only; Ctrl-C to stop)", flush=True)
+    signal.signal(signal.SIGTERM, _interrupt)
+    viewer = start(args.dir, args.port)
     try:
+        print(f"XProf serving the traces of {args.dir} at {viewer.url} (127.0.0.1 only; Ctrl-C to stop)",
+              flush=True)
+        if cpu_traces(args.dir):
+            print(CPU_NOTE, flush=True)
         threading.Event().wait()
     except KeyboardInterrupt:
         pass
     finally:
-        server.stop()
+        viewer.stop()
     return 0
