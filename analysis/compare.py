@@ -167,7 +167,10 @@ def load_sweeps(dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFr
     for d in dirs:
         if not Path(d).is_dir() or not job_dirs(d):
             raise CompareError(f"{d} holds no run folders (no */result.json)")
-        s = load_sweep(d)
+        try:
+            s = load_sweep(d)
+        except ValueError as exc:  # MixedSweepError
+            raise CompareError(str(exc)) from None
         if not len(s.points):
             raise CompareError(f"{d} has no successful results")
         sweeps.append(s)

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import trace as trace_reader
-from analysis.rundir import HOST_RESULTS_GLOB
+from analysis.rundir import HOST_RESULTS_GLOB, safe_path
 OPS_COLUMNS = ["process", "host", "device", "hlo_module", "hlo_op", "start_ns", "end_ns", "duration_ns", "iteration"]
 
 
@@ -31,10 +31,17 @@ def process_parts(result: dict) -> list[dict]:
         return [{"process_id": p["process_id"], "host": p.get("host"), "xplane": p.get("xplane"),
                  "device_ids": p.get("device_ids")} for p in result["processes"]]
     job_dir = Path(result["job_dir"])
-    parts = [result] + [json.loads(p.read_text()) for p in sorted(job_dir.glob(HOST_RESULTS_GLOB))]
+    parts = [result] + [r for r in (_load(p) for p in sorted(job_dir.glob(HOST_RESULTS_GLOB))) if isinstance(r, dict)]
     return [{"process_id": (r.get("environment") or {}).get("process_index", 0),
              "host": (r.get("environment") or {}).get("host"), "xplane": (r.get("files") or {}).get("xplane"),
              "device_ids": (r.get("process") or {}).get("device_ids")} for r in parts]
+
+
+def _load(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def global_device_ids(local: pd.Series, device_ids: list[int] | None) -> pd.Series:
@@ -52,7 +59,8 @@ def merged_device_ops(result: dict) -> pd.DataFrame:
     for part in process_parts(result):
         if not part["xplane"]:
             continue
-        ops = trace_reader.device_ops(trace_reader.read_xplane(Path(result["job_dir"]) / part["xplane"]))
+        ops = trace_reader.device_ops(trace_reader.read_xplane(safe_path(Path(result["job_dir"]), part["xplane"],
+                                                                          "xplane")))
         ops["device"] = global_device_ids(ops["device"], part.get("device_ids"))
         tables.append(ops.assign(process=part["process_id"], host=part["host"]))
     if not tables:

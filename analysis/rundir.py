@@ -59,20 +59,63 @@ def job_dirs(root: str | Path) -> list[Path]:
     return sorted(dirs, key=key)
 
 
+MAX_RESULT_BYTES = 256 << 20  # a result.json larger than this is not one shardlab wrote
+
+
 def read_result(job_dir: Path) -> dict:
     """A job's result.json, with ``job`` (folder name) and ``job_dir`` added.
 
-    A missing or unreadable file becomes a failed record that says why, so one damaged
-    folder never stops a report.
+    A missing, unreadable or malformed file (not a JSON object; ``ok`` without the timing
+    and experiment an ok point has) becomes a failed record that says why, so one damaged
+    folder never stops a report and never passes for a measurement.
     """
     path = Path(job_dir) / RESULT_NAME
     try:
+        if path.stat().st_size > MAX_RESULT_BYTES:
+            raise ValueError(f"{path.stat().st_size} bytes, too large for a result")
         result = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        if not isinstance(result, dict):
+            raise ValueError(f"holds a JSON {type(result).__name__}, not an object")
+    except (OSError, ValueError) as exc:
         result = {"status": "failed", "error_type": "UnreadableResult", "error": f"{path}: {exc}"}
+    if result.get("status") == "ok":
+        lacks = [k for k, ok in (("experiment.op", isinstance((result.get("experiment") or {}).get("op"), str)),
+                                 ("timing.summary.median_s", isinstance(
+                                     ((result.get("timing") or {}).get("summary") or {}).get("median_s"), (int, float))))
+                 if not ok]
+        if lacks:
+            result = dict(result, status="failed", error_type="IncompleteResult",
+                          error=f"{path}: says ok but has no {' or '.join(lacks)}")
     result["job"] = Path(job_dir).name
     result["job_dir"] = str(job_dir)
     return result
+
+
+def job_file(result: dict, key: str, max_bytes: int = 4 << 30) -> Path | None:
+    """The file ``result["files"][key]`` names, inside its job folder; None when there is none.
+
+    Raises ValueError for a name that is absolute or leaves the job folder (``..``, a link
+    out), or that is not a regular file or is too large: a result.json is data, and its paths
+    must not send a reader to ``/dev/zero`` or anywhere else on disk.
+    """
+    rel = (result.get("files") or {}).get(key)
+    return safe_path(Path(result["job_dir"]), rel, key, max_bytes) if rel else None
+
+
+def safe_path(job_dir: Path, rel: str, what: str = "file", max_bytes: int = 4 << 30) -> Path:
+    """``job_dir / rel`` if it is a regular file inside ``job_dir`` of at most ``max_bytes``;
+    else ValueError saying why (see :func:`job_file`)."""
+    job_dir = Path(job_dir).resolve()
+    if Path(str(rel)).is_absolute():
+        raise ValueError(f"{what}={rel!r}: an absolute path; a run folder's files are relative to it")
+    path = (job_dir / str(rel)).resolve()
+    if job_dir not in path.parents:
+        raise ValueError(f"{what}={rel!r}: leaves the job folder")
+    if not path.is_file():
+        raise ValueError(f"{path}: missing or not a regular file")
+    if path.stat().st_size > max_bytes:
+        raise ValueError(f"{path}: {path.stat().st_size} bytes, larger than {max_bytes}")
+    return path
 
 
 def read_results(root: str | Path) -> list[dict]:

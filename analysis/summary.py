@@ -16,7 +16,10 @@ from analysis import hlo as hlo_parser
 from analysis import trace as trace_reader
 from analysis.book.collective_cost import active_axes
 from analysis.book.collectives import BY_OP
+from analysis.rundir import job_file
 from analysis.trace.overlap import overlap_summary
+
+MAX_HLO_BYTES = 1 << 30  # an HLO text file larger than this is not a program's
 
 
 def hlo_kind_of(op: str, grad: bool = False) -> str | None:
@@ -95,10 +98,12 @@ def _hlo_rows(r: dict) -> tuple[list[dict], dict | None, str | None]:
     """One row per collective of the job's compiled HLO; what the trace needs of the module
     (``opcodes``: every instruction's opcode; ``pairs``: async done -> start names); and any
     problem reading the file."""
-    rel = (r.get("files") or {}).get("hlo_compiled")
-    if not rel:
+    try:
+        path = job_file(r, "hlo_compiled", MAX_HLO_BYTES)
+    except ValueError as exc:
+        return [], None, str(exc)
+    if path is None:
         return [], None, None
-    path = Path(r["job_dir"]) / rel
     try:
         text = path.read_text()
         mesh_axes = ((r.get("experiment") or {}).get("mesh") or {}).get("axes") or {}
@@ -126,10 +131,12 @@ def _trace_ops(r: dict, facts: dict | None) -> tuple[pd.DataFrame | None, dict, 
     """Per-op trace times, the compute/collective overlap (collectives known by their HLO
     opcodes, async halves joined: ``facts`` from :func:`_hlo_rows`), and any problem reading
     them."""
-    rel = (r.get("files") or {}).get("xplane")
-    if not rel:
+    try:
+        path = job_file(r, "xplane")
+    except ValueError as exc:
+        return None, {}, str(exc)
+    if path is None:
         return None, {}, None
-    path = Path(r["job_dir"]) / rel
     facts = facts or {}
     try:
         ops = trace_reader.device_ops(trace_reader.read_xplane(path), facts.get("pairs"))
@@ -150,10 +157,14 @@ def job_rows(r: dict) -> list[dict]:
     hlo_rows, facts, err = _hlo_rows(r)
     problems += [err] if err else []
     kind, rel = hlo_kind_of(base["op"], base["grad"]), (r.get("files") or {}).get("hlo_compiled")
-    if r.get("status") == "ok" and rel and not err and kind and not any(h["hlo_kind"] == kind for h in hlo_rows):
-        # e.g. a file cut short before the op: say so, or the point just vanishes from the tables
-        problems.append(f"{Path(r['job_dir']) / rel}: no {kind} in the compiled HLO (truncated?); "
-                        f"the point is left out of the tables")
+    if r.get("status") == "ok" and kind and not any(h["hlo_kind"] == kind for h in hlo_rows):
+        # No HLO to read (deleted, damaged, cut short): the timing still stands, so the point
+        # keeps its row, named by its op, and says what is missing.
+        if not err:
+            problems.append(f"{Path(r['job_dir']) / rel}: no {kind} in the compiled HLO (truncated?)" if rel
+                            else "no compiled HLO recorded")
+        problems.append("the point keeps its timing; its HLO columns are empty")
+        hlo_rows = hlo_rows + [{"hlo_op": None, "hlo_kind": kind}]
     ops, overlap, err = _trace_ops(r, facts)
     problems += [err] if err else []
     base["skipped"] = "; ".join(problems) or None

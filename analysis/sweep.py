@@ -8,6 +8,7 @@ analyzer and report (as HolisticTraceAnalysis hands one parsed trace to its anal
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,14 +63,59 @@ def target_points(summary: pd.DataFrame) -> pd.DataFrame:
     return pts.sort_values(["family", "V_bytes"]).reset_index(drop=True)
 
 
-def load_sweep(root: str | Path, hardware: str | None = None) -> Sweep:
+class MixedSweepError(ValueError):
+    """The folder's points were not measured alike (another JAX, another machine, another
+    config than the sweep's own variation); the message says which keys differ."""
+
+
+# What must agree across a sweep's points for them to share a fit (beyond the sweep's own
+# variation): the software and machine they ran on.
+ENVIRONMENT_KEYS = ("jax_version", "jaxlib_version", "backend", "device_kind", "device_count", "host",
+                    "process_count")
+
+
+def mixture(results: list[dict], expected: list[dict]) -> dict[str, list[str]]:
+    """Keys whose values differ between the ok points, beyond what the sweep varies (the keys
+    of ``sweep.json``'s overrides): ``{key: [values]}``, empty when the points agree."""
+    ok = [r for r in results if r.get("status") == "ok"]
+    varied = {o.split("=", 1)[0].lstrip("+~") for p in expected for o in p.get("overrides", [])}
+    varied |= {"resume"}  # resuming is not part of what was measured
+    seen: dict[str, set[str]] = {}
+    for r in ok:
+        env = r.get("environment") or {}
+        for k in ENVIRONMENT_KEYS:
+            seen.setdefault(f"environment.{k}", set()).add(str(env.get(k)))
+        if expected:  # without the sweep's list there is no telling variation from mixture
+            for k, v in _flatten(r.get("config") or {}).items():
+                if not any(k == x or k.startswith(x + ".") for x in varied):
+                    seen.setdefault(f"config.{k}", set()).add(v)
+    return {k: sorted(v) for k, v in seen.items() if len(v) > 1}
+
+
+def _flatten(cfg, prefix: str = "") -> dict[str, str]:
+    if isinstance(cfg, dict) and cfg:
+        out: dict[str, str] = {}
+        for k, v in cfg.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: json.dumps(cfg, sort_keys=True, default=str)}
+
+
+def load_sweep(root: str | Path, hardware: str | None = None, allow_mixed: bool = False) -> Sweep:
     """Read the sweep (or single run) in ``root`` once and analyse it.
 
     ``hardware`` names the entry whose constants the model uses (default: the one the sweep
-    ran on), e.g. one written by ``python -m analysis calibrate``.
+    ran on), e.g. one written by ``python -m analysis calibrate``. Points measured unlike
+    the others (:func:`mixture`) raise :class:`MixedSweepError` unless ``allow_mixed``.
     """
     root = Path(root)
     results = read_results(root)
+    expected = expected_points(root)
+    mixed = mixture(results, expected)
+    if mixed and not allow_mixed:
+        said = "; ".join(f"{k}: {', '.join(v[:4])}{' ...' if len(v) > 4 else ''}" for k, v in list(mixed.items())[:6])
+        raise MixedSweepError(f"{root}: its points were not measured alike ({said}); one fit over them would mix "
+                              "them. Report them together anyway with --allow-mixed, or re-run the odd ones")
     summary = summary_table(results)
     points = unit_terms(target_points(summary))
     fits, left_out = fit_table(points) if len(points) else (pd.DataFrame(columns=GROUP_KEYS), pd.DataFrame())
@@ -84,7 +130,6 @@ def load_sweep(root: str | Path, hardware: str | None = None) -> Sweep:
         summary = summary.join(model, on=["job", "hlo_op"])
     else:
         summary = summary.assign(model_time_s=float("nan"), model_regime=None)
-    expected = expected_points(root)
     present = {job_number(d) for d in job_dirs(root)}
     missing = [p for p in expected if p["num"] not in present]
     return Sweep(root, results, summary, points, fits, left_out, model_hw, model_source,

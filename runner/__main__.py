@@ -11,7 +11,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from runner.callbacks import armed, interrupted
-from runner.errors import PlatformError
+from runner.errors import OutputError, PlatformError
 from runner.job import run
 from runner.pool import discard_worker
 from runner.schema import register_configs
@@ -34,6 +34,10 @@ def main(cfg: DictConfig) -> dict:
     except PlatformError as exc:  # no point of this run can measure what it asks for: stop now
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
+    except OutputError as exc:
+        discard_worker()
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
     except KeyboardInterrupt:  # Ctrl-C: no traceback; a sweep leaves a report of what finished
         discard_worker()
         if multirun:

@@ -71,9 +71,16 @@ def report_and_summary(sweep_dir: Path, t_start: float | None = None, interrupte
     import time
 
     from analysis.report import write_report
+    from analysis.sweep import MixedSweepError
 
     try:
         index = write_report(sweep_dir)
+    except MixedSweepError as exc:
+        log.error("no report: %s (python -m analysis report %s --allow-mixed)", exc, _rel(sweep_dir))
+        return None
+    except OSError as exc:
+        log.error("no report: cannot write into %s: %s", _rel(sweep_dir), exc.strerror or exc)
+        return None
     except Exception:  # the measurements are on disk; a report bug must not hide them
         log.exception("could not write the report; rebuild it with `python -m analysis report %s`", _rel(sweep_dir))
         return None
@@ -99,6 +106,14 @@ def report_and_summary(sweep_dir: Path, t_start: float | None = None, interrupte
     if failed or missing:
         log.info("resume: %s", resume_command(sweep_dir))
     return index
+
+
+def _status(path: Path) -> str | None:
+    try:
+        r = json.loads(path.read_text())
+        return r.get("status") if isinstance(r, dict) else None
+    except (OSError, ValueError):
+        return None
 
 
 class ReportCallback(Callback):
@@ -143,6 +158,9 @@ class ReportCallback(Callback):
             sys.exit(130)
         discard_worker()
         report_and_summary(sweep_dir, self.t_start)
+        bad = [p for p in sweep_dir.glob("*/result.json") if _status(p) != "ok"]
+        if bad:  # after the report: a sweep in which any point failed does not exit 0
+            sys.exit(1)
 
 
 def interrupted(sweep_dir: Path, where: str) -> None:

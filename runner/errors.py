@@ -13,3 +13,7 @@ class PlatformError(ConfigError):
 
 class WorkerDied(RuntimeError):
     """The worker process ended (or was killed for its timeout) in the middle of a point."""
+
+
+class OutputError(RuntimeError):
+    """A run folder cannot be written (disk full, read-only): one line, and the run stops."""

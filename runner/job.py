@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import time
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
 from analysis.book.units import fmt_duration, format_size
-from analysis.rundir import RESULT_NAME, result_name, write_json_atomic
-from runner.errors import ConfigError, PlatformError, WorkerDied
+from analysis.rundir import HLO_DIR, RESULT_NAME, TRACE_DIR, result_name, write_json_atomic
+from runner.errors import ConfigError, OutputError, PlatformError, WorkerDied
 from runner.jaxenv import process_env
 from runner.pool import discard_worker, get_worker
 from runner.spec import build_spec
@@ -45,6 +46,9 @@ def run(cfg: DictConfig, job_dir: str | Path | None = None, rounds: int | None =
     config = OmegaConf.to_container(cfg, resolve=True)
     if config.get("resume") and (kept := kept_result(job_dir, config)) is not None:
         return kept
+    if ((config.get("distributed") or {}).get("mode")) != "auto":  # hosts of a cluster share the folder
+        for stale in (TRACE_DIR, HLO_DIR):  # an earlier, interrupted attempt's files are not this run's
+            shutil.rmtree(job_dir / stale, ignore_errors=True)
     t0 = time.perf_counter()
     result: dict = {"status": "failed", "error": None, "error_type": None, "started_at": time.time(),
                     "config": config}
@@ -61,7 +65,10 @@ def run(cfg: DictConfig, job_dir: str | Path | None = None, rounds: int | None =
             discard_worker()
             result.update(error_type="WorkerDied", error=str(exc))
         else:
-            result.update(reply.pop("record"))
+            record = reply.pop("record")
+            if record.pop("restart_worker", False):  # the worker ends after such a point: start afresh
+                discard_worker()
+            result.update(record)
             result.update(reply)
     if result["status"] == "ok" and (result.get("experiment") or {}).get("no_communication"):
         if "group of 1" not in _warned:
@@ -77,7 +84,11 @@ def run(cfg: DictConfig, job_dir: str | Path | None = None, rounds: int | None =
     index = (result.get("environment") or {}).get("process_index") or 0
     global last_process_index
     last_process_index = index
-    write_json_atomic(job_dir / result_name(index), result)
+    try:
+        write_json_atomic(job_dir / result_name(index), result)
+    except OSError as exc:  # a full disk or a folder made read-only: the sweep cannot go on
+        raise OutputError(f"cannot write {job_dir / result_name(index)}: {exc.strerror or exc}; the points "
+                          "before it are on disk (resume=true finishes the sweep once there is room)") from None
     # With distributed=auto every host would have to join each later round; they run round 1 only.
     if result["status"] == "ok" and index == 0 and spec["distributed"]["mode"] != "auto":
         from runner.rounds import add_round

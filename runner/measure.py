@@ -97,8 +97,43 @@ def time_round(point: Point, spec: dict, round_no: int, K: int | None = None) ->
     return out
 
 
+def memory_now() -> dict:
+    """This process's resident memory now and its high-water mark since the last reset
+    (Linux ``/proc/self/status``; empty elsewhere)."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return {}
+    out = {}
+    for line in status.splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out["rss_bytes" if key == "VmRSS" else "rss_peak_bytes"] = int(value.split()[0]) * 1024
+    return out
+
+
+def reset_peak_memory() -> None:
+    """Restart the high-water mark of resident memory (Linux: ``5`` to ``/proc/self/clear_refs``)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
 def measure(spec: dict, job_dir: Path, record: dict) -> None:
     """Round 1 of ``spec``: write ``hlo/`` and ``trace/`` under ``job_dir``; fill ``record``."""
+    reset_peak_memory()
+    before = memory_now()
+    try:
+        _measure(spec, job_dir, record)
+    finally:  # what the point really held, beside the estimate it was admitted with
+        after = memory_now()
+        if before and after:
+            record["memory_peak"] = {"rss_before_bytes": before["rss_bytes"], "rss_peak_bytes": after["rss_peak_bytes"],
+                                     "growth_bytes": after["rss_peak_bytes"] - before["rss_bytes"]}
+
+
+def _measure(spec: dict, job_dir: Path, record: dict) -> None:
     phase = record["phases_s"] = Phases()
     with phase("setup"):
         devices = jax.devices()
@@ -158,8 +193,15 @@ def measure(spec: dict, job_dir: Path, record: dict) -> None:
         record["ceiling"] = ceiling(spec, record, point, group)
 
     if spec["trace"]["enabled"]:
-        with phase("trace"):
-            captured = tracing.capture(point.step, meshes.trace_dir(job_dir / TRACE_DIR), spec["trace"])
+        try:
+            with phase("trace"):
+                captured = tracing.capture(point.step, meshes.trace_dir(job_dir / TRACE_DIR), spec["trace"])
+        except Exception as exc:  # a trace is for attribution: the point's timings stand without it
+            record["trace"] = {"error": f"{type(exc).__name__}: {exc}"}
+            # The profiler may still be running in this process, and every later point would
+            # fail with "Profile has already been started": the worker ends after this point.
+            record["restart_worker"] = True
+            return
         record["files"]["xplane"] = str(captured.pop("xplane").relative_to(job_dir))
         record["trace"] = captured
         record["trace"]["wall_s"] = phase["trace"]

@@ -1,11 +1,22 @@
 """Will it fit? A memory estimate per sweep point, checked before anything compiles.
 
 A 64 GiB AllReduce typed by mistake should be a one-line error, not minutes of swapping or
-the OOM killer. The estimate counts the buffers shardlab itself creates: the host arrays
-(NumPy input and reference), each device's input and output, and a gathered copy where a
-strategy gathers. On the CPU backend the virtual devices live in host memory, so their
-buffers count against the host too. XLA's temporaries are not counted: it is a floor, and
-points near the limit may still fail (they are then recorded as crashed, and the sweep goes on).
+the OOM killer. The estimate counts what a point holds at its peak, per device: its input,
+up to three outputs (a step's result is allocated before the previous ones are released),
+the loop estimator's copy of the input and its temporary output, and for ReduceScatter,
+AllReduce and AllGather a buffer of V (AllToAll: 2 V/p); plus a fixed 64 MiB for compiling and running, and, on CPU, the ceiling's copies (every device reads and
+writes up to 64 MiB) and one device's slice of the NumPy answer while it is checked. Inputs
+and answers are built one shard at a time, so no host array of the whole size exists.
+
+It is calibrated as an upper bound of the worker's resident high-water mark (``memory_peak``
+in result.json, measured in a fresh worker), which varies by up to a third from run to run
+with the allocator: at 64 MiB over 8 CPU devices, in five runs, the collectives grew by
+2.1-3.1 GiB (AllGather), 2.0-2.1 GiB (ReduceScatter), 3.0-3.7 GiB (AllReduce) and 460-582 MiB
+(AllToAll); the estimate is 3.6, 2.7, 4.6 GiB and 696 MiB. At 1 KiB they grow by 23 MiB.
+
+On the CPU backend the devices live in host memory. What is free is the least of
+MemAvailable, the cgroup's limit less its usage (containers, Kubernetes, systemd) and
+SLURM's allocation.
 """
 from __future__ import annotations
 
@@ -18,37 +29,70 @@ from runner.errors import ConfigError
 from runner.matmul_plan import parse_matmul
 
 HEADROOM = 0.8  # leave a fifth of what is free to Python, JAX and XLA's temporaries
+RUNTIME_BYTES = 64 * 2**20  # compiling and running a point's programs: 23 MiB measured at 1 KiB
 
 
-def host_available_bytes() -> int | None:
-    """MemAvailable from /proc/meminfo (Linux), else physical memory, else None."""
+def host_available_bytes(root: str = "/") -> int | None:
+    """Bytes this process may still use: the least of MemAvailable (``/proc/meminfo``), the
+    cgroup's memory limit less its usage (v2 ``memory.max``/``memory.current``, v1
+    ``memory.limit_in_bytes``/``usage_in_bytes``) and SLURM's allocation (``SLURM_MEM_PER_NODE``
+    or ``SLURM_MEM_PER_CPU`` x ``SLURM_CPUS_ON_NODE``, in MiB); None when none is known.
+    ``root`` lets tests point at a fake file system."""
+    found = []
+    meminfo = _read(os.path.join(root, "proc/meminfo"))
+    for line in (meminfo or "").splitlines():
+        if line.startswith("MemAvailable:"):
+            found.append(int(line.split()[1]) * 1024)
+    for limit, usage in (("sys/fs/cgroup/memory.max", "sys/fs/cgroup/memory.current"),
+                         ("sys/fs/cgroup/memory/memory.limit_in_bytes", "sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        lim, use = _read(os.path.join(root, limit)), _read(os.path.join(root, usage))
+        if lim and lim.strip().isdigit() and int(lim) < 1 << 60:  # "max" or a huge v1 number: no limit
+            found.append(int(lim) - (int(use) if use and use.strip().isdigit() else 0))
+    env = os.environ
+    if env.get("SLURM_MEM_PER_NODE", "").isdigit():
+        found.append(int(env["SLURM_MEM_PER_NODE"]) << 20)
+    elif env.get("SLURM_MEM_PER_CPU", "").isdigit() and env.get("SLURM_CPUS_ON_NODE", "").isdigit():
+        found.append(int(env["SLURM_MEM_PER_CPU"]) * int(env["SLURM_CPUS_ON_NODE"]) << 20)
+    if not found:
+        try:
+            return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            return None
+    return max(min(found), 0)
+
+
+def _read(path: str) -> str | None:
     try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+        with open(path) as f:
+            return f.read()
     except OSError:
-        pass
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
         return None
 
 
+CEILING_CAP = 64 << 20  # runner.ceiling copies at most this much per device
+
+
 def estimate(spec: dict, mesh_axes: dict[str, int]) -> dict[str, int]:
-    """``{"host_bytes", "per_device_bytes"}`` for one point on a resolved mesh."""
+    """``{"host_bytes", "per_device_bytes"}`` for one point on a resolved mesh (see the module)."""
     op = spec["op"]
     if op["name"] == "matmul":
         return _matmul(op, mesh_axes, itemsize(spec["dtype"]))
     V = op["size_bytes"]
     p = math.prod(mesh_axes[a] for a in op["axes"])
-    host, device = {
-        "all_gather": (2 * V, V // p + V),
-        "reduce_scatter": (p * V + 2 * V, V + V // p),
-        "all_reduce": (p * V + 2 * V, 2 * V),
-        "all_to_all": (2 * V, 2 * V // p),
-    }[op["name"]]
-    return {"host_bytes": host, "per_device_bytes": device}
+    devices = math.prod(mesh_axes.values())
+    # per device: (input, output) of one step
+    inp, out = {"all_gather": (V // p, V), "reduce_scatter": (V, V // p), "all_reduce": (V, V),
+                "all_to_all": (V // p, V // p)}[op["name"]]
+    device = inp + 3 * out  # up to three step results alive at once
+    if spec.get("timing", {}).get("loop", True):
+        device += inp + out  # the loop's copy of its carry and its temporary output
+    # the collective's own buffers: a reduction's V; AllGather's and AllToAll's are measured
+    device += {"all_gather": V, "reduce_scatter": V, "all_reduce": V, "all_to_all": 2 * V // p}[op["name"]]
+    bus = {"all_gather": V * (p - 1) // p, "reduce_scatter": V * (p - 1) // p,
+           "all_reduce": 2 * V * (p - 1) // p, "all_to_all": V // p * (p - 1) // p}[op["name"]]
+    ceiling = devices * 2 * min(max(bus, 4096), CEILING_CAP)
+    check = out if spec.get("check_result", True) else 0  # one shard of the answer at a time
+    return {"host_bytes": RUNTIME_BYTES + ceiling + check, "per_device_bytes": device}
 
 
 def _matmul(op: dict, mesh_axes: dict[str, int], elem_bytes: int) -> dict[str, int]:

@@ -112,14 +112,22 @@ class ProgressCallback(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         from analysis.rundir import SWEEP_NAME, write_json_atomic
+        from runner.lock import FolderInUse, hold
 
+        sweep_dir = Path(config.hydra.sweep.dir)
+        try:
+            hold(sweep_dir)
+            write_json_atomic(sweep_dir / ".write-test", {})  # a read-only or full folder: say so now
+            (sweep_dir / ".write-test").unlink()
+        except (FolderInUse, OSError) as exc:
+            print(f"error: hydra.sweep.dir={_rel(sweep_dir)}: {_os_error(exc)}", file=sys.stderr)
+            sys.exit(2)
         self.jobs = job_list(config)
         self.keys = varying(self.jobs) if self.jobs else set()
         self.t_start = time.perf_counter()
         self.done = []
         self.rounds = int(OmegaConf.select(config, "timing.rounds", default=1) or 1)
         self.argv = list(sys.argv[1:])
-        sweep_dir = Path(config.hydra.sweep.dir)
         if self.jobs is not None:
             write_json_atomic(sweep_dir / SWEEP_NAME, {
                 "command": "python -m runner " + " ".join(shlex.quote(a) for a in self.argv),
@@ -191,6 +199,13 @@ def _size_of(job: list[str]) -> float | None:
             except ValueError:
                 return None
     return None
+
+
+def _os_error(exc: Exception) -> str:
+    """An OSError as one line (``Permission denied``), other errors as they say."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror}" + (f" ({exc.filename})" if exc.filename else "")
+    return str(exc)
 
 
 def _rel(path: Path) -> str:

@@ -48,6 +48,9 @@ class HardwareConf:
 class MeshConf:
     name: str = MISSING
     axes: dict[str, int] = MISSING  # axis name -> size; -1 = all the devices left
+    # "2x4": axes X=2, Y=4 (then Z, W, ...), replacing `axes`: a new shape from the command
+    # line (a dict override can only change the axes a mesh file already has)
+    shape: Optional[str] = None
 
 
 @dataclass

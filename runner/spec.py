@@ -51,11 +51,14 @@ def build_spec(cfg: DictConfig) -> dict:
         raise ConfigError(f"op.name={op['name']!r}: allowed ops are {', '.join(OPS)}")
     if c["dtype"] not in RUN_DTYPES:
         raise ConfigError(f"dtype={c['dtype']!r}: allowed dtypes are {', '.join(RUN_DTYPES)}")
+    if mesh.get("shape"):
+        mesh = dict(mesh, axes=shape_axes(mesh["shape"]))
     axes = mesh["axes"]
     _check_mesh_axes(axes)
     if hw["kind"] not in ("auto", "cpu", "tpu", "gpu"):
         raise ConfigError(f"hardware.kind={hw['kind']!r}: allowed kinds are auto, cpu, tpu, gpu")
     _check_timing(c["timing"], c["trace"])
+    _check_timeout(c["timeout_s"], c["timing"], c["trace"])
     op_spec = _matmul_op(op, axes) if op["name"] == "matmul" else _collective_op(op, axes, mesh["name"], c["dtype"])
     spec = {
         "op": op_spec,
@@ -72,6 +75,21 @@ def build_spec(cfg: DictConfig) -> dict:
         check_shapes(spec, known)
         check_fits(spec, known)
     return spec
+
+
+MESH_AXIS_NAMES = "XYZWVU"  # the book's X, Y, Z, then more
+
+
+def shape_axes(shape: str) -> dict[str, int]:
+    """``mesh.shape=2x4`` -> ``{"X": 2, "Y": 4}`` (``-1`` for all the devices left)."""
+    try:
+        sizes = [int(p) for p in str(shape).lower().split("x")]
+    except ValueError:
+        sizes = []
+    if not sizes or len(sizes) > len(MESH_AXIS_NAMES) or any(s == 0 or s < -1 for s in sizes):
+        raise ConfigError(f"mesh.shape={shape!r}: write sizes joined by x, e.g. 8, 4x2 or 2x2x2 (axes X, Y, Z; "
+                          "-1 for all the devices left)")
+    return dict(zip(MESH_AXIS_NAMES, sizes))
 
 
 def _check_mesh_axes(axes: dict) -> None:
@@ -115,16 +133,41 @@ def _matmul_op(op: dict, axes: dict) -> dict:
     return {"name": "matmul", "expr": op["expr"], "dims": dims, "strategy": op["strategy"], "axes": used_axes(mm)}
 
 
+MAX_ITERS = 1_000_000  # more samples than anyone waits for: a typo, not a plan
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _check_timeout(timeout_s, timing: dict, trace: dict) -> None:
+    """``timeout_s`` bounds a point: finite and positive, and long enough for what a round is
+    allowed to take (warm-up, the timing budget, tracing), so that the timeout never cuts off
+    a point that keeps to its budget (its samples would be lost with the worker)."""
+    if not _finite(timeout_s) or timeout_s <= 0:
+        raise ConfigError(f"timeout_s={timeout_s!r}: must be a finite number of seconds > 0 (default 600)")
+    need = timing["warmup_max_s"] + timing["budget_s"] * 1.5 + trace["max_s"] + 5
+    if timeout_s < need:
+        raise ConfigError(f"timeout_s={timeout_s!r}: a point may take timing.warmup_max_s + 1.5 x timing.budget_s "
+                          f"+ trace.max_s + 5 s of set-up = {need:g} s; give timeout_s >= {need:g} or shorten those")
+
+
 def _check_timing(timing: dict, trace: dict) -> None:
+    for section, values in (("timing", timing), ("trace", trace)):
+        for key, value in values.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(f"{section}.{key}={value!r}: must be a finite number")
     rules = [("timing.source", timing["source"] in ("auto", "step", "loop", "device"), "auto, step, loop or device"),
              ("timing.rounds", 1 <= timing["rounds"] <= 100, "from 1 to 100"),
              ("timing.loop_target_s", 0 < timing["loop_target_s"] <= 10, "between 0 and 10 seconds"),
              ("timing.loop_max_samples", 5 <= timing["loop_max_samples"] <= 10_000, "from 5 to 10000"),
-             ("timing.warmup_min_iters", timing["warmup_min_iters"] >= 1, ">= 1"),
-             ("timing.min_iters", timing["min_iters"] >= 3, ">= 3"),
-             ("timing.max_iters", timing["max_iters"] >= timing["min_iters"], ">= timing.min_iters"),
+             ("timing.warmup_min_iters", 1 <= timing["warmup_min_iters"] <= 10_000, "from 1 to 10000"),
+             ("timing.warmup_max_s", 0 < timing["warmup_max_s"] <= 3600, "between 0 and 3600 seconds"),
+             ("timing.min_iters", 3 <= timing["min_iters"] <= 10_000, "from 3 to 10000"),
+             ("timing.max_iters", timing["min_iters"] <= timing["max_iters"] <= MAX_ITERS,
+              f"from timing.min_iters to {MAX_ITERS}"),
              ("timing.target_rel_ci", 0 < timing["target_rel_ci"] < 1, "between 0 and 1 (0.05 = +-5%)"),
-             ("timing.budget_s", timing["budget_s"] > 0, "> 0 seconds"),
+             ("timing.budget_s", 0 < timing["budget_s"] <= 3600, "between 0 and 3600 seconds"),
              # bounded: 2000 unblocked 8-device CPU all-gathers deadlocked XLA's rendezvous (jax 0.10)
              ("timing.iters_per_sample", 1 <= timing["iters_per_sample"] <= 64, "from 1 to 64"),
              ("trace.iters", 1 <= trace["iters"] <= 10_000, "from 1 to 10000"),
@@ -199,8 +242,8 @@ def check_distributed(dist: dict, hardware: dict, mesh_axes: dict[str, int]) -> 
     mode = dist["mode"]
     if mode not in DISTRIBUTED_MODES:
         raise ConfigError(f"distributed.mode={mode!r}: allowed modes are {', '.join(DISTRIBUTED_MODES)}")
-    if not dist["timeout_s"] > 0:
-        raise ConfigError(f"distributed.timeout_s={dist['timeout_s']!r}: must be > 0 seconds")
+    if not _finite(dist["timeout_s"]) or not dist["timeout_s"] > 0:
+        raise ConfigError(f"distributed.timeout_s={dist['timeout_s']!r}: must be a finite number of seconds > 0")
     axis = dist.get("cross_process_axis")
     if mode == "none":
         if axis is not None:

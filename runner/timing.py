@@ -48,10 +48,11 @@ def warm_up(step, min_iters: int, max_s: float, agree=_local, sample=once, clock
     t_end = clock() + max_s
     while True:
         times.append(sample(step))
-        if len(times) >= max(min_iters, 2 * WARMUP_WINDOW):
+        if len(times) >= 2 * WARMUP_WINDOW:
             prev = np.median(times[-2 * WARMUP_WINDOW:-WARMUP_WINDOW])
             last = np.median(times[-WARMUP_WINDOW:])
-            if agree(abs(last - prev) <= WARMUP_TOLERANCE * prev or clock() > t_end):
+            settled = abs(last - prev) <= WARMUP_TOLERANCE * prev and len(times) >= min_iters
+            if agree(settled or clock() > t_end):  # warmup_max_s bounds warmup_min_iters too
                 return times
 
 
@@ -70,11 +71,13 @@ def time_step(step, timing: dict, agree=_local, sample=once, clock=time.perf_cou
     while len(samples) < timing["max_iters"]:
         samples.append(sample(step, timing["iters_per_sample"]))
         n = len(samples)
-        if n >= timing["min_iters"] and n % CHECK_EVERY == 0:
-            tight = rel_ci_halfwidth(samples) <= timing["target_rel_ci"]
+        if n % CHECK_EVERY == 0:
+            # The budget holds even before min_iters: a slow step with a large min_iters would
+            # otherwise run on until timeout_s and lose every sample with the worker.
             spent = clock() - t_warm >= timing["budget_s"]
+            tight = n >= timing["min_iters"] and rel_ci_halfwidth(samples) <= timing["target_rel_ci"]
             if agree(tight or spent):
-                stop = "ci_tight" if tight else ("budget" if spent else "process 0")
+                stop = "ci_tight" if tight else ("budget" if n >= timing["min_iters"] else "budget (before min_iters)")
                 break
     t_done = clock()
     return {

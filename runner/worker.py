@@ -104,8 +104,39 @@ def platform_report(jax, startup_log: Path) -> dict:
             "accelerator_present": present}
 
 
-def _serve(conn, env: dict, startup_log: str) -> None:
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """End this process when its parent ends, however the parent ends (SIGKILL included):
+    a worker left alone would run on unwatched, past its timeout, beside a resumed sweep.
+
+    Linux's ``PR_SET_PDEATHSIG`` delivers SIGKILL when the parent thread exits; where prctl
+    is missing, a watcher thread notices the parent is gone within a second. Either way, if
+    the parent died before this ran, the process ends now.
+    """
+    import ctypes
+    import threading
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+    def watch():
+        while os.getppid() == parent_pid:
+            time.sleep(1.0)
+        os._exit(1)
+
+    if os.getppid() != parent_pid:
+        os._exit(1)
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+
+
+def _serve(conn, env: dict, startup_log: str, parent_pid: int) -> None:
     """Worker main loop: start JAX once, then run the points sent over ``conn``."""
+    die_with_parent(parent_pid)
     # Ctrl-C reaches the whole foreground process group: the parent decides what happens (it
     # writes the report and discards this worker), so the worker neither dies mid-reply nor
     # prints a traceback of its own.
@@ -125,6 +156,8 @@ def _serve(conn, env: dict, startup_log: str) -> None:
             return
     # The parent times the start-up (spawn, imports, JAX start) and checks what JAX found.
     conn.send({"ready": True, **platform_report(jax, Path(startup_log))})
+    Path(startup_log).unlink(missing_ok=True)  # only a failed start-up needs it, and a killed parent cannot
+
     index = jax.process_index()
 
     while True:
@@ -156,6 +189,8 @@ def _serve(conn, env: dict, startup_log: str) -> None:
                 reply = {"status": "failed", "error_type": type(exc).__name__, "error": str(exc),
                          "record": record, "traceback": traceback.format_exc()}
         conn.send(reply)
+        if record.get("restart_worker"):  # this process's state is suspect (a profiler left running)
+            return
 
 
 class Worker:
@@ -173,7 +208,8 @@ class Worker:
         self.startup_log = Path(log)
         self._t_spawn = time.perf_counter()
         self._conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_serve, args=(child, env, log), daemon=True, name="shardlab-worker")
+        self.process = ctx.Process(target=_serve, args=(child, env, log, os.getpid()), daemon=True,
+                                   name="shardlab-worker")
         with _environ(env):  # settings read at process start (glibc's malloc) must be there at spawn
             self.process.start()
         child.close()

@@ -89,8 +89,18 @@ def test_unknown_key_is_rejected_at_compose_time(compose_cfg):
 @pytest.mark.parametrize("override,needle", [
     ("timing.iters_per_sample=1000", "timing.iters_per_sample=1000: must be from 1 to 64"),
     ("timing.target_rel_ci=0", "timing.target_rel_ci=0"),
-    ("timing.max_iters=2", "timing.max_iters=2: must be >= timing.min_iters"),
+    ("timing.max_iters=2", "timing.max_iters=2: must be from timing.min_iters to 1000000"),
     ("trace.iters=0", "trace.iters=0"),
+    ("trace.iters=100000000", "trace.iters=100000000: must be from 1 to 10000"),
+    ("timing.min_iters=10000000", "timing.min_iters=10000000: must be from 3 to 10000"),
+    ("timing.warmup_min_iters=10000000", "timing.warmup_min_iters=10000000: must be from 1 to 10000"),
+    ("timing.budget_s=inf", "timing.budget_s=inf: must be a finite number"),
+    ("timeout_s=inf", "timeout_s=inf: must be a finite number of seconds > 0"),
+    ("timeout_s=nan", "timeout_s=nan: must be a finite number of seconds > 0"),
+    ("timeout_s=0", "timeout_s=0.0: must be a finite number of seconds > 0"),
+    ("timeout_s=-1", "timeout_s=-1.0: must be a finite number of seconds > 0"),
+    ("timeout_s=3", "timeout_s=3.0: a point may take"),
+    ("distributed.timeout_s=inf", "distributed.timeout_s=inf"),
 ])
 def test_timing_and_trace_values_are_checked(compose_cfg, override, needle):
     with pytest.raises(ConfigError, match=needle.replace("(", r"\(").replace(")", r"\)")):

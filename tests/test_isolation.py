@@ -44,9 +44,10 @@ def fresh_workers():
 
 def test_point_past_its_timeout_is_killed_and_recorded(compose_cfg, tmp_path, monkeypatch, fresh_workers):
     monkeypatch.setenv(TEST_HANG_ENV, str(64 << 10))  # the worker hangs on the 64 KiB point
-    result = run(compose_cfg(["op.size_bytes=64KiB", "timeout_s=2"]), tmp_path)
+    short = ["timing.warmup_max_s=0.5", "timing.budget_s=0.2", "trace.max_s=0.5", "timeout_s=7"]
+    result = run(compose_cfg(["op.size_bytes=64KiB", *short]), tmp_path)
     assert result["status"] == "failed" and result["error_type"] == "WorkerDied"
-    assert "timed out after 2 s" in result["error"]
+    assert "timed out after 7 s" in result["error"]
     on_disk = json.loads((tmp_path / "result.json").read_text())
     assert on_disk["status"] == "failed"
     # and the next point gets a fresh, working worker

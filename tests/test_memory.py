@@ -12,27 +12,34 @@ def test_estimates_follow_each_collective():
     V = 1 << 20
     spec = lambda op: {"op": {"name": op, "axes": ["X"], "size_bytes": V}, "dtype": "float32",  # noqa: E731
                        "hardware": {"kind": "cpu"}}
+    runtime = 64 << 20
+    # per device: input + 3 outputs + the loop's (input + output) + the collective's buffer;
+    # host: runtime + 8 devices x 2 x the ceiling's bus bytes + one answer shard
     ag, ar = estimate(spec("all_gather"), {"X": 8}), estimate(spec("all_reduce"), {"X": 8})
-    assert ag == {"host_bytes": 2 * V, "per_device_bytes": V // 8 + V}
-    assert ar == {"host_bytes": 8 * V + 2 * V, "per_device_bytes": 2 * V}
+    assert ag == {"host_bytes": runtime + 16 * (V * 7 // 8) + V, "per_device_bytes": V // 8 + 3 * V + (V // 8 + V) + V}
+    assert ar == {"host_bytes": runtime + 16 * (2 * V * 7 // 8) + V, "per_device_bytes": V + 3 * V + 2 * V + V}
+    a2a = estimate(spec("all_to_all"), {"X": 8})
+    assert a2a == {"host_bytes": runtime + 16 * (V // 8 * 7 // 8) + V // 8,
+                   "per_device_bytes": V // 8 + 3 * V // 8 + 2 * V // 8 + 2 * V // 8}
 
 
 def test_too_big_for_host_fails_before_jax(compose_cfg):
     with pytest.raises(ConfigError) as err:
         build_spec(compose_cfg(["op=all_reduce", "op.size_bytes=8GiB", "mesh=x8"]))
     msg = str(err.value)
-    assert msg.startswith("op.size_bytes=8GiB: needs about 208 GiB of host memory")
+    assert msg.startswith("op.size_bytes=8GiB: needs about 457 GiB of host memory")  # 64 MiB + 1 GiB + V + 8 x 7 V
     assert "available" in msg
 
 
 def test_cpu_devices_count_against_host_and_accelerators_against_their_memory(compose_cfg):
     spec = build_spec(compose_cfg(["op=all_gather", "op.size_bytes=64MiB", "mesh=x8"]))
     est = check_fits(spec, {"X": 8}, host_bytes_free=8 << 30)
-    assert est["host_total_bytes"] == 2 * (64 << 20) + 8 * ((8 << 20) + (64 << 20))
+    MiB = 1 << 20
+    assert est["host_total_bytes"] == 64 * MiB + 16 * 56 * MiB + 64 * MiB + 8 * (8 + 3 * 64 + 72 + 64) * MiB
     with pytest.raises(ConfigError, match="of host memory"):
-        check_fits(spec, {"X": 8}, host_bytes_free=600 << 20)
+        check_fits(spec, {"X": 8}, host_bytes_free=3 << 30)
     # on an accelerator the devices' buffers do not count against the host...
-    check_fits(spec, {"X": 8}, device_limit_bytes=16 << 30, host_bytes_free=600 << 20)
+    check_fits(spec, {"X": 8}, device_limit_bytes=16 << 30, host_bytes_free=2 << 30)
     # ...but against one device's memory
     with pytest.raises(ConfigError, match="per device but a device has 64 MiB"):
         check_fits(spec, {"X": 8}, device_limit_bytes=64 << 20, host_bytes_free=8 << 30)

@@ -31,14 +31,17 @@ def test_truncated_trace_and_corrupt_hlo_are_skipped_and_the_report_stands(tmp_p
     assert "not a readable xplane trace" in skipped[jobs[1].name] and str(xplane) in skipped[jobs[1].name]
     assert "compiled.hlo.txt" in skipped[jobs[2].name] and "decode" in skipped[jobs[2].name]
     assert "no all-gather in the compiled HLO" in skipped[jobs[3].name]
-    # the timing of the truncated-trace point still counts; it only lost its trace columns
+    # every point's timing still counts: a damaged trace loses its trace columns, a damaged or
+    # missing HLO its HLO columns, and each says so
     target = summary[summary["is_target"]]
-    assert sorted(target["job"]) == sorted([jobs[0].name, jobs[1].name])
-    assert target.set_index("job")["trace_op_time_s"].isna().to_dict() == {jobs[0].name: False, jobs[1].name: True}
+    assert sorted(target["job"]) == sorted(j.name for j in jobs)
+    assert target.set_index("job")["trace_op_time_s"].isna().to_dict() == {
+        jobs[0].name: False, jobs[1].name: True, jobs[2].name: True, jobs[3].name: True}
+    assert "keeps its timing" in skipped[jobs[2].name] and "keeps its timing" in skipped[jobs[3].name]
 
     md = (root / "report" / "report.md").read_text()
     section = md.split("## Failed and skipped", 1)[1].split("\n## ", 1)[0]
     for job in jobs[1:]:
         assert job.name in section
     assert "| 1 KiB |" in md and "| 16 KiB |" in md  # the intact points are still measured against the model
-    assert index.read_text().count("data:image/png;base64,") == 2
+    assert index.read_text().count("data:image/png;base64,") == 3

@@ -21,6 +21,7 @@ COMMANDS = {
     "compare": ("analysis.cli.compare", "compare two or more sweeps that share experiments"),
     "calibrate": ("analysis.cli.calibrate", "fit W and T_min to a sweep and write a hardware entry"),
     "hardware": ("analysis.cli.hardware", "list the hardware catalogue, or show which entry a device kind resolves to"),
+    "profile": ("analysis.cli.profile", "what each collective of a profiled program cost, hidden or exposed"),
 }
 
 

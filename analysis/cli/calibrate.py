@@ -40,7 +40,12 @@ def main(args: argparse.Namespace) -> int:
         return fail(f"--name {args.name!r}: use letters, digits, _ and - (it becomes hardware=NAME)")
     if not args.dir.is_dir() or not job_dirs(args.dir):
         return fail(f"{args.dir} holds no run folders (no */result.json)")
-    sweep = load_sweep(args.dir)
+    from analysis.sweep import MixedSweepError
+
+    try:
+        sweep = load_sweep(args.dir)
+    except MixedSweepError as exc:
+        return fail(str(exc))
     points = sweep.points
     if not len(points):
         return fail(f"{args.dir} has no successful points to fit")

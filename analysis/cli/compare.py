@@ -34,4 +34,6 @@ def main(args: argparse.Namespace) -> int:
         print(write_compare_report(args.dirs, out))
     except CompareError as err:
         return fail(str(err))
+    except OSError as err:
+        return fail(f"cannot write the comparison to {out}: {err.strerror or err}")
     return 0

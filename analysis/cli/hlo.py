@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 
 from analysis.book.collective_cost import Span, predict_collective
 from analysis.book.errors import BookError
@@ -36,6 +37,8 @@ from analysis.book.topology import fabrics_for, group_extents, parse_layout
 from analysis.book.units import fmt_time
 from analysis.cli.options import add_constant_arguments, fail, hardware_from_args
 from analysis.hlo import Collective, HloParseError, parse_collectives
+
+MAX_HLO_BYTES = 1 << 30
 
 # HLO kind -> the model's kind, and the book's V from a parsed Collective.
 _MODEL = {"all-gather": ("all_gather", lambda c: c.result_bytes),
@@ -169,8 +172,18 @@ def main(args: argparse.Namespace) -> int:
         hw = hardware_from_args(args) if args.hardware is not None else None
         if args.topology is not None:
             parse_layout(args.topology)
+        import os
+        import stat
+
+        mode = os.stat(args.file).st_mode
+        if not stat.S_ISREG(mode):  # /dev/urandom would be read forever
+            raise BookError(f"{args.file} is not a regular file")
+        if os.path.getsize(args.file) > MAX_HLO_BYTES:
+            raise BookError(f"{args.file} is larger than {MAX_HLO_BYTES >> 20} MiB: not one program's HLO text")
         with open(args.file, encoding="utf-8") as f:
             text = f.read()
+        if not re.search(r"^\s*HloModule\s", text, re.M) and not re.search(r"^\s*(ENTRY\s+)?%?[\w.\-]+\s.*\{\s*$", text, re.M):
+            raise HloParseError("no HloModule and no computation in it: not HLO text")
         collectives = parse_collectives(text, num_devices=args.num_devices)
         records = [_record(c, hw, args.topology) for c in collectives]
     except OSError as err:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dir", type=Path, help="a multirun folder (or one run folder)")
+    parser.add_argument("--allow-mixed", action="store_true",
+                        help="report points measured unlike each other (another JAX, machine or config) together")
     parser.add_argument("--hardware", help="model with this conf/hardware entry's constants instead of the "
                         "one the sweep ran on (e.g. one written by `python -m analysis calibrate`)")
 
@@ -26,5 +28,12 @@ def main(args: argparse.Namespace) -> int:
             load_hardware(args.hardware)
         except BookError as exc:
             return fail(f"--hardware {args.hardware}: {exc}")
-    print(write_report(args.dir, args.hardware))
+    from analysis.sweep import MixedSweepError
+
+    try:
+        print(write_report(args.dir, args.hardware, args.allow_mixed))
+    except MixedSweepError as exc:
+        return fail(str(exc))
+    except OSError as exc:
+        return fail(f"cannot write the report into {args.dir}: {exc.strerror or exc}")
     return 0

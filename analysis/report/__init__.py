@@ -10,12 +10,12 @@ May import: the rest of :mod:`analysis` (never :mod:`runner`), pandas, matplotli
 from __future__ import annotations
 
 
-def write_report(root, hardware=None):
+def write_report(root, hardware=None, allow_mixed=False):
     """See :func:`analysis.report.sweep_report.write_report` (imported on first use: the
     runner calls this at the end of a sweep, and matplotlib is slow to import)."""
     from analysis.report.sweep_report import write_report as _write
 
-    return _write(root, hardware)
+    return _write(root, hardware, allow_mixed)
 
 
 def write_compare_report(dirs, out):

@@ -28,12 +28,12 @@ SAMPLES_NAME = "samples.csv"
 HEADLINE_NAME = "headline.json"
 
 
-def write_report(root: str | Path, hardware: str | None = None) -> Path:
-    """Write the sweep's tables and ``report/`` for the sweep in ``root`` (``hardware``: see
-    :func:`analysis.sweep.load_sweep`); return ``report/index.html``."""
+def write_report(root: str | Path, hardware: str | None = None, allow_mixed: bool = False) -> Path:
+    """Write the sweep's tables and ``report/`` for the sweep in ``root`` (``hardware``,
+    ``allow_mixed``: see :func:`analysis.sweep.load_sweep`); return ``report/index.html``."""
     root = Path(root)
     t0 = time.perf_counter()
-    sweep = load_sweep(root, hardware)
+    sweep = load_sweep(root, hardware, allow_mixed)
     sweep.summary.to_csv(root / SUMMARY_NAME, index=False)
     samples_table(sweep.results).to_csv(root / SAMPLES_NAME, index=False)
     head = headline_table(sweep.summary, sweep.points, sweep.fits)

@@ -1,0 +1,227 @@
+"""A hostile but realistic user: kill the sweep, run two at once, feed it junk. Nothing
+measured may be lost, nothing may be left running, every error is one line."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from runner.worker import TEST_HANG_ENV
+
+FAST = ["timing.rounds=1", "timing.budget_s=0.2", "timing.min_iters=5", "trace.iters=2"]
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (from /proc's parent links)."""
+    parents: dict[int, int] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+                parents[int(d.name)] = int(fields[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parents.items() if pp == p]
+        out.update(kids)
+        todo += kids
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def gone_within(pids: set[int], seconds: float) -> set[int]:
+    """The pids still alive after ``seconds``."""
+    deadline = time.time() + seconds
+    while time.time() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.2)
+    return {p for p in pids if alive(p)}
+
+
+def start(args: list[str], cwd, env=None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "runner", *args], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+
+
+def wait_for_workers(main: subprocess.Popen, want: int, timeout: float = 60) -> set[int]:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        kids = descendants(main.pid)
+        if len(kids) >= want:
+            return kids
+        time.sleep(0.2)
+    raise AssertionError(f"the sweep started {len(descendants(main.pid))} processes, not {want}")
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
+@pytest.mark.parametrize("mode", ["none", "local"])
+def test_killing_the_sweep_mid_point_leaves_no_process(tmp_path, repo_root, how, mode):
+    env = dict(os.environ, **{TEST_HANG_ENV: str(4 << 10)})  # the 4 KiB point hangs: killed mid-point
+    logs = set(Path("/tmp").glob("shardlab-worker-*.log"))
+    main = start(["+sweep=allgather_sizes", "op.size_bytes=4KiB", f"distributed={mode}", *FAST,
+                  f"hydra.sweep.dir={tmp_path / 'sweep'}"], repo_root, env)
+    try:
+        workers = wait_for_workers(main, 1 if mode == "none" else 2)
+        time.sleep(3 if mode == "none" else 6)  # into the point
+        main.send_signal(how)
+        main.wait(timeout=30)
+        assert gone_within(workers, 10) == set(), "a worker outlived the sweep"
+    finally:
+        if main.poll() is None:
+            main.kill()
+    assert set(Path("/tmp").glob("shardlab-worker-*.log")) <= logs  # no start-up log left behind
+
+
+def test_a_second_sweep_into_the_same_folder_stops_at_once(tmp_path, repo_root):
+    out = tmp_path / "sweep"
+    env = dict(os.environ, **{TEST_HANG_ENV: str(4 << 10)})
+    first = start(["+sweep=allgather_sizes", "op.size_bytes=4KiB", *FAST, f"hydra.sweep.dir={out}"], repo_root, env)
+    try:
+        wait_for_workers(first, 1)
+        second = subprocess.run([sys.executable, "-m", "runner", "+sweep=allgather_sizes", "op.size_bytes=1KiB",
+                                 *FAST, f"hydra.sweep.dir={out}", "resume=true"], cwd=repo_root, capture_output=True,
+                                text=True, timeout=60)
+        assert second.returncode == 2
+        errors = [line for line in second.stderr.splitlines() if line.strip()]
+        assert len(errors) == 1 and "is in use by another sweep" in errors[0] and f"pid {first.pid}" in errors[0]
+        assert not list(out.glob("*/result.json"))  # the second wrote nothing
+    finally:
+        first.kill()
+        first.wait()
+
+
+def test_a_profiler_failure_is_followed_by_a_fresh_worker(compose_cfg, tmp_path):
+    from runner import pool, run
+
+    pool.discard_worker()
+    bad = tmp_path / "0_bad"
+    bad.mkdir()
+    (bad / "trace").write_text("a file where the trace folder should be")  # the trace cannot be written
+    r1 = run(compose_cfg(["op.size_bytes=4KiB", *FAST]), bad)
+    assert r1["status"] == "ok" and "error" in r1["trace"] and "xplane" not in r1["files"]
+    r2 = run(compose_cfg(["op.size_bytes=8KiB", *FAST]), tmp_path / "1_next")
+    r3 = run(compose_cfg(["op.size_bytes=16KiB", *FAST]), tmp_path / "2_next")
+    assert r2["status"] == "ok" and r3["status"] == "ok" and "xplane" in r2["files"]
+    assert r2["worker"]["pid"] != r1["worker"]["pid"] and r3["worker"]["pid"] == r2["worker"]["pid"]
+    pool.discard_worker()
+
+
+def test_junk_result_files_never_pass_for_measurements(tmp_path):
+    from analysis.rundir import read_results
+    from analysis.summary import summary_table
+
+    for i, text in enumerate(["[]", "null", '{"status": "ok"}', "{not json",
+                              json.dumps({"status": "ok", "experiment": {"op": "all_gather"},
+                                          "timing": {"summary": {"median_s": 1e-3}},
+                                          "files": {"hlo_compiled": "/dev/zero", "xplane": "../../etc/passwd"}})]):
+        (tmp_path / f"{i}_junk").mkdir()
+        (tmp_path / f"{i}_junk" / "result.json").write_text(text)
+    results = read_results(tmp_path)
+    assert [r["status"] for r in results] == ["failed", "failed", "failed", "failed", "ok"]
+    assert "not an object" in results[0]["error"] and "IncompleteResult" == results[2]["error_type"]
+    s = summary_table(results)  # no crash, no /dev/zero read
+    row = s[s["job"] == "4_junk"].iloc[0]
+    assert "absolute path" in row["skipped"] and "leaves the job folder" in row["skipped"]
+
+
+def test_a_sweep_with_a_failed_point_exits_nonzero_after_its_report(tmp_path, repo_root):
+    out = tmp_path / "sweep"
+    proc = subprocess.run([sys.executable, "-m", "runner", "+sweep=allgather_sizes", "op.size_bytes=7,9", *FAST,
+                           f"hydra.sweep.dir={out}"], cwd=repo_root, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert (out / "report" / "index.html").is_file() and "resume:" in proc.stdout
+
+
+def test_points_that_were_not_measured_alike_are_not_mixed(tmp_path, compose_cfg):
+    from analysis.report import write_report
+    from analysis.sweep import MixedSweepError
+    from small_sweep import small_sweep
+
+    root = small_sweep(tmp_path / "s", compose_cfg, sizes=("1KiB", "2KiB", "4KiB"))
+    odd = root / "2_op.size_bytes=4KiB" / "result.json"
+    r = json.loads(odd.read_text())
+    r["environment"]["jax_version"] = "0.9.0"  # as if copied in from another machine's sweep
+    odd.write_text(json.dumps(r))
+    with pytest.raises(MixedSweepError, match="environment.jax_version: 0.10.2, 0.9.0"):
+        write_report(root)
+    proc = subprocess.run([sys.executable, "-m", "analysis", "report", str(root)], capture_output=True, text=True)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "--allow-mixed" in proc.stderr
+    assert write_report(root, allow_mixed=True).is_file()
+
+
+def test_a_full_disk_is_one_line_and_leaves_no_temp_file(tmp_path, monkeypatch):
+    import errno
+
+    from analysis.rundir import write_json_atomic
+
+    real_dumps = json.dumps
+    monkeypatch.setattr("os.fdopen", lambda fd, mode: _Full(fd))
+    with pytest.raises(OSError) as err:
+        write_json_atomic(tmp_path / "result.json", {"a": 1})
+    assert err.value.errno == errno.ENOSPC
+    assert list(tmp_path.iterdir()) == []  # neither the file nor its temp
+    assert real_dumps({"x": float("nan")}, allow_nan=True)  # (json itself untouched)
+
+
+class _Full:
+    """A file on a full disk: every write fails with ENOSPC."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)
+
+    def write(self, _):
+        import errno
+
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_container_memory_limits_are_honoured(tmp_path, monkeypatch):
+    from runner.memory import host_available_bytes
+
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "meminfo").write_text("MemTotal: 100000000 kB\nMemAvailable: 50000000 kB\n")
+    assert host_available_bytes(str(tmp_path)) == 50_000_000 * 1024
+    cg = tmp_path / "sys" / "fs" / "cgroup"
+    cg.mkdir(parents=True)
+    (cg / "memory.max").write_text(f"{8 << 30}\n")
+    (cg / "memory.current").write_text(f"{3 << 30}\n")
+    assert host_available_bytes(str(tmp_path)) == 5 << 30  # the container's 8 GiB less 3 in use
+    (cg / "memory.max").write_text("max\n")
+    monkeypatch.setenv("SLURM_MEM_PER_NODE", "4096")
+    assert host_available_bytes(str(tmp_path)) == 4 << 30
+
+
+def test_the_memory_estimate_bounds_what_each_collective_holds(compose_cfg, tmp_path):
+    """At 64 MiB over 8 CPU devices: the worker's resident high-water mark never exceeds the
+    estimate the point was admitted with, and the estimate is not far above it."""
+    from runner import run
+    from runner.pool import discard_worker
+
+    for op in ("all_gather", "reduce_scatter", "all_reduce", "all_to_all"):
+        # A fresh worker each: the allocator keeps freed memory resident (DESIGN: no trim
+        # below 4 GiB), so a reused worker's high-water mark starts at the last point's.
+        discard_worker()
+        r = run(compose_cfg([f"op={op}", "op.size_bytes=64MiB", *FAST, "trace.enabled=false"]), tmp_path / op)
+        assert r["status"] == "ok", r.get("error")
+        grew, est = r["memory_peak"]["growth_bytes"], r["memory_estimate"]["host_total_bytes"]
+        assert grew <= est <= 1.8 * grew, (op, grew / 2**20, est / 2**20)
