@@ -116,6 +116,28 @@ def _status(path: Path) -> str | None:
         return None
 
 
+def launcher_problem(target: str) -> str | None:
+    """Why a Hydra launcher cannot run a sweep, or None. Points are timed one at a time on
+    this machine's devices: a launcher that runs several at once here (joblib, ray, rq) would
+    time them against each other. Hydra's basic launcher and submitit (one job per point,
+    each on its own allocation) are allowed."""
+    if target.endswith("BasicLauncher") or "submitit" in target.lower():
+        return None
+    name = target.rsplit(".", 1)[-1] or "(none)"
+    return (f"hydra/launcher: {name} runs points side by side on one machine, where they would be timed "
+            "against each other; allowed: basic (the default), submitit_local, submitit_slurm")
+
+
+class LauncherCheck(Callback):
+    """Before anything of a sweep is written: stop on a launcher that cannot time it."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        problem = launcher_problem(str(config.hydra.launcher.get("_target_", "")))
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+            sys.exit(2)
+
+
 class ReportCallback(Callback):
     """At the end of a multirun: the later rounds, then ``report/`` from the sweep folder."""
 

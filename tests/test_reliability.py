@@ -225,3 +225,88 @@ def test_the_memory_estimate_bounds_what_each_collective_holds(compose_cfg, tmp_
         assert r["status"] == "ok", r.get("error")
         grew, est = r["memory_peak"]["growth_bytes"], r["memory_estimate"]["host_total_bytes"]
         assert grew <= est <= 1.8 * grew, (op, grew / 2**20, est / 2**20)
+
+
+def test_a_launcher_that_runs_points_side_by_side_is_refused_before_anything_is_written(tmp_path, repo_root):
+    out = tmp_path / "sweep"
+    proc = subprocess.run([sys.executable, "-m", "runner", "-m", "op.size_bytes=1KiB", f"hydra.sweep.dir={out}",
+                           "hydra.launcher._target_=hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"],
+                          cwd=repo_root, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and not out.exists()
+    assert proc.stderr.strip().splitlines() == [
+        "error: hydra/launcher: JoblibLauncher runs points side by side on one machine, where they would be timed "
+        "against each other; allowed: basic (the default), submitit_local, submitit_slurm"]
+
+
+def test_analysis_hlo_on_a_file_that_is_not_hlo_exits_2(tmp_path):
+    junk = tmp_path / "notes.txt"
+    junk.write_text("this is a shopping list\n" * 10)
+    proc = subprocess.run([sys.executable, "-m", "analysis", "hlo", str(junk)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "HLO" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "analysis", "hlo", "/dev/urandom"], capture_output=True, text=True,
+                          timeout=60)  # used to read forever
+    assert proc.returncode == 2 and "not a regular file" in proc.stderr
+
+
+def test_a_point_keeps_its_timing_without_its_hlo_files_and_is_readable_by_all(tmp_path, compose_cfg):
+    import shutil
+    import stat
+
+    import pandas as pd
+
+    from analysis.report import write_report
+    from small_sweep import small_sweep
+
+    root = small_sweep(tmp_path / "s", compose_cfg, sizes=("1KiB", "2KiB", "4KiB"))
+    for job in sorted(p for p in root.iterdir() if p.is_dir()):
+        assert stat.S_IMODE((job / "result.json").stat().st_mode) == 0o644  # like every other file
+    shutil.rmtree(root / "1_op.size_bytes=2KiB" / "hlo")
+    write_report(root)
+    summary = pd.read_csv(root / "summary.csv")
+    target = summary[summary["is_target"]].set_index("job")
+    assert sorted(target.index) == ["0_op.size_bytes=1KiB", "1_op.size_bytes=2KiB", "2_op.size_bytes=4KiB"]
+    assert target.loc["1_op.size_bytes=2KiB", "time_s"] > 0
+
+
+def test_a_multi_line_error_stays_in_its_table_row(tmp_path, compose_cfg):
+    from analysis.report import write_report
+    from small_sweep import small_sweep
+
+    root = small_sweep(tmp_path / "s", compose_cfg, sizes=("1KiB", "2KiB", "4KiB"))
+    bad = root / "3_op.size_bytes=8KiB"
+    bad.mkdir()
+    (bad / "result.json").write_text(json.dumps({"status": "failed", "error_type": "XlaRuntimeError",
+                                                 "error": "first line\nsecond line | with a pipe\nthird"}))
+    write_report(root)
+    md = (root / "report" / "report.md").read_text()
+    lines = md.splitlines()
+    rows = [n for n, line in enumerate(lines) if "XlaRuntimeError" in line]
+    assert len(rows) == 1 and "first line second line" in lines[rows[0]] and "third" in lines[rows[0]]
+    cells = lambda line: line.replace("\\|", "").count("|")  # noqa: E731 - an escaped pipe is text
+    assert cells(lines[rows[0]]) == cells(lines[rows[0] - 1])  # as many cells as the row above
+
+
+def test_every_mesh_override_the_readme_shows_composes(compose_cfg, repo_root):
+    import re
+
+    from runner.spec import build_spec
+
+    shown = re.findall(r"mesh\.(?:axes|shape)=(?:'[^']*'|\{[^}]*\}|[\w-]+)", (repo_root / "README.md").read_text())
+    assert len(shown) >= 3
+    for override in shown:
+        build_spec(compose_cfg([override.replace("'", "")]))  # composes and validates
+    spec = build_spec(compose_cfg(["mesh.shape=2x4", "op.axes=[Y]"]))
+    assert spec["mesh"]["axes"] == {"X": 2, "Y": 4}
+
+
+def test_a_rerun_point_does_not_keep_the_interrupted_attempts_trace(tmp_path, compose_cfg):
+    from runner import run
+
+    job = tmp_path / "0_p"
+    (job / "trace" / "plugins" / "profile" / "old").mkdir(parents=True)
+    (job / "trace" / "plugins" / "profile" / "old" / "host.xplane.pb").write_bytes(b"an interrupted attempt")
+    r = run(compose_cfg(["op.size_bytes=1KiB", *FAST]), job)
+    assert r["status"] == "ok"
+    traces = list((job / "trace").rglob("*.xplane.pb"))
+    assert len(traces) == 1 and traces[0].read_bytes() != b"an interrupted attempt"
