@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from runner.pool import discard_worker
 from runner.progress import _rel, clock
@@ -153,7 +153,9 @@ class ReportCallback(Callback):
         signal.signal(signal.SIGINT, Interrupt.handler)
 
     def on_job_start(self, config: DictConfig, **kwargs) -> None:
-        Interrupt.check(f"before point {int(config.hydra.job.num) + 1}")
+        num = OmegaConf.select(config, "hydra.job.num", default=None)  # missing in a single run
+        if num is not None:
+            Interrupt.check(f"before point {int(num) + 1}")
 
     def on_run_end(self, config: DictConfig, **kwargs) -> None:
         discard_worker()

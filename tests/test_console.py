@@ -73,3 +73,12 @@ def test_time_left_grows_with_the_sizes_still_to_come():
     assert cb.time_left(2) == pytest.approx(14.0, rel=1e-6)
     cb.rounds = 3  # two more rounds of every point's timing phase: 2 x (0.5 x 31 MiB)
     assert cb.time_left(2) == pytest.approx(14.0 + 2 * 15.5, rel=1e-6)
+
+
+def test_a_single_run_prints_one_line_and_no_warnings(tmp_path, repo_root):
+    proc = subprocess.run([sys.executable, "-m", "runner", "op.size_bytes=1KiB", *FAST, f"hydra.run.dir={tmp_path}"],
+                          cwd=repo_root, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stderr == ""  # no Hydra callback warnings, no JAX chatter
+    (line,) = proc.stdout.strip().splitlines()
+    assert line.startswith("AllGather_X(A[I_X]) -> A[I] 1KiB: median ") and line.endswith(f"-> {tmp_path}")
