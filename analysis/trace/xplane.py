@@ -1,7 +1,7 @@
 """The xplane reader: an ``.xplane.pb`` file -> a table of events.
 
-The seam: :func:`read_xplane` is the only code that touches the profiler's format; it yields
-one row per event. Everything after it (:mod:`.ops`, :mod:`.overlap`) works on that table and
+The seam: :func:`read_xplane` is the only code that touches the profiler's format (with its
+decoder, :mod:`.xspace_wire`); it yields one row per event. Everything after it (:mod:`.ops`, :mod:`.overlap`) works on that table and
 is tested with hand-built tables in the shapes CPU, TPU and GPU profiles have:
 
 * CPU: plane ``/host:CPU``, lines ``tf_XLAPjRtCpuClient/<thread>``, op events named after
@@ -16,7 +16,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+
+from analysis.trace import xspace_wire as wire
 
 EVENT_COLUMNS = ["plane", "line", "name", "start_ns", "duration_ns", "hlo_op", "hlo_module", "device_ordinal",
                  "scope_range_id"]
@@ -31,14 +34,302 @@ class TraceError(ValueError):
 def read_xplane(path: str | Path, candidates_only: bool = True) -> pd.DataFrame:
     """The events of an xplane file as a DataFrame with :data:`EVENT_COLUMNS`.
 
-    Uses ``jax.profiler.ProfileData`` (the reader that ships with jaxlib). With
-    ``candidates_only`` (the default) it keeps just the events that can be device ops:
+    With ``candidates_only`` (the default) it keeps just the events that can be device ops:
     everything on ``/device:*`` planes, and on host planes the events named like an HLO
     instruction (no spaces, colons or parentheses, unlike runtime bookkeeping such as
-    ``Wait: ...`` or ``ThunkExecutor::Execute``). That filter, applied while reading, is what
-    keeps the parse fast: touching an event's fields and stats from Python is most of the
-    cost. Pass ``candidates_only=False`` for every event of the file.
+    ``Wait: ...`` or ``ThunkExecutor::Execute``); the stats columns are filled for those
+    only. Pass ``candidates_only=False`` for every event of the file.
+
+    The file is the serialized ``XSpace`` protobuf; :mod:`.xspace_wire` decodes it (the C
+    protobuf parser for planes, lines and metadata, numpy for the events' fields, all events
+    at once). An event's name lives in its plane's metadata, so which events are candidates
+    is decided per metadata entry, and only those events' stats are decoded. The table is
+    exactly the one ``jax.profiler.ProfileData`` gives (:func:`_read_with_profiledata`, kept
+    as the reference the tests compare against): ``start_ns`` is the line's timestamp plus
+    the event's offset in whole ns, ``duration_ns`` whole ns, a stat whose metadata is
+    missing or that has no value is skipped, a reference stat is the referenced metadata's
+    name, and of two stats with one name the later wins.
+
+    Where it is laxer than ProfileData: bytes inside an event that is not read (a host event
+    that is no candidate) are not checked, and a name that is not UTF-8 is decoded with
+    ``surrogateescape`` rather than refused. It needs ``google.protobuf`` (a dependency of
+    xprof, which tensorboard-plugin-profile installs).
     """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TraceError(f"{path}: not a readable xplane trace ({exc})") from exc
+    try:
+        return _table(wire.read_space(data), candidates_only)
+    except (wire.WireError, IndexError) as exc:  # IndexError: a field running off the end
+        raise TraceError(f"{path}: not a readable xplane trace ({exc})") from exc
+
+
+def count_events(path: str | Path) -> int:
+    """How many events the file holds (for throughput figures)."""
+    path = Path(path)
+    try:
+        return wire.count_events(path.read_bytes())
+    except (OSError, wire.WireError) as exc:
+        raise TraceError(f"{path}: not a readable xplane trace ({exc})") from exc
+
+
+def _is_candidate_name(name: str) -> bool:
+    return not (" " in name or ":" in name or "(" in name)
+
+
+class _Lookup:
+    """A metadata map (id -> name) as arrays, to look up many ids at once: ``code_of`` turns a
+    name into the integer the lookup gives (default: the name's position in the map, from
+    1), ``missing`` is what an id without an entry gives. Ids are small counters in practice:
+    then a table indexed by id, else a binary search."""
+
+    def __init__(self, names: dict[int, str], missing: int, code_of=None):
+        keys = np.fromiter(names.keys(), np.int64, len(names))
+        if code_of is None:
+            codes = np.arange(1, len(names) + 1, dtype=np.int64)
+        else:
+            codes = np.fromiter(map(code_of, names.values()), np.int64, len(names))
+        self.missing = missing
+        self.table = None
+        if keys.size and 0 <= keys.min() and keys.max() < 4 * keys.size + 4096:
+            self.table = np.full(int(keys.max()) + 2, missing, np.int64)  # the last entry: not a key
+            self.table[keys] = codes
+        order = np.argsort(keys, kind="stable")
+        self.keys, self.codes = keys[order], codes[order]
+
+    def __call__(self, ids: np.ndarray) -> np.ndarray:
+        if self.table is not None:  # ids past the table (negative ones too, as uint64) read its last entry
+            return self.table[np.minimum(ids.view(np.uint64), np.uint64(self.table.size - 1))]
+        if not self.keys.size:
+            return np.full(ids.shape, self.missing, np.int64)
+        pos = np.minimum(np.searchsorted(self.keys, ids), self.keys.size - 1)
+        return np.where(self.keys[pos] == ids, self.codes[pos], self.missing)
+
+
+def _last_per(owner: np.ndarray, sel: np.ndarray, n: int) -> np.ndarray:
+    """Of the rows ``sel`` (in wire order), the last one of each ``owner``: of two stats with
+    one name, the later wins (as in a dict built from them)."""
+    if sel.size and np.bincount(owner[sel], minlength=n).max() > 1:
+        rev = sel[::-1]
+        _, first = np.unique(owner[rev], return_index=True)
+        sel = np.sort(rev[first])
+    return sel
+
+
+def _trunc_div(v: np.ndarray, d: int) -> np.ndarray:
+    """C++ integer division (toward zero) of int64s."""
+    q = np.abs(v) // d
+    return np.where(v < 0, -q, q)
+
+
+# XStat's value oneof, (field, wire type): double, uint64, int64, str, bytes, ref
+_VALUE_FIELDS = ((2, 1), (3, 0), (4, 0), (5, 2), (6, 2), (7, 0))
+_STR_KINDS = (5, 6, 7)  # a str in the table (ProfileData gives bytes_value as str too)
+
+
+def _table(space: wire.Space, candidates_only: bool) -> pd.DataFrame:
+    planes, buf = space.planes, space.buf
+    lines = [(pi, ln) for pi, p in enumerate(planes) for ln in p.lines]
+    counts = np.array([ln.count for _, ln in lines], np.int64)
+    n = int(counts.sum())
+    if n == 0:
+        return _frame({c: [] for c in EVENT_COLUMNS})
+    line_plane = np.array([pi for pi, _ in lines], np.int64)
+    ev_line = np.repeat(np.arange(len(lines)), counts)
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(line_plane, weights=counts, minlength=len(planes)))])
+    bounds = bounds.astype(np.int64)  # plane pi's events are bounds[pi]:bounds[pi + 1]
+
+    # Event names, as codes into `names` (0: "", the name ProfileData gives an event whose
+    # metadata is missing), from each plane's metadata; candidacy per name and plane.
+    names: list[str] = [""]
+    code_of: dict[str, int] = {"": 0}
+
+    def code(name: str) -> int:
+        c = code_of.get(name)
+        if c is None:
+            c = code_of[name] = len(names)
+            names.append(name)
+        return c
+
+    event_lookup = [_Lookup(p.event_names, 0, code) for p in planes]
+    candidate_name = np.fromiter(map(_is_candidate_name, names), bool, len(names))
+    on_device = [p.name.startswith("/device:") for p in planes]
+
+    def resolve(ev: np.ndarray, mids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(name code, candidate?) of the events ``ev`` (ascending) with metadata ids ``mids``."""
+        codes = np.zeros(ev.size, np.int64)
+        device = np.zeros(ev.size, bool)
+        cuts = np.searchsorted(ev, bounds)
+        for pi in range(len(planes)):
+            lo, hi = cuts[pi], cuts[pi + 1]
+            if lo < hi:
+                codes[lo:hi] = event_lookup[pi](mids[lo:hi])
+                device[lo:hi] = on_device[pi]
+        return codes, candidate_name[codes] | device
+
+    if candidates_only:
+        # Most events are not candidates: tell them by their metadata id alone, which is the
+        # first field of an event as every writer lays it out; the rest are decoded.
+        first, has_first = wire.first_varint_field(buf, space.starts, space.stops, 0x08)
+        _, cand = resolve(np.arange(n), first.view(np.int64))
+        keep = np.flatnonzero(cand | ~has_first)
+    else:
+        keep = np.arange(n)
+    d = wire.decode(buf, space.starts[keep], space.stops[keep], ((1, 0), (2, 0), (3, 0), (5, 0)), repeated=(4, 2),
+                    peek=0x08)
+    codes, cand = resolve(keep, d.value[(1, 0)].view(np.int64))
+    # offset_ps and num_occurrences are a oneof: with the latter set, the offset reads as 0
+    offset = np.where(d.seen[(2, 0)] > d.seen[(5, 0)], d.value[(2, 0)].view(np.int64), 0)
+    duration = d.value[(3, 0)].view(np.int64)
+    rows = np.flatnonzero(cand) if candidates_only else np.arange(keep.size)
+    ev = keep[rows]
+    kept_line = ev_line[ev]
+    plane_names = np.array([p.name for p in planes] + [None], object)[:-1]
+    line_names = np.array([ln.name for _, ln in lines] + [None], object)[:-1]
+    cols = {
+        "plane": plane_names[line_plane[kept_line]],
+        "line": line_names[kept_line],
+        "name": np.array(names + [None], object)[:-1][codes[rows]],
+        "start_ns": (_trunc_div(offset[rows], 1000) + _line_ts(lines)[kept_line]).astype(np.float64),
+        "duration_ns": _trunc_div(duration[rows], 1000).astype(np.float64),
+    }
+    row_of = np.full(keep.size, -1, np.int64)
+    row_of[rows] = np.arange(rows.size)
+    cols.update(_stats(space, d, keep, cand, bounds, row_of, rows.size))
+    return _frame(cols)
+
+
+def _stats(space: wire.Space, d: wire.Decoded, keep: np.ndarray, cand: np.ndarray, bounds: np.ndarray,
+           row_of: np.ndarray, n_rows: int) -> dict:
+    """The stats columns, from the stats of the candidate events only (as ProfileData's reader
+    did): a stat whose metadata is missing or that has no value is skipped."""
+    planes, buf = space.planes, space.buf
+    column = {name: i for i, name in enumerate(_STATS)}
+    stat_lookup = [_Lookup(p.stat_names, -1, lambda s: column.get(s, -1)) for p in planes]
+    cuts = np.searchsorted(keep, bounds)
+    used = [pi for pi in range(len(planes)) if cuts[pi] < cuts[pi + 1]]
+    owner = d.rep_msg  # stat -> index into keep
+    take = np.flatnonzero(cand[owner])
+    owner, s_start, s_stop = owner[take], d.rep_start[take], d.rep_stop[take]
+    first, has_first = d.rep_first[take], d.rep_has_first[take]
+    if len(used) > 1:
+        plane_of_keep = np.repeat(np.arange(len(planes)), np.diff(cuts))
+        plane_of = plane_of_keep[owner]
+    else:
+        plane_of = None
+
+    def stat_codes(plane_of, mids):
+        if plane_of is None:
+            return stat_lookup[used[0]](mids) if used else np.full(mids.size, -1, np.int64)
+        out = np.full(mids.size, -1, np.int64)
+        for pi in used:
+            m = plane_of == pi
+            out[m] = stat_lookup[pi](mids[m])
+        return out
+
+    # Only the stats named like a column are decoded; their metadata id (the first field, as
+    # writers lay them out) was read with the events.
+    take = np.flatnonzero((stat_codes(plane_of, first.view(np.int64)) >= 0) | ~has_first)
+    owner, s_start, s_stop = owner[take], s_start[take], s_stop[take]
+    if plane_of is not None:
+        plane_of = plane_of[take]
+    g = wire.decode(buf, s_start, s_stop, ((1, 0), *_VALUE_FIELDS))
+    col = stat_codes(plane_of, g.value[(1, 0)].view(np.int64))
+    # the value oneof: the member seen last is the one set
+    kind = np.zeros(g.seen[(1, 0)].size, np.int64)
+    raw = np.zeros(kind.size, np.uint64)
+    last_seen = np.zeros(kind.size, np.int32)
+    for key in _VALUE_FIELDS:
+        if key not in g.hit:
+            continue
+        later = np.flatnonzero(g.seen[key] > last_seen)
+        last_seen[later] = g.seen[key][later]
+        kind[later] = key[0]
+        raw[later] = g.value[key][later]
+    v_start = np.where(kind == 5, g.start[(5, 2)], g.start[(6, 2)])
+    v_stop = np.where(kind == 5, g.stop[(5, 2)], g.stop[(6, 2)])
+    ref_lookups: dict[int, tuple] = {}
+
+    def refs(pi: int, ids: np.ndarray) -> np.ndarray:
+        """The names of stat metadata ``ids`` of plane ``pi``, "" where there is none."""
+        if pi not in ref_lookups:
+            names = planes[pi].stat_names
+            ref_lookups[pi] = _Lookup(names, 0), np.array(["", *names.values(), None], object)[:-1]
+        lookup, texts = ref_lookups[pi]
+        return texts[lookup(ids)]
+
+    out = {}
+    for c, name in enumerate(_STATS):
+        sel = _last_per(owner, np.flatnonzero((col == c) & (kind > 0)), keep.size)
+        where = plane_of[sel] if plane_of is not None else np.full(sel.size, used[0] if used else 0)
+        out[name] = _stat_column(n_rows, row_of[owner[sel]], kind[sel], raw[sel], v_start[sel], v_stop[sel], buf,
+                                 refs, where)
+    return out
+
+
+def _line_ts(lines) -> np.ndarray:
+    return np.array([ln.timestamp_ns for _, ln in lines], np.int64)
+
+
+def _stat_column(n: int, rows: np.ndarray, kind: np.ndarray, raw: np.ndarray, start: np.ndarray, stop: np.ndarray,
+                 buf: wire.Buf, refs, plane_of: np.ndarray):
+    """One stats column: the values ProfileData gives (float, int, str), None where a row has
+    no such stat, typed as pandas types a list of them."""
+    if not rows.size:
+        return np.full(n, None, object)
+    if np.isin(kind, (3, 4)).all():
+        fits = (kind == 4) | (raw < np.uint64(2 ** 63))  # an int64 holds it
+        if fits.all():
+            vals = raw.view(np.int64)
+            if rows.size == n:
+                out = np.empty(n, np.int64)
+            else:
+                out = np.full(n, np.nan)  # ints and None: pandas makes floats and NaN
+            out[rows] = vals
+            return out
+    values = np.empty(rows.size, object)
+    for k in np.unique(kind).tolist():
+        m = np.flatnonzero(kind == k)
+        if k == 2:
+            values[m] = raw[m].view(np.float64).tolist()
+        elif k == 3:
+            values[m] = raw[m].tolist()
+        elif k == 4:
+            values[m] = raw[m].view(np.int64).tolist()
+        elif k == 7:  # a reference: the referenced stat metadata's name, "" if none
+            for pi in np.unique(plane_of[m]).tolist():
+                mm = m[plane_of[m] == pi]
+                values[mm] = refs(pi, raw[mm].view(np.int64))
+        else:  # str_value, bytes_value
+            cache: dict[bytes, str] = {}
+            texts = []
+            for s, e in zip(start[m].tolist(), stop[m].tolist()):
+                b = buf.u8[s:e].tobytes()
+                t = cache.get(b)
+                if t is None:
+                    t = cache[b] = b.decode("utf-8", "surrogateescape")
+                texts.append(t)
+            values[m] = texts
+    col = np.full(n, None, object)
+    col[rows] = values
+    if np.isin(kind, _STR_KINDS).all():
+        return col  # pandas types an object array of str and None as it types such a list
+    return col.tolist()
+
+
+def _frame(cols: dict) -> pd.DataFrame:
+    df = pd.DataFrame(cols)
+    df["start_ns"] = df["start_ns"].astype("float64")
+    df["duration_ns"] = df["duration_ns"].astype("float64")
+    return df
+
+
+def _read_with_profiledata(path: str | Path, candidates_only: bool = True) -> pd.DataFrame:
+    """The reference reader: :func:`read_xplane` through ``jax.profiler.ProfileData`` (the
+    reader that ships with jaxlib), one Python step per event. The tests and the benchmark
+    compare the fast reader with it."""
     from jax.profiler import ProfileData
 
     path = Path(path)
@@ -68,15 +359,4 @@ def read_xplane(path: str | Path, candidates_only: bool = True) -> pd.DataFrame:
                 add_dur(ev.duration_ns)
                 for key, add in add_stats:
                     add(kept.get(key))
-    df = pd.DataFrame(cols)
-    df["start_ns"] = df["start_ns"].astype("float64")
-    df["duration_ns"] = df["duration_ns"].astype("float64")
-    return df
-
-
-def count_events(path: str | Path) -> int:
-    """How many events the file holds (for throughput figures)."""
-    from jax.profiler import ProfileData
-
-    data = ProfileData.from_serialized_xspace(Path(path).read_bytes())
-    return sum(1 for plane in data.planes for line in plane.lines for _ in line.events)
+    return _frame(cols)

@@ -1,6 +1,6 @@
 """Benchmark of shardlab itself: where a sweep's time goes, and shardlab against its peers.
 
-    python tests/bench/run.py [--quick] [--json FILE]
+    python tests/bench/run.py [--quick] [--json FILE] [--only trace]
 
 Prints a table of figures; it never passes or fails on time. Ratios are measured side by
 side in one run (this machine is noisy): compare them, not absolute times across runs.
@@ -8,7 +8,6 @@ side in one run (this machine is noisy): compare them, not absolute times across
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import platform
@@ -98,54 +97,106 @@ def small_message(repeats: int) -> dict:
             "ratio": float(np.median(shardlab) / np.median(naive)), "repeats": repeats}
 
 
-def trace_parsing(work: Path, iters: int) -> dict:
-    """Events/s: shardlab's xplane reader vs json of the perfetto trace vs xprof's hlo_stats."""
+def trace_parsing(work: Path, iters: int, big_iters: int = 6500, mlp_iters: int = 2200, rounds: int = 3) -> dict:
+    """Events/s reading an xplane file: shardlab's reader vs the ProfileData reader it replaced
+    vs xprof's hlo_stats, on three traces of the 8 CPU devices: ``iters`` steps of a 1 KiB
+    AllGather (about 50 k events at 300), ``big_iters`` steps of it (1 M events at 6500), and
+    ``mlp_iters`` steps of a sharded MLP's forward and backward (1 M events at 2200, a third
+    of them device-op candidates against a sixth for the AllGather)."""
     import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
 
-    from analysis.trace import count_events, device_ops, read_xplane
     from runner.programs import collectives as programs
 
     mesh = jax.make_mesh((8,), ("X",))
     prog = programs.build("all_gather", ["X"], mesh, 1024, "float32")
     x = prog.make_input()
-    compiled = prog.fn.lower(x).compile()
+    all_gather = prog.fn.lower(x).compile()
+
+    mesh2 = jax.make_mesh((4, 2), ("data", "model"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    rng = np.random.default_rng(0)
+    mlp_args = [jax.device_put(jnp.asarray(rng.standard_normal(shape), jnp.float32), NamedSharding(mesh2, spec))
+                for shape, spec in (((32, 64), P(None, "model")), ((64, 16), P("model", None)),
+                                    ((64, 32), P("data", None)))]
+
+    def loss(w1, w2, xs):
+        return jnp.mean(jnp.square(jax.nn.relu(xs @ w1) @ w2))
+
+    mlp = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
+    jax.block_until_ready(mlp(*mlp_args))
     opts = jax.profiler.ProfileOptions()
     opts.python_tracer_level, opts.host_tracer_level = 0, 1
-    tdir = work / "bigtrace"
-    jax.profiler.start_trace(str(tdir), create_perfetto_trace=True, profiler_options=opts)
-    for _ in range(iters):
-        compiled(x).block_until_ready()
-    jax.profiler.stop_trace()
-    xplane = next(tdir.glob("plugins/profile/*/*.xplane.pb"))
-    perfetto = next(tdir.glob("plugins/profile/*/perfetto_trace.json.gz"))
+    out = {}
+    for label, fn, args, steps in (("small", all_gather, (x,), iters), ("large", all_gather, (x,), big_iters),
+                                   ("large_mlp", mlp, mlp_args, mlp_iters)):
+        tdir = work / f"trace_{label}"
+        jax.profiler.start_trace(str(tdir), profiler_options=opts)
+        for _ in range(steps):
+            jax.block_until_ready(fn(*args))
+        jax.profiler.stop_trace()
+        out[label] = {"steps": steps, **_reading_figures(next(tdir.glob("plugins/profile/*/*.xplane.pb")), rounds)}
+    return out
 
-    def best(fn, n=3):
-        times = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            out = fn()
-            times.append(time.perf_counter() - t0)
-        return min(times), out
 
-    t_ours, events = best(lambda: read_xplane(xplane))
-    t_ops, ops = best(lambda: device_ops(events))
-    t_json, doc = best(lambda: json.loads(gzip.decompress(perfetto.read_bytes())))
-    n_json = len(doc["traceEvents"] if isinstance(doc, dict) else doc)
+def _reading_figures(xplane: Path, rounds: int) -> dict:
+    """Best-of-``rounds`` seconds of each reader on one file, the readers interleaved round by
+    round (this machine is noisy; drift hits all alike). events/s counts every event in the
+    file for all three, as all three read the whole file."""
+    import pandas as pd
     from xprof.convert import raw_to_tool_data
 
-    # use_saved_result=False: by default xprof caches its answer beside the trace, and every
-    # call after the first would time a cache read.
-    t_xprof, (data, _) = best(lambda: raw_to_tool_data.xspace_to_tool_data([str(xplane)], "hlo_stats", {"use_saved_result": False}))
-    if not data:  # a converter that failed returns nothing: its time would mean nothing
-        raise RuntimeError("xprof hlo_stats returned no data")
-    # All three read the whole file, so events/s counts every event in it; shardlab keeps
-    # only the candidate device-op events of those.
+    from analysis.trace import count_events, device_ops, read_xplane
+    from analysis.trace.xplane import _read_with_profiledata
+
+    def xprof_hlo_stats():
+        # Without its cache: xprof saves converted data beside the trace (use_saved_result=False
+        # should skip reading it; removing it makes sure every call converts the xplane).
+        for f in xplane.parent.iterdir():
+            if f != xplane:
+                f.unlink()
+        data, _ = raw_to_tool_data.xspace_to_tool_data([str(xplane)], "hlo_stats", {"use_saved_result": False})
+        if not data:  # a converter that failed returns nothing: its time would mean nothing
+            raise RuntimeError("xprof hlo_stats returned no data")
+        return data
+
+    readers = {"shardlab": lambda: read_xplane(xplane), "profiledata": lambda: _read_with_profiledata(xplane),
+               "xprof_hlo_stats": xprof_hlo_stats}
+    times: dict[str, list[float]] = {k: [] for k in readers}
+    results = {}
+    for _ in range(rounds):
+        for name, fn in readers.items():
+            t0 = time.perf_counter()
+            results[name] = fn()
+            times[name].append(time.perf_counter() - t0)
+    events = results["shardlab"]
+    pd.testing.assert_frame_equal(events, results["profiledata"])  # the same table, or the figures mean nothing
+    ops_times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        ops = device_ops(events)
+        ops_times.append(time.perf_counter() - t0)
     n = count_events(xplane)
-    return {"events": n, "candidate_events": len(events), "device_op_events": len(ops), "json_events": n_json,
-            "xprof_hlo_stats_bytes": len(data),
-            "shardlab_read_s": t_ours, "shardlab_events_per_s": n / t_ours,
-            "shardlab_read_plus_ops_s": t_ours + t_ops, "json_load_s": t_json, "json_events_per_s": n_json / t_json,
-            "xprof_hlo_stats_s": t_xprof, "xprof_events_per_s": n / t_xprof}
+    fig = {"events": n, "file_bytes": xplane.stat().st_size, "candidate_events": len(events),
+           "device_op_events": len(ops), "device_ops_s": min(ops_times), "xprof_hlo_stats_bytes": len(results["xprof_hlo_stats"])}
+    for name, ts in times.items():
+        fig[f"{name}_s"] = min(ts)
+        fig[f"{name}_events_per_s"] = n / min(ts)
+    fig["shardlab_vs_xprof"] = fig["xprof_hlo_stats_s"] / fig["shardlab_s"]
+    fig["shardlab_vs_profiledata"] = fig["profiledata_s"] / fig["shardlab_s"]
+    return fig
+
+
+def print_trace_parsing(tp: dict) -> None:
+    for label, f in tp.items():
+        print(f"\ntrace parsing, {label} trace ({f['steps']} steps): {f['events']} events in the xplane "
+              f"({f['file_bytes'] / 2 ** 20:.1f} MiB; {f['candidate_events']} kept, {f['device_op_events']} device ops)")
+        for name, title in (("shardlab", "shardlab read_xplane"), ("profiledata", "ProfileData reader (old)"),
+                            ("xprof_hlo_stats", "xprof hlo_stats")):
+            print(f"    {title:<26s} {f[name + '_s']:.3f} s  {f[name + '_events_per_s'] / 1e6:.2f} M events/s")
+        print(f"    shardlab / xprof {f['shardlab_vs_xprof']:.2f}x, / ProfileData {f['shardlab_vs_profiledata']:.2f}x; "
+              f"device_ops on the table {f['device_ops_s']:.3f} s")
 
 
 def report_100(work: Path, template_sweep: Path, n: int) -> dict:
@@ -174,8 +225,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repeats; under two minutes on 2 cores")
     ap.add_argument("--json", type=Path, help="also write the figures to this file")
+    ap.add_argument("--only", choices=["trace"], help="run one part: trace = trace parsing (about two minutes)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="shardlab-bench-"))
+    if args.only == "trace":
+        tp = trace_parsing(work, 300)
+        print_trace_parsing(tp)
+        if args.json:
+            args.json.write_text(json.dumps({"trace_parsing": tp}, indent=1))
+        shutil.rmtree(work, ignore_errors=True)
+        return 0
     cache = work / "jax-cache"
     t0 = time.time()
     figures = {"machine": {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
@@ -183,7 +242,7 @@ def main() -> int:
     figures["sweep_cold"] = sweep_breakdown(work, cache, "cold cache")
     figures["sweep_warm"] = sweep_breakdown(work, cache, "warm cache")
     figures["small_message"] = small_message(5 if args.quick else 9)
-    figures["trace_parsing"] = trace_parsing(work, 300 if args.quick else 1500)
+    figures["trace_parsing"] = trace_parsing(work, 300)
     figures["report_100"] = report_100(work, Path(figures["sweep_warm"]["dir"]), 100)
     figures["bench_wall_s"] = time.time() - t0
     import jax
@@ -209,13 +268,7 @@ def print_table(f: dict) -> None:
     sm = f["small_message"]
     print(f"\n1 KiB AllGather on 8 CPU devices: shardlab {1e6 * sm['shardlab_median_s']:.0f} us, naive loop "
           f"{1e6 * sm['naive_median_s']:.0f} us (ratio {sm['ratio']:.2f}, medians of {sm['repeats']} interleaved repeats)")
-    tp = f["trace_parsing"]
-    print(f"\ntrace parsing, {tp['events']} events in the xplane ({tp['candidate_events']} kept, "
-          f"{tp['device_op_events']} device ops; {tp['json_events']} in the perfetto JSON):")
-    print(f"    shardlab read_xplane     {tp['shardlab_read_s']:.3f} s  {tp['shardlab_events_per_s'] / 1e6:.2f} M events/s "
-          f"(+ device_ops: {tp['shardlab_read_plus_ops_s']:.3f} s)")
-    print(f"    json of perfetto .gz     {tp['json_load_s']:.3f} s  {tp['json_events_per_s'] / 1e6:.2f} M events/s")
-    print(f"    xprof hlo_stats          {tp['xprof_hlo_stats_s']:.3f} s  {tp['xprof_events_per_s'] / 1e6:.2f} M events/s")
+    print_trace_parsing(f["trace_parsing"])
     r = f["report_100"]
     print(f"\nanalysis + report of {r['jobs']} jobs: {r['analysis_report_s']:.2f} s")
     print(f"\nbenchmark wall time {f['bench_wall_s']:.0f} s")
