@@ -15,12 +15,13 @@ It never imports :mod:`runner`, so it works on folders produced on another machi
 
 For notebooks: ``from analysis import load_sweep; s = load_sweep(DIR); s.points``.
 """
+
 from __future__ import annotations
 
 
-def load_sweep(root, hardware=None):
+def load_sweep(root, hardware=None, allow_mixed=False):
     """A sweep folder read once: see :func:`analysis.sweep.load_sweep` (imported on first use,
     so ``import analysis`` stays light)."""
     from analysis.sweep import load_sweep as _load
 
-    return _load(root, hardware)
+    return _load(root, hardware, allow_mixed)

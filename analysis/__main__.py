@@ -1,4 +1,5 @@
 """``python -m analysis <command> ...``: see :mod:`analysis.cli`."""
+
 import sys
 
 from analysis.cli import main

@@ -11,6 +11,7 @@ collective and number of mesh axes gives the W and T_min this machine really sho
 the AllGather fit as the headline constants, and a ``calibrated:`` list that
 :func:`analysis.hardware.calibrated_for` consults per (op, n_axes).
 """
+
 from __future__ import annotations
 
 import math
@@ -23,8 +24,18 @@ from analysis.book.hardware import hardware_dir, load_hardware
 from analysis.fit import MIN_POINTS, fit_max_model, regime_break
 from analysis.predictions import unit_terms
 
-CALIBRATION_COLUMNS = ["op", "n_axes", "W_Bps", "T_min_s", "rel_rms_error", "n_points", "V_min_bytes",
-                       "V_max_bytes", "meshes", "left_out"]
+CALIBRATION_COLUMNS = [
+    "op",
+    "n_axes",
+    "W_Bps",
+    "T_min_s",
+    "rel_rms_error",
+    "n_points",
+    "V_min_bytes",
+    "V_max_bytes",
+    "meshes",
+    "left_out",
+]
 WARN_REL_ERROR = 0.25  # calibrate warns when the fitted model stays further than this from the medians
 
 
@@ -47,18 +58,29 @@ def calibration_table(points: pd.DataFrame, base: str) -> pd.DataFrame:
         if len(g) < MIN_POINTS:
             continue
         fit = fit_max_model(g["time_s"], g["latency_unit"], g["bandwidth_unit"])
-        brk = regime_break(g["V_bytes"], g["time_s"], g["bandwidth_unit"], g["latency_unit"], fit["T_min_s"],
-                           fit["W_Bps"])
+        brk = regime_break(
+            g["V_bytes"], g["time_s"], g["bandwidth_unit"], g["latency_unit"], fit["T_min_s"], fit["W_Bps"]
+        )
         if brk is not None and (~brk[0]).sum() >= MIN_POINTS:
             left += [f"{r.job}: {brk[1]}" for r in g[brk[0]].itertuples()]
             g = g[~brk[0]]
             fit = fit_max_model(g["time_s"], g["latency_unit"], g["bandwidth_unit"])
         if not math.isfinite(fit["W_Bps"]):
             continue  # every point latency-bound: no W to write
-        rows.append({"op": op, "n_axes": int(k), "W_Bps": fit["W_Bps"], "T_min_s": fit["T_min_s"],
-                     "rel_rms_error": fit["rel_rmse"], "n_points": len(g), "V_min_bytes": g["V_bytes"].min(),
-                     "V_max_bytes": g["V_bytes"].max(), "meshes": ", ".join(sorted(set(g["mesh_axes"].astype(str)))),
-                     "left_out": "; ".join(left)})
+        rows.append(
+            {
+                "op": op,
+                "n_axes": int(k),
+                "W_Bps": fit["W_Bps"],
+                "T_min_s": fit["T_min_s"],
+                "rel_rms_error": fit["rel_rmse"],
+                "n_points": len(g),
+                "V_min_bytes": g["V_bytes"].min(),
+                "V_max_bytes": g["V_bytes"].max(),
+                "meshes": ", ".join(sorted(set(g["mesh_axes"].astype(str)))),
+                "left_out": "; ".join(left),
+            }
+        )
     return pd.DataFrame(rows, columns=CALIBRATION_COLUMNS)
 
 
@@ -87,12 +109,25 @@ def hardware_entry(base_raw: dict, name: str, table: pd.DataFrame, source: str) 
     W, t_min = float(head["W_Bps"]), float(head["T_min_s"])
     switch = base_raw.get("interconnect") == "switch"
     entry = dict(base_raw)
-    entry.update(name=name, device_kinds=[],
-                 link_bw_unidir_Bps=W if switch else W / 2, link_bw_bidir_Bps=2 * W if switch else W,
-                 hop_latency_s=t_min, source=source,
-                 calibrated=[{"op": str(r.op), "n_axes": int(r.n_axes), "link_bw_bidir_Bps": float(r.W_Bps),
-                              "hop_latency_s": float(r.T_min_s), "rel_rms_error": float(r.rel_rms_error),
-                              "n_points": int(r.n_points)} for r in table.itertuples()])
+    entry.update(
+        name=name,
+        device_kinds=[],
+        link_bw_unidir_Bps=W if switch else W / 2,
+        link_bw_bidir_Bps=2 * W if switch else W,
+        hop_latency_s=t_min,
+        source=source,
+        calibrated=[
+            {
+                "op": str(r.op),
+                "n_axes": int(r.n_axes),
+                "link_bw_bidir_Bps": float(r.W_Bps),
+                "hop_latency_s": float(r.T_min_s),
+                "rel_rms_error": float(r.rel_rms_error),
+                "n_points": int(r.n_points),
+            }
+            for r in table.itertuples()
+        ],
+    )
     return entry
 
 

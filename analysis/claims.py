@@ -6,6 +6,7 @@ hold here* / *inconclusive*; :func:`reason` says why a claim fails on this hardw
 evidence comes from ``sweeps/book_claims.yaml`` (``conf/claim/`` says what each point is),
 but any sweep that holds the right points gets the same table.
 """
+
 from __future__ import annotations
 
 import math
@@ -66,7 +67,9 @@ def claims_table(summary: pd.DataFrame, backend: str | None = None) -> pd.DataFr
     """Every claim: what was measured, the book's value, the ratio with its CI, the verdict
     and (where it does not hold) the reason."""
     jobs = job_table(summary)
-    backend = backend or (jobs["backend"].dropna().mode().iloc[0] if len(jobs) and jobs["backend"].notna().any() else None)
+    backend = backend or (
+        jobs["backend"].dropna().mode().iloc[0] if len(jobs) and jobs["backend"].notna().any() else None
+    )
     ag = jobs[(jobs["op"] == "all_gather") & ~jobs["grad"]] if len(jobs) else jobs
     sizes = sorted(set(ag["V_bytes"].dropna())) if len(ag) else []
     big, small = (sizes[-1], sizes[0]) if len(sizes) > 1 else (sizes[0] if sizes else None, None)
@@ -74,37 +77,92 @@ def claims_table(summary: pd.DataFrame, backend: str | None = None) -> pd.DataFr
 
     def add(claim, text, expected, a, b, note=""):
         if a is None or b is None:
-            rows.append({"claim": claim, "measured": text, "expected": expected, "ratio": np.nan,
-                         "ci_low": np.nan, "ci_high": np.nan, "verdict": MISSING,
-                         "reason": "the sweep has no point for one side of this ratio"})
+            rows.append(
+                {
+                    "claim": claim,
+                    "measured": text,
+                    "expected": expected,
+                    "ratio": np.nan,
+                    "ci_low": np.nan,
+                    "ci_high": np.nan,
+                    "verdict": MISSING,
+                    "reason": "the sweep has no point for one side of this ratio",
+                }
+            )
             return
         r, lo, hi = ratio_ci(a, b)
         v = verdict(r, lo, hi, expected)
-        rows.append({"claim": claim, "measured": f"{text} ({fmt_bytes(a['V_bytes'])} {_ms(a)} / {fmt_bytes(b['V_bytes'])} {_ms(b)})", "expected": expected,
-                     "ratio": r, "ci_low": lo, "ci_high": hi, "verdict": v,
-                     "reason": "" if v == HOLDS else reason(claim, r, backend, note)})
+        rows.append(
+            {
+                "claim": claim,
+                "measured": f"{text} ({fmt_bytes(a['V_bytes'])} {_ms(a)} / {fmt_bytes(b['V_bytes'])} {_ms(b)})",
+                "expected": expected,
+                "ratio": r,
+                "ci_low": lo,
+                "ci_high": hi,
+                "verdict": v,
+                "reason": "" if v == HOLDS else reason(claim, r, backend, note),
+            }
+        )
 
     ag8 = _collective(jobs, "all_gather", 8, big)
     ag2 = _collective(jobs, "all_gather", 2, big)
-    add("bandwidth-bound cost does not depend on the number of devices", "AllGather, 8 devices / 2 devices",
-        1.0, ag8, ag2)
-    add("ReduceScatter costs what AllGather costs", "ReduceScatter / AllGather, 8 devices", 1.0,
-        _collective(jobs, "reduce_scatter", 8, big), ag8)
-    add("AllReduce costs twice an AllGather", "AllReduce / AllGather, 8 devices", 2.0,
-        _collective(jobs, "all_reduce", 8, big), ag8)
-    add("AllToAll costs a quarter of an AllGather (on a ring)", "AllToAll / AllGather, 8 devices", 0.25,
-        _collective(jobs, "all_to_all", 8, big), ag8)
-    add("gathering over two axes doubles the bandwidth", "AllGather over 2 axes / over 1 axis, 8 devices", 0.5,
-        _collective(jobs, "all_gather", 8, big, n_axes=2), ag8)
-    add("small buffers are latency-bound, and there more devices cost more", "AllGather of the smallest V, "
-        "8 devices / 2 devices", ">1", _collective(jobs, "all_gather", 8, small), _collective(jobs, "all_gather", 2, small))
+    add(
+        "bandwidth-bound cost does not depend on the number of devices",
+        "AllGather, 8 devices / 2 devices",
+        1.0,
+        ag8,
+        ag2,
+    )
+    add(
+        "ReduceScatter costs what AllGather costs",
+        "ReduceScatter / AllGather, 8 devices",
+        1.0,
+        _collective(jobs, "reduce_scatter", 8, big),
+        ag8,
+    )
+    add(
+        "AllReduce costs twice an AllGather",
+        "AllReduce / AllGather, 8 devices",
+        2.0,
+        _collective(jobs, "all_reduce", 8, big),
+        ag8,
+    )
+    add(
+        "AllToAll costs a quarter of an AllGather (on a ring)",
+        "AllToAll / AllGather, 8 devices",
+        0.25,
+        _collective(jobs, "all_to_all", 8, big),
+        ag8,
+    )
+    add(
+        "gathering over two axes doubles the bandwidth",
+        "AllGather over 2 axes / over 1 axis, 8 devices",
+        0.5,
+        _collective(jobs, "all_gather", 8, big, n_axes=2),
+        ag8,
+    )
+    add(
+        "small buffers are latency-bound, and there more devices cost more",
+        "AllGather of the smallest V, 8 devices / 2 devices",
+        ">1",
+        _collective(jobs, "all_gather", 8, small),
+        _collective(jobs, "all_gather", 2, small),
+    )
     for fwd, other, claim_text, back in (
-            ("all_gather", "reduce_scatter", "the backward pass of an AllGather is a ReduceScatter", "reduce-scatter"),
-            ("reduce_scatter", "all_gather", "the backward pass of a ReduceScatter is an AllGather", "all-gather")):
+        ("all_gather", "reduce_scatter", "the backward pass of an AllGather is a ReduceScatter", "reduce-scatter"),
+        ("reduce_scatter", "all_gather", "the backward pass of a ReduceScatter is an AllGather", "all-gather"),
+    ):
         g = _pick(jobs, op=fwd, grad=True) if len(jobs) else None
         o = _collective(jobs, other, g["group_size"], g["V_bytes"]) if g is not None else None
-        add(claim_text, f"time of grad / forward {back}; the grad's HLO has "
-            f"{', '.join(g['hlo_kinds']) if g is not None else '?'}", 1.0, g, o, note=back)
+        add(
+            claim_text,
+            f"time of grad / forward {back}; the grad's HLO has {', '.join(g['hlo_kinds']) if g is not None else '?'}",
+            1.0,
+            g,
+            o,
+            note=back,
+        )
         if g is not None:  # the HLO fact decides this claim; the time ratio is the cost side of it
             rows[-1]["verdict"] = HOLDS if back in g["hlo_kinds"] else FAILS
             rows[-1]["reason"] = "" if back in g["hlo_kinds"] else f"the backward pass compiled to {g['hlo_kinds']}"
@@ -125,15 +183,32 @@ def _collective_matmul(jobs: pd.DataFrame, backend: str | None) -> dict:
         ratio = r.time_s / bound
         lo, hi = r.time_ci_low_s / bound, r.time_ci_high_s / bound
         v = verdict(ratio, lo, hi, 1.0)
-        text = (f"collective matmul {r.time_s * 1e3:.3g} ms / max(compute {n['trace_compute_s'] * 1e3:.3g} ms, "
-                f"collectives {n['trace_collective_s'] * 1e3:.3g} ms) of the naive program's trace; naive "
-                f"{n['time_s'] * 1e3:.3g} ms")
+        text = (
+            f"collective matmul {r.time_s * 1e3:.3g} ms / max(compute {n['trace_compute_s'] * 1e3:.3g} ms, "
+            f"collectives {n['trace_collective_s'] * 1e3:.3g} ms) of the naive program's trace; naive "
+            f"{n['time_s'] * 1e3:.3g} ms"
+        )
         overlap = getattr(r, "trace_overlap_frac", np.nan)
-        return {"claim": claim, "measured": text, "expected": 1.0, "ratio": ratio, "ci_low": lo, "ci_high": hi,
-                "verdict": v, "reason": "" if v == HOLDS else reason(claim, ratio, backend, overlap)}
-    return {"claim": claim, "measured": "collective matmul vs its naive counterpart (with a trace)", "expected": 1.0,
-            "ratio": np.nan, "ci_low": np.nan, "ci_high": np.nan, "verdict": MISSING,
-            "reason": "the sweep has no collective_matmul job with a traced naive counterpart"}
+        return {
+            "claim": claim,
+            "measured": text,
+            "expected": 1.0,
+            "ratio": ratio,
+            "ci_low": lo,
+            "ci_high": hi,
+            "verdict": v,
+            "reason": "" if v == HOLDS else reason(claim, ratio, backend, overlap),
+        }
+    return {
+        "claim": claim,
+        "measured": "collective matmul vs its naive counterpart (with a trace)",
+        "expected": 1.0,
+        "ratio": np.nan,
+        "ci_low": np.nan,
+        "ci_high": np.nan,
+        "verdict": MISSING,
+        "reason": "the sweep has no collective_matmul job with a traced naive counterpart",
+    }
 
 
 def reason(claim: str, ratio: float, backend: str | None, note=None) -> str:
@@ -141,26 +216,39 @@ def reason(claim: str, ratio: float, backend: str | None, note=None) -> str:
     cpu = backend == "cpu"
     r = f"{ratio:.2f}x"
     if "number of devices" in claim and cpu:
-        return (f"the CPU backend's devices share one host memory, not a link each, so the group size changes "
-                f"how their copies contend for it ({r}; on the 4x2 mesh four 2-device groups run at once)")
+        return (
+            f"the CPU backend's devices share one host memory, not a link each, so the group size changes "
+            f"how their copies contend for it ({r}; on the 4x2 mesh four 2-device groups run at once)"
+        )
     if "AllToAll" in claim and cpu:
-        return (f"on the CPU backend the devices share host memory and there is no ring, so the 1/4 (a "
-                f"bidirectional ring's hop count) does not apply: AllToAll costs {r} an AllGather here")
+        return (
+            f"on the CPU backend the devices share host memory and there is no ring, so the 1/4 (a "
+            f"bidirectional ring's hop count) does not apply: AllToAll costs {r} an AllGather here"
+        )
     if "two axes" in claim and cpu:
         return f"on the CPU backend there are no links, so a second axis adds no bandwidth ({r})"
     if "AllReduce" in claim and cpu:
         return f"in host memory an AllReduce is not two ring passes; it costs {r} an AllGather here"
     if "ReduceScatter costs" in claim and cpu:
-        return (f"in host memory a ReduceScatter is not a ring pass: each device writes V/N where an AllGather "
-                f"writes V, against the reads of the sum ({r})")
+        return (
+            f"in host memory a ReduceScatter is not a ring pass: each device writes V/N where an AllGather "
+            f"writes V, against the reads of the sum ({r})"
+        )
     if "latency-bound" in claim:
         return f"at this V the time barely changes with the group size ({r}): fixed per-call costs dominate"
     if "backward pass" in claim:
         return f"its time is {r} that of a forward {note}"
     if "collective matmul" in claim:
-        frac = "" if note is None or not math.isfinite(note) else f"; the trace shows {note:.0%} of collective time overlapped"
-        why = ("on the CPU backend collectives run synchronously on the device threads, so nothing hides "
-               "under compute") if cpu else "the ring's transfers did not hide under the multiplies"
+        frac = (
+            ""
+            if note is None or not math.isfinite(note)
+            else f"; the trace shows {note:.0%} of collective time overlapped"
+        )
+        why = (
+            ("on the CPU backend collectives run synchronously on the device threads, so nothing hides under compute")
+            if cpu
+            else "the ring's transfers did not hide under the multiplies"
+        )
         return f"{why} ({r} of the bound{frac})"
     return f"measured {r}"
 

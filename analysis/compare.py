@@ -7,15 +7,18 @@ dtype of a float32 sweep against a bfloat16 one, the mesh of x8 against xy_4x2) 
 comparison is about, so it is left out of the match. Ratios are ``sweep / reference``, the
 reference being the first sweep.
 """
+
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
+
 
 class CompareError(Exception):
     """Input the comparison cannot use; the message is the one line the user sees."""
@@ -23,8 +26,13 @@ class CompareError(Exception):
 
 IDENTITY_KEYS = ["op", "size_bytes"]
 SETTING_KEYS = ["axes", "mesh", "axis_sizes", "dtype"]
-FIT_VALUES = {"W_Bps": "W (B/s)", "T_min_s": "T_min (s)", "book_rel_rmse": "book rel. RMSE",
-              "alpha_s": "α (s)", "beta_Bps": "β (B/s)"}
+FIT_VALUES = {
+    "W_Bps": "W (B/s)",
+    "T_min_s": "T_min (s)",
+    "book_rel_rmse": "book rel. RMSE",
+    "alpha_s": "α (s)",
+    "beta_Bps": "β (B/s)",
+}
 
 
 def flatten_config(cfg: Any, prefix: str = "") -> dict[str, str]:
@@ -41,8 +49,12 @@ def flatten_config(cfg: Any, prefix: str = "") -> dict[str, str]:
 def config_values(results_by_sweep: dict[str, list[dict]]) -> pd.DataFrame:
     """Rows ``sweep, key, value``: every distinct value each flattened config key took in each
     sweep's jobs (from result.json's ``config``)."""
-    rows = {(sweep, k, v) for sweep, results in results_by_sweep.items()
-            for r in results for k, v in flatten_config(r.get("config") or {}).items()}
+    rows = {
+        (sweep, k, v)
+        for sweep, results in results_by_sweep.items()
+        for r in results
+        for k, v in flatten_config(r.get("config") or {}).items()
+    }
     return pd.DataFrame(sorted(rows), columns=["sweep", "key", "value"])
 
 
@@ -50,8 +62,10 @@ def differing_keys(values: pd.DataFrame, sweeps: Iterable[str]) -> pd.DataFrame:
     """One row per config key whose set of values is not the same in every sweep; one column
     per sweep with its values (``, ``-joined; ``(absent)`` where its jobs lack the key)."""
     sweeps = list(sweeps)
-    table = {key: {s: ", ".join(sorted(g.loc[g["sweep"] == s, "value"])) or "(absent)" for s in sweeps}
-             for key, g in values.groupby("key", sort=True)}
+    table = {
+        key: {s: ", ".join(sorted(g.loc[g["sweep"] == s, "value"])) or "(absent)" for s in sweeps}
+        for key, g in values.groupby("key", sort=True)
+    }
     rows = [{"key": key, **vals} for key, vals in table.items() if len(set(vals.values())) > 1]
     return pd.DataFrame(rows, columns=["key", *sweeps])
 
@@ -116,17 +130,33 @@ def ratio_table(points: pd.DataFrame, keys: list[str], reference: str) -> pd.Dat
         if len(m):
             frames.append(m.assign(sweep=sweep, reference=reference))
     if not frames:
-        return pd.DataFrame(columns=["sweep", "reference", *keys, "time_ratio", "time_ratio_ci_low",
-                                     "time_ratio_ci_high", "differs"])
+        return pd.DataFrame(
+            columns=["sweep", "reference", *keys, "time_ratio", "time_ratio_ci_low", "time_ratio_ci_high", "differs"]
+        )
     m = pd.concat(frames, ignore_index=True)
     r = m["time_s"] / m["time_s_ref"]
     down = np.hypot(np.log(m["time_s"] / m["time_ci_low_s"]), np.log(m["time_ci_high_s_ref"] / m["time_s_ref"]))
     up = np.hypot(np.log(m["time_ci_high_s"] / m["time_s"]), np.log(m["time_s_ref"] / m["time_ci_low_s_ref"]))
-    m = m.assign(time_ratio=r, time_ratio_ci_low=r * np.exp(-down), time_ratio_ci_high=r * np.exp(up),
-                 busbw_ratio=m["busbw_Bps"] / m["busbw_Bps_ref"])
+    m = m.assign(
+        time_ratio=r,
+        time_ratio_ci_low=r * np.exp(-down),
+        time_ratio_ci_high=r * np.exp(up),
+        busbw_ratio=m["busbw_Bps"] / m["busbw_Bps_ref"],
+    )
     m["differs"] = (m["time_ratio_ci_low"] > 1) | (m["time_ratio_ci_high"] < 1)
-    order = ["sweep", "reference", *keys, "V_bytes", "time_s_ref", "time_s", "time_ratio", "time_ratio_ci_low",
-             "time_ratio_ci_high", "differs", "busbw_ratio"]
+    order = [
+        "sweep",
+        "reference",
+        *keys,
+        "V_bytes",
+        "time_s_ref",
+        "time_s",
+        "time_ratio",
+        "time_ratio_ci_low",
+        "time_ratio_ci_high",
+        "differs",
+        "busbw_ratio",
+    ]
     return m[order].sort_values(["sweep", *keys]).reset_index(drop=True)
 
 

@@ -8,6 +8,7 @@ point, the latency term per second of ``T_min`` (hops) and the bandwidth term pe
 and the fitted W is directly comparable across collectives (if the book is right, they
 agree).
 """
+
 from __future__ import annotations
 
 import math
@@ -34,8 +35,12 @@ def fit_alpha_beta(V_bytes, time_s) -> dict:
     alpha, inv_beta = float(coef[0]), float(coef[1])
     pred = alpha + V * inv_beta
     rel = pred / T - 1
-    return {"alpha_s": alpha, "beta_Bps": (1 / inv_beta) if inv_beta > 0 else math.inf,
-            "rel_rmse": float(np.sqrt(np.mean(rel**2))), "residuals": rel.tolist()}
+    return {
+        "alpha_s": alpha,
+        "beta_Bps": (1 / inv_beta) if inv_beta > 0 else math.inf,
+        "rel_rmse": float(np.sqrt(np.mean(rel**2))),
+        "residuals": rel.tolist(),
+    }
 
 
 def fit_max_model(time_s, latency_unit, bandwidth_unit) -> dict:
@@ -66,8 +71,7 @@ def fit_max_model(time_s, latency_unit, bandwidth_unit) -> dict:
     _, t_min, W, pred = fits[pick]
     rel = np.empty_like(T)
     rel[order] = pred / T - 1
-    return {"T_min_s": t_min, "W_Bps": W, "rel_rmse": float(np.sqrt(np.mean(rel**2))),
-            "residuals": rel.tolist()}
+    return {"T_min_s": t_min, "W_Bps": W, "rel_rmse": float(np.sqrt(np.mean(rel**2))), "residuals": rel.tolist()}
 
 
 MIN_POINTS = 3  # fewer points than this are not fitted: two points fit any two-parameter model
@@ -91,15 +95,17 @@ def regime_break(V, time_s, bandwidth_unit, latency_unit, T_min: float, W: float
     j = int(np.argmax(np.maximum(jumps, 1 / jumps)))
     if max(jumps[j], 1 / jumps[j]) < REGIME_JUMP:
         return None
-    small, large = idx[: j + 1], idx[j + 1:]
+    small, large = idx[: j + 1], idx[j + 1 :]
     drop = small if len(large) >= 2 else large
     kept_w = float(np.median(B[large] / T[large] if len(large) >= 2 else B[small] / T[small]))
     drop_w = float(np.median(B[drop] / T[drop]))
     mask = np.zeros(len(V), bool)
     mask[drop] = True
     side = "smaller" if drop is small else "larger"
-    return mask, (f"another bandwidth regime: {drop_w / kept_w:.2f}x the effective bandwidth of the "
-                  f"{'larger' if side == 'smaller' else 'smaller'} messages (a cache edge)")
+    return mask, (
+        f"another bandwidth regime: {drop_w / kept_w:.2f}x the effective bandwidth of the "
+        f"{'larger' if side == 'smaller' else 'smaller'} messages (a cache edge)"
+    )
 
 
 def fit_table(points: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -119,16 +125,21 @@ def fit_table(points: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         flagged = g["flags"].fillna("").astype(str).ne("") if "flags" in g else pd.Series(False, index=g.index)
         left += [dict(fam, job=r.job, V_bytes=r.V_bytes, reason=r.flags) for r in g[flagged].itertuples()]
         g = g[~flagged]
-        row = dict(fam, n_points=len(g), V_min_bytes=g["V_bytes"].min() if len(g) else None,
-                   V_max_bytes=g["V_bytes"].max() if len(g) else None)
+        row = dict(
+            fam,
+            n_points=len(g),
+            V_min_bytes=g["V_bytes"].min() if len(g) else None,
+            V_max_bytes=g["V_bytes"].max() if len(g) else None,
+        )
         if len(g) < MIN_POINTS:
             rows.append(dict(row, note=f"too few points ({len(g)}; a fit needs {MIN_POINTS})"))
             continue
         has_units = g[["latency_unit", "bandwidth_unit"]].notna().all().all()
         for _ in range(3 if has_units else 0):  # a refit can show more of the other regime
             mm = fit_max_model(g["time_s"], g["latency_unit"], g["bandwidth_unit"])
-            brk = regime_break(g["V_bytes"], g["time_s"], g["bandwidth_unit"], g["latency_unit"], mm["T_min_s"],
-                               mm["W_Bps"])
+            brk = regime_break(
+                g["V_bytes"], g["time_s"], g["bandwidth_unit"], g["latency_unit"], mm["T_min_s"], mm["W_Bps"]
+            )
             if brk is None or (~brk[0]).sum() < MIN_POINTS:
                 break
             mask, why = brk
@@ -136,8 +147,12 @@ def fit_table(points: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             g = g[~mask]
             row.update(n_points=len(g), V_min_bytes=g["V_bytes"].min(), V_max_bytes=g["V_bytes"].max())
         ab = fit_alpha_beta(g["V_bytes"], g["time_s"])
-        row.update(alpha_s=ab["alpha_s"], beta_Bps=ab["beta_Bps"] if math.isfinite(ab["beta_Bps"]) else None,
-                   alpha_beta_rel_rmse=ab["rel_rmse"], note="")
+        row.update(
+            alpha_s=ab["alpha_s"],
+            beta_Bps=ab["beta_Bps"] if math.isfinite(ab["beta_Bps"]) else None,
+            alpha_beta_rel_rmse=ab["rel_rmse"],
+            note="",
+        )
         if has_units:
             mm = fit_max_model(g["time_s"], g["latency_unit"], g["bandwidth_unit"])
             # bandwidth term per byte is constant for a family, so the crossover V solves
@@ -145,9 +160,13 @@ def fit_table(points: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             b_per_byte = float((g["bandwidth_unit"] / g["V_bytes"]).median())
             hops = float(g["latency_unit"].median())
             finite_W = math.isfinite(mm["W_Bps"])
-            row.update(T_min_s=mm["T_min_s"], W_Bps=mm["W_Bps"] if finite_W else None,
-                       book_rel_rmse=mm["rel_rmse"], hops=hops,
-                       crossover_bytes=mm["T_min_s"] * hops * mm["W_Bps"] / b_per_byte if finite_W else None)
+            row.update(
+                T_min_s=mm["T_min_s"],
+                W_Bps=mm["W_Bps"] if finite_W else None,
+                book_rel_rmse=mm["rel_rmse"],
+                hops=hops,
+                crossover_bytes=mm["T_min_s"] * hops * mm["W_Bps"] / b_per_byte if finite_W else None,
+            )
             if not finite_W:
                 row["note"] = "every point latency-bound: no bandwidth to fit"
         rows.append(row)

@@ -5,6 +5,7 @@ bandwidth-bound, how it compares with the book's model, and how many points to d
 A table in, a table out (:func:`headline_table`); the report shows it on top and writes it
 as ``headline.json``; :func:`headline_sentence` says one row in words.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,9 +14,23 @@ import pandas as pd
 from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration
 
 FAMILY_KEYS = ["op", "axes", "group_size", "dtype"]
-HEADLINE_COLUMNS = [*FAMILY_KEYS, "mesh", "points", "ok", "failed", "noisy", "unchecked", "flagged",
-                    "latency_floor_s", "latency_floor_from", "peak_busbw_Bps", "peak_at_V_bytes",
-                    "peak_share_of_ceiling", "bandwidth_bound_above_bytes", "measured_over_model_median"]
+HEADLINE_COLUMNS = [
+    *FAMILY_KEYS,
+    "mesh",
+    "points",
+    "ok",
+    "failed",
+    "noisy",
+    "unchecked",
+    "flagged",
+    "latency_floor_s",
+    "latency_floor_from",
+    "peak_busbw_Bps",
+    "peak_at_V_bytes",
+    "peak_share_of_ceiling",
+    "bandwidth_bound_above_bytes",
+    "measured_over_model_median",
+]
 
 
 def _count(g: pd.DataFrame, column: str, word: str) -> int:
@@ -51,21 +66,32 @@ def headline_table(summary: pd.DataFrame, points: pd.DataFrame, fits: pd.DataFra
             floor, floor_from = float(g["time_s"].min()), "smallest median measured"
         peak = trusted.loc[trusted["busbw_Bps"].idxmax()] if trusted["busbw_Bps"].notna().any() else None
         cross = fit.get("crossover_bytes") if fit is not None else None
-        ratio = g["measured_over_model"].replace([np.inf, -np.inf], np.nan).dropna() \
-            if "measured_over_model" in g else pd.Series(dtype=float)
-        rows.append({
-            **fam, "mesh": ", ".join(sorted(set(g["mesh"].astype(str)))),
-            "points": int(len(g)) + int(len(fam_failed)), "ok": int(len(g)), "failed": int(len(fam_failed)),
-            "noisy": _count(g, "caveats", "noisy"), "unchecked": _count(g, "caveats", "unchecked"),
-            "flagged": int(g["flags"].fillna("").astype(str).ne("").sum()) if "flags" in g else 0,
-            "latency_floor_s": floor, "latency_floor_from": floor_from,
-            "peak_busbw_Bps": float(peak["busbw_Bps"]) if peak is not None else None,
-            "peak_at_V_bytes": float(peak["V_bytes"]) if peak is not None else None,
-            "peak_share_of_ceiling": float(peak["busbw_over_ceiling"])
-            if peak is not None and pd.notna(peak.get("busbw_over_ceiling")) else None,
-            "bandwidth_bound_above_bytes": float(cross) if cross is not None and pd.notna(cross) else None,
-            "measured_over_model_median": float(ratio.median()) if len(ratio) else None,
-        })
+        ratio = (
+            g["measured_over_model"].replace([np.inf, -np.inf], np.nan).dropna()
+            if "measured_over_model" in g
+            else pd.Series(dtype=float)
+        )
+        rows.append(
+            {
+                **fam,
+                "mesh": ", ".join(sorted(set(g["mesh"].astype(str)))),
+                "points": int(len(g)) + int(len(fam_failed)),
+                "ok": int(len(g)),
+                "failed": int(len(fam_failed)),
+                "noisy": _count(g, "caveats", "noisy"),
+                "unchecked": _count(g, "caveats", "unchecked"),
+                "flagged": int(g["flags"].fillna("").astype(str).ne("").sum()) if "flags" in g else 0,
+                "latency_floor_s": floor,
+                "latency_floor_from": floor_from,
+                "peak_busbw_Bps": float(peak["busbw_Bps"]) if peak is not None else None,
+                "peak_at_V_bytes": float(peak["V_bytes"]) if peak is not None else None,
+                "peak_share_of_ceiling": float(peak["busbw_over_ceiling"])
+                if peak is not None and pd.notna(peak.get("busbw_over_ceiling"))
+                else None,
+                "bandwidth_bound_above_bytes": float(cross) if cross is not None and pd.notna(cross) else None,
+                "measured_over_model_median": float(ratio.median()) if len(ratio) else None,
+            }
+        )
     return pd.DataFrame(rows, columns=HEADLINE_COLUMNS)
 
 
@@ -82,8 +108,10 @@ def headline_sentence(row) -> str:
     parts = [f"latency floor about {fmt_duration(row['latency_floor_s'])}"]
     if row.get("peak_busbw_Bps") is not None and pd.notna(row.get("peak_busbw_Bps")):
         share = row.get("peak_share_of_ceiling")
-        parts.append(f"peak bus bandwidth {fmt_bandwidth(row['peak_busbw_Bps'])} at {fmt_bytes(row['peak_at_V_bytes'])}"
-                     + (f" ({share:.0%} of its ceiling)" if share is not None and pd.notna(share) else ""))
+        parts.append(
+            f"peak bus bandwidth {fmt_bandwidth(row['peak_busbw_Bps'])} at {fmt_bytes(row['peak_at_V_bytes'])}"
+            + (f" ({share:.0%} of its ceiling)" if share is not None and pd.notna(share) else "")
+        )
     cross = row.get("bandwidth_bound_above_bytes")
     if cross is not None and pd.notna(cross):
         parts.append(f"bandwidth-bound above about {fmt_bytes(cross)}")

@@ -8,6 +8,7 @@ T_comms, their max and sum, the FLOP/s achieved, and how much collective time ov
 compute in the trace. A sweep that runs the chapter's Question 4 strategies over a dim also
 gets the crossover: measured, and where the model puts it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -20,6 +21,7 @@ from analysis.book.errors import BookError
 from analysis.book.hardware import Hardware, load_hardware
 from analysis.book.matmul_cost import compare_q4_strategies, predict_matmul
 from analysis.book.notation import parse
+
 Q4_STRATEGIES = ("allgather_then_matmul", "matmul_then_allreduce")
 
 
@@ -29,9 +31,11 @@ def matmul_jobs(summary: pd.DataFrame) -> pd.DataFrame:
     if not len(mm):
         return mm
     rows = []
-    for job, g in mm.groupby("job", sort=False):
+    for _job, g in mm.groupby("job", sort=False):
         first = g.iloc[0].to_dict()
-        kinds = g.dropna(subset=["hlo_kind"]) if {"hlo_kind", "hlo_axes"} <= set(g) else g.iloc[0:0].assign(hlo_axes=None)
+        kinds = (
+            g.dropna(subset=["hlo_kind"]) if {"hlo_kind", "hlo_axes"} <= set(g) else g.iloc[0:0].assign(hlo_axes=None)
+        )
         first["emitted"] = sorted(f"{k} over {a or '?'}" for k, a in zip(kinds["hlo_kind"], kinds["hlo_axes"]))
         rows.append(first)
     out = pd.DataFrame(rows)
@@ -71,7 +75,9 @@ def ring_pairs(jobs: pd.DataFrame) -> pd.DataFrame:
             continue
         d = _dims(r.dims)
         rows.append({"expr": r.expr, "dims": r.dims, "kind": "ring", "time_s": r.time_s, "_d": d})
-        rows.append({"expr": r.expr, "dims": r.dims, "kind": "naive", "time_s": float(naive["time_s"].median()), "_d": d})
+        rows.append(
+            {"expr": r.expr, "dims": r.dims, "kind": "naive", "time_s": float(naive["time_s"].median()), "_d": d}
+        )
     out = pd.DataFrame(rows, columns=["expr", "dims", "kind", "time_s", "_d"])
     if not len(out):
         return out.drop(columns="_d").assign(size=[])
@@ -94,9 +100,12 @@ def _mesh(text: str) -> dict[str, int]:
 
 def _unit(hw: Hardware) -> Hardware:
     """Constants of 1 where the entry has none: enough to classify and list collectives."""
-    return dataclasses.replace(hw, link_bw_bidir_Bps=hw.link_bw_bidir_Bps or 1.0,
-                               link_bw_unidir_Bps=hw.link_bw_unidir_Bps or 1.0,
-                               hop_latency_s=hw.hop_latency_s or 1.0)
+    return dataclasses.replace(
+        hw,
+        link_bw_bidir_Bps=hw.link_bw_bidir_Bps or 1.0,
+        link_bw_unidir_Bps=hw.link_bw_unidir_Bps or 1.0,
+        hop_latency_s=hw.hop_latency_s or 1.0,
+    )
 
 
 def book_recipe(row: dict, hw: Hardware | None) -> dict:
@@ -108,7 +117,12 @@ def book_recipe(row: dict, hw: Hardware | None) -> dict:
     except (BookError, KeyError, ValueError) as exc:
         return {"case": None, "prescribed": [], "book_note": str(exc)}
     prescribed = sorted(f"{BY_NOTATION[c.expression.split('_')[0]].hlo} over {''.join(c.axes)}" for c in p.collectives)
-    out = {"case": p.case, "case_text": p.case_text, "prescribed": prescribed, "book_alternatives": list(p.alternatives)}
+    out = {
+        "case": p.case,
+        "case_text": p.case_text,
+        "prescribed": prescribed,
+        "book_alternatives": list(p.alternatives),
+    }
     has_links = hw is not None and hw.link_bw_bidir_Bps is not None and hw.hop_latency_s is not None
     out["T_comms_s"] = p.T_comms_s if has_links else np.nan
     out["T_math_s"] = p.T_math_s if (hw is not None and p.C_flops_per_s) else np.nan
@@ -127,17 +141,25 @@ def explain(prescribed: list[str], emitted: list[str], strategy: str, case: int 
     ekinds = {e.split(" over ")[0] for e in emitted}
     pkinds = {p.split(" over ")[0] for p in prescribed}
     if strategy == "collective_matmul" and ekinds == {"collective-permute"}:
-        return "DIFFERS", ("by design: the ring replaces the prescribed collective by collective-permutes, "
-                           "one block per step, so each can overlap a block's multiply")
+        return "DIFFERS", (
+            "by design: the ring replaces the prescribed collective by collective-permutes, "
+            "one block per step, so each can overlap a block's multiply"
+        )
     if "reduce-scatter" in pkinds and "all-reduce" in ekinds and "reduce-scatter" not in ekinds:
-        return "DIFFERS", ("XLA reduced fully and kept a slice (all-reduce + dynamic-slice) instead of a "
-                           "reduce-scatter: twice the bytes the book prescribes (seen on TPU too)")
+        return "DIFFERS", (
+            "XLA reduced fully and kept a slice (all-reduce + dynamic-slice) instead of a "
+            "reduce-scatter: twice the bytes the book prescribes (seen on TPU too)"
+        )
     if strategy == "auto" and ekinds == {"all-reduce"} and pkinds == {"all-gather"}:
-        return "DIFFERS", ("XLA sliced the replicated input and all-reduced the product instead of gathering "
-                           "(Question 4's strategy 2): the product is the smaller array to move at these dims")
+        return "DIFFERS", (
+            "XLA sliced the replicated input and all-reduced the product instead of gathering "
+            "(Question 4's strategy 2): the product is the smaller array to move at these dims"
+        )
     if strategy == "matmul_then_allreduce" and "all-reduce" in ekinds and "all-gather" in pkinds:
-        return "DIFFERS", ("the strategy slices the replicated input and sums partial products "
-                           "(Question 4's strategy 2) instead of gathering")
+        return "DIFFERS", (
+            "the strategy slices the replicated input and sums partial products "
+            "(Question 4's strategy 2) instead of gathering"
+        )
     if strategy == "allgather_then_matmul" and ekinds <= {"all-gather"}:
         return "DIFFERS", "the strategy gathers the contracting dims instead of summing partial products"
     if strategy not in ("auto", None):
@@ -150,19 +172,33 @@ def case_table(jobs: pd.DataFrame, hw: Hardware | None) -> pd.DataFrame:
     rows = []
     for r in jobs.to_dict("records"):
         book = book_recipe(r, hw) if _text(r.get("expr")) and _text(r.get("dims")) else {"prescribed": [], "case": None}
-        mark, why = explain(book.get("prescribed", []), r["emitted"], r.get("strategy"), book.get("case")) \
-            if r["status"] == "ok" else ("", "")
-        rows.append({
-            "job": r["job"], "expr": r.get("expr") or "", "strategy": r.get("strategy"), "dims": r.get("dims"),
-            "case": book.get("case"), "book prescribes": ", ".join(book.get("prescribed", [])) or "none",
-            "HLO has": _counted(r["emitted"]) if r["status"] == "ok" else "",
-            "match": mark, "why": why or _text(r.get("error"))[:200],
-            "time (s)": r.get("time_s"), "d": book.get("work_devices"), "T_math (s)": book.get("T_math_s"),
-            "T_comms (s)": book.get("T_comms_s"),
-            "max (s)": book.get("bound_s"), "sum (s)": book.get("serial_s"),
-            "FLOP/s": r.get("flops_per_s"),
-            "trace: collective overlapped": r.get("trace_overlap_frac"),
-            "status": r["status"]})
+        mark, why = (
+            explain(book.get("prescribed", []), r["emitted"], r.get("strategy"), book.get("case"))
+            if r["status"] == "ok"
+            else ("", "")
+        )
+        rows.append(
+            {
+                "job": r["job"],
+                "expr": r.get("expr") or "",
+                "strategy": r.get("strategy"),
+                "dims": r.get("dims"),
+                "case": book.get("case"),
+                "book prescribes": ", ".join(book.get("prescribed", [])) or "none",
+                "HLO has": _counted(r["emitted"]) if r["status"] == "ok" else "",
+                "match": mark,
+                "why": why or _text(r.get("error"))[:200],
+                "time (s)": r.get("time_s"),
+                "d": book.get("work_devices"),
+                "T_math (s)": book.get("T_math_s"),
+                "T_comms (s)": book.get("T_comms_s"),
+                "max (s)": book.get("bound_s"),
+                "sum (s)": book.get("serial_s"),
+                "FLOP/s": r.get("flops_per_s"),
+                "trace: collective overlapped": r.get("trace_overlap_frac"),
+                "status": r["status"],
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -180,8 +216,9 @@ def measured_C(jobs: pd.DataFrame) -> tuple[float | None, str]:
     if len(local):
         return float(local["flops_per_s_per_device"].max()), "the fastest matmul without communication in this sweep"
     if len(ok):
-        return float(ok["flops_per_s_per_device"].max()), ("the fastest matmul of this sweep, communication "
-                                                            "included (a lower bound: no job here ran without it)")
+        return float(ok["flops_per_s_per_device"].max()), (
+            "the fastest matmul of this sweep, communication included (a lower bound: no job here ran without it)"
+        )
     return None, ""
 
 
@@ -202,9 +239,17 @@ def q4_table(jobs: pd.DataFrame) -> pd.DataFrame:
         dim = _varying_dim(g["dims"])
         piv = g.pivot_table(index="dims", columns="strategy", values="time_s", aggfunc="median").dropna()
         for dims, t in piv.iterrows():
-            out.append({"expr": expr, "dims": dims, "dim": dim, "value": _dims(dims).get(dim) if dim else None,
-                        "strategy1_s": t[Q4_STRATEGIES[0]], "strategy2_s": t[Q4_STRATEGIES[1]],
-                        "ratio_2_over_1": t[Q4_STRATEGIES[1]] / t[Q4_STRATEGIES[0]]})
+            out.append(
+                {
+                    "expr": expr,
+                    "dims": dims,
+                    "dim": dim,
+                    "value": _dims(dims).get(dim) if dim else None,
+                    "strategy1_s": t[Q4_STRATEGIES[0]],
+                    "strategy2_s": t[Q4_STRATEGIES[1]],
+                    "ratio_2_over_1": t[Q4_STRATEGIES[1]] / t[Q4_STRATEGIES[0]],
+                }
+            )
     df = pd.DataFrame(out, columns=["expr", "dims", "dim", "value", "strategy1_s", "strategy2_s", "ratio_2_over_1"])
     return df.sort_values(["expr", "value"]).reset_index(drop=True)
 
@@ -230,9 +275,9 @@ def model_crossover(expr: str, dims: dict, dim: str, mesh: dict, dtype: str, hw:
     X = mesh[mm.rhs.dim(D).axes[0]]
     prev = None
     for e in range(4, 25):
-        d = dict(dims, **{dim: 2 ** e})
+        d = dict(dims, **{dim: 2**e})
         w = compare_q4_strategies(d[B], d[D], d[F], X, hw, dtype).winner
         if prev is not None and w != prev:
-            return float(2 ** e)  # the winner changed between 2**(e-1) and 2**e
+            return float(2**e)  # the winner changed between 2**(e-1) and 2**e
         prev = w
     return None

@@ -6,10 +6,10 @@ W and T_min, and the other collectives are predicted from those two numbers and 
 factors (2x for AllReduce, 1/4 for AllToAll...). Where there is no AllGather, each family is
 predicted from its own fit, and the report says so.
 """
+
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 import pandas as pd
@@ -59,19 +59,29 @@ def unit_terms(points: pd.DataFrame) -> pd.DataFrame:
 def model_constants(hw: Hardware, fits: pd.DataFrame) -> tuple[Hardware | None, str]:
     """The constants to predict with, and where they came from (for the report)."""
     if hw.calibrated:
-        return hw, (f"constants of `{hw.name}` measured per collective and number of mesh axes "
-                    f"({len(hw.calibrated)} entries; {hw.source})")
+        return hw, (
+            f"constants of `{hw.name}` measured per collective and number of mesh axes "
+            f"({len(hw.calibrated)} entries; {hw.source})"
+        )
     if hw.link_bw_bidir_Bps is not None and hw.hop_latency_s is not None:
         return hw, f"published constants of `{hw.name}` ({hw.source})"
-    ag = fits[(fits["op"] == "all_gather") & fits["W_Bps"].notna() & fits["T_min_s"].notna()] \
-        if len(fits) and "W_Bps" in fits else fits.iloc[0:0]
+    ag = (
+        fits[(fits["op"] == "all_gather") & fits["W_Bps"].notna() & fits["T_min_s"].notna()]
+        if len(fits) and "W_Bps" in fits
+        else fits.iloc[0:0]
+    )
     if len(ag):
         best = ag.sort_values("n_points").iloc[-1]
-        fitted = dataclasses.replace(hw, link_bw_bidir_Bps=float(best["W_Bps"]),
-                                     link_bw_unidir_Bps=float(best["W_Bps"]) / 2,
-                                     hop_latency_s=float(best["T_min_s"]))
-        return fitted, (f"`{hw.name}` has no published constants: W and T_min were fitted to the "
-                        f"AllGather points (mesh {best['mesh']}, axes {best['axes']}) and predict every collective")
+        fitted = dataclasses.replace(
+            hw,
+            link_bw_bidir_Bps=float(best["W_Bps"]),
+            link_bw_unidir_Bps=float(best["W_Bps"]) / 2,
+            hop_latency_s=float(best["T_min_s"]),
+        )
+        return fitted, (
+            f"`{hw.name}` has no published constants: W and T_min were fitted to the "
+            f"AllGather points (mesh {best['mesh']}, axes {best['axes']}) and predict every collective"
+        )
     return None, f"`{hw.name}` has no published constants and the sweep has no AllGather to calibrate them"
 
 
@@ -96,15 +106,39 @@ def curves(points: pd.DataFrame, fits: pd.DataFrame, hw: Hardware | None, n: int
     for fam, g in points.groupby("family", sort=False):
         V = np.geomspace(g["V_bytes"].min(), g["V_bytes"].max(), n)
         first = g.iloc[0]
-        f = fits[(fits["op"] == first["op"]) & (fits["axes"] == first["axes"]) & (fits["mesh"] == first["mesh"])
-                 & (fits["dtype"] == first["dtype"])] if len(fits) else fits
+        f = (
+            fits[
+                (fits["op"] == first["op"])
+                & (fits["axes"] == first["axes"])
+                & (fits["mesh"] == first["mesh"])
+                & (fits["dtype"] == first["dtype"])
+            ]
+            if len(fits)
+            else fits
+        )
         if len(f) and "beta_Bps" in f and pd.notna(f["beta_Bps"].iloc[0]):
-            rows.append(pd.DataFrame({"family": fam, "curve": "α-β fit", "V_bytes": V,
-                                      "time_s": f["alpha_s"].iloc[0] + V / f["beta_Bps"].iloc[0]}))
+            rows.append(
+                pd.DataFrame(
+                    {
+                        "family": fam,
+                        "curve": "α-β fit",
+                        "V_bytes": V,
+                        "time_s": f["alpha_s"].iloc[0] + V / f["beta_Bps"].iloc[0],
+                    }
+                )
+            )
         if hw is not None:
             grid = pd.DataFrame({"op": first["op"], "V_bytes": V, "axis_sizes": first["axis_sizes"]})
-            rows.append(pd.DataFrame({"family": fam, "curve": "book model", "V_bytes": V,
-                                      "time_s": predict_points(grid, hw)["model_time_s"].to_numpy()}))
+            rows.append(
+                pd.DataFrame(
+                    {
+                        "family": fam,
+                        "curve": "book model",
+                        "V_bytes": V,
+                        "time_s": predict_points(grid, hw)["model_time_s"].to_numpy(),
+                    }
+                )
+            )
     if not rows:
         return pd.DataFrame(columns=["family", "curve", "V_bytes", "time_s", "busbw_Bps"])
     out = pd.concat(rows, ignore_index=True)

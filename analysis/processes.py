@@ -11,6 +11,7 @@ section built from these tables only when a sweep has multi-process jobs.
 Where the processes come from: ``result.json``'s ``processes`` list (``local``: the runner
 merged them), or ``result.host<i>.json`` files beside it (``auto``: each host wrote its own).
 """
+
 from __future__ import annotations
 
 import json
@@ -21,6 +22,7 @@ import pandas as pd
 
 from analysis import trace as trace_reader
 from analysis.rundir import HOST_RESULTS_GLOB, safe_path
+
 OPS_COLUMNS = ["process", "host", "device", "hlo_module", "hlo_op", "start_ns", "end_ns", "duration_ns", "iteration"]
 
 
@@ -28,13 +30,26 @@ def process_parts(result: dict) -> list[dict]:
     """``{process_id, host, xplane, device_ids}`` for every process of a job (xplane relative to
     its folder; device_ids: the global ids of its devices, in its local order)."""
     if result.get("processes"):
-        return [{"process_id": p["process_id"], "host": p.get("host"), "xplane": p.get("xplane"),
-                 "device_ids": p.get("device_ids")} for p in result["processes"]]
+        return [
+            {
+                "process_id": p["process_id"],
+                "host": p.get("host"),
+                "xplane": p.get("xplane"),
+                "device_ids": p.get("device_ids"),
+            }
+            for p in result["processes"]
+        ]
     job_dir = Path(result["job_dir"])
     parts = [result] + [r for r in (_load(p) for p in sorted(job_dir.glob(HOST_RESULTS_GLOB))) if isinstance(r, dict)]
-    return [{"process_id": (r.get("environment") or {}).get("process_index", 0),
-             "host": (r.get("environment") or {}).get("host"), "xplane": (r.get("files") or {}).get("xplane"),
-             "device_ids": (r.get("process") or {}).get("device_ids")} for r in parts]
+    return [
+        {
+            "process_id": (r.get("environment") or {}).get("process_index", 0),
+            "host": (r.get("environment") or {}).get("host"),
+            "xplane": (r.get("files") or {}).get("xplane"),
+            "device_ids": (r.get("process") or {}).get("device_ids"),
+        }
+        for r in parts
+    ]
 
 
 def _load(path: Path):
@@ -59,8 +74,9 @@ def merged_device_ops(result: dict) -> pd.DataFrame:
     for part in process_parts(result):
         if not part["xplane"]:
             continue
-        ops = trace_reader.device_ops(trace_reader.read_xplane(safe_path(Path(result["job_dir"]), part["xplane"],
-                                                                          "xplane")))
+        ops = trace_reader.device_ops(
+            trace_reader.read_xplane(safe_path(Path(result["job_dir"]), part["xplane"], "xplane"))
+        )
         ops["device"] = global_device_ids(ops["device"], part.get("device_ids"))
         tables.append(ops.assign(process=part["process_id"], host=part["host"]))
     if not tables:
@@ -81,17 +97,31 @@ def collective_skew(ops: pd.DataFrame, same_clock: bool = True) -> pd.DataFrame:
     per_dev = ops.groupby(["hlo_module", "hlo_op", "process", "device"])["duration_ns"].median().reset_index()
     slowest = per_dev.loc[per_dev.groupby(["hlo_module", "hlo_op"])["duration_ns"].idxmax()]
     it = ops.groupby(["hlo_module", "hlo_op", "iteration"]).agg(
-        d_max=("duration_ns", "max"), d_min=("duration_ns", "min"), s_max=("start_ns", "max"),
-        s_min=("start_ns", "min"), processes=("process", "nunique"), devices=("device", "nunique"))
+        d_max=("duration_ns", "max"),
+        d_min=("duration_ns", "min"),
+        s_max=("start_ns", "max"),
+        s_min=("start_ns", "min"),
+        processes=("process", "nunique"),
+        devices=("device", "nunique"),
+    )
     it["spread"], it["arrival"] = it["d_max"] - it["d_min"], it["s_max"] - it["s_min"]
     g = it.groupby(["hlo_module", "hlo_op"])
-    out = pd.DataFrame({"processes": g["processes"].max(), "devices": g["devices"].max(),
-                        "iterations": g.size(), "device_spread_s": g["spread"].median() * 1e-9,
-                        "arrival_skew_s": g["arrival"].median() * 1e-9 if same_clock else np.nan,
-                        "median_device_time_s": per_dev.groupby(["hlo_module", "hlo_op"])["duration_ns"].median() * 1e-9})
+    out = pd.DataFrame(
+        {
+            "processes": g["processes"].max(),
+            "devices": g["devices"].max(),
+            "iterations": g.size(),
+            "device_spread_s": g["spread"].median() * 1e-9,
+            "arrival_skew_s": g["arrival"].median() * 1e-9 if same_clock else np.nan,
+            "median_device_time_s": per_dev.groupby(["hlo_module", "hlo_op"])["duration_ns"].median() * 1e-9,
+        }
+    )
     out = out.reset_index().merge(
-        slowest.rename(columns={"process": "slowest_process", "device": "slowest_device",
-                                "duration_ns": "slowest_device_time_s"}), on=["hlo_module", "hlo_op"])
+        slowest.rename(
+            columns={"process": "slowest_process", "device": "slowest_device", "duration_ns": "slowest_device_time_s"}
+        ),
+        on=["hlo_module", "hlo_op"],
+    )
     out["slowest_device_time_s"] *= 1e-9
     return out
 
@@ -109,21 +139,42 @@ def process_table(results: list[dict], summary: pd.DataFrame) -> pd.DataFrame:
         if placement.get("process_count", 1) < 2 or r["job"] not in targets.index:
             continue
         t = targets.loc[r["job"]]
-        row = {"job": r["job"], "op": t["op"], "hlo_op": t["hlo_op"], "axes": t["axes"], "dtype": t["dtype"], "group_size": t["group_size"],
-               "V_bytes": t["V_bytes"], "processes": placement["process_count"],
-               "processes_per_group": placement.get("processes_per_group"),
-               "crosses_processes": bool(placement.get("crosses_processes")),
-               "time_s": t["time_s"], "busbw_Bps": t["busbw_Bps"],
-               "slowest_process_time_s": max(((p.get("timing_summary") or {}).get("median_s") or np.nan)
-                                             for p in r.get("processes") or [{}])}
+        row = {
+            "job": r["job"],
+            "op": t["op"],
+            "hlo_op": t["hlo_op"],
+            "axes": t["axes"],
+            "dtype": t["dtype"],
+            "group_size": t["group_size"],
+            "V_bytes": t["V_bytes"],
+            "processes": placement["process_count"],
+            "processes_per_group": placement.get("processes_per_group"),
+            "crosses_processes": bool(placement.get("crosses_processes")),
+            "time_s": t["time_s"],
+            "busbw_Bps": t["busbw_Bps"],
+            "slowest_process_time_s": max(
+                ((p.get("timing_summary") or {}).get("median_s") or np.nan) for p in r.get("processes") or [{}]
+            ),
+        }
         try:
             ops = merged_device_ops(r)
             hosts = {p["host"] for p in parts}
             skew = collective_skew(ops, same_clock=len(hosts) == 1)
             hit = skew[skew["hlo_op"] == t["hlo_op"]] if len(skew) and isinstance(t["hlo_op"], str) else skew.iloc[0:0]
             if len(hit):
-                row.update(hit.iloc[0][["devices", "slowest_device", "slowest_process", "slowest_device_time_s",
-                                        "median_device_time_s", "device_spread_s", "arrival_skew_s"]].to_dict())
+                row.update(
+                    hit.iloc[0][
+                        [
+                            "devices",
+                            "slowest_device",
+                            "slowest_process",
+                            "slowest_device_time_s",
+                            "median_device_time_s",
+                            "device_spread_s",
+                            "arrival_skew_s",
+                        ]
+                    ].to_dict()
+                )
             row["traces_merged"] = int(ops["process"].nunique()) if len(ops) else 0
         except (OSError, ValueError, trace_reader.TraceError) as exc:
             row["skipped"] = str(exc)
@@ -140,8 +191,13 @@ def placement_comparison(table: pd.DataFrame) -> pd.DataFrame:
     wide = side.pivot_table(index=keys, columns="where", values=["time_s", "busbw_Bps"], aggfunc="median")
     if ("time_s", "in") not in wide or ("time_s", "cross") not in wide:
         return pd.DataFrame()
-    out = pd.DataFrame({"in_process_time_s": wide[("time_s", "in")], "cross_process_time_s": wide[("time_s", "cross")],
-                        "in_process_busbw_Bps": wide[("busbw_Bps", "in")],
-                        "cross_process_busbw_Bps": wide[("busbw_Bps", "cross")]}).reset_index()
+    out = pd.DataFrame(
+        {
+            "in_process_time_s": wide[("time_s", "in")],
+            "cross_process_time_s": wide[("time_s", "cross")],
+            "in_process_busbw_Bps": wide[("busbw_Bps", "in")],
+            "cross_process_busbw_Bps": wide[("busbw_Bps", "cross")],
+        }
+    ).reset_index()
     out["cross_over_in_time"] = out["cross_process_time_s"] / out["in_process_time_s"]
     return out.dropna(subset=["cross_over_in_time"])

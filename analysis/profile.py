@@ -23,6 +23,7 @@ Decisions worth knowing:
   as TPU/GPU profiles report them; on the CPU backend a device's duration includes waiting
   for the last device to arrive, shown apart as ``arrival_skew_s``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -34,8 +35,20 @@ from analysis.book.collectives import BY_HLO, busbw_factor, nccl_S_bytes
 from analysis.hlo import Collective, HloParseError, group_mesh_axes
 from analysis.trace.overlap import merge_intervals, op_kind, total_length
 
-STEP_COLUMNS = ["hlo_module", "step", "device", "start_ns", "end_ns", "step_s", "busy_s", "compute_s",
-                "collective_s", "hidden_s", "exposed_s", "idle_s"]
+STEP_COLUMNS = [
+    "hlo_module",
+    "step",
+    "device",
+    "start_ns",
+    "end_ns",
+    "step_s",
+    "busy_s",
+    "compute_s",
+    "collective_s",
+    "hidden_s",
+    "exposed_s",
+    "idle_s",
+]
 
 
 def book_V(kind: str, operand_bytes: int, result_bytes: int, group_size: int | None) -> float:
@@ -55,8 +68,11 @@ def _braces(groups) -> str:
     return "{" + ",".join("{" + ",".join(map(str, g)) + "}" for g in groups) + "}" if groups else "{}"
 
 
-def hlo_table(collectives: dict[str, Iterable[Collective]], mesh: dict[str, int] | None = None,
-              predict: Callable[[Collective, tuple[str, ...]], dict] | None = None) -> pd.DataFrame:
+def hlo_table(
+    collectives: dict[str, Iterable[Collective]],
+    mesh: dict[str, int] | None = None,
+    predict: Callable[[Collective, tuple[str, ...]], dict] | None = None,
+) -> pd.DataFrame:
     """One row per collective instruction of each module (``{module: records}``): bytes,
     groups, the mesh axes the groups span (``mesh`` given) else ``group of N``, V and
     nccl-tests' S, and ``predict(c, axes)``'s ``model_time_s``/``model_note`` when given."""
@@ -79,13 +95,24 @@ def hlo_table(collectives: dict[str, Iterable[Collective]], mesh: dict[str, int]
             n = c.group_size or 0
             V = book_V(c.kind, c.operand_bytes, c.result_bytes, n)
             known = c.kind in BY_HLO and n > 0
-            row = {"hlo_module": module, "name": c.name, "kind": c.kind, "computation": c.computation,
-                   "dtype": c.dtype, "operand_bytes": c.operand_bytes, "result_bytes": c.result_bytes,
-                   "replica_groups": _braces(groups) if c.source_target_pairs is None else _braces(c.source_target_pairs),
-                   "group_size": c.group_size, "num_groups": c.num_groups, "mesh_axes": where, "V_bytes": V,
-                   "S_bytes": nccl_S_bytes(BY_HLO[c.kind].op, V, n) if known else np.nan,
-                   "busbw_factor": busbw_factor(BY_HLO[c.kind].op, n) if known else np.nan,
-                   "model_time_s": np.nan, "model_note": "no model (no --hardware)" if predict is None else ""}
+            row = {
+                "hlo_module": module,
+                "name": c.name,
+                "kind": c.kind,
+                "computation": c.computation,
+                "dtype": c.dtype,
+                "operand_bytes": c.operand_bytes,
+                "result_bytes": c.result_bytes,
+                "replica_groups": _braces(groups) if c.source_target_pairs is None else _braces(c.source_target_pairs),
+                "group_size": c.group_size,
+                "num_groups": c.num_groups,
+                "mesh_axes": where,
+                "V_bytes": V,
+                "S_bytes": nccl_S_bytes(BY_HLO[c.kind].op, V, n) if known else np.nan,
+                "busbw_factor": busbw_factor(BY_HLO[c.kind].op, n) if known else np.nan,
+                "model_time_s": np.nan,
+                "model_note": "no model (no --hardware)" if predict is None else "",
+            }
             if predict is not None:
                 row.update(predict(c, axes))
             rows.append(row)
@@ -143,9 +170,22 @@ def step_table(ops: pd.DataFrame) -> pd.DataFrame:
         span = g["end_ns"].max() - g["start_ns"].min()
         hidden = float(overlap_with(coll[:, 0], coll[:, 1], comp).sum()) if len(coll) else 0.0
         coll_ns = total_length(coll)
-        rows.append([module, int(step), int(device), g["start_ns"].min(), g["end_ns"].max(), span * 1e-9,
-                     busy * 1e-9, total_length(comp) * 1e-9, coll_ns * 1e-9, hidden * 1e-9,
-                     (coll_ns - hidden) * 1e-9, (span - busy) * 1e-9])
+        rows.append(
+            [
+                module,
+                int(step),
+                int(device),
+                g["start_ns"].min(),
+                g["end_ns"].max(),
+                span * 1e-9,
+                busy * 1e-9,
+                total_length(comp) * 1e-9,
+                coll_ns * 1e-9,
+                hidden * 1e-9,
+                (coll_ns - hidden) * 1e-9,
+                (span - busy) * 1e-9,
+            ]
+        )
     return pd.DataFrame(rows, columns=STEP_COLUMNS)
 
 
@@ -175,19 +215,31 @@ def collective_table(ops: pd.DataFrame, hlo: pd.DataFrame, steps: pd.DataFrame) 
     ex = _execution_rows(ops[ops["step"] >= 0])
     ex = ex.assign(dur=ex["duration_ns"] * 1e-9, hid=ex["hidden_ns"] * 1e-9)
     per_exec = ex.groupby(["hlo_module", "hlo_op"]).agg(
-        executions=("dur", "size"), devices=("device", "nunique"), time_median_s=("dur", "median"),
-        time_p90_s=("dur", lambda s: float(np.quantile(s, 0.9))))
+        executions=("dur", "size"),
+        devices=("device", "nunique"),
+        time_median_s=("dur", "median"),
+        time_p90_s=("dur", lambda s: float(np.quantile(s, 0.9))),
+    )
     first_start = ex.groupby(["hlo_module", "hlo_op", "step", "iteration"])["start_ns"]
     skew = (first_start.max() - first_start.min()).groupby(level=[0, 1]).median() * 1e-9
-    per_step = ex.groupby(["hlo_module", "hlo_op", "step", "device"]).agg(
-        t=("dur", "sum"), hid=("hid", "sum"), n=("dur", "size")).reset_index()
+    per_step = (
+        ex.groupby(["hlo_module", "hlo_op", "step", "device"])
+        .agg(t=("dur", "sum"), hid=("hid", "sum"), n=("dur", "size"))
+        .reset_index()
+    )
     span = steps.set_index(["hlo_module", "step", "device"])["step_s"]
-    per_step["share"] = per_step["t"].to_numpy() / span.reindex(
-        pd.MultiIndex.from_frame(per_step[["hlo_module", "step", "device"]])).to_numpy()
+    per_step["share"] = (
+        per_step["t"].to_numpy()
+        / span.reindex(pd.MultiIndex.from_frame(per_step[["hlo_module", "step", "device"]])).to_numpy()
+    )
     per_step["exposed"] = per_step["t"] - per_step["hid"]
     agg = per_step.groupby(["hlo_module", "hlo_op"]).agg(
-        executions_per_step=("n", "median"), time_per_step_s=("t", "median"), step_share=("share", "median"),
-        hidden_per_step_s=("hid", "median"), exposed_per_step_s=("exposed", "median"))
+        executions_per_step=("n", "median"),
+        time_per_step_s=("t", "median"),
+        step_share=("share", "median"),
+        hidden_per_step_s=("hid", "median"),
+        exposed_per_step_s=("exposed", "median"),
+    )
     measured = per_exec.join(agg).assign(arrival_skew_s=skew).reset_index().rename(columns={"hlo_op": "name"})
     out = hlo.merge(measured, on=["hlo_module", "name"], how="left")
     out["executions"] = out["executions"].fillna(0).astype(int)
@@ -213,5 +265,13 @@ def timeline(ops: pd.DataFrame, module: str, step: int, kinds: dict[str, str]) -
     t0 = g["start_ns"].min()
     lane = np.where(g["is_collective"], "communication", "compute")
     label = [kinds.get(n, "collective") if c else "compute" for n, c in zip(g["hlo_op"], g["is_collective"])]
-    return pd.DataFrame({"device": g["device"].to_numpy(), "lane": lane, "label": label, "name": g["hlo_op"].to_numpy(),
-                         "start_s": (g["start_ns"].to_numpy() - t0) * 1e-9, "end_s": (g["end_ns"].to_numpy() - t0) * 1e-9})
+    return pd.DataFrame(
+        {
+            "device": g["device"].to_numpy(),
+            "lane": lane,
+            "label": label,
+            "name": g["hlo_op"].to_numpy(),
+            "start_s": (g["start_ns"].to_numpy() - t0) * 1e-9,
+            "end_s": (g["end_ns"].to_numpy() - t0) * 1e-9,
+        }
+    )

@@ -15,6 +15,7 @@ A sweep folder holds job folders ``<n>_<what varies>/`` plus ``sweep.json`` (the
 sweep asked for, written when it starts), ``summary.csv``, ``samples.csv``, ``fit.json``,
 ``headline.json`` and ``report/``.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,6 +34,34 @@ SWEEP_NAME = "sweep.json"
 
 
 HOST_RESULTS_GLOB = "result.host*.json"
+
+# The layout of result.json, fit.json and headline.json; raised when a key changes meaning
+# or goes away (new keys do not raise it). Readers may check it.
+FORMAT_VERSION = 1
+
+
+def shardlab_version() -> str:
+    """The installed shardlab's version (``pyproject.toml``), or ``unknown`` in a checkout
+    that was never installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("shardlab")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def stamp(kind: str) -> dict:
+    """The keys that open every JSON file shardlab writes: what it is, its format version,
+    the shardlab that wrote it."""
+    return {"format": f"shardlab.{kind}", "format_version": FORMAT_VERSION, "shardlab_version": shardlab_version()}
+
+
+def now_iso() -> str:
+    """Local time, ISO 8601 with its UTC offset: ``2026-11-23T17:05:09.123+00:00``."""
+    import datetime as dt
+
+    return dt.datetime.now().astimezone().isoformat(timespec="milliseconds")
 
 
 def result_name(process_index: int) -> str:
@@ -79,13 +108,24 @@ def read_result(job_dir: Path) -> dict:
     except (OSError, ValueError) as exc:
         result = {"status": "failed", "error_type": "UnreadableResult", "error": f"{path}: {exc}"}
     if result.get("status") == "ok":
-        lacks = [k for k, ok in (("experiment.op", isinstance((result.get("experiment") or {}).get("op"), str)),
-                                 ("timing.summary.median_s", isinstance(
-                                     ((result.get("timing") or {}).get("summary") or {}).get("median_s"), (int, float))))
-                 if not ok]
+        lacks = [
+            k
+            for k, ok in (
+                ("experiment.op", isinstance((result.get("experiment") or {}).get("op"), str)),
+                (
+                    "timing.summary.median_s",
+                    isinstance(((result.get("timing") or {}).get("summary") or {}).get("median_s"), (int, float)),
+                ),
+            )
+            if not ok
+        ]
         if lacks:
-            result = dict(result, status="failed", error_type="IncompleteResult",
-                          error=f"{path}: says ok but has no {' or '.join(lacks)}")
+            result = dict(
+                result,
+                status="failed",
+                error_type="IncompleteResult",
+                error=f"{path}: says ok but has no {' or '.join(lacks)}",
+            )
     result["job"] = Path(job_dir).name
     result["job_dir"] = str(job_dir)
     return result

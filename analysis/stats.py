@@ -1,5 +1,6 @@
 """Summary statistics of timing samples, shared by the runner (its stopping rule) and the
 analysis (tables, noisy-point flags). Pure numpy; small callables, no state."""
+
 from __future__ import annotations
 
 import functools
@@ -88,8 +89,7 @@ def percentiles(samples) -> dict:
     if x.size == 0:
         return {}
     p10, p90, p95, p99 = np.percentile(x, [10, 90, 95, 99])
-    return {"p10_s": float(p10), "p90_s": float(p90), "p95_s": float(p95), "p99_s": float(p99),
-            "max_s": float(x.max())}
+    return {"p10_s": float(p10), "p90_s": float(p90), "p95_s": float(p95), "p99_s": float(p99), "max_s": float(x.max())}
 
 
 BOOTSTRAP = 2000
@@ -125,8 +125,9 @@ def combine_rounds(rounds: list, seed: int = 0, confidence: float = CONFIDENCE) 
     med = float(np.median(medians))
     rng = np.random.default_rng(seed)
     # Each round's median, redrawn BOOTSTRAP times (rows), then rounds redrawn per row.
-    redrawn = np.stack([np.median(r[rng.integers(0, r.size, size=(BOOTSTRAP, r.size))], axis=1) for r in rounds],
-                       axis=1)
+    redrawn = np.stack(
+        [np.median(r[rng.integers(0, r.size, size=(BOOTSTRAP, r.size))], axis=1) for r in rounds], axis=1
+    )
     pick = rng.integers(0, len(rounds), size=(BOOTSTRAP, len(rounds)))
     boot = np.median(np.take_along_axis(redrawn, pick, axis=1), axis=1)
     tail = 100 * (1 - confidence) / 2

@@ -5,6 +5,7 @@ to ops (``trace_*`` columns) and measures how much the profiler perturbed them. 
 model's time for each point (``model_time_s``) is added by :mod:`analysis.sweep`, once the
 constants to model with are known.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -61,35 +62,56 @@ def _run_columns(r: dict) -> dict:
     check = r.get("check") or {}
     target = ((cfg.get("timing") or {}).get("target_rel_ci")) or 0.05
     return {
-        "job": r["job"], "status": r.get("status"), "error_type": r.get("error_type"), "error": r.get("error"),
-        "op": exp.get("op", op_cfg.get("name")), "expr": exp.get("expr", op_cfg.get("expr")), "dtype": exp.get("dtype", cfg.get("dtype")),
+        "job": r["job"],
+        "status": r.get("status"),
+        "error_type": r.get("error_type"),
+        "error": r.get("error"),
+        "op": exp.get("op", op_cfg.get("name")),
+        "expr": exp.get("expr", op_cfg.get("expr")),
+        "dtype": exp.get("dtype", cfg.get("dtype")),
         "mesh": mesh.get("name", (cfg.get("mesh") or {}).get("name")),
         "mesh_axes": ",".join(f"{k}={v}" for k, v in (mesh.get("axes") or {}).items()),
         "axes": "".join(exp.get("axes") or op_cfg.get("axes") or []),
         "axis_sizes": "x".join(str((mesh.get("axes") or {}).get(a, "")) for a in exp.get("axes") or []),
         "n_axes": active_axes([(mesh.get("axes") or {}).get(a, 1) for a in exp.get("axes") or []]),
-        "group_size": exp.get("group_size"), "num_groups": exp.get("num_groups"),
-        "size_bytes": exp.get("size_bytes"), "V_bytes": exp.get("V_bytes"),
+        "group_size": exp.get("group_size"),
+        "num_groups": exp.get("num_groups"),
+        "size_bytes": exp.get("size_bytes"),
+        "V_bytes": exp.get("V_bytes"),
         "hardware": exp.get("hardware", (cfg.get("hardware") or {}).get("name")),
-        "backend": env.get("backend"), "device_kind": env.get("device_kind"), "device_count": env.get("device_count"),
+        "backend": env.get("backend"),
+        "device_kind": env.get("device_kind"),
+        "device_count": env.get("device_count"),
         "jax_version": env.get("jax_version"),
         "source": t.get("source"),
-        "time_s": s.get("median_s"), "time_p10_s": s.get("p10_s"), "time_p90_s": s.get("p90_s"),
-        "time_p95_s": s.get("p95_s"), "time_p99_s": s.get("p99_s"), "time_max_s": s.get("max_s"),
-        "time_ci_low_s": s.get("ci_low_s"), "time_ci_high_s": s.get("ci_high_s"), "time_cv": s.get("cv"),
-        "time_rel_ci": s.get("rel_ci_halfwidth"), "time_n": s.get("n"), "time_rounds": s.get("rounds"),
+        "time_s": s.get("median_s"),
+        "time_p10_s": s.get("p10_s"),
+        "time_p90_s": s.get("p90_s"),
+        "time_p95_s": s.get("p95_s"),
+        "time_p99_s": s.get("p99_s"),
+        "time_max_s": s.get("max_s"),
+        "time_ci_low_s": s.get("ci_low_s"),
+        "time_ci_high_s": s.get("ci_high_s"),
+        "time_cv": s.get("cv"),
+        "time_rel_ci": s.get("rel_ci_halfwidth"),
+        "time_n": s.get("n"),
+        "time_rounds": s.get("rounds"),
         "rounds_disagree": bool(s.get("rounds_disagree")),
-        "noisy": bool(s) and (s.get("rel_ci_halfwidth") if s.get("rel_ci_halfwidth") is not None else np.inf) > 2 * target,
+        "noisy": bool(s)
+        and (s.get("rel_ci_halfwidth") if s.get("rel_ci_halfwidth") is not None else np.inf) > 2 * target,
         **_estimator_columns(t),
         "page_faults_per_step": t.get("page_faults_per_step"),
         "checked": check.get("passed") is not None if check else None,
         "compile_s": (r.get("compile") or {}).get("compile_s"),
-        "profiler_slowdown": trace.get("profiler_slowdown"), "dispatch_share": trace.get("dispatch_share"),
+        "profiler_slowdown": trace.get("profiler_slowdown"),
+        "dispatch_share": trace.get("dispatch_share"),
         "no_communication": exp.get("no_communication"),
         "ceiling_kind": (r.get("ceiling") or {}).get("kind"),
         "ceiling_busbw_Bps": (r.get("ceiling") or {}).get("busbw_Bps"),
         # matmul jobs
-        "strategy": exp.get("strategy"), "flops": exp.get("flops"), "grad": bool(exp.get("grad", op_cfg.get("grad"))),
+        "strategy": exp.get("strategy"),
+        "flops": exp.get("flops"),
+        "grad": bool(exp.get("grad", op_cfg.get("grad"))),
         "dims": " ".join(f"{k}={v}" for k, v in (exp.get("dims") or op_cfg.get("dims") or {}).items()) or None,
     }
 
@@ -121,9 +143,18 @@ def _hlo_rows(r: dict) -> tuple[list[dict], dict | None, str | None]:
             axes = "".join(hlo_parser.group_mesh_axes(groups, device_ids, axis_names))
         except (hlo_parser.HloParseError, ValueError):
             axes = None
-        rows.append({"hlo_op": c.name, "hlo_kind": c.kind, "hlo_dtype": c.dtype,
-                     "hlo_operand_bytes": c.operand_bytes, "hlo_result_bytes": c.result_bytes,
-                     "hlo_group_size": c.group_size, "hlo_num_groups": c.num_groups, "hlo_axes": axes})
+        rows.append(
+            {
+                "hlo_op": c.name,
+                "hlo_kind": c.kind,
+                "hlo_dtype": c.dtype,
+                "hlo_operand_bytes": c.operand_bytes,
+                "hlo_result_bytes": c.result_bytes,
+                "hlo_group_size": c.group_size,
+                "hlo_num_groups": c.num_groups,
+                "hlo_axes": axes,
+            }
+        )
     return rows, facts, None
 
 
@@ -161,8 +192,11 @@ def job_rows(r: dict) -> list[dict]:
         # No HLO to read (deleted, damaged, cut short): the timing still stands, so the point
         # keeps its row, named by its op, and says what is missing.
         if not err:
-            problems.append(f"{Path(r['job_dir']) / rel}: no {kind} in the compiled HLO (truncated?)" if rel
-                            else "no compiled HLO recorded")
+            problems.append(
+                f"{Path(r['job_dir']) / rel}: no {kind} in the compiled HLO (truncated?)"
+                if rel
+                else "no compiled HLO recorded"
+            )
         problems.append("the point keeps its timing; its HLO columns are empty")
         hlo_rows = hlo_rows + [{"hlo_op": None, "hlo_kind": kind}]
     ops, overlap, err = _trace_ops(r, facts)
@@ -185,17 +219,29 @@ def summary_table(results: list[dict]) -> pd.DataFrame:
     """Every job's result (``analysis.rundir.read_results``) as tidy rows, with bandwidths
     and profiler perturbation."""
     df = pd.DataFrame([row for r in results for row in job_rows(r)])
-    for col in ("hlo_op", "hlo_kind", "trace_op_time_s", "trace_device_time_s", "trace_arrival_skew_s",
-                "hlo_group_size", "hlo_operand_bytes", "hlo_result_bytes"):
+    for col in (
+        "hlo_op",
+        "hlo_kind",
+        "trace_op_time_s",
+        "trace_device_time_s",
+        "trace_arrival_skew_s",
+        "hlo_group_size",
+        "hlo_operand_bytes",
+        "hlo_result_bytes",
+    ):
         if col not in df:
             df[col] = np.nan
     n = df["group_size"].astype(float)
     kinds = [BY_OP.get(op) for op in df["op"]]
     # a group of one moves nothing: no bandwidth to speak of (and nothing to divide by)
-    factor = pd.Series([k.busbw_factor(g) if k and g == g and g >= 2 else np.nan for k, g in zip(kinds, n)],
-                       index=df.index, dtype=float)
-    s_over_v = pd.Series([k.S_over_V(g) if k and g == g and g else np.nan for k, g in zip(kinds, n)],
-                         index=df.index, dtype=float)
+    factor = pd.Series(
+        [k.busbw_factor(g) if k and g == g and g >= 2 else np.nan for k, g in zip(kinds, n)],
+        index=df.index,
+        dtype=float,
+    )
+    s_over_v = pd.Series(
+        [k.S_over_V(g) if k and g == g and g else np.nan for k, g in zip(kinds, n)], index=df.index, dtype=float
+    )
     # nccl-tests: algbw = S / t, S the bytes its *GetBw divides (the book's V, except AllToAll:
     # V / n, the per-rank buffer); busbw = algbw * factor(n)
     df["S_bytes"] = df["V_bytes"].astype(float) * s_over_v
@@ -207,7 +253,9 @@ def summary_table(results: list[dict]) -> pd.DataFrame:
     df["flags"], df["caveats"] = flags(df)
     # The row of the collective the experiment asked for (XLA may add others, e.g. in matmuls).
     # Backward passes are not the collective they name: keep them out of its fits.
-    df["is_target"] = [hlo_kind_of(op) == kind and not grad for op, kind, grad in zip(df["op"], df["hlo_kind"], df["grad"])]
+    df["is_target"] = [
+        hlo_kind_of(op) == kind and not grad for op, kind, grad in zip(df["op"], df["hlo_kind"], df["grad"])
+    ]
     return df
 
 
@@ -219,9 +267,17 @@ def flags(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     out, caveats = [], []
     # bytes the devices write in a step: every device's bus bytes (the page faults are the
     # whole process's, so all of its devices)
-    moved = df["S_bytes"].astype(float) * df["device_count"].astype(float) * pd.Series(
-        [BY_OP[o].busbw_factor(g) if o in BY_OP and g == g and g else 1.0
-         for o, g in zip(df["op"], df["group_size"].astype(float))], index=df.index)
+    moved = (
+        df["S_bytes"].astype(float)
+        * df["device_count"].astype(float)
+        * pd.Series(
+            [
+                BY_OP[o].busbw_factor(g) if o in BY_OP and g == g and g else 1.0
+                for o, g in zip(df["op"], df["group_size"].astype(float))
+            ],
+            index=df.index,
+        )
+    )
     for i, row in df.iterrows():
         why = []
         if row.get("status") != "ok":
@@ -232,14 +288,20 @@ def flags(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
         if ratio == ratio and ratio is not None and ratio > ABOVE_CEILING:
             why.append(f"bus bandwidth {ratio:.2f}x its ceiling (a measurement problem)")
         faults = row.get("page_faults_per_step")
-        if faults == faults and faults is not None and moved[i] == moved[i] and moved[i] > 0 \
-                and faults * PAGE_BYTES > PAGE_FAULT_SHARE * moved[i]:
+        if (
+            faults == faults
+            and faults is not None
+            and moved[i] == moved[i]
+            and moved[i] > 0
+            and faults * PAGE_BYTES > PAGE_FAULT_SHARE * moved[i]
+        ):
             why.append(f"page-faulting ({faults:.0f} minor faults a step)")
         out.append("; ".join(why))
         note = ["unchecked"] if row.get("checked") is False else []
         cb = row.get("trace_command_buffers")
-        note += ["GPU command buffers in the trace: ops inside them have no times of their own"] \
-            if cb == cb and cb else []
+        note += (
+            ["GPU command buffers in the trace: ops inside them have no times of their own"] if cb == cb and cb else []
+        )
         note += ["its rounds disagree"] if row.get("rounds_disagree") else []
         note += ["noisy"] if row.get("noisy") else []
         caveats.append("; ".join(note))

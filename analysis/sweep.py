@@ -6,6 +6,7 @@ analyzer and report (as HolisticTraceAnalysis hands one parsed trace to its anal
     s = load_sweep("outputs/sweeps/allgather_sizes/<time>")
     s.points[["op", "V_bytes", "time_s", "busbw_Bps", "model_time_s"]]
 """
+
 from __future__ import annotations
 
 import json
@@ -32,6 +33,7 @@ class Sweep:
     constants the model used (published, calibrated or fitted here) and ``model_source``
     says which. ``curves``: smooth fit and model lines for the figures.
     """
+
     root: Path
     results: list[dict]
     summary: pd.DataFrame
@@ -52,8 +54,17 @@ class Sweep:
 
 def family_label(df: pd.DataFrame) -> pd.Series:
     """``all_gather over X (8), float32, mesh auto``: what one fit and one curve cover."""
-    return df["op"] + " over " + df["axes"].astype(str) + " (" + df["axis_sizes"].astype(str) + "), " \
-        + df["dtype"].astype(str) + ", mesh " + df["mesh"].astype(str)
+    return (
+        df["op"]
+        + " over "
+        + df["axes"].astype(str)
+        + " ("
+        + df["axis_sizes"].astype(str)
+        + "), "
+        + df["dtype"].astype(str)
+        + ", mesh "
+        + df["mesh"].astype(str)
+    )
 
 
 def target_points(summary: pd.DataFrame) -> pd.DataFrame:
@@ -70,8 +81,7 @@ class MixedSweepError(ValueError):
 
 # What must agree across a sweep's points for them to share a fit (beyond the sweep's own
 # variation): the software and machine they ran on.
-ENVIRONMENT_KEYS = ("jax_version", "jaxlib_version", "backend", "device_kind", "device_count", "host",
-                    "process_count")
+ENVIRONMENT_KEYS = ("jax_version", "jaxlib_version", "backend", "device_kind", "device_count", "host", "process_count")
 
 
 def mixture(results: list[dict], expected: list[dict]) -> dict[str, list[str]]:
@@ -114,8 +124,10 @@ def load_sweep(root: str | Path, hardware: str | None = None, allow_mixed: bool 
     mixed = mixture(results, expected)
     if mixed and not allow_mixed:
         said = "; ".join(f"{k}: {', '.join(v[:4])}{' ...' if len(v) > 4 else ''}" for k, v in list(mixed.items())[:6])
-        raise MixedSweepError(f"{root}: its points were not measured alike ({said}); one fit over them would mix "
-                              "them. Report them together anyway with --allow-mixed, or re-run the odd ones")
+        raise MixedSweepError(
+            f"{root}: its points were not measured alike ({said}); one fit over them would mix "
+            "them. Report them together anyway with --allow-mixed, or re-run the odd ones"
+        )
     summary = summary_table(results)
     points = unit_terms(target_points(summary))
     fits, left_out = fit_table(points) if len(points) else (pd.DataFrame(columns=GROUP_KEYS), pd.DataFrame())
@@ -132,5 +144,16 @@ def load_sweep(root: str | Path, hardware: str | None = None, allow_mixed: bool 
         summary = summary.assign(model_time_s=float("nan"), model_regime=None)
     present = {job_number(d) for d in job_dirs(root)}
     missing = [p for p in expected if p["num"] not in present]
-    return Sweep(root, results, summary, points, fits, left_out, model_hw, model_source,
-                 curves(points, fits, model_hw), expected, missing)
+    return Sweep(
+        root,
+        results,
+        summary,
+        points,
+        fits,
+        left_out,
+        model_hw,
+        model_source,
+        curves(points, fits, model_hw),
+        expected,
+        missing,
+    )

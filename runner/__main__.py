@@ -1,4 +1,6 @@
-"""``python -m runner [overrides]``: Hydra turns the config into one ``run(cfg)`` call."""
+"""``shardlab [overrides]`` or ``python -m runner [overrides]``: Hydra turns the config into one
+``run(cfg)`` call."""
+
 from __future__ import annotations
 
 import logging
@@ -14,13 +16,13 @@ from runner.callbacks import armed, interrupted
 from runner.errors import OutputError, PlatformError
 from runner.job import run
 from runner.pool import discard_worker
-from runner.schema import register_configs
+from runner.schema import CONF_DIR, register_configs
 
 register_configs()
 log = logging.getLogger("shardlab")
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")  # checkout or installed copy
 def main(cfg: DictConfig) -> dict:
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     # A sweep runs round 1 of each point now and interleaves the other rounds at its end

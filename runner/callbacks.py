@@ -6,6 +6,7 @@ Ctrl-C anywhere in a sweep still leaves a report of what finished (:func:`interr
 a point or in the later rounds it interrupts at once (``Interrupt.armed``); between points,
 while Hydra composes the next one, it is noted and acted on at the next callback, so Hydra
 never sees it half-way through its own work."""
+
 from __future__ import annotations
 
 import json
@@ -17,6 +18,7 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from runner.command import this_command
 from runner.pool import discard_worker
 from runner.progress import _rel, clock
 
@@ -26,6 +28,7 @@ log = logging.getLogger("shardlab")
 class Interrupt:
     """Where a Ctrl-C may land: ``armed`` inside our own code (raise KeyboardInterrupt
     there), else ``pending`` until the next callback acts on it."""
+
     armed = False
     pending = False
     sweep_dir: Path | None = None
@@ -59,10 +62,14 @@ class armed:
 
 def resume_command(sweep_dir: Path, argv: list[str] | None = None) -> str:
     """The exact command that finishes this sweep: the same arguments, its folder, resume."""
-    args = [a for a in (sys.argv[1:] if argv is None else argv)
-            if not a.startswith(("hydra.sweep.dir=", "resume=")) and a not in ("-m", "--multirun")]
-    return " ".join(["python -m runner", *map(shlex.quote, args), f"hydra.sweep.dir={shlex.quote(_rel(sweep_dir))}",
-                     "resume=true"])
+    args = [
+        a
+        for a in (sys.argv[1:] if argv is None else argv)
+        if not a.startswith(("hydra.sweep.dir=", "resume=")) and a not in ("-m", "--multirun")
+    ]
+    return " ".join(
+        [this_command(), *map(shlex.quote, args), f"hydra.sweep.dir={shlex.quote(_rel(sweep_dir))}", "resume=true"]
+    )
 
 
 def report_and_summary(sweep_dir: Path, t_start: float | None = None, interrupted: bool = False) -> Path | None:
@@ -97,8 +104,17 @@ def report_and_summary(sweep_dir: Path, t_start: float | None = None, interrupte
     flagged = sum(f.get("flagged") or 0 for f in fams)
     missing = len(head.get("missing_points") or [])
     took = f" in {clock(time.perf_counter() - t_start)}" if t_start else ""
-    log.info("%s%s: %d ok, %d failed%s; %d noisy, %d flagged, %d unchecked", "interrupted" if interrupted else "done",
-             took, ok, failed, f", {missing} not run" if missing else "", noisy, flagged, unchecked)
+    log.info(
+        "%s%s: %d ok, %d failed%s; %d noisy, %d flagged, %d unchecked",
+        "interrupted" if interrupted else "done",
+        took,
+        ok,
+        failed,
+        f", {missing} not run" if missing else "",
+        noisy,
+        flagged,
+        unchecked,
+    )
     for f in fams:
         log.info("  %s", f.get("text"))
     log.info("report: %s", _rel(index))
@@ -124,15 +140,31 @@ def launcher_problem(target: str) -> str | None:
     if target.endswith("BasicLauncher") or "submitit" in target.lower():
         return None
     name = target.rsplit(".", 1)[-1] or "(none)"
-    return (f"hydra/launcher: {name} runs points side by side on one machine, where they would be timed "
-            "against each other; allowed: basic (the default), submitit_local, submitit_slurm")
+    return (
+        f"hydra/launcher: {name} runs points side by side on one machine, where they would be timed "
+        "against each other; allowed: basic (the default), submitit_local, submitit_slurm"
+    )
 
 
-class LauncherCheck(Callback):
-    """Before anything of a sweep is written: stop on a launcher that cannot time it."""
+class SweepCheck(Callback):
+    """Before anything of a sweep is written: stop on a launcher that cannot time it, or a
+    key the schema does not have (each point would fail on it)."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
-        problem = launcher_problem(str(config.hydra.launcher.get("_target_", "")))
+        from runner.errors import ConfigError
+        from runner.schema import unknown_key
+        from runner.spec import check_gate
+
+        job = OmegaConf.masked_copy(config, [k for k in config.keys() if k != "hydra"])
+        problem = launcher_problem(str(config.hydra.launcher.get("_target_", ""))) or unknown_key(job)
+        try:
+            check_gate(OmegaConf.to_container(job.check))
+        except ConfigError as exc:
+            problem = problem or str(exc)
+        try:  # the sweep's lists, e.g. ${geometric:...} over sizes.min/max/factor
+            OmegaConf.to_container(config.hydra.sweeper, resolve=True)
+        except Exception as exc:  # noqa: BLE001 - Hydra would print a traceback of the resolver
+            problem = problem or str(exc).splitlines()[0].split("while resolving interpolation: ")[-1]
         if problem:
             print(f"error: {problem}", file=sys.stderr)
             sys.exit(2)
@@ -169,8 +201,11 @@ class ReportCallback(Callback):
         Interrupt.check("after the last point")
         if job.last_process_index:  # a cluster run: every host ran the sweep; process 0 reports
             discard_worker()
-            log.info("process %d: the report is process 0's to write (or `python -m analysis report %s`)",
-                     job.last_process_index, sweep_dir)
+            log.info(
+                "process %d: the report is process 0's to write (or `python -m analysis report %s`)",
+                job.last_process_index,
+                sweep_dir,
+            )
             return
         try:
             if int(config.timing.rounds) > 1 and config.distributed.mode != "auto":
@@ -185,6 +220,25 @@ class ReportCallback(Callback):
         bad = [p for p in sweep_dir.glob("*/result.json") if _status(p) != "ok"]
         if bad:  # after the report: a sweep in which any point failed does not exit 0
             sys.exit(1)
+        bar = OmegaConf.select(config, "check.min_busbw_GBps", default=None)
+        if bar is not None and (line := gate(sweep_dir, float(bar) * 1e9)):
+            print(f"error: {line}", file=sys.stderr)
+            sys.exit(3)
+
+
+def gate(sweep_dir: Path, min_busbw_Bps: float) -> str | None:
+    """nccl-tests' average bus-bandwidth check over the report's summary.csv: the line to
+    print when a family is below the bar, or None."""
+    import pandas as pd
+
+    from analysis.gate import below_bar, gate_message
+    from analysis.rundir import SUMMARY_NAME
+
+    try:
+        failures = below_bar(pd.read_csv(sweep_dir / SUMMARY_NAME), min_busbw_Bps)
+    except (OSError, ValueError, KeyError) as exc:  # no summary: the report failed; say so
+        return f"check.min_busbw_GBps: no summary to check ({exc})"
+    return gate_message(failures, min_busbw_Bps) if len(failures) else None
 
 
 def interrupted(sweep_dir: Path, where: str) -> None:
@@ -200,5 +254,9 @@ def interrupted(sweep_dir: Path, where: str) -> None:
     finally:
         logging.disable(logging.NOTSET)
     done = len(list(sweep_dir.glob("*/result.json")))
-    print(f"\ninterrupted {where}; report of the {done} point(s) that finished (incomplete): {index}\n"
-          f"resume: {resume_command(sweep_dir)}", file=sys.stderr, flush=True)
+    print(
+        f"\ninterrupted {where}; report of the {done} point(s) that finished (incomplete): {index}\n"
+        f"resume: {resume_command(sweep_dir)}",
+        file=sys.stderr,
+        flush=True,
+    )

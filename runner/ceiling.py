@@ -12,6 +12,7 @@ copy is no ceiling for 8 device threads: collectives measured here exceeded it, 
 On TPU and GPU it is the book's link roofline: W_bidi per link times the k axes a torus
 collective runs over, or one GPU's NVLink egress behind a switch.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,7 +30,8 @@ def device_copy(mesh, bytes_per_device: int, repeats: int = REPEATS) -> dict:
     """Bytes per second each device reads and writes when all of them do so at once."""
     import jax
     import jax.numpy as jnp
-    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     nbytes = int(min(max(bytes_per_device, MIN_BYTES), MAX_BYTES)) // 4 * 4
     devices = math.prod(mesh.shape.values())
@@ -52,10 +54,15 @@ def device_copy(mesh, bytes_per_device: int, repeats: int = REPEATS) -> dict:
     # (t(2K) - t(K)) / K: the dispatch and sync of one call cancel out.
     per_iter = [(timed(2 * k) - timed(k)) / k for _ in range(repeats)]
     t = float(np.median(per_iter))
-    return {"kind": "device_copy", "busbw_Bps": nbytes / t if t > 0 else None, "bytes_per_device": nbytes,
-            "devices": devices, "iterations": k,
-            "what": f"each of the {devices} devices reading and writing {nbytes} B at once (x+1 in an XLA loop), "
-                    f"median of {repeats}"}
+    return {
+        "kind": "device_copy",
+        "busbw_Bps": nbytes / t if t > 0 else None,
+        "bytes_per_device": nbytes,
+        "devices": devices,
+        "iterations": k,
+        "what": f"each of the {devices} devices reading and writing {nbytes} B at once (x+1 in an XLA loop), "
+        f"median of {repeats}",
+    }
 
 
 def link_roofline(hardware: dict, n_axes: int) -> dict | None:
@@ -66,6 +73,9 @@ def link_roofline(hardware: dict, n_axes: int) -> dict | None:
         return {"kind": "link", "busbw_Bps": bw, "what": f"{hardware['name']} per-GPU NVLink egress (book constant)"}
     if hardware.get("link_bw_bidir_Bps"):
         bw = float(hardware["link_bw_bidir_Bps"]) * max(n_axes, 1)
-        return {"kind": "link", "busbw_Bps": bw,
-                "what": f"{hardware['name']} bidirectional ICI link bandwidth x {max(n_axes, 1)} axis/axes (book)"}
+        return {
+            "kind": "link",
+            "busbw_Bps": bw,
+            "what": f"{hardware['name']} bidirectional ICI link bandwidth x {max(n_axes, 1)} axis/axes (book)",
+        }
     return None

@@ -1,4 +1,5 @@
 """What ran: the environment record and the hardware entry that matches the devices."""
+
 from __future__ import annotations
 
 import os
@@ -27,9 +28,12 @@ def environment(jax, devices) -> dict:
         "platform": platform.platform(),
         "malloc_env": {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")},
         # every setting that changes what XLA, JAX, libtpu or NCCL do
-        "env": {k: v for k, v in sorted(os.environ.items())
-                if k in ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "TPU_TOPOLOGY", "CUDA_VISIBLE_DEVICES", "TF_CPP_MIN_LOG_LEVEL")
-                or k.startswith(("JAX_", "NCCL_", "XLA_PYTHON_CLIENT_", "TPU_", "LIBTPU_"))},
+        "env": {
+            k: v
+            for k, v in sorted(os.environ.items())
+            if k in ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "TPU_TOPOLOGY", "CUDA_VISIBLE_DEVICES", "TF_CPP_MIN_LOG_LEVEL")
+            or k.startswith(("JAX_", "NCCL_", "XLA_PYTHON_CLIENT_", "TPU_", "LIBTPU_"))
+        },
     }
 
 
@@ -45,7 +49,9 @@ def resolve_hardware(hw: dict, devices) -> dict:
     if hw["kind"] == "auto":
         return resolve_auto(platform_, kind)
     if hw["kind"] != platform_:
-        raise ConfigError(f"hardware={hw['name']}: this entry is for {hw['kind']} devices but JAX found "
-                          f"{len(devices)} {platform_} device(s) ({kind}); use hardware=auto "
-                          f"or an entry of kind {platform_}")
+        raise ConfigError(
+            f"hardware={hw['name']}: this entry is for {hw['kind']} devices but JAX found "
+            f"{len(devices)} {platform_} device(s) ({kind}); use hardware=auto "
+            f"or an entry of kind {platform_}"
+        )
     return hw

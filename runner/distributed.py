@@ -14,6 +14,7 @@ its own process group) and the next point starts a fresh group.
 ``distributed=auto`` needs no launcher: the cluster starts the processes, and each one's
 worker calls ``jax.distributed.initialize()`` (:mod:`runner.jaxenv`).
 """
+
 from __future__ import annotations
 
 import os
@@ -54,7 +55,9 @@ class ProcessGroup:
         skip = os.environ.get(TEST_SKIP_PROCESS_ENV)
         self.workers: dict[int, Worker] = {
             i: Worker(dict(env, **{PROCESS_ID_ENV: str(i), COORDINATOR_ENV: self.coordinator}))
-            for i in range(self.n) if str(i) != skip}
+            for i in range(self.n)
+            if str(i) != skip
+        }
 
     def alive(self) -> bool:
         return not self.broken and all(w.alive() for w in self.workers.values())
@@ -86,8 +89,12 @@ class ProcessGroup:
         reply = merge(replies)
         if reply["status"] != "ok":
             self.kill()  # a process may have stopped between collectives: start afresh
-        reply["worker"] = {"pids": self.pids(), "coordinator": self.coordinator, "points_served": self.points,
-                           "start_s": self.start_s if first else None}
+        reply["worker"] = {
+            "pids": self.pids(),
+            "coordinator": self.coordinator,
+            "points_served": self.points,
+            "start_s": self.start_s if first else None,
+        }
         return reply
 
     def _start(self, job_dir: Path) -> None:
@@ -95,16 +102,18 @@ class ProcessGroup:
         t0 = time.perf_counter()
         deadline = t0 + self.timeout_s + START_GRACE_S
         try:
-            for i, w in self.workers.items():
+            for i, w in self.workers.items():  # noqa: B007 - i names the process in the error below
                 w.wait_ready(max(0.0, deadline - time.perf_counter()))
         except WorkerDied as exc:
             self._save_startup_logs(job_dir)
             self.kill()
             missing = sorted(set(range(self.n)) - set(self.workers))
-            raise WorkerDied(f"the {self.n} processes did not all join within distributed.timeout_s="
-                             f"{self.timeout_s:g} s (coordinator {self.coordinator}"
-                             f"{', process(es) ' + str(missing) + ' never started' if missing else ''}); "
-                             f"every process was killed. Process {i}: {exc}") from None
+            raise WorkerDied(
+                f"the {self.n} processes did not all join within distributed.timeout_s="
+                f"{self.timeout_s:g} s (coordinator {self.coordinator}"
+                f"{', process(es) ' + str(missing) + ' never started' if missing else ''}); "
+                f"every process was killed. Process {i}: {exc}"
+            ) from None
         if len(self.workers) < self.n:  # test hook: cannot happen otherwise
             raise WorkerDied("a process was not started")
         self.start_s = max(w.start_s for w in self.workers.values())
@@ -131,12 +140,17 @@ class ProcessGroup:
                     except WorkerDied as exc:
                         problems.append(f"process {i}: {exc}")
             if pending and time.perf_counter() >= limit:
-                why = ("timeout_s" if first_end is None else
-                       f"distributed.timeout_s after process(es) {sorted(set(self.workers) - set(pending))} ended")
+                why = (
+                    "timeout_s"
+                    if first_end is None
+                    else f"distributed.timeout_s after process(es) {sorted(set(self.workers) - set(pending))} ended"
+                )
                 waited = timeout_s if first_end is None else self.timeout_s
                 for i in sorted(pending):
-                    problems.append(f"process {i}: did not finish within {waited:g} s ({why}); killed. "
-                                    f"Last log lines:\n{_tail(job_dir / log_name(i))}")
+                    problems.append(
+                        f"process {i}: did not finish within {waited:g} s ({why}); killed. "
+                        f"Last log lines:\n{_tail(job_dir / log_name(i))}"
+                    )
                 break
         return replies, problems
 
@@ -174,13 +188,18 @@ def merge(replies: dict[int, dict]) -> dict:
     for i in sorted(replies):
         r = replies[i]
         rec = r.get("record") or {}
-        processes.append({
-            "process_id": i, "status": r["status"], "error": r.get("error"),
-            "device_ids": (rec.get("process") or {}).get("device_ids"),
-            "host": (rec.get("process") or {}).get("host"),
-            "timing_summary": (rec.get("timing") or {}).get("summary"),
-            "xplane": (rec.get("files") or {}).get("xplane"),
-            "log": log_name(i)})
+        processes.append(
+            {
+                "process_id": i,
+                "status": r["status"],
+                "error": r.get("error"),
+                "device_ids": (rec.get("process") or {}).get("device_ids"),
+                "host": (rec.get("process") or {}).get("host"),
+                "timing_summary": (rec.get("timing") or {}).get("summary"),
+                "xplane": (rec.get("files") or {}).get("xplane"),
+                "log": log_name(i),
+            }
+        )
     record["processes"] = processes
     if record.get("files") is not None:
         record["files"]["xplanes"] = [p["xplane"] for p in processes if p["xplane"]]
@@ -189,8 +208,11 @@ def merge(replies: dict[int, dict]) -> dict:
     if failed:
         # Every failing process's error: the first in index order may only be waiting on another.
         bad = replies[failed[0]]
-        base.update(status="failed", error_type=bad.get("error_type"),
-                    error="\n".join(f"process {i}: {replies[i].get('error')}" for i in failed))
+        base.update(
+            status="failed",
+            error_type=bad.get("error_type"),
+            error="\n".join(f"process {i}: {replies[i].get('error')}" for i in failed),
+        )
         if bad.get("traceback"):
             base["traceback"] = bad["traceback"]
     return base

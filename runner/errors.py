@@ -1,4 +1,5 @@
 """The runner's errors, in a leaf module anyone in :mod:`runner` may import."""
+
 from __future__ import annotations
 
 

@@ -10,6 +10,7 @@ Multi-process runs (``distributed=local`` or ``auto``) travel in the same enviro
 the ``SHARDLAB_DIST_*`` names below; :func:`start_jax` turns them into
 ``jax.distributed.initialize`` before returning JAX.
 """
+
 from __future__ import annotations
 
 import os
@@ -36,8 +37,12 @@ _DEVICE_COUNT_FLAG = re.compile(r"--xla_force_host_platform_device_count=\S*")
 # so a 64 MiB buffer still came from mmap. One arena and a 1 GiB top pad: 7k faults and
 # 28 ms, 54 ms at 128 MiB (glibc 2.36, jax 0.10.2). glibc reads these once, when the process
 # starts, so the worker is started with them.
-MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "1073741824", "MALLOC_TRIM_THRESHOLD_": "4294967296",
-              "MALLOC_TOP_PAD_": "1073741824", "MALLOC_ARENA_MAX": "1"}
+MALLOC_ENV = {
+    "MALLOC_MMAP_THRESHOLD_": "1073741824",
+    "MALLOC_TRIM_THRESHOLD_": "4294967296",
+    "MALLOC_TOP_PAD_": "1073741824",
+    "MALLOC_ARENA_MAX": "1",
+}
 
 
 def process_env(hardware: dict, distributed: dict | None = None, command_buffers: bool = False) -> dict[str, str]:
@@ -69,8 +74,11 @@ def process_env(hardware: dict, distributed: dict | None = None, command_buffers
     if dist["mode"] != "none":
         env[MODE_ENV] = dist["mode"]
         env[TIMEOUT_ENV] = str(int(dist["timeout_s"]))
-        for key, name in ((NUM_PROCESSES_ENV, "num_processes"), (PROCESS_ID_ENV, "process_id"),
-                          (COORDINATOR_ENV, "coordinator_address")):
+        for key, name in (
+            (NUM_PROCESSES_ENV, "num_processes"),
+            (PROCESS_ID_ENV, "process_id"),
+            (COORDINATOR_ENV, "coordinator_address"),
+        ):
             if dist.get(name) is not None:
                 env[key] = str(dist[name])
     return env
@@ -112,16 +120,22 @@ def _start_distributed(jax, env: dict[str, str]) -> None:
         # are in-process only; with gloo, 2 processes x 4 devices gave a correct 8-device psum).
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
         # Bind the coordinator to 127.0.0.1 only; by default it listens on every interface.
-        jax.distributed.initialize(coordinator, num_processes=int(env[NUM_PROCESSES_ENV]),
-                                   process_id=int(env[PROCESS_ID_ENV]), coordinator_bind_address=coordinator,
-                                   **limits)
+        jax.distributed.initialize(
+            coordinator,
+            num_processes=int(env[NUM_PROCESSES_ENV]),
+            process_id=int(env[PROCESS_ID_ENV]),
+            coordinator_bind_address=coordinator,
+            **limits,
+        )
         _gloo_on_loopback()
     else:
         # auto: a cluster (TPU pod slice, SLURM, Open MPI) tells JAX who and where it is;
         # values from the config, when given, take precedence over detection.
-        given = {"coordinator_address": env.get(COORDINATOR_ENV),
-                 "num_processes": int(env[NUM_PROCESSES_ENV]) if NUM_PROCESSES_ENV in env else None,
-                 "process_id": int(env[PROCESS_ID_ENV]) if PROCESS_ID_ENV in env else None}
+        given = {
+            "coordinator_address": env.get(COORDINATOR_ENV),
+            "num_processes": int(env[NUM_PROCESSES_ENV]) if NUM_PROCESSES_ENV in env else None,
+            "process_id": int(env[PROCESS_ID_ENV]) if PROCESS_ID_ENV in env else None,
+        }
         jax.distributed.initialize(**{k: v for k, v in given.items() if v is not None}, **limits)
     # initialize() installs JAX's preemption notifier, which catches SIGTERM and carries on; a
     # worker must still end when its parent terminates it (multiprocessing does so at exit).
@@ -141,8 +155,9 @@ def _gloo_on_loopback() -> None:
         from jax._src.lib import _jax
 
         def cpu_client_on_loopback():
-            collectives = _jax.make_gloo_tcp_collectives(distributed_client=distributed.global_state.client,
-                                                         hostname="127.0.0.1")
+            collectives = _jax.make_gloo_tcp_collectives(
+                distributed_client=distributed.global_state.client, hostname="127.0.0.1"
+            )
             return xla_bridge.make_cpu_client(collectives=collectives)
 
         xla_bridge.register_backend_factory("cpu", cpu_client_on_loopback, priority=0, fail_quietly=False)

@@ -4,6 +4,7 @@ This is the pure core behind ``python -m runner``; tests call it directly. It ne
 raises for a failing point: the failure is recorded (status ``failed``, the error, and
 whatever was measured before it) so a sweep goes on.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from analysis.book.units import fmt_duration, format_size
-from analysis.rundir import HLO_DIR, RESULT_NAME, TRACE_DIR, result_name, write_json_atomic
+from analysis.rundir import HLO_DIR, RESULT_NAME, TRACE_DIR, now_iso, result_name, stamp, write_json_atomic
 from runner.errors import ConfigError, OutputError, PlatformError, WorkerDied
 from runner.jaxenv import process_env
 from runner.pool import discard_worker, get_worker
@@ -43,15 +44,23 @@ def run(cfg: DictConfig, job_dir: str | Path | None = None, rounds: int | None =
     """
     job_dir = Path(job_dir) if job_dir is not None else _job_dir()
     job_dir.mkdir(parents=True, exist_ok=True)
-    config = OmegaConf.to_container(cfg, resolve=True)
-    if config.get("resume") and (kept := kept_result(job_dir, config)) is not None:
-        return kept
+    config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    if config.get("resume"):
+        adopt_unpadded(job_dir)
+        if (kept := kept_result(job_dir, config)) is not None:
+            return kept
     if ((config.get("distributed") or {}).get("mode")) != "auto":  # hosts of a cluster share the folder
         for stale in (TRACE_DIR, HLO_DIR):  # an earlier, interrupted attempt's files are not this run's
             shutil.rmtree(job_dir / stale, ignore_errors=True)
     t0 = time.perf_counter()
-    result: dict = {"status": "failed", "error": None, "error_type": None, "started_at": time.time(),
-                    "config": config}
+    result: dict = {
+        **stamp("result"),
+        "status": "failed",
+        "error": None,
+        "error_type": None,
+        "started_at": now_iso(),
+        "config": config,
+    }
     try:
         spec = build_spec(cfg)
     except ConfigError as exc:
@@ -73,13 +82,16 @@ def run(cfg: DictConfig, job_dir: str | Path | None = None, rounds: int | None =
     if result["status"] == "ok" and (result.get("experiment") or {}).get("no_communication"):
         if "group of 1" not in _warned:
             _warned.add("group of 1")
-            log.warning("collectives need at least two devices; this mesh gives %s a group of 1, so what is timed "
-                        "is a copy, not communication (matmuls still measure)", result["experiment"]["op"])
+            log.warning(
+                "collectives need at least two devices; this mesh gives %s a group of 1, so what is timed "
+                "is a copy, not communication (matmuls still measure)",
+                result["experiment"]["op"],
+            )
     if result["status"] == "ok":
         result["prediction"] = predict(result)
         result["timing"]["seed"] = int(cfg.timing.seed)
     result["wall_s"] = time.perf_counter() - t0
-    result["ended_at"] = time.time()
+    result["ended_at"] = now_iso()
     # distributed=auto: every host runs this job; process 0 writes result.json, the others beside it
     index = (result.get("environment") or {}).get("process_index") or 0
     global last_process_index
@@ -87,8 +99,10 @@ def run(cfg: DictConfig, job_dir: str | Path | None = None, rounds: int | None =
     try:
         write_json_atomic(job_dir / result_name(index), result)
     except OSError as exc:  # a full disk or a folder made read-only: the sweep cannot go on
-        raise OutputError(f"cannot write {job_dir / result_name(index)}: {exc.strerror or exc}; the points "
-                          "before it are on disk (resume=true finishes the sweep once there is room)") from None
+        raise OutputError(
+            f"cannot write {job_dir / result_name(index)}: {exc.strerror or exc}; the points "
+            "before it are on disk (resume=true finishes the sweep once there is room)"
+        ) from None
     # With distributed=auto every host would have to join each later round; they run round 1 only.
     if result["status"] == "ok" and index == 0 and spec["distributed"]["mode"] != "auto":
         from runner.rounds import add_round
@@ -100,8 +114,10 @@ def run(cfg: DictConfig, job_dir: str | Path | None = None, rounds: int | None =
     return result
 
 
-INSTALL = {"tpu": 'pip install -U "jax[tpu]"', "gpu": 'pip install -U "jax[cuda12]" (NVIDIA) or the ROCm build '
-           '(https://docs.jax.dev/en/latest/installation.html)'}
+INSTALL = {
+    "tpu": 'pip install -U "jax[tpu]"',
+    "gpu": 'pip install -U "jax[cuda12]" (NVIDIA) or the ROCm build (https://docs.jax.dev/en/latest/installation.html)',
+}
 _warned: set[str] = set()
 
 
@@ -114,13 +130,33 @@ def check_platform(spec: dict, info: dict) -> None:
             f"hardware={spec['hardware']['name']} asks for {want.upper()} devices but JAX came up on {got} "
             f"({info.get('device_count')} x {info.get('device_kind')})"
             + (f": {info['accelerator_unused']}" if info.get("accelerator_unused") else "")
-            + f"; install JAX for {want.upper()} with {INSTALL[want]}, or use hardware=auto")
+            + f"; install JAX for {want.upper()} with {INSTALL[want]}, or use hardware=auto"
+        )
     unused = info.get("accelerator_unused")
     if unused and unused not in _warned:
         _warned.add(unused)
         present = "/".join(info.get("accelerator_present") or []) or "an accelerator"
-        log.warning("JAX runs on %s although %s seems present (%s); to measure it, %s", got, present.upper(),
-                    unused, INSTALL.get((info.get("accelerator_present") or ["gpu"])[0], INSTALL["gpu"]))
+        log.warning(
+            "JAX runs on %s although %s seems present (%s); to measure it, %s",
+            got,
+            present.upper(),
+            unused,
+            INSTALL.get((info.get("accelerator_present") or ["gpu"])[0], INSTALL["gpu"]),
+        )
+
+
+def adopt_unpadded(job_dir: Path) -> None:
+    """Resume of a sweep from before job folders were zero-padded: ``3_op...`` becomes this
+    point's ``003_op...`` (Hydra has just made it, with its own ``.hydra/``), so its result
+    is kept or re-measured like any other."""
+    head, _, rest = job_dir.name.partition("_")
+    old = job_dir.with_name(f"{int(head)}_{rest}") if head.isdigit() else job_dir
+    if old == job_dir or not old.is_dir() or (job_dir / RESULT_NAME).exists():
+        return
+    for item in old.iterdir():
+        if not (job_dir / item.name).exists():
+            shutil.move(str(item), str(job_dir / item.name))
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def kept_result(job_dir: Path, config: dict) -> dict | None:
@@ -137,8 +173,8 @@ def kept_result(job_dir: Path, config: dict) -> dict | None:
     if old.get("status") != "ok":
         return None
 
-    def same(c):  # whether we resume is not part of what was measured
-        return {k: v for k, v in (c or {}).items() if k != "resume"}
+    def same(c):  # whether we resume, a sweep's size range and the gate change nothing measured
+        return {k: v for k, v in (c or {}).items() if k not in ("resume", "sizes", "check")}
 
     if same(old.get("config")) != same(config):
         log.info("resume: %s has a result for another config; running the point again", job_dir)
@@ -146,8 +182,12 @@ def kept_result(job_dir: Path, config: dict) -> dict | None:
     exp = old.get("experiment") or {}
     size = exp.get("size_bytes")
     if not _in_multirun():  # a sweep's line for the point says "(kept from before)"
-        log.info("resume: kept the ok result of %s%s -> %s", exp.get("expr"), f" {format_size(size)}" if size else "",
-                 job_dir)
+        log.info(
+            "resume: kept the ok result of %s%s -> %s",
+            exp.get("expr"),
+            f" {format_size(size)}" if size else "",
+            job_dir,
+        )
     return dict(old, resumed=True)
 
 
@@ -193,8 +233,15 @@ def _log_line(result: dict, job_dir: Path) -> None:
         where = f"{what} {format_size(size) if size else ''}".strip()
     if result["status"] == "ok":
         s = result["timing"]["summary"]
-        log.info("%s: median %s (+-%.0f%%, %s estimator, %d samples in %d round(s)) -> %s", where,
-                 fmt_duration(s["median_s"]), 100 * s["rel_ci_halfwidth"], result["timing"]["source"], s["n"],
-                 s.get("rounds", 1), job_dir)
+        log.info(
+            "%s: median %s (+-%.0f%%, %s estimator, %d samples in %d round(s)) -> %s",
+            where,
+            fmt_duration(s["median_s"]),
+            100 * s["rel_ci_halfwidth"],
+            result["timing"]["source"],
+            s["n"],
+            s.get("rounds", 1),
+            job_dir,
+        )
     else:
         log.error("%s: FAILED (%s) %s -> %s", where, result["error_type"], result["error"], job_dir)

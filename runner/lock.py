@@ -6,6 +6,7 @@ would overwrite each other's ``result.json``. The sweep holds an exclusive ``flo
 process ends, however it ends, so a killed sweep never leaves a stale lock. The file says
 who holds it.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -15,6 +16,8 @@ import socket
 import sys
 import time
 from pathlib import Path
+
+from runner.command import this_command
 
 LOCK_NAME = ".shardlab.lock"
 _held: list = []  # open lock files: kept for the life of the process
@@ -38,12 +41,22 @@ def hold(folder: Path) -> None:
         except ValueError:
             who = {}
         f.close()
-        raise FolderInUse(f"{folder} is in use by another sweep (pid {who.get('pid', '?')} on {who.get('host', '?')}, "
-                          f"started {who.get('started', '?')}: {who.get('command', '?')}); wait for it to end or "
-                          "choose another hydra.sweep.dir") from None
+        raise FolderInUse(
+            f"{folder} is in use by another sweep (pid {who.get('pid', '?')} on {who.get('host', '?')}, "
+            f"started {who.get('started', '?')}: {who.get('command', '?')}); wait for it to end or "
+            "choose another hydra.sweep.dir"
+        ) from None
     f.seek(0)
     f.truncate()
-    f.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%H:%M:%S"),
-                        "command": "python -m runner " + " ".join(sys.argv[1:])}))
+    f.write(
+        json.dumps(
+            {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "started": time.strftime("%H:%M:%S"),
+                "command": " ".join([this_command(), *sys.argv[1:]]),
+            }
+        )
+    )
     f.flush()
     _held.append(f)

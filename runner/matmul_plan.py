@@ -6,6 +6,7 @@ turns the strategy into explicit steps (which input dims to gather or slice, whi
 sum, how to reach the requested output), or raises :class:`ConfigError` naming the key and
 what would work. The JAX programs in :mod:`runner.matmul` only execute a plan.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,21 +16,27 @@ from dataclasses import dataclass, field
 from analysis.book.notation import Array, Matmul, NotationError, check, parse
 from runner.errors import ConfigError
 
-STRATEGIES = ("auto", "allgather_then_matmul", "matmul_then_allreduce", "matmul_then_reducescatter",
-              "collective_matmul")
+STRATEGIES = (
+    "auto",
+    "allgather_then_matmul",
+    "matmul_then_allreduce",
+    "matmul_then_reducescatter",
+    "collective_matmul",
+)
 EXAMPLE = "A[I, J_X] * B[J_X, K] -> C[I, K]"
 
 
 @dataclass
 class Plan:
     """Steps of an explicit strategy; dims are named as in the expression."""
+
     strategy: str
     gather: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=lambda: {"lhs": {}, "rhs": {}})
     slice: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=lambda: {"lhs": {}, "rhs": {}})
-    psum: tuple[str, ...] = ()            # axes summed with an AllReduce after the local matmul
+    psum: tuple[str, ...] = ()  # axes summed with an AllReduce after the local matmul
     scatter: dict[str, tuple[str, ...]] = field(default_factory=dict)  # out dim -> axes ReduceScattered onto it
     out_gather: dict[str, tuple[str, ...]] = field(default_factory=dict)  # product dim -> axes to gather
-    out_slice: dict[str, tuple[str, ...]] = field(default_factory=dict)   # product dim -> axes to slice
+    out_slice: dict[str, tuple[str, ...]] = field(default_factory=dict)  # product dim -> axes to slice
     ring: tuple | None = None  # ("allgather", axis, lhs dim) or ("reducescatter", axis, out dim)
 
 
@@ -45,14 +52,17 @@ def parse_matmul(expr: str) -> Matmul:
         raise ConfigError(f"op.expr={expr!r}: give the output and its sharding, e.g. {EXAMPLE!r}")
     for arr in (mm.lhs, mm.rhs, mm.out):
         if arr.unreduced:
-            raise ConfigError(f"op.expr={expr!r}: {arr} is unreduced; the runner builds fully reduced "
-                              "inputs and outputs (the strategy decides where partial sums are summed)")
+            raise ConfigError(
+                f"op.expr={expr!r}: {arr} is unreduced; the runner builds fully reduced "
+                "inputs and outputs (the strategy decides where partial sums are summed)"
+            )
     twice = [a for a in set(mm.out.axes) if mm.out.axes.count(a) > 1]
     if twice:
         raise ConfigError(
             f"op.expr={expr!r}: the output {mm.out} shards two dims over mesh axis {''.join(sorted(twice))}, "
             "which no array can hold (book case 4, 'invalid as written'): gather one input first, e.g. "
-            f"write the output as {_fix_case4(mm)}")
+            f"write the output as {_fix_case4(mm)}"
+        )
     # The parser lets a matmul's output repeat an axis (the model explains case 4); this
     # one is valid, so make it an ordinary array that has a PartitionSpec.
     return dataclasses.replace(mm, out=dataclasses.replace(mm.out, loose=False))
@@ -106,7 +116,7 @@ def plan(mm: Matmul, strategy: str, mesh: dict[str, int] | None = None) -> Plan:
     if strategy == "collective_matmul":
         p.ring = _ring(mm)
         return p
-    L, R, O, contracting = mm.lhs, mm.rhs, mm.out, mm.contracting
+    L, R, O, contracting = mm.lhs, mm.rhs, mm.out, mm.contracting  # noqa: E741 - the book's letters
     reduce: list[str] = []
     for d in contracting:
         la, ra = L.dim(d).axes, R.dim(d).axes
@@ -122,16 +132,23 @@ def plan(mm: Matmul, strategy: str, mesh: dict[str, int] | None = None) -> Plan:
         elif ra and not la and not set(ra) & set(L.axes):
             p.slice["lhs"][d], reduce = ra, reduce + list(ra)
         else:
-            raise ConfigError(f"op.strategy={strategy}: the contracting dim {d} is sharded as {L.dim(d)} in "
-                              f"{L} and {R.dim(d)} in {R}; use allgather_then_matmul or auto")
+            raise ConfigError(
+                f"op.strategy={strategy}: the contracting dim {d} is sharded as {L.dim(d)} in "
+                f"{L} and {R.dim(d)} in {R}; use allgather_then_matmul or auto"
+            )
     lhs_after = _without(L, p.gather["lhs"])
     rhs_after = _without(R, p.gather["rhs"])
-    clash = [a for a in lhs_after.axes if a in rhs_after.axes
-             and lhs_after.dim_of(a) not in contracting and lhs_after.dim_of(a) != rhs_after.dim_of(a)]
+    clash = [
+        a
+        for a in lhs_after.axes
+        if a in rhs_after.axes and lhs_after.dim_of(a) not in contracting and lhs_after.dim_of(a) != rhs_after.dim_of(a)
+    ]
     if clash:
         if strategy != "allgather_then_matmul":
-            raise ConfigError(f"op.strategy={strategy}: {L} and {R} both shard a non-contracting dim over "
-                              f"{''.join(clash)} (book case 4); use allgather_then_matmul, collective_matmul or auto")
+            raise ConfigError(
+                f"op.strategy={strategy}: {L} and {R} both shard a non-contracting dim over "
+                f"{''.join(clash)} (book case 4); use allgather_then_matmul, collective_matmul or auto"
+            )
         # Gather the input whose dim the output does not keep on those axes.
         side = "lhs" if all(O.dim_of(a) != L.dim_of(a) for a in clash) else "rhs"
         arr = L if side == "lhs" else R
@@ -140,8 +157,10 @@ def plan(mm: Matmul, strategy: str, mesh: dict[str, int] | None = None) -> Plan:
             p.gather[side][d] = tuple(x for x in arr.dim(d).axes if x in clash or x in p.gather[side].get(d, ()))
         lhs_after, rhs_after = _without(L, p.gather["lhs"]), _without(R, p.gather["rhs"])
     if strategy != "allgather_then_matmul" and not reduce:
-        raise ConfigError(f"op.strategy={strategy}: no contracting dim of {mm} is sharded, so there are no "
-                          "partial sums to reduce (book case 1 or 4); use auto or allgather_then_matmul")
+        raise ConfigError(
+            f"op.strategy={strategy}: no contracting dim of {mm} is sharded, so there are no "
+            "partial sums to reduce (book case 1 or 4); use auto or allgather_then_matmul"
+        )
     natural = {d.name: () for d in O.dims}
     for arr in (lhs_after, rhs_after):
         for d in arr.dims:
@@ -153,9 +172,11 @@ def plan(mm: Matmul, strategy: str, mesh: dict[str, int] | None = None) -> Plan:
             if d is not None and not natural[d]:
                 p.scatter[d] = p.scatter.get(d, ()) + (a,)
         if not p.scatter:
-            raise ConfigError(f"op.strategy=matmul_then_reducescatter: the output {O} is not sharded over the "
-                              f"summed axes {''.join(reduce)}, so there is nothing to scatter; shard an output "
-                              f"dim over them (e.g. {O.dims[-1].name}_{''.join(reduce)}) or use matmul_then_allreduce")
+            raise ConfigError(
+                f"op.strategy=matmul_then_reducescatter: the output {O} is not sharded over the "
+                f"summed axes {''.join(reduce)}, so there is nothing to scatter; shard an output "
+                f"dim over them (e.g. {O.dims[-1].name}_{''.join(reduce)}) or use matmul_then_allreduce"
+            )
         for d, axes in p.scatter.items():
             natural[d] = tuple(a for a in O.dim(d).axes if a in axes)
     p.psum = tuple(a for a in reduce if a not in {x for axes in p.scatter.values() for x in axes})
@@ -179,7 +200,7 @@ def _without(arr: Array, gathered: dict[str, tuple[str, ...]]) -> Array:
 
 def _ring(mm: Matmul) -> tuple:
     """The one-axis patterns a ppermute ring overlaps with compute."""
-    L, R, O, contracting = mm.lhs, mm.rhs, mm.out, mm.contracting
+    L, R, O, contracting = mm.lhs, mm.rhs, mm.out, mm.contracting  # noqa: E741 - the book's letters
     axes = used_axes(mm)
     if len(axes) == 1:
         a = axes[0]
@@ -189,14 +210,21 @@ def _ring(mm: Matmul) -> tuple:
             return ("allgather", a, lfree[0])
         shared = [c for c in contracting if L.dim(c).axes == (a,) and R.dim(c).axes == (a,)]
         free = [d.name for d in O.dims if d.axes == (a,)]
-        if len(contracting) == 1 and shared and free and not (set(L.axes) | set(R.axes)) - {a} \
-                and free[0] in {d.name for d in R.dims} and not R.dim(free[0]).axes:
+        if (
+            len(contracting) == 1
+            and shared
+            and free
+            and not (set(L.axes) | set(R.axes)) - {a}
+            and free[0] in {d.name for d in R.dims}
+            and not R.dim(free[0]).axes
+        ):
             return ("reducescatter", a, free[0])
     raise ConfigError(
         f"op.strategy=collective_matmul: {mm} is not one of the two ring patterns it implements, over one "
         "mesh axis: the AllGather side 'A[I_X, J] * B[J, K_X] -> C[I, K_X]' (each device multiplies the "
         "block of A it holds while the next block travels) and the ReduceScatter side "
-        "'A[I, J_X] * B[J_X, K] -> C[I, K_X]' (partial sums travel and accumulate)")
+        "'A[I, J_X] * B[J_X, K] -> C[I, K_X]' (partial sums travel and accumulate)"
+    )
 
 
 def flops(mm: Matmul, dims: dict[str, int]) -> float:

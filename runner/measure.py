@@ -6,6 +6,7 @@ so a failure part-way still leaves what was learnt in the job's result.json).
 from JAX's persistent cache) and one more round of the *step* and *loop* timings, which
 the parent interleaves with the other points' rounds (:mod:`runner.rounds`).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -19,13 +20,13 @@ import numpy as np
 from analysis import trace as trace_analysis
 from analysis.book.collectives import BY_OP, busbw_factor, nccl_S_bytes
 from analysis.hlo import async_pairs, instruction_opcodes
-from analysis.rundir import HLO_COMPILED, HLO_DIR, HLO_LOWERED, TRACE_DIR
+from analysis.rundir import HLO_COMPILED, HLO_DIR, HLO_LOWERED, TRACE_DIR, now_iso
 from runner import meshes, programs, timing, tracing
 from runner.ceiling import device_copy, link_roofline
 from runner.devices import environment, resolve_hardware
+from runner.errors import ConfigError
 from runner.memory import check_fits
 from runner.programs.loop import k_arg, loop_check, looped
-from runner.errors import ConfigError
 from runner.spec import check_against_devices
 
 
@@ -44,6 +45,7 @@ class Phases(dict):
 @dataclass
 class Point:
     """A point ready to time: its program compiled, its inputs on the devices."""
+
     mesh: jax.sharding.Mesh
     mesh_axes: dict
     prog: programs.Program
@@ -83,7 +85,7 @@ def prepare(spec: dict, phase: Phases, record: dict | None = None) -> Point:
 def time_round(point: Point, spec: dict, round_no: int, K: int | None = None) -> dict:
     """One round of the *step* and *loop* estimators, with the machine's state."""
     t = spec["timing"]
-    out = {"round": round_no, "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **timing.machine_state()}
+    out = {"round": round_no, "started_at": now_iso(), **timing.machine_state()}
     faults0 = timing.minor_faults()
     step = timing.time_step(point.step, t, meshes.agree)
     steps_run = step["warmup_iters"] + len(step["samples_s"]) * t["iters_per_sample"]
@@ -92,8 +94,7 @@ def time_round(point: Point, spec: dict, round_no: int, K: int | None = None) ->
     if point.loop is not None:
         K = K or timing.loop_K(step["summary"]["median_s"], t["loop_target_s"])
         kk = k_arg(K)
-        out["loop"] = timing.time_loop(lambda: jax.block_until_ready(point.loop(point.args, kk)), K, t,
-                                       meshes.agree)
+        out["loop"] = timing.time_loop(lambda: jax.block_until_ready(point.loop(point.args, kk)), K, t, meshes.agree)
     return out
 
 
@@ -129,8 +130,11 @@ def measure(spec: dict, job_dir: Path, record: dict) -> None:
     finally:  # what the point really held, beside the estimate it was admitted with
         after = memory_now()
         if before and after:
-            record["memory_peak"] = {"rss_before_bytes": before["rss_bytes"], "rss_peak_bytes": after["rss_peak_bytes"],
-                                     "growth_bytes": after["rss_peak_bytes"] - before["rss_bytes"]}
+            record["memory_peak"] = {
+                "rss_before_bytes": before["rss_bytes"],
+                "rss_peak_bytes": after["rss_peak_bytes"],
+                "growth_bytes": after["rss_peak_bytes"] - before["rss_bytes"],
+            }
 
 
 def _measure(spec: dict, job_dir: Path, record: dict) -> None:
@@ -138,8 +142,10 @@ def _measure(spec: dict, job_dir: Path, record: dict) -> None:
     with phase("setup"):
         devices = jax.devices()
         if jax.process_count() > 1 and spec.get("distributed", {}).get("mode", "none") == "none":
-            raise ConfigError(f"JAX sees {jax.process_count()} processes (a multi-host slice or a cluster job) but "
-                              "distributed=none; use distributed=auto so that they join one mesh")
+            raise ConfigError(
+                f"JAX sees {jax.process_count()} processes (a multi-host slice or a cluster job) but "
+                "distributed=none; use distributed=auto so that they join one mesh"
+            )
         record["environment"] = environment(jax, devices)
         record["hardware"] = resolve_hardware(spec["hardware"], devices)
         mesh_axes = check_against_devices(spec, len(devices))
@@ -147,17 +153,25 @@ def _measure(spec: dict, job_dir: Path, record: dict) -> None:
         # bytes_limit with XLA_PYTHON_CLIENT_ALLOCATOR=platform: then the entry's HBM size
         stats = jax.local_devices()[0].memory_stats() or {}
         limit = stats.get("bytes_limit") or record["hardware"].get("memory_bytes")
-        record["memory_estimate"] = check_fits(spec, mesh_axes, limit,
-                                               devices_on_host=jax.default_backend() == "cpu")
+        record["memory_estimate"] = check_fits(spec, mesh_axes, limit, devices_on_host=jax.default_backend() == "cpu")
     point = prepare(spec, phase)
     op = spec["op"]
     group = int(np.prod([point.mesh_axes[a] for a in op["axes"]]))
     record["experiment"] = {
-        "op": op["name"], "expr": point.prog.expr, "axes": op["axes"], "size_bytes": op.get("size_bytes"),
-        "V_bytes": point.prog.V_bytes, "dtype": spec["dtype"], "group_size": group,
+        "op": op["name"],
+        "expr": point.prog.expr,
+        "axes": op["axes"],
+        "size_bytes": op.get("size_bytes"),
+        "V_bytes": point.prog.V_bytes,
+        "dtype": spec["dtype"],
+        "group_size": group,
         "num_groups": len(devices) // group,
-        "mesh": {"name": spec["mesh"]["name"], "axes": point.mesh_axes, "device_ids": point.mesh.device_ids.tolist(),
-                 "devices": meshes.device_coords(point.mesh)},
+        "mesh": {
+            "name": spec["mesh"]["name"],
+            "axes": point.mesh_axes,
+            "device_ids": point.mesh.device_ids.tolist(),
+            "devices": meshes.device_coords(point.mesh),
+        },
         "hardware": record["hardware"]["name"],
         **point.prog.extra,
     }
@@ -185,8 +199,7 @@ def _measure(spec: dict, job_dir: Path, record: dict) -> None:
 
     with phase("timing"):
         first = time_round(point, spec, 1)
-    record["timing"] = {"rounds": [first], "loop_check": point.loop_check,
-                        "seed": spec["timing"]["seed"]}
+    record["timing"] = {"rounds": [first], "loop_check": point.loop_check, "seed": spec["timing"]["seed"]}
     record["timing"].update(timing.summarise(record["timing"], spec["timing"], record["environment"]["backend"]))
 
     with phase("ceiling"):
@@ -206,13 +219,18 @@ def _measure(spec: dict, job_dir: Path, record: dict) -> None:
         record["trace"] = captured
         record["trace"]["wall_s"] = phase["trace"]
         with phase("trace_parse"):
-            ops = trace_analysis.device_ops(trace_analysis.read_xplane(job_dir / record["files"]["xplane"]),
-                                            async_pairs(hlo_text))
+            ops = trace_analysis.device_ops(
+                trace_analysis.read_xplane(job_dir / record["files"]["xplane"]), async_pairs(hlo_text)
+            )
             names = target_instructions(hlo_text, op["name"], op.get("grad"))
-            record["timing"]["device"] = {"samples_s": trace_analysis.device_samples(ops, names),
-                                          "what": "the collective's device time" if names else "the program's device time",
-                                          "instructions": sorted(names) if names else None}
-            record["timing"].update(timing.summarise(record["timing"], spec["timing"], record["environment"]["backend"]))
+            record["timing"]["device"] = {
+                "samples_s": trace_analysis.device_samples(ops, names),
+                "what": "the collective's device time" if names else "the program's device time",
+                "instructions": sorted(names) if names else None,
+            }
+            record["timing"].update(
+                timing.summarise(record["timing"], spec["timing"], record["environment"]["backend"])
+            )
             record["trace"].update(perturbation(ops, captured["wall_samples_s"], record["timing"]))
 
 
@@ -285,8 +303,14 @@ def check(got, want: np.ndarray, dtype: str) -> dict:
         if err is None or err > tol:
             wrong.append(device)
         worst = None if err is None or worst is None else max(worst, err)
-    return {"passed": not wrong and shards > 0, "max_rel_error": worst, "tolerance": tol, "shape": shape,
-            "shards_checked": shards, "wrong_devices": wrong}
+    return {
+        "passed": not wrong and shards > 0,
+        "max_rel_error": worst,
+        "tolerance": tol,
+        "shape": shape,
+        "shards_checked": shards,
+        "wrong_devices": wrong,
+    }
 
 
 def _rel_error(got: np.ndarray, want: np.ndarray, tol: float) -> float | None:

@@ -1,12 +1,13 @@
 """Will it fit? A memory estimate per sweep point, checked before anything compiles.
 
-A 64 GiB AllReduce typed by mistake should be a one-line error, not minutes of swapping or
-the OOM killer. The estimate counts what a point holds at its peak, per device: its input,
-up to three outputs (a step's result is allocated before the previous ones are released),
-the loop estimator's copy of the input and its temporary output, and for ReduceScatter,
-AllReduce and AllGather a buffer of V (AllToAll: 2 V/p); plus a fixed 64 MiB for compiling and running, and, on CPU, the ceiling's copies (every device reads and
-writes up to 64 MiB) and one device's slice of the NumPy answer while it is checked. Inputs
-and answers are built one shard at a time, so no host array of the whole size exists.
+A 64 GiB AllReduce typed by mistake should be a one-line error, not minutes of swapping or the
+OOM killer. The estimate counts what a point holds at its peak, per device: its input, up to
+three outputs (a step's result is allocated before the previous ones are released), the loop
+estimator's copy of the input and its temporary output, and for ReduceScatter, AllReduce and
+AllGather a buffer of V (AllToAll: 2 V/p); plus a fixed 64 MiB for compiling and running, and,
+on CPU, the ceiling's copies (every device reads and writes up to 64 MiB) and one device's slice
+of the NumPy answer while it is checked. Inputs and answers are built one shard at a time, so no
+host array of the whole size exists.
 
 It is calibrated as an upper bound of the worker's resident high-water mark (``memory_peak``
 in result.json, measured in a fresh worker), which varies by up to a third from run to run
@@ -18,6 +19,7 @@ On the CPU backend the devices live in host memory. What is free is the least of
 MemAvailable, the cgroup's limit less its usage (containers, Kubernetes, systemd) and
 SLURM's allocation.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,8 +45,10 @@ def host_available_bytes(root: str = "/") -> int | None:
     for line in (meminfo or "").splitlines():
         if line.startswith("MemAvailable:"):
             found.append(int(line.split()[1]) * 1024)
-    for limit, usage in (("sys/fs/cgroup/memory.max", "sys/fs/cgroup/memory.current"),
-                         ("sys/fs/cgroup/memory/memory.limit_in_bytes", "sys/fs/cgroup/memory/memory.usage_in_bytes")):
+    for limit, usage in (
+        ("sys/fs/cgroup/memory.max", "sys/fs/cgroup/memory.current"),
+        ("sys/fs/cgroup/memory/memory.limit_in_bytes", "sys/fs/cgroup/memory/memory.usage_in_bytes"),
+    ):
         lim, use = _read(os.path.join(root, limit)), _read(os.path.join(root, usage))
         if lim and lim.strip().isdigit() and int(lim) < 1 << 60:  # "max" or a huge v1 number: no limit
             found.append(int(lim) - (int(use) if use and use.strip().isdigit() else 0))
@@ -81,15 +85,23 @@ def estimate(spec: dict, mesh_axes: dict[str, int]) -> dict[str, int]:
     p = math.prod(mesh_axes[a] for a in op["axes"])
     devices = math.prod(mesh_axes.values())
     # per device: (input, output) of one step
-    inp, out = {"all_gather": (V // p, V), "reduce_scatter": (V, V // p), "all_reduce": (V, V),
-                "all_to_all": (V // p, V // p)}[op["name"]]
+    inp, out = {
+        "all_gather": (V // p, V),
+        "reduce_scatter": (V, V // p),
+        "all_reduce": (V, V),
+        "all_to_all": (V // p, V // p),
+    }[op["name"]]
     device = inp + 3 * out  # up to three step results alive at once
     if spec.get("timing", {}).get("loop", True):
         device += inp + out  # the loop's copy of its carry and its temporary output
     # the collective's own buffers: a reduction's V; AllGather's and AllToAll's are measured
     device += {"all_gather": V, "reduce_scatter": V, "all_reduce": V, "all_to_all": 2 * V // p}[op["name"]]
-    bus = {"all_gather": V * (p - 1) // p, "reduce_scatter": V * (p - 1) // p,
-           "all_reduce": 2 * V * (p - 1) // p, "all_to_all": V // p * (p - 1) // p}[op["name"]]
+    bus = {
+        "all_gather": V * (p - 1) // p,
+        "reduce_scatter": V * (p - 1) // p,
+        "all_reduce": 2 * V * (p - 1) // p,
+        "all_to_all": V // p * (p - 1) // p,
+    }[op["name"]]
     ceiling = devices * 2 * min(max(bus, 4096), CEILING_CAP)
     check = out if spec.get("check_result", True) else 0  # one shard of the answer at a time
     return {"host_bytes": RUNTIME_BYTES + ceiling + check, "per_device_bytes": device}
@@ -112,8 +124,13 @@ def _matmul(op: dict, mesh_axes: dict[str, int], elem_bytes: int) -> dict[str, i
     return {"host_bytes": host, "per_device_bytes": device}
 
 
-def check_fits(spec: dict, mesh_axes: dict[str, int], device_limit_bytes: int | None = None,
-               host_bytes_free: int | None = None, devices_on_host: bool | None = None) -> dict[str, int]:
+def check_fits(
+    spec: dict,
+    mesh_axes: dict[str, int],
+    device_limit_bytes: int | None = None,
+    host_bytes_free: int | None = None,
+    devices_on_host: bool | None = None,
+) -> dict[str, int]:
     """Raise ConfigError if the point cannot fit; return the estimate.
 
     ``device_limit_bytes``: one accelerator's memory (JAX's ``memory_stats()["bytes_limit"]``,
@@ -131,10 +148,14 @@ def check_fits(spec: dict, mesh_axes: dict[str, int], device_limit_bytes: int | 
     key = "op.dims" if spec["op"]["name"] == "matmul" else "op.size_bytes"
     value = spec["op"].get("dims") or format_size(spec["op"].get("size_bytes") or 0)
     if free is not None and on_host > HEADROOM * free:
-        raise ConfigError(f"{key}={value}: needs about {fmt_bytes(on_host)} of host memory "
-                          f"({spec['op']['name']} on {devices} devices, dtype {spec['dtype']}) but "
-                          f"{fmt_bytes(free)} is available; use a smaller size")
+        raise ConfigError(
+            f"{key}={value}: needs about {fmt_bytes(on_host)} of host memory "
+            f"({spec['op']['name']} on {devices} devices, dtype {spec['dtype']}) but "
+            f"{fmt_bytes(free)} is available; use a smaller size"
+        )
     if device_limit_bytes is not None and est["per_device_bytes"] > HEADROOM * device_limit_bytes:
-        raise ConfigError(f"{key}={value}: needs about {fmt_bytes(est['per_device_bytes'])} per device "
-                          f"but a device has {fmt_bytes(device_limit_bytes)}; use a smaller size")
+        raise ConfigError(
+            f"{key}={value}: needs about {fmt_bytes(est['per_device_bytes'])} per device "
+            f"but a device has {fmt_bytes(device_limit_bytes)}; use a smaller size"
+        )
     return dict(est, host_total_bytes=on_host)

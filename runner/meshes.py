@@ -12,6 +12,7 @@ only its own shards, so four things change when a mesh spans processes:
 
 With one process each of these does what the single-process runner always did.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -49,8 +50,10 @@ def build_mesh(mesh_axes: dict[str, int], cross_process_axis: str | None = None)
         return jax.make_mesh(tuple(sizes), tuple(names), axis_types=explicit)
     size, n = mesh_axes[cross_process_axis], jax.process_count()
     if size % n and n % size:
-        raise ConfigError(f"distributed.cross_process_axis={cross_process_axis}: its size {size} and the "
-                          f"{n} processes must divide one another")
+        raise ConfigError(
+            f"distributed.cross_process_axis={cross_process_axis}: its size {size} and the "
+            f"{n} processes must divide one another"
+        )
     k = names.index(cross_process_axis)
     if size % n == 0:
         from jax.experimental import mesh_utils
@@ -88,14 +91,23 @@ def describe(mesh: Mesh, op_axes: list[str]) -> dict:
     rest = [i for i in range(len(names)) if i not in idx]
     groups = procs.transpose(rest + idx).reshape(-1, int(np.prod([procs.shape[i] for i in idx])))
     per_group = max(len(set(g)) for g in groups.tolist())
-    return {"process_count": jax.process_count(), "cross_process_axes": cross,
-            "processes_per_group": per_group, "crosses_processes": per_group > 1}
+    return {
+        "process_count": jax.process_count(),
+        "cross_process_axes": cross,
+        "processes_per_group": per_group,
+        "crosses_processes": per_group > 1,
+    }
 
 
 def process_info() -> dict:
     """This process's part: its index, its devices' global ids, its host."""
-    return {"process_id": jax.process_index(), "process_count": jax.process_count(),
-            "device_ids": [d.id for d in jax.local_devices()], "host": socket.gethostname(), "pid": os.getpid()}
+    return {
+        "process_id": jax.process_index(),
+        "process_count": jax.process_count(),
+        "device_ids": [d.id for d in jax.local_devices()],
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+    }
 
 
 def global_array(host: np.ndarray, sharding) -> jax.Array:

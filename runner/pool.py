@@ -1,6 +1,7 @@
 """The worker pool: the one live worker of this process (or process group, for
 ``distributed=local``), started when a point needs it and replaced when it dies or a point
 needs other process-wide settings."""
+
 from __future__ import annotations
 
 import atexit

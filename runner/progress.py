@@ -13,6 +13,7 @@ The time left is estimated from the points measured so far: their seconds fitted
 ``a + b * V`` (sweeps mostly grow their sizes, so the mean alone runs low), applied to the
 points left, plus the later timing rounds (each about the measured points' timing phase).
 """
+
 from __future__ import annotations
 
 import logging
@@ -24,6 +25,8 @@ from pathlib import Path
 from hydra.core.utils import JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
+
+from runner.command import this_command
 
 log = logging.getLogger("shardlab")
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
@@ -111,7 +114,7 @@ class ProgressCallback(Callback):
         return len(self.jobs) if self.jobs is not None else None
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
-        from analysis.rundir import SWEEP_NAME, write_json_atomic
+        from analysis.rundir import SWEEP_NAME, now_iso, stamp, write_json_atomic
         from runner.lock import FolderInUse, hold
 
         sweep_dir = Path(config.hydra.sweep.dir)
@@ -129,18 +132,27 @@ class ProgressCallback(Callback):
         self.rounds = int(OmegaConf.select(config, "timing.rounds", default=1) or 1)
         self.argv = list(sys.argv[1:])
         if self.jobs is not None:
-            write_json_atomic(sweep_dir / SWEEP_NAME, {
-                "command": "python -m runner " + " ".join(shlex.quote(a) for a in self.argv),
-                "expected_points": [{"num": i, "overrides": job} for i, job in enumerate(self.jobs)],
-                "rounds": self.rounds, "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+            write_json_atomic(
+                sweep_dir / SWEEP_NAME,
+                {
+                    **stamp("sweep"),
+                    "command": " ".join([this_command(), *(shlex.quote(a) for a in self.argv)]),
+                    "expected_points": [{"num": i, "overrides": job} for i, job in enumerate(self.jobs)],
+                    "rounds": self.rounds,
+                    "started_at": now_iso(),
+                },
+            )
         log.info("shardlab: %s points x %d round(s) -> %s", self.total or "?", self.rounds, _rel(sweep_dir))
         if config.get("resume"):
             found = len(list(sweep_dir.glob("*/result.json")))
             if found:
                 log.info("resume: %d result(s) there; ok ones of the same config are kept", found)
             else:
-                log.warning("resume=true but %s holds no results: every point runs (pass "
-                            "hydra.sweep.dir=<the sweep folder> to resume it)", _rel(sweep_dir))
+                log.warning(
+                    "resume=true but %s holds no results: every point runs (pass "
+                    "hydra.sweep.dir=<the sweep folder> to resume it)",
+                    _rel(sweep_dir),
+                )
 
     def on_job_start(self, config: DictConfig, **kwargs) -> None:
         if self.t_start is not None:
@@ -157,12 +169,20 @@ class ProgressCallback(Callback):
         job = self.jobs[k] if self.jobs and k < len(self.jobs) else []
         what = " ".join(o for o in job if o.partition("=")[0] in self.keys) or "(defaults)"
         if isinstance(result, dict) and not result.get("resumed") and result.get("status") == "ok":
-            V = float((result.get("experiment") or {}).get("V_bytes") or (result.get("experiment") or {}).get("size_bytes") or 0)
+            V = float(
+                (result.get("experiment") or {}).get("V_bytes")
+                or (result.get("experiment") or {}).get("size_bytes")
+                or 0
+            )
             self.done.append((V, wall, float((result.get("phases_s") or {}).get("timing", wall))))
         line = point_line(k + 1, self.total, what, result)
         left = self.time_left(k)
-        log.info("%s  %s%s", line, clock(time.perf_counter() - self.t_start),
-                 f", about {clock(left)} left" if left is not None else "")
+        log.info(
+            "%s  %s%s",
+            line,
+            clock(time.perf_counter() - self.t_start),
+            f", about {clock(left)} left" if left is not None else "",
+        )
 
     def time_left(self, k: int) -> float | None:
         """Seconds left: the points after ``k`` and the later rounds (see the module)."""
@@ -173,14 +193,15 @@ class ProgressCallback(Callback):
         V = np.array([d[0] for d in self.done])
         wall = np.array([d[1] for d in self.done])
         timing = np.array([d[2] for d in self.done])
-        remaining = [_size_of(job) for job in self.jobs[k + 1:]]
+        remaining = [_size_of(job) for job in self.jobs[k + 1 :]]
         if len(self.done) >= 3 and np.ptp(V) > 0:
             b, a = np.polyfit(V, wall, 1)
             bt, at = np.polyfit(V, timing, 1)
             b, bt = max(b, 0.0), max(bt, 0.0)
             guess = [max(a + b * (v if v is not None else V.mean()), float(wall.min())) for v in remaining]
             round_cost = sum(max(at + bt * v, float(timing.min())) for v in V) + sum(
-                max(at + bt * (v if v is not None else V.mean()), float(timing.min())) for v in remaining)
+                max(at + bt * (v if v is not None else V.mean()), float(timing.min())) for v in remaining
+            )
         else:
             guess = [float(wall.mean())] * len(remaining)
             round_cost = float(timing.mean()) * len(self.jobs)

@@ -10,6 +10,7 @@ covers the spread between its rounds.
 Round 1 is part of a point's run (:func:`runner.measure.measure`); the rounds after it only
 re-time the compiled program (:func:`runner.measure.retime`) and append to result.json.
 """
+
 from __future__ import annotations
 
 import logging
@@ -56,8 +57,9 @@ def add_round(job_dir: Path, round_no: int, spec: dict | None = None) -> bool:
     K = ((t["rounds"][0].get("loop") or {}).get("K")) if t.get("rounds") else None
     worker = get_worker(process_env(spec["hardware"], spec["distributed"], spec["trace"]["gpu_command_buffers"]))
     try:
-        reply = worker.run(spec, job_dir, float(result["config"].get("timeout_s", 600)), kind="retime",
-                           round=round_no, K=K)
+        reply = worker.run(
+            spec, job_dir, float(result["config"].get("timeout_s", 600)), kind="retime", round=round_no, K=K
+        )
     except WorkerDied as exc:
         discard_worker()
         log.warning("round %d of %s failed: %s", round_no, Path(job_dir).name, str(exc).splitlines()[0])

@@ -7,6 +7,7 @@ names the key, the value and what is allowed. The matmul expression's own checks
 :mod:`runner.matmul_plan`, the memory estimate in :mod:`runner.memory`; both are called from
 here.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,7 +23,7 @@ from analysis.book.errors import BookError
 from runner.errors import ConfigError
 from runner.matmul_plan import check_dims, parse_matmul, plan, used_axes
 from runner.memory import check_fits
-from runner.schema import REPO_ROOT
+from runner.schema import CONF_DIR, unknown_key
 
 OPS = COLLECTIVES + ("matmul",)
 DISTRIBUTED_MODES = ("none", "local", "auto")
@@ -40,12 +41,14 @@ def parse_size(value: Any, key: str = "op.size_bytes") -> int:
 
 
 def _choices(group: str) -> list[str]:
-    return sorted(p.stem for p in (REPO_ROOT / "conf" / group).glob("*.yaml"))
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
 
 
 def build_spec(cfg: DictConfig) -> dict:
     """Check ``cfg`` without touching JAX and return the plain spec the worker runs."""
-    c = OmegaConf.to_container(cfg, resolve=True)
+    if problem := unknown_key(cfg):
+        raise ConfigError(problem)
+    c = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     op, mesh, hw = c["op"], c["mesh"], c["hardware"]
     if op["name"] not in OPS:
         raise ConfigError(f"op.name={op['name']!r}: allowed ops are {', '.join(OPS)}")
@@ -58,6 +61,7 @@ def build_spec(cfg: DictConfig) -> dict:
     if hw["kind"] not in ("auto", "cpu", "tpu", "gpu"):
         raise ConfigError(f"hardware.kind={hw['kind']!r}: allowed kinds are auto, cpu, tpu, gpu")
     _check_timing(c["timing"], c["trace"])
+    check_gate(c["check"])
     _check_timeout(c["timeout_s"], c["timing"], c["trace"])
     op_spec = _matmul_op(op, axes) if op["name"] == "matmul" else _collective_op(op, axes, mesh["name"], c["dtype"])
     spec = {
@@ -87,8 +91,10 @@ def shape_axes(shape: str) -> dict[str, int]:
     except ValueError:
         sizes = []
     if not sizes or len(sizes) > len(MESH_AXIS_NAMES) or any(s == 0 or s < -1 for s in sizes):
-        raise ConfigError(f"mesh.shape={shape!r}: write sizes joined by x, e.g. 8, 4x2 or 2x2x2 (axes X, Y, Z; "
-                          "-1 for all the devices left)")
+        raise ConfigError(
+            f"mesh.shape={shape!r}: write sizes joined by x, e.g. 8, 4x2 or 2x2x2 (axes X, Y, Z; "
+            "-1 for all the devices left)"
+        )
     return dict(zip(MESH_AXIS_NAMES, sizes))
 
 
@@ -117,8 +123,10 @@ def _collective_op(op: dict, axes: dict, mesh_name: str, dtype: str) -> dict:
         raise ConfigError(f"op.axes={op_axes}: a mesh axis may appear only once")
     size_bytes = parse_size(op["size_bytes"])
     if size_bytes % itemsize(dtype):
-        raise ConfigError(f"op.size_bytes={op['size_bytes']!r}: V={size_bytes} B is not a whole number of "
-                          f"{dtype} elements ({itemsize(dtype)} B each)")
+        raise ConfigError(
+            f"op.size_bytes={op['size_bytes']!r}: V={size_bytes} B is not a whole number of "
+            f"{dtype} elements ({itemsize(dtype)} B each)"
+        )
     if op.get("grad") and op["name"] not in ("all_gather", "reduce_scatter"):
         raise ConfigError(f"op.grad=true: allowed only for all_gather and reduce_scatter, not {op['name']}")
     return {"name": op["name"], "axes": op_axes, "size_bytes": size_bytes, "grad": bool(op.get("grad"))}
@@ -148,8 +156,17 @@ def _check_timeout(timeout_s, timing: dict, trace: dict) -> None:
         raise ConfigError(f"timeout_s={timeout_s!r}: must be a finite number of seconds > 0 (default 600)")
     need = timing["warmup_max_s"] + timing["budget_s"] * 1.5 + trace["max_s"] + 5
     if timeout_s < need:
-        raise ConfigError(f"timeout_s={timeout_s!r}: a point may take timing.warmup_max_s + 1.5 x timing.budget_s "
-                          f"+ trace.max_s + 5 s of set-up = {need:g} s; give timeout_s >= {need:g} or shorten those")
+        raise ConfigError(
+            f"timeout_s={timeout_s!r}: a point may take timing.warmup_max_s + 1.5 x timing.budget_s "
+            f"+ trace.max_s + 5 s of set-up = {need:g} s; give timeout_s >= {need:g} or shorten those"
+        )
+
+
+def check_gate(check: dict) -> None:
+    """``check.min_busbw_GBps``: unset, or a finite positive bandwidth."""
+    bar = check.get("min_busbw_GBps")
+    if bar is not None and not (isinstance(bar, (int, float)) and math.isfinite(bar) and bar > 0):
+        raise ConfigError(f"check.min_busbw_GBps={bar!r}: must be a bandwidth in GB/s > 0, or null for no check")
 
 
 def _check_timing(timing: dict, trace: dict) -> None:
@@ -157,23 +174,28 @@ def _check_timing(timing: dict, trace: dict) -> None:
         for key, value in values.items():
             if isinstance(value, float) and not math.isfinite(value):
                 raise ConfigError(f"{section}.{key}={value!r}: must be a finite number")
-    rules = [("timing.source", timing["source"] in ("auto", "step", "loop", "device"), "auto, step, loop or device"),
-             ("timing.rounds", 1 <= timing["rounds"] <= 100, "from 1 to 100"),
-             ("timing.loop_target_s", 0 < timing["loop_target_s"] <= 10, "between 0 and 10 seconds"),
-             ("timing.loop_max_samples", 5 <= timing["loop_max_samples"] <= 10_000, "from 5 to 10000"),
-             ("timing.warmup_min_iters", 1 <= timing["warmup_min_iters"] <= 10_000, "from 1 to 10000"),
-             ("timing.warmup_max_s", 0 < timing["warmup_max_s"] <= 3600, "between 0 and 3600 seconds"),
-             ("timing.min_iters", 3 <= timing["min_iters"] <= 10_000, "from 3 to 10000"),
-             ("timing.max_iters", timing["min_iters"] <= timing["max_iters"] <= MAX_ITERS,
-              f"from timing.min_iters to {MAX_ITERS}"),
-             ("timing.target_rel_ci", 0 < timing["target_rel_ci"] < 1, "between 0 and 1 (0.05 = +-5%)"),
-             ("timing.budget_s", 0 < timing["budget_s"] <= 3600, "between 0 and 3600 seconds"),
-             # bounded: 2000 unblocked 8-device CPU all-gathers deadlocked XLA's rendezvous (jax 0.10)
-             ("timing.iters_per_sample", 1 <= timing["iters_per_sample"] <= 64, "from 1 to 64"),
-             ("trace.iters", 1 <= trace["iters"] <= 10_000, "from 1 to 10000"),
-             ("trace.max_s", 0 < trace["max_s"] <= 3600, "between 0 and 3600 seconds"),
-             ("trace.host_tracer_level", trace["host_tracer_level"] in (None, 0, 1, 2, 3), "null, 0, 1, 2 or 3"),
-             ("trace.python_tracer_level", trace["python_tracer_level"] in (0, 1), "0 or 1")]
+    rules = [
+        ("timing.source", timing["source"] in ("auto", "step", "loop", "device"), "auto, step, loop or device"),
+        ("timing.rounds", 1 <= timing["rounds"] <= 100, "from 1 to 100"),
+        ("timing.loop_target_s", 0 < timing["loop_target_s"] <= 10, "between 0 and 10 seconds"),
+        ("timing.loop_max_samples", 5 <= timing["loop_max_samples"] <= 10_000, "from 5 to 10000"),
+        ("timing.warmup_min_iters", 1 <= timing["warmup_min_iters"] <= 10_000, "from 1 to 10000"),
+        ("timing.warmup_max_s", 0 < timing["warmup_max_s"] <= 3600, "between 0 and 3600 seconds"),
+        ("timing.min_iters", 3 <= timing["min_iters"] <= 10_000, "from 3 to 10000"),
+        (
+            "timing.max_iters",
+            timing["min_iters"] <= timing["max_iters"] <= MAX_ITERS,
+            f"from timing.min_iters to {MAX_ITERS}",
+        ),
+        ("timing.target_rel_ci", 0 < timing["target_rel_ci"] < 1, "between 0 and 1 (0.05 = +-5%)"),
+        ("timing.budget_s", 0 < timing["budget_s"] <= 3600, "between 0 and 3600 seconds"),
+        # bounded: 2000 unblocked 8-device CPU all-gathers deadlocked XLA's rendezvous (jax 0.10)
+        ("timing.iters_per_sample", 1 <= timing["iters_per_sample"] <= 64, "from 1 to 64"),
+        ("trace.iters", 1 <= trace["iters"] <= 10_000, "from 1 to 10000"),
+        ("trace.max_s", 0 < trace["max_s"] <= 3600, "between 0 and 3600 seconds"),
+        ("trace.host_tracer_level", trace["host_tracer_level"] in (None, 0, 1, 2, 3), "null, 0, 1, 2 or 3"),
+        ("trace.python_tracer_level", trace["python_tracer_level"] in (0, 1), "0 or 1"),
+    ]
     for key, ok, allowed in rules:
         if not ok:
             section, name = key.split(".")
@@ -187,8 +209,10 @@ def resolve_mesh(axes: dict[str, int], device_count: int) -> dict[str, int]:
     resolved = {n: (device_count // fixed if s == -1 else s) for n, s in axes.items()}
     total = math.prod(resolved.values())
     if total != device_count:
-        raise ConfigError(f"mesh.axes={axes}: the mesh has {total} devices but {device_count} are available; "
-                          f"pick a mesh whose sizes multiply to {device_count} (allowed meshes: {', '.join(_choices('mesh'))})")
+        raise ConfigError(
+            f"mesh.axes={axes}: the mesh has {total} devices but {device_count} are available; "
+            f"pick a mesh whose sizes multiply to {device_count} (allowed meshes: {', '.join(_choices('mesh'))})"
+        )
     return resolved
 
 
@@ -213,7 +237,8 @@ def check_shapes(spec: dict, mesh_axes: dict[str, int]) -> None:
         raise ConfigError(
             f"op.size_bytes={spec['op']['size_bytes']}: {elems} {spec['dtype']} elements do not split over "
             f"{'x'.join(spec['op']['axes'])} ({p} devices); {spec['op']['name']} needs a multiple of {need} "
-            f"elements, i.e. of {need * size} bytes")
+            f"elements, i.e. of {need * size} bytes"
+        )
 
 
 def sum_inputs(dtype: str, group: int) -> tuple[int, bool]:
@@ -225,9 +250,11 @@ def sum_inputs(dtype: str, group: int) -> tuple[int, bool]:
     for period, offset in ((7, True), (7, False), (2, False)):
         if group * (period - 1) + (group * (group - 1) // 2 if offset else 0) <= limit:
             return period, offset
-    raise ConfigError(f"dtype={dtype}: a sum over {group} devices can exceed {limit}, the largest integer "
-                      f"{dtype} holds exactly, so the result cannot be checked; use int32 or float32, a smaller "
-                      "group, or check_result=false")
+    raise ConfigError(
+        f"dtype={dtype}: a sum over {group} devices can exceed {limit}, the largest integer "
+        f"{dtype} holds exactly, so the result cannot be checked; use int32 or float32, a smaller "
+        "group, or check_result=false"
+    )
 
 
 def check_against_devices(spec: dict, device_count: int) -> dict[str, int]:
@@ -247,27 +274,36 @@ def check_distributed(dist: dict, hardware: dict, mesh_axes: dict[str, int]) -> 
     axis = dist.get("cross_process_axis")
     if mode == "none":
         if axis is not None:
-            raise ConfigError(f"distributed.cross_process_axis={axis!r} needs several processes: "
-                              f"use distributed=local or distributed=auto")
+            raise ConfigError(
+                f"distributed.cross_process_axis={axis!r} needs several processes: "
+                f"use distributed=local or distributed=auto"
+            )
         return dict(dist)
     if mode == "local":
         for key in ("num_processes", "devices_per_process"):
             if not isinstance(dist.get(key), int) or dist[key] < 1:
                 raise ConfigError(f"distributed.{key}={dist.get(key)!r}: must be a whole number >= 1")
         if hardware["kind"] not in ("auto", "cpu"):
-            raise ConfigError(f"distributed=local runs CPU devices on this machine, but hardware="
-                              f"{hardware['name']} is {hardware['kind']}; use hardware=auto or cpu, or "
-                              f"distributed=auto on a {hardware['kind']} cluster")
+            raise ConfigError(
+                f"distributed=local runs CPU devices on this machine, but hardware="
+                f"{hardware['name']} is {hardware['kind']}; use hardware=auto or cpu, or "
+                f"distributed=auto on a {hardware['kind']} cluster"
+            )
         if dist.get("process_id") is not None or dist.get("coordinator_address") is not None:
-            raise ConfigError("distributed=local chooses process_id and coordinator_address itself; "
-                              "leave them null (they are for distributed=auto)")
+            raise ConfigError(
+                "distributed=local chooses process_id and coordinator_address itself; "
+                "leave them null (they are for distributed=auto)"
+            )
     if axis is not None:
         if axis not in mesh_axes:
-            raise ConfigError(f"distributed.cross_process_axis={axis!r} is not a mesh axis "
-                              f"(axes: {', '.join(mesh_axes)})")
+            raise ConfigError(
+                f"distributed.cross_process_axis={axis!r} is not a mesh axis (axes: {', '.join(mesh_axes)})"
+            )
         n, size = dist.get("num_processes"), mesh_axes[axis]
         if n and size != -1 and size % n and n % size:
-            raise ConfigError(f"distributed.cross_process_axis={axis}: its size {size} and "
-                              f"distributed.num_processes={n} must divide one another (see "
-                              f"runner.meshes.build_mesh)")
+            raise ConfigError(
+                f"distributed.cross_process_axis={axis}: its size {size} and "
+                f"distributed.num_processes={n} must divide one another (see "
+                f"runner.meshes.build_mesh)"
+            )
     return dict(dist)

@@ -15,6 +15,7 @@ blocked step, as a caller sees it) and *loop* (:func:`time_loop`, the program re
 times in one call, so dispatch is paid once per K). The third, *device*, comes from the
 trace (:mod:`runner.measure`).
 """
+
 from __future__ import annotations
 
 import time
@@ -49,7 +50,7 @@ def warm_up(step, min_iters: int, max_s: float, agree=_local, sample=once, clock
     while True:
         times.append(sample(step))
         if len(times) >= 2 * WARMUP_WINDOW:
-            prev = np.median(times[-2 * WARMUP_WINDOW:-WARMUP_WINDOW])
+            prev = np.median(times[-2 * WARMUP_WINDOW : -WARMUP_WINDOW])
             last = np.median(times[-WARMUP_WINDOW:])
             settled = abs(last - prev) <= WARMUP_TOLERANCE * prev and len(times) >= min_iters
             if agree(settled or clock() > t_end):  # warmup_max_s bounds warmup_min_iters too
@@ -170,9 +171,13 @@ def summarise(record: dict, timing: dict, backend: str) -> dict:
         why += f"; no {source} samples ({_why_missing(source, record)}), so step"
         source = "step"
     faults = [r.get("page_faults_per_step") for r in rounds if r.get("page_faults_per_step") is not None]
-    return {"estimators": estimators, "source": source, "source_reason": why,
-            "summary": estimators.get(source, {"n": 0}),
-            "page_faults_per_step": float(np.median(faults)) if faults else None}
+    return {
+        "estimators": estimators,
+        "source": source,
+        "source_reason": why,
+        "summary": estimators.get(source, {"n": 0}),
+        "page_faults_per_step": float(np.median(faults)) if faults else None,
+    }
 
 
 def _why_missing(source: str, record: dict) -> str:

@@ -1,10 +1,11 @@
 """Capture a few iterations of a step under ``jax.profiler``, separately from the timing.
 
 The trace is for attributing time to ops, not for timing: the profiler slows a small CPU
-collective by 2-5x (one 8-device all-gather: 0.70 ms untraced, 3.5 ms
-traced with default options, 1.5 ms with the options used here; jax 0.10.2). The options come from ``conf`` (``trace.*``); the
-defaults are the cheapest ones that still record every device-op event on CPU.
-"""
+collective by 2-5x (one 8-device all-gather: 0.70 ms untraced, 3.5 ms traced with default
+options, 1.5 ms with the options used here; jax 0.10.2). The options come from ``conf``
+(``trace.*``); the defaults are the cheapest ones that still record every device-op event on
+CPU."""
+
 from __future__ import annotations
 
 import time
@@ -51,5 +52,10 @@ def capture(step, trace_dir: Path, trace: dict) -> dict:
     written = sorted(set(trace_dir.glob("plugins/profile/*/*.xplane.pb")) - before)
     if not written:
         raise RuntimeError(f"jax.profiler wrote no .xplane.pb under {trace_dir}")
-    return {"iters": len(walls), "wall_samples_s": walls, "write_s": write_s, "xplane": written[-1],
-            "options": {"python_tracer_level": trace["python_tracer_level"], "host_tracer_level": host_level}}
+    return {
+        "iters": len(walls),
+        "wall_samples_s": walls,
+        "write_s": write_s,
+        "xplane": written[-1],
+        "options": {"python_tracer_level": trace["python_tracer_level"], "host_tracer_level": host_level},
+    }

@@ -1,13 +1,13 @@
 """Sweep points run in a worker process that outlives them.
 
-One JAX process serves every point of a sweep (JAX starts and caches once), yet a point
-that kills its process - an abort inside XLA, a segfault, the OOM killer - or runs past
-its timeout only loses itself: the parent records what it saw and starts a fresh worker
-for the next point (:mod:`runner.pool` keeps the current one). The worker is also the one place where process-wide JAX settings are
-applied (:mod:`runner.jaxenv`); a point that needs other settings gets a new worker.
-With ``distributed=local`` the "worker" is a group of them, one per JAX process
-(:class:`runner.distributed.ProcessGroup`), built from the same :class:`Worker`.
-"""
+One JAX process serves every point of a sweep (JAX starts and caches once), yet a point that
+kills its process - an abort inside XLA, a segfault, the OOM killer - or runs past its timeout
+only loses itself: the parent records what it saw and starts a fresh worker for the next point
+(:mod:`runner.pool` keeps the current one). The worker is also the one place where process-wide
+JAX settings are applied (:mod:`runner.jaxenv`); a point that needs other settings gets a new
+worker. With ``distributed=local`` the "worker" is a group of them, one per JAX process
+(:class:`runner.distributed.ProcessGroup`), built from the same :class:`Worker`."""
+
 from __future__ import annotations
 
 import contextlib
@@ -79,10 +79,20 @@ def _environ(env: dict):
 
 
 # What JAX prints when it cannot use an accelerator that is there (jax 0.4-0.10 wordings).
-FALLBACK_MESSAGES = ("Falling back to cpu", "CUDA-enabled jaxlib is not installed", "Unable to initialize backend",
-                     "TPU backend initialization is taking", "No GPU/TPU found")
-ACCELERATOR_FILES = {"/dev/nvidia0": "gpu", "/dev/nvidiactl": "gpu", "/dev/kfd": "gpu", "/dev/accel0": "tpu",
-                     "/dev/vfio/0": "tpu"}
+FALLBACK_MESSAGES = (
+    "Falling back to cpu",
+    "CUDA-enabled jaxlib is not installed",
+    "Unable to initialize backend",
+    "TPU backend initialization is taking",
+    "No GPU/TPU found",
+)
+ACCELERATOR_FILES = {
+    "/dev/nvidia0": "gpu",
+    "/dev/nvidiactl": "gpu",
+    "/dev/kfd": "gpu",
+    "/dev/accel0": "tpu",
+    "/dev/vfio/0": "tpu",
+}
 
 
 def platform_report(jax, startup_log: Path) -> dict:
@@ -98,10 +108,16 @@ def platform_report(jax, startup_log: Path) -> dict:
     said = next((line.strip() for line in text.splitlines() if any(m in line for m in FALLBACK_MESSAGES)), None)
     present = sorted({kind for path, kind in ACCELERATOR_FILES.items() if os.path.exists(path)})
     if backend == "cpu" and (said or present):
-        warning = said or f"a {'/'.join(present)} device file is present ({', '.join(p for p in ACCELERATOR_FILES if os.path.exists(p))})"
-    return {"backend": backend, "device_kind": devices[0].device_kind, "device_count": len(devices),
-            "process_count": jax.process_count(), "accelerator_unused": warning,
-            "accelerator_present": present}
+        files = ", ".join(p for p in ACCELERATOR_FILES if os.path.exists(p))
+        warning = said or f"a {'/'.join(present)} device file is present ({files})"
+    return {
+        "backend": backend,
+        "device_kind": devices[0].device_kind,
+        "device_count": len(devices),
+        "process_count": jax.process_count(),
+        "accelerator_unused": warning,
+        "accelerator_present": present,
+    }
 
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -172,8 +188,9 @@ def _serve(conn, env: dict, startup_log: str, parent_pid: int) -> None:
         record: dict = {}
         with _output_to(job_dir / log_name(index)):
             try:
-                if (os.environ.get(TEST_ABORT_ENV) == str(spec["op"].get("size_bytes"))
-                        and os.environ.get(TEST_ABORT_PROCESS_ENV, str(index)) == str(index)):
+                if os.environ.get(TEST_ABORT_ENV) == str(spec["op"].get("size_bytes")) and os.environ.get(
+                    TEST_ABORT_PROCESS_ENV, str(index)
+                ) == str(index):
                     os.abort()  # test-only hook: lets the tests prove crash isolation
                 if os.environ.get(TEST_HANG_ENV) == str(spec["op"].get("size_bytes")):
                     time.sleep(1e6)  # test-only hook: a point that never ends, for timeout_s
@@ -186,8 +203,13 @@ def _serve(conn, env: dict, startup_log: str, parent_pid: int) -> None:
                 reply = {"status": "failed", "error_type": "ConfigError", "error": str(exc), "record": record}
             except Exception as exc:  # one point's failure must not end the sweep
                 traceback.print_exc()
-                reply = {"status": "failed", "error_type": type(exc).__name__, "error": str(exc),
-                         "record": record, "traceback": traceback.format_exc()}
+                reply = {
+                    "status": "failed",
+                    "error_type": type(exc).__name__,
+                    "error": str(exc),
+                    "record": record,
+                    "traceback": traceback.format_exc(),
+                }
         conn.send(reply)
         if record.get("restart_worker"):  # this process's state is suspect (a profiler left running)
             return
@@ -208,8 +230,9 @@ class Worker:
         self.startup_log = Path(log)
         self._t_spawn = time.perf_counter()
         self._conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_serve, args=(child, env, log, os.getpid()), daemon=True,
-                                   name="shardlab-worker")
+        self.process = ctx.Process(
+            target=_serve, args=(child, env, log, os.getpid()), daemon=True, name="shardlab-worker"
+        )
         with _environ(env):  # settings read at process start (glibc's malloc) must be there at spawn
             self.process.start()
         child.close()
@@ -228,13 +251,17 @@ class Worker:
         try:
             if not self._conn.poll(timeout_s):
                 self.kill()
-                raise WorkerDied(f"timed out after {timeout_s:g} s (timeout_s); worker killed. "
-                                 f"Last log lines:\n{_tail(log)}")
+                raise WorkerDied(
+                    f"timed out after {timeout_s:g} s (timeout_s); worker killed. Last log lines:\n{_tail(log)}"
+                )
         except (EOFError, ConnectionError, BrokenPipeError):
             pass  # the process ended: receive() says how
         reply = self.receive(log)
-        reply["worker"] = {"pid": self.process.pid, "points_served": self.points,
-                           "start_s": self.start_s if first else None}
+        reply["worker"] = {
+            "pid": self.process.pid,
+            "points_served": self.points,
+            "start_s": self.start_s if first else None,
+        }
         return reply
 
     def wait_ready(self, timeout_s: float) -> None:
@@ -242,16 +269,22 @@ class Worker:
         try:
             if not self._conn.poll(timeout_s):
                 self.kill()
-                raise WorkerDied(f"the worker did not start JAX within {timeout_s:g} s; killed. "
-                                 f"Last lines of its start-up log:\n{_tail(self.startup_log)}")
+                raise WorkerDied(
+                    f"the worker did not start JAX within {timeout_s:g} s; killed. "
+                    f"Last lines of its start-up log:\n{_tail(self.startup_log)}"
+                )
             msg = self._conn.recv()
         except (EOFError, ConnectionError, BrokenPipeError):
-            raise WorkerDied(f"the worker process {self._how_it_ended()} while starting JAX. Last lines of its "
-                             f"start-up log:\n{_tail(self.startup_log)}") from None
+            raise WorkerDied(
+                f"the worker process {self._how_it_ended()} while starting JAX. Last lines of its "
+                f"start-up log:\n{_tail(self.startup_log)}"
+            ) from None
         if not msg.get("ready"):
             self.kill()
-            raise WorkerDied(f"the worker could not start JAX: {msg.get('error')}. Last lines of its "
-                             f"start-up log:\n{_tail(self.startup_log)}")
+            raise WorkerDied(
+                f"the worker could not start JAX: {msg.get('error')}. Last lines of its "
+                f"start-up log:\n{_tail(self.startup_log)}"
+            )
         self.start_s = time.perf_counter() - self._t_spawn
         self.info = {k: v for k, v in msg.items() if k != "ready"}
 
@@ -281,16 +314,20 @@ class Worker:
         try:
             reply = self._conn.recv()
         except (EOFError, ConnectionError, BrokenPipeError, OSError):
-            raise WorkerDied(f"worker process {self._how_it_ended()} while running this point. "
-                             f"Last log lines:\n{_tail(log)}") from None
+            raise WorkerDied(
+                f"worker process {self._how_it_ended()} while running this point. Last log lines:\n{_tail(log)}"
+            ) from None
         self.points += 1
         return reply
 
     def _how_it_ended(self) -> str:
         self.process.join(5)
         code = self.process.exitcode
-        return (f"killed by signal {signal.Signals(-code).name}" if code is not None and code < 0
-                else f"exited with code {code}")
+        return (
+            f"killed by signal {signal.Signals(-code).name}"
+            if code is not None and code < 0
+            else f"exited with code {code}"
+        )
 
     def kill(self) -> None:
         if self.own_group and self.process.pid is not None:

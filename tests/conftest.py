@@ -4,6 +4,7 @@ Tests that import JAX themselves need 8 CPU devices, and XLA reads that once, wh
 starts: set it here, before any test module imports jax. (The runner's own worker process
 sets it independently, in runner.jaxenv.)
 """
+
 from __future__ import annotations
 
 import os
@@ -16,7 +17,9 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 
-from runner.schema import REPO_ROOT, register_configs  # noqa: E402
+from runner.schema import register_configs  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parents[1]  # the checkout
 
 CONF_DIR = str(REPO_ROOT / "conf")
 
@@ -55,13 +58,32 @@ def tiny_sweeps(tmp_path_factory) -> dict[str, Path]:
     import sys
 
     root = tmp_path_factory.mktemp("tiny_sweeps")
-    fast = ["timing.rounds=1", "timing.budget_s=0.2", "timing.min_iters=5", "timing.warmup_max_s=0.5", "trace.enabled=false"]
+    fast = [
+        "timing.rounds=1",
+        "timing.budget_s=0.2",
+        "timing.min_iters=5",
+        "timing.warmup_max_s=0.5",
+        "trace.enabled=false",
+    ]
     dirs = {}
     for dtype in ("float32", "bfloat16"):
         dirs[dtype] = root / dtype
-        proc = subprocess.run([sys.executable, "-m", "runner", "+sweep=collectives_sizes", "op=all_gather,all_reduce",
-                               "op.size_bytes=4KiB,32KiB,256KiB,2MiB", f"dtype={dtype}", *fast,
-                               f"hydra.sweep.dir={dirs[dtype]}"],
-                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "runner",
+                "+sweep=collectives_sizes",
+                "op=all_gather,all_reduce",
+                "op.size_bytes=4KiB,32KiB,256KiB,2MiB",
+                f"dtype={dtype}",
+                *fast,
+                f"hydra.sweep.dir={dirs[dtype]}",
+            ],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
     return dirs

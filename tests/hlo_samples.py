@@ -93,7 +93,11 @@ _COMPILE_SCRIPT = textwrap.dedent("""
         "all-gather": (lambda a: jax.lax.all_gather(a, "X", tiled=True), P(("X", "Y")), P("Y")),
         "all-reduce": (lambda a: jax.lax.psum(a, "Y"), P("X"), P("X")),
         "reduce-scatter": (lambda a: jax.lax.psum_scatter(a, "X", tiled=True), P(), P("X")),
-        "all-to-all": (lambda a: jax.lax.all_to_all(a.reshape(4, -1), "X", 0, 0, tiled=True).reshape(-1), P("Y"), P("Y")),
+        "all-to-all": (
+            lambda a: jax.lax.all_to_all(a.reshape(4, -1), "X", 0, 0, tiled=True).reshape(-1),
+            P("Y"),
+            P("Y"),
+        ),
         "collective-permute": (lambda a: jax.lax.ppermute(a, "X", ring), P(("X", "Y")), P(("X", "Y"))),
     }
     x = jnp.ones((512,), jnp.float32)
@@ -110,7 +114,8 @@ def compile_cpu_collectives() -> dict:
     process: ``{"texts": {kind: compiled HLO text}, "device_ids": ..., "axes": ["X", "Y"]}``."""
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     env["JAX_PLATFORMS"] = "cpu"
-    proc = subprocess.run([sys.executable, "-c", _COMPILE_SCRIPT], capture_output=True, text=True, env=env,
-                          timeout=300, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-c", _COMPILE_SCRIPT], capture_output=True, text=True, env=env, timeout=300, cwd=REPO
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])

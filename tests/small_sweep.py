@@ -1,4 +1,5 @@
 """A small real sweep folder, laid out as Hydra's multirun lays it out, for report tests."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,5 +1,6 @@
 """``python -m analysis calibrate``: measured W and T_min per collective, written as a hardware
 entry that predictions then use (real CPU sweeps from the ``tiny_sweeps`` fixture)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -15,14 +16,14 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from analysis.cli import main as analysis_main
-from analysis.book.hardware import Calibration, calibrated_for, hardware_dir, load_hardware
 from analysis.book.collective_cost import predict_collective
+from analysis.book.hardware import Calibration, calibrated_for, hardware_dir, load_hardware
+from analysis.cli import main as analysis_main
 from analysis.fit import fit_max_model
 from analysis.predictions import model_constants, predict_points, unit_terms
-from analysis.sweep import target_points
 from analysis.rundir import read_results
 from analysis.summary import summary_table
+from analysis.sweep import target_points
 from runner.schema import HardwareConf
 
 
@@ -91,8 +92,24 @@ def test_predict_cli_uses_the_entry_for_each_collective(calibrated, capsys):
     s = summary_table(read_results(sweep))
     for op, expr in (("all_gather", "AllGather_X(A[I_X])"), ("all_reduce", "AllReduce_X(A[I]{U_X})")):
         entry = next(c for c in hw.calibrated if c.op == op)
-        assert analysis_main(["predict", expr, "--hardware", str(out), "--mesh", "X=8",
-                              "--dims", f"I={2**21 // 4}", "--dtype", "float32", "--json"]) == 0
+        assert (
+            analysis_main(
+                [
+                    "predict",
+                    expr,
+                    "--hardware",
+                    str(out),
+                    "--mesh",
+                    "X=8",
+                    "--dims",
+                    f"I={2**21 // 4}",
+                    "--dtype",
+                    "float32",
+                    "--json",
+                ]
+            )
+            == 0
+        )
         pred = json.loads(capsys.readouterr().out)
         W, t_min = entry.link_bw_bidir_Bps, entry.hop_latency_s
         hops, mult = 4, 2 if op == "all_reduce" else 1
@@ -104,8 +121,13 @@ def test_predict_cli_uses_the_entry_for_each_collective(calibrated, capsys):
 
 def test_calibrated_for_picks_the_matching_entry_else_the_headline():
     base = load_hardware("cpu")
-    hw = dataclasses.replace(base, link_bw_bidir_Bps=1e9, link_bw_unidir_Bps=5e8, hop_latency_s=1e-4,
-                             calibrated=(Calibration("all_reduce", 1, 2e9, 5e-5),))
+    hw = dataclasses.replace(
+        base,
+        link_bw_bidir_Bps=1e9,
+        link_bw_unidir_Bps=5e8,
+        hop_latency_s=1e-4,
+        calibrated=(Calibration("all_reduce", 1, 2e9, 5e-5),),
+    )
     assert calibrated_for(hw, "all_reduce", 1).link_bw_bidir_Bps == 2e9
     assert calibrated_for(hw, "all_reduce", 2) is hw and calibrated_for(hw, "all_gather", 1) is hw
     V = 2**24

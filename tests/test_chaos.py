@@ -2,6 +2,7 @@
 several trials, then resumed. Afterwards every point is ok exactly once, no ok result was lost
 or rewritten (later rounds may only be appended), and nothing of the sweep is left running or
 listening. Seeded, so a failure can be replayed."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,14 @@ from pathlib import Path
 from test_reliability import alive, descendants, gone_within
 
 SIZES = ["1KiB", "2KiB", "4KiB", "8KiB", "16KiB"]
-ARGS = ["+sweep=allgather_sizes", f"op.size_bytes={','.join(SIZES)}", "timing.rounds=2", "timing.budget_s=0.2",
-        "timing.min_iters=5", "trace.iters=2"]
+ARGS = [
+    "+sweep=allgather_sizes",
+    f"op.size_bytes={','.join(SIZES)}",
+    "timing.rounds=2",
+    "timing.budget_s=0.2",
+    "timing.min_iters=5",
+    "trace.iters=2",
+]
 TRIALS = 4
 
 
@@ -62,8 +69,9 @@ def test_random_kills_then_resume_lose_nothing_and_leave_nothing(tmp_path, repo_
     everyone: set[int] = set()
     for trial in range(TRIALS):
         cmd = [sys.executable, "-m", "runner", *ARGS, f"hydra.sweep.dir={out}"] + (["resume=true"] if trial else [])
-        main = subprocess.Popen(cmd, cwd=repo_root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)
+        main = subprocess.Popen(
+            cmd, cwd=repo_root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
         time.sleep(rng.uniform(2.0, 7.0))
         procs = descendants(main.pid)
         everyone |= procs | {main.pid}
@@ -81,8 +89,13 @@ def test_random_kills_then_resume_lose_nothing_and_leave_nothing(tmp_path, repo_
             assert now.get(job) == first, f"trial {trial}: the ok result of {job} was lost or rewritten"
         seen.update(now)
 
-    final = subprocess.run([sys.executable, "-m", "runner", *ARGS, f"hydra.sweep.dir={out}", "resume=true"],
-                           cwd=repo_root, capture_output=True, text=True, timeout=300)
+    final = subprocess.run(
+        [sys.executable, "-m", "runner", *ARGS, f"hydra.sweep.dir={out}", "resume=true"],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert final.returncode == 0, final.stderr[-2000:]
     results = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/result.json")}
     sizes = sorted(r["config"]["op"]["size_bytes"] for r in results.values())

@@ -1,5 +1,6 @@
 """``python -m analysis compare``: two real sweeps (float32 against bfloat16, from the
 ``tiny_sweeps`` fixture) and the pure functions behind the report."""
+
 from __future__ import annotations
 
 import shutil
@@ -20,8 +21,16 @@ def report(tiny_sweeps, tmp_path_factory):
 
 
 def test_writes_markdown_html_csv_and_figures(report):
-    for name in ("compare.md", "index.html", "ratios.csv", "fits.csv", "config_diff.csv",
-                 "time_vs_bytes.png", "bandwidth_vs_bytes.png", "ratio_vs_bytes.png"):
+    for name in (
+        "compare.md",
+        "index.html",
+        "ratios.csv",
+        "fits.csv",
+        "config_diff.csv",
+        "time_vs_bytes.png",
+        "bandwidth_vs_bytes.png",
+        "ratio_vs_bytes.png",
+    ):
         assert (report / name).is_file(), name
     assert (report / "index.html").read_text().count("data:image/png;base64,") == 3
 
@@ -66,11 +75,18 @@ def test_no_shared_experiments_and_empty_folders_exit_2_with_one_line(tiny_sweep
 def test_flatten_config_and_differing_keys():
     flat = compare.flatten_config({"mesh": {"name": "x8", "axes": {"X": 8}}, "op": {"axes": ["X"]}, "dtype": "f32"})
     assert flat == {"mesh.name": "x8", "mesh.axes.X": "8", "op.axes": '["X"]', "dtype": "f32"}
-    values = compare.config_values({
-        "a": [{"config": {"mesh": {"name": "x8", "axes": {"X": 8}}, "op": {"size_bytes": s}}}
-              for s in ("1KiB", "2KiB")],
-        "b": [{"config": {"mesh": {"name": "xy_4x2", "axes": {"X": 4, "Y": 2}}, "op": {"size_bytes": s}}}
-              for s in ("1KiB", "2KiB")]})
+    values = compare.config_values(
+        {
+            "a": [
+                {"config": {"mesh": {"name": "x8", "axes": {"X": 8}}, "op": {"size_bytes": s}}}
+                for s in ("1KiB", "2KiB")
+            ],
+            "b": [
+                {"config": {"mesh": {"name": "xy_4x2", "axes": {"X": 4, "Y": 2}}, "op": {"size_bytes": s}}}
+                for s in ("1KiB", "2KiB")
+            ],
+        }
+    )
     diff = compare.differing_keys(values, ["a", "b"])
     assert list(diff["key"]) == ["mesh.axes.X", "mesh.axes.Y", "mesh.name"]  # the swept size is the same
     assert diff.set_index("key").loc["mesh.axes.Y", "a"] == "(absent)"
@@ -84,10 +100,23 @@ def test_flatten_config_and_differing_keys():
 
 def test_match_leaves_out_the_setting_the_sweeps_differ_in_and_combines_cis():
     def pts(sweep, mesh, sizes, t):
-        return pd.DataFrame({"sweep": sweep, "op": "all_gather", "size_bytes": sizes, "V_bytes": sizes, "axes": "X",
-                             "mesh": mesh, "axis_sizes": "8" if mesh == "x8" else "4", "dtype": "float32",
-                             "time_s": t, "time_ci_low_s": np.multiply(t, 0.9), "time_ci_high_s": np.multiply(t, 1.1),
-                             "busbw_Bps": np.divide(sizes, t)})
+        return pd.DataFrame(
+            {
+                "sweep": sweep,
+                "op": "all_gather",
+                "size_bytes": sizes,
+                "V_bytes": sizes,
+                "axes": "X",
+                "mesh": mesh,
+                "axis_sizes": "8" if mesh == "x8" else "4",
+                "dtype": "float32",
+                "time_s": t,
+                "time_ci_low_s": np.multiply(t, 0.9),
+                "time_ci_high_s": np.multiply(t, 1.1),
+                "busbw_Bps": np.divide(sizes, t),
+            }
+        )
+
     points = pd.concat([pts("x8", "x8", [1024, 2048], [1.0, 2.0]), pts("xy", "xy_4x2", [2048, 4096], [3.0, 4.0])])
     keys, varied = compare.match_keys(points)
     assert varied == ["mesh", "axis_sizes"] and "mesh" not in keys

@@ -1,5 +1,6 @@
 """What a sweep says on the console: a header, one line per point, a closing summary; and
 Ctrl-C in the middle: two lines, a report marked incomplete, the exact resume command."""
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,21 @@ FAST = ["timing.rounds=2", "timing.budget_s=0.2", "timing.min_iters=5", "trace.i
 
 def test_a_sweep_prints_one_line_per_point_and_a_summary(tmp_path, repo_root):
     out = tmp_path / "sweep"
-    proc = subprocess.run([sys.executable, "-m", "runner", "+sweep=allgather_sizes", "op.size_bytes=1KiB,4KiB,16KiB",
-                           *FAST, f"hydra.sweep.dir={out}"], cwd=repo_root, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "runner",
+            "+sweep=allgather_sizes",
+            "op.size_bytes=1KiB,4KiB,16KiB",
+            *FAST,
+            f"hydra.sweep.dir={out}",
+        ],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.strip().splitlines()
     assert lines[0] == f"shardlab: 3 points x 2 round(s) -> {out}"
@@ -37,8 +51,13 @@ def test_a_sweep_prints_one_line_per_point_and_a_summary(tmp_path, repo_root):
 def test_ctrl_c_leaves_a_report_marked_incomplete_and_the_resume_command(tmp_path, repo_root):
     out = tmp_path / "sweep"
     args = ["+sweep=allgather_sizes", "op.size_bytes=1KiB,2KiB,4KiB,8KiB,16KiB,32KiB", *FAST, f"hydra.sweep.dir={out}"]
-    proc = subprocess.Popen([sys.executable, "-m", "runner", *args], cwd=repo_root, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runner", *args],
+        cwd=repo_root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         for line in proc.stdout:  # wait for the second point, then Ctrl-C
             if line.startswith("[2/6]"):
@@ -76,8 +95,13 @@ def test_time_left_grows_with_the_sizes_still_to_come():
 
 
 def test_a_single_run_prints_one_line_and_no_warnings(tmp_path, repo_root):
-    proc = subprocess.run([sys.executable, "-m", "runner", "op.size_bytes=1KiB", *FAST, f"hydra.run.dir={tmp_path}"],
-                          cwd=repo_root, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "runner", "op.size_bytes=1KiB", *FAST, f"hydra.run.dir={tmp_path}"],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stderr == ""  # no Hydra callback warnings, no JAX chatter
     (line,) = proc.stdout.strip().splitlines()

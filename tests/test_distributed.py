@@ -4,6 +4,7 @@ One small sweep (AllGather and AllReduce of 16 MiB over an in-process axis X and
 cross-process axis Z) runs through the CLI; the failure cases call ``run`` directly with a
 short ``distributed.timeout_s`` and check that no process is left behind.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,14 +16,15 @@ import pytest
 
 from runner import pool, worker
 from runner.distributed import TEST_SKIP_PROCESS_ENV, ProcessGroup
-from runner.jaxenv import MODE_ENV, NUM_PROCESSES_ENV, process_env
 from runner.errors import ConfigError
+from runner.jaxenv import MODE_ENV, NUM_PROCESSES_ENV, process_env
 from runner.spec import build_spec
 
 FAST = ["timing.rounds=1", "timing.budget_s=0.3", "timing.min_iters=5", "timing.warmup_max_s=0.5", "trace.iters=2"]
 
 
 # --- config ------------------------------------------------------------------------------
+
 
 def test_none_is_the_default_and_local_auto_compose(compose_cfg):
     assert compose_cfg([]).distributed.mode == "none"
@@ -37,23 +39,35 @@ def test_none_is_the_default_and_local_auto_compose(compose_cfg):
     assert env[MODE_ENV] == "auto" and env[NUM_PROCESSES_ENV] == "4"
 
 
-@pytest.mark.parametrize("overrides, names", [
-    (["distributed.cross_process_axis=X"], "distributed=local or distributed=auto"),
-    (["distributed=local", "distributed.cross_process_axis=Q"], "not a mesh axis"),
-    (["distributed=local", "mesh=xy_4x2", "mesh.axes.X=2", "mesh.axes.Y=3", "distributed.devices_per_process=3",
-      "distributed.cross_process_axis=Y"], "must divide one another"),
-    (["distributed=local", "hardware=tpu_v5e"], "distributed=auto on a tpu cluster"),
-    (["distributed=local", "distributed.process_id=1"], "leave them null"),
-    (["distributed=local", "distributed.num_processes=0"], "distributed.num_processes=0"),
-    (["distributed=local", "distributed.timeout_s=0"], "distributed.timeout_s=0"),
-    (["distributed.mode=mpi"], "allowed modes are none, local, auto"),
-])
+@pytest.mark.parametrize(
+    "overrides, names",
+    [
+        (["distributed.cross_process_axis=X"], "distributed=local or distributed=auto"),
+        (["distributed=local", "distributed.cross_process_axis=Q"], "not a mesh axis"),
+        (
+            [
+                "distributed=local",
+                "mesh=xy_4x2",
+                "mesh.axes.X=2",
+                "mesh.axes.Y=3",
+                "distributed.devices_per_process=3",
+                "distributed.cross_process_axis=Y",
+            ],
+            "must divide one another",
+        ),
+        (["distributed=local", "hardware=tpu_v5e"], "distributed=auto on a tpu cluster"),
+        (["distributed=local", "distributed.process_id=1"], "leave them null"),
+        (["distributed=local", "distributed.num_processes=0"], "distributed.num_processes=0"),
+        (["distributed=local", "distributed.timeout_s=0"], "distributed.timeout_s=0"),
+    ],
+)
 def test_bad_distributed_values_name_the_key(compose_cfg, overrides, names):
     with pytest.raises(ConfigError, match=names.replace("(", r"\(")):
         build_spec(compose_cfg(overrides))
 
 
 # --- a real 2-process sweep --------------------------------------------------------------
+
 
 def _gone(pid: int) -> bool:
     out = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True).stdout.strip()
@@ -63,9 +77,21 @@ def _gone(pid: int) -> bool:
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory, repo_root):
     out = tmp_path_factory.mktemp("dist") / "axes"
-    proc = subprocess.run([sys.executable, "-m", "runner", "+sweep=cross_process_axes", "op.size_bytes=16MiB",
-                           f"hydra.sweep.dir={out}", *FAST], cwd=repo_root, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "runner",
+            "+sweep=cross_process_axes",
+            "op.size_bytes=16MiB",
+            f"hydra.sweep.dir={out}",
+            *FAST,
+        ],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = {}
     for p in out.glob("*/result.json"):
@@ -78,7 +104,7 @@ def sweep(tmp_path_factory, repo_root):
 def test_two_processes_form_one_8_device_mesh_with_correct_results(sweep):
     _, results = sweep
     assert set(results) == {(op, ax) for op in ("all_gather", "all_reduce") for ax in ("X", "Z")}
-    for (op, axis), r in results.items():
+    for (_op, axis), r in results.items():
         assert r["status"] == "ok", r["error"]
         assert r["environment"]["device_count"] == 8 and r["environment"]["process_count"] == 2
         assert r["check"]["passed"] and r["check"]["max_rel_error"] == 0.0
@@ -120,6 +146,7 @@ def test_report_sets_cross_process_beside_in_process(sweep):
 
 
 # --- failures ----------------------------------------------------------------------------
+
 
 @pytest.fixture
 def groups(monkeypatch):

@@ -1,5 +1,6 @@
 """The three estimators, rounds, the ceiling, the page-fault and check fixes, on real runs of
 8 CPU devices and on hand-built trace tables in TPU and GPU shapes."""
+
 from __future__ import annotations
 
 import json
@@ -94,8 +95,19 @@ def test_device_samples_from_a_tpu_shaped_trace():
         for it in range(3):
             t0 = 10_000 * it
             # the collective takes 100 ns on devices 0-2 and 400 ns on device 3; a fusion beside it
-            rows.append((f"/device:TPU:{dev}", "XLA Ops", "all-gather.1", t0, 400.0 if dev == 3 else 100.0,
-                         None, None, None, None))
+            rows.append(
+                (
+                    f"/device:TPU:{dev}",
+                    "XLA Ops",
+                    "all-gather.1",
+                    t0,
+                    400.0 if dev == 3 else 100.0,
+                    None,
+                    None,
+                    None,
+                    None,
+                )
+            )
             rows.append((f"/device:TPU:{dev}", "XLA Ops", "fusion.2", t0 + 500, 50.0, None, None, None, None))
     ops = device_ops(_events(rows))
     # per step: the median over devices of the collective's own time
@@ -110,10 +122,32 @@ def test_device_samples_sum_a_gpu_ops_kernels():
         for dev in range(2):
             t0 = 1_000_000 * it
             # one NCCL all-reduce launched as two kernels (one scope), 30 + 70 us
-            rows.append((f"/device:GPU:{dev}", "Stream #14", "ncclKernel_AllReduce_a", t0, 30_000.0,
-                         "all-reduce.3", "jit_step", None, 7 + it))
-            rows.append((f"/device:GPU:{dev}", "Stream #14", "ncclKernel_AllReduce_b", t0 + 40_000, 70_000.0,
-                         "all-reduce.3", "jit_step", None, 7 + it))
+            rows.append(
+                (
+                    f"/device:GPU:{dev}",
+                    "Stream #14",
+                    "ncclKernel_AllReduce_a",
+                    t0,
+                    30_000.0,
+                    "all-reduce.3",
+                    "jit_step",
+                    None,
+                    7 + it,
+                )
+            )
+            rows.append(
+                (
+                    f"/device:GPU:{dev}",
+                    "Stream #14",
+                    "ncclKernel_AllReduce_b",
+                    t0 + 40_000,
+                    70_000.0,
+                    "all-reduce.3",
+                    "jit_step",
+                    None,
+                    7 + it,
+                )
+            )
     ops = device_ops(_events(rows))
     assert device_samples(ops, {"all-reduce.3"}) == pytest.approx([100e-6, 100e-6])
 
@@ -150,7 +184,8 @@ def test_summary_divides_alltoall_by_the_per_rank_buffer(compose_cfg, tmp_path):
 # ---------------------------------------------------------------- the check
 def test_check_compares_every_device_copy_of_a_replicated_result():
     import jax
-    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     from runner.measure import check
 
@@ -172,8 +207,17 @@ def test_int8_sums_that_would_wrap_are_refused_before_compile(compose_cfg, tmp_p
     # 8 devices: 0..6 plus a per-device offset sums to at most 6*8 + 28 = 76 <= 127
     assert sum_inputs("int8", 8) == (7, True)
     assert sum_inputs("int8", 32) == (2, False)  # 0s and 1s: at most 32
-    cfg = compose_cfg([*QUICK, "op=all_reduce", "dtype=int8", "hardware.device_count=256", "mesh=x8",
-                       "mesh.axes.X=256", "op.size_bytes=4KiB"])
+    cfg = compose_cfg(
+        [
+            *QUICK,
+            "op=all_reduce",
+            "dtype=int8",
+            "hardware.device_count=256",
+            "mesh=x8",
+            "mesh.axes.X=256",
+            "op.size_bytes=4KiB",
+        ]
+    )
     from runner.errors import ConfigError
     from runner.spec import build_spec
 
@@ -197,9 +241,21 @@ def test_unchecked_points_say_so_in_the_summary(compose_cfg, tmp_path):
 # ---------------------------------------------------------------- fits on one regime
 def _family(V, T, flags=None):
     hops = np.full(len(V), 4.0)
-    return pd.DataFrame({"op": "all_gather", "axes": "X", "group_size": 8, "dtype": "float32", "mesh": "auto",
-                         "job": [f"{i}" for i in range(len(V))], "V_bytes": V, "time_s": T, "latency_unit": hops,
-                         "bandwidth_unit": V, "flags": flags or [""] * len(V)})
+    return pd.DataFrame(
+        {
+            "op": "all_gather",
+            "axes": "X",
+            "group_size": 8,
+            "dtype": "float32",
+            "mesh": "auto",
+            "job": [f"{i}" for i in range(len(V))],
+            "V_bytes": V,
+            "time_s": T,
+            "latency_unit": hops,
+            "bandwidth_unit": V,
+            "flags": flags or [""] * len(V),
+        }
+    )
 
 
 def test_fit_leaves_out_flagged_points_and_a_cache_regime_and_says_why():
@@ -241,16 +297,24 @@ def test_a_psum_named_all_reduce_counts_as_collective_time():
     from analysis.trace.overlap import overlap_by_device
 
     mesh = jax.make_mesh((8,), ("X",))
-    f = jax.jit(jax.shard_map(lambda x: jax.lax.psum(x * 2.0, "X"), mesh=mesh, in_specs=P("X"), out_specs=P(),
-                              check_vma=False))
+    f = jax.jit(
+        jax.shard_map(lambda x: jax.lax.psum(x * 2.0, "X"), mesh=mesh, in_specs=P("X"), out_specs=P(), check_vma=False)
+    )
     x = jax.device_put(np.ones(64, np.float32), jax.sharding.NamedSharding(mesh, P("X")))
     text = f.lower(x).compile().as_text()
     opcodes = instruction_opcodes(text)
     psum = [n for n, c in opcodes.items() if c == "all-reduce"]
     assert psum and all(n.startswith("psum") for n in psum)  # JAX's name, not the opcode
     compute = next(n for n, c in opcodes.items() if c == "fusion")
-    ops = pd.DataFrame({"device": [0, 0], "hlo_op": [compute, psum[0]], "start_ns": [0.0, 100.0],
-                        "end_ns": [100.0, 160.0], "iteration": [0, 0]})
+    ops = pd.DataFrame(
+        {
+            "device": [0, 0],
+            "hlo_op": [compute, psum[0]],
+            "start_ns": [0.0, 100.0],
+            "end_ns": [100.0, 160.0],
+            "iteration": [0, 0],
+        }
+    )
     per = overlap_by_device(ops, opcodes)
     assert per["collective_s"].iloc[0] == pytest.approx(60e-9) and per["compute_s"].iloc[0] == pytest.approx(100e-9)
     # by name alone the psum would be compute and there would be no collective time at all
@@ -265,8 +329,12 @@ def test_matmul_t_math_is_flops_over_d_times_c_as_the_report_prints():
     hw = load_hardware("tpu_v5e")  # C = 1.97e14 FLOP/s in bfloat16
     # Question 4's strategy 1 as the book writes it: gather Y, then every device multiplies
     # the whole product (d = 1), not an eighth of it
-    row = {"expr": "X[B, D] * Y[D_X, F] -> Z[B, F]", "mesh_axes": "X=8", "dims": "B=256 D=1024 F=512",
-           "dtype": "bfloat16"}
+    row = {
+        "expr": "X[B, D] * Y[D_X, F] -> Z[B, F]",
+        "mesh_axes": "X=8",
+        "dims": "B=256 D=1024 F=512",
+        "dtype": "bfloat16",
+    }
     book = book_recipe(row, hw)
     flops = 2 * 256 * 1024 * 512
     assert book["flops"] == flops and book["work_devices"] == 1

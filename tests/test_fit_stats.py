@@ -1,4 +1,5 @@
 """The fits recover constants they were given; the median CI behaves like one."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,8 +38,21 @@ def test_fit_table_makes_one_row_per_family():
     rows = []
     for op, c in (("all_gather", 1.0), ("all_reduce", 2.0)):
         T = np.maximum(4e-5, c * V / 2e9)
-        rows.append(pd.DataFrame({"op": op, "axes": "X", "group_size": 8, "dtype": "float32", "mesh": "auto",
-                                  "V_bytes": V, "time_s": T, "latency_unit": 4.0 * c, "bandwidth_unit": c * V}))
+        rows.append(
+            pd.DataFrame(
+                {
+                    "op": op,
+                    "axes": "X",
+                    "group_size": 8,
+                    "dtype": "float32",
+                    "mesh": "auto",
+                    "V_bytes": V,
+                    "time_s": T,
+                    "latency_unit": 4.0 * c,
+                    "bandwidth_unit": c * V,
+                }
+            )
+        )
     fits, left_out = fit_table(pd.concat(rows))
     assert left_out.empty
     assert list(fits["op"]) == ["all_gather", "all_reduce"]

@@ -1,8 +1,10 @@
 """Which conf/hardware entry a device kind resolves to (exact rules, never file order), the
 catalogue's soundness, and ``python -m analysis hardware``."""
+
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
@@ -11,7 +13,9 @@ from analysis.book import hardware as hwmod
 from analysis.book.errors import HardwareError
 from analysis.book.hardware import catalogue_problems, hardware_names, load_hardware, resolve, resolve_auto
 from analysis.cli import main
-from runner.schema import REPO_ROOT, HardwareConf
+from runner.schema import HardwareConf
+
+REPO_ROOT = Path(__file__).resolve().parents[1]  # the checkout
 
 # Device kinds as JAX reports them (devices()[0].device_kind), with the platform JAX names.
 KNOWN = [
@@ -50,8 +54,12 @@ def test_unknown_kinds_resolve_to_a_clear_record(platform, kind):
     rec = resolve_auto(platform, kind)
     # the shape the runner records, and reports build on (measurements, no model column)
     assert set(rec) == {"name", "kind", "known", "device_kinds", "source"}
-    assert (rec["name"], rec["kind"], rec["known"], rec["device_kinds"]) == (f"unknown_{platform}", platform,
-                                                                              False, [kind])
+    assert (rec["name"], rec["kind"], rec["known"], rec["device_kinds"]) == (
+        f"unknown_{platform}",
+        platform,
+        False,
+        [kind],
+    )
     assert repr(kind) in rec["source"] and "conf/hardware/NAME.yaml" in rec["source"]
     assert f"device_kinds: [{kind!r}]" in rec["source"] and "python -m analysis calibrate" in rec["source"]
     assert "\n" not in rec["source"]
@@ -60,8 +68,10 @@ def test_unknown_kinds_resolve_to_a_clear_record(platform, kind):
 def test_v4_lite_is_not_v4p_and_h100_variants_are_not_sxm():
     # The old substring rule gave "TPU v4 lite" v4p's constants and PCIe/NVL cards the SXM NVSwitch.
     assert "tpu_v4p covers exactly 'TPU v4'" in resolve_auto("tpu", "TPU v4 lite")["source"]
-    assert {resolve_auto("cuda", k)["name"] for k in ("NVIDIA H100 PCIe", "NVIDIA H100 NVL")} == {"h100_pcie",
-                                                                                                 "h100_nvl"}
+    assert {resolve_auto("cuda", k)["name"] for k in ("NVIDIA H100 PCIe", "NVIDIA H100 NVL")} == {
+        "h100_pcie",
+        "h100_nvl",
+    }
 
 
 def test_patterns_match_variants_and_exact_wins():
@@ -113,8 +123,9 @@ def test_every_accelerator_entry_has_memory_domain_and_scaleout_with_sources():
         assert hw.memory_bytes and hw.domain_size and hw.scaleout_bw_unidir_Bps and hw.scaleout_latency_s, name
         for word in ("memory", "domain_size", "scaleout", "estimate"):
             assert word in hw.source, (name, word)
-        merged = OmegaConf.merge(OmegaConf.structured(HardwareConf),
-                                 OmegaConf.load(REPO_ROOT / "conf" / "hardware" / f"{name}.yaml"))
+        merged = OmegaConf.merge(
+            OmegaConf.structured(HardwareConf), OmegaConf.load(REPO_ROOT / "conf" / "hardware" / f"{name}.yaml")
+        )
         assert merged.memory_bytes == hw.memory_bytes and merged.domain_size == hw.domain_size
 
 
@@ -124,12 +135,15 @@ def run(capsys, *argv):
     return code, out.out, out.err
 
 
-@pytest.mark.parametrize("kind, platform, name, known, matched_by", [
-    ("TPU v5 lite", "tpu", "tpu_v5e", True, "exact"),
-    ("NVIDIA H100 PCIe", "cuda", "h100_pcie", True, "exact"),
-    ("AMD Instinct MI300X VF", "rocm", "mi300x", True, "pattern"),
-    ("TPU v4 lite", None, "unknown_tpu", False, "unknown"),  # platform guessed from the kind
-])
+@pytest.mark.parametrize(
+    "kind, platform, name, known, matched_by",
+    [
+        ("TPU v5 lite", "tpu", "tpu_v5e", True, "exact"),
+        ("NVIDIA H100 PCIe", "cuda", "h100_pcie", True, "exact"),
+        ("AMD Instinct MI300X VF", "rocm", "mi300x", True, "pattern"),
+        ("TPU v4 lite", None, "unknown_tpu", False, "unknown"),  # platform guessed from the kind
+    ],
+)
 def test_cli_json_for_a_kind(capsys, kind, platform, name, known, matched_by):
     code, out, _ = run(capsys, "--device-kind", kind, *(["--platform", platform] if platform else []), "--json")
     d = json.loads(out)
@@ -146,8 +160,9 @@ def test_cli_json_for_a_kind(capsys, kind, platform, name, known, matched_by):
 def test_cli_text_and_catalogue(capsys):
     code, out, _ = run(capsys, "--device-kind", "TPU v5 lite")
     assert code == 0
-    assert out.splitlines()[0] == ("'TPU v5 lite' (tpu) -> tpu_v5e (exact): 'TPU v5 lite' is listed in "
-                                   "tpu_v5e's device_kinds")
+    assert out.splitlines()[0] == (
+        "'TPU v5 lite' (tpu) -> tpu_v5e (exact): 'TPU v5 lite' is listed in tpu_v5e's device_kinds"
+    )
     assert "domain 256 devices; beyond it DCN 3.125e+09 B/s" in out
     code, out, _ = run(capsys, "--platform", "tpu")
     names = [line.split(" ")[0] for line in out.splitlines() if line and not line.startswith(" ")]
@@ -157,10 +172,13 @@ def test_cli_text_and_catalogue(capsys):
     assert code == 0 and {e["name"] for e in json.loads(out)["entries"]} == set(hardware_names())
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--platform", "metal"], "error: --platform 'metal' is not one of cpu, tpu, gpu, cuda, rocm"),
-    (["--device-kind", "  "], "error: --device-kind is empty"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--platform", "metal"], "error: --platform 'metal' is not one of cpu, tpu, gpu, cuda, rocm"),
+        (["--device-kind", "  "], "error: --device-kind is empty"),
+    ],
+)
 def test_cli_bad_input_exits_2(capsys, argv, message):
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == "" and err.startswith(message) and err.count("\n") == 1

@@ -18,7 +18,6 @@ from hlo_samples import (
     CPU_REDUCE_SCATTER,
     CPU_WHILE_PSUM,
     GPU_ASYNC,
-    MESH_4x2,
     MULTILINE,
     NEW_STYLE,
     OLD_STYLE,
@@ -26,6 +25,7 @@ from hlo_samples import (
     TPU_MODULE,
     X_GROUPS,
     Y_GROUPS,
+    MESH_4x2,
     one_op,
     only,
 )
@@ -40,7 +40,6 @@ from analysis.hlo import (
     permute_groups,
 )
 
-
 # ----------------------------------------------------------------------------- real CPU text
 
 
@@ -48,10 +47,19 @@ def test_cpu_all_gather_over_all_devices():
     # f32[1024] per device gathered over all 8: operand 1024*4 = 4096 B, result 8192*4 = 32768 B.
     c = only(CPU_ALL_GATHER)
     assert c == Collective(
-        name="all_gather.3", kind="all-gather", computation="main.0_spmd", is_async=False,
-        dtype="f32", operand_bytes=4096, result_bytes=32768,
-        replica_groups=((0, 1, 2, 3, 4, 5, 6, 7),), group_size=8, num_groups=1,
-        source_target_pairs=None, dimensions=(0,), channel_id=1,
+        name="all_gather.3",
+        kind="all-gather",
+        computation="main.0_spmd",
+        is_async=False,
+        dtype="f32",
+        operand_bytes=4096,
+        result_bytes=32768,
+        replica_groups=((0, 1, 2, 3, 4, 5, 6, 7),),
+        group_size=8,
+        num_groups=1,
+        source_target_pairs=None,
+        dimensions=(0,),
+        channel_id=1,
         op_name="jit(<lambda>)/shard_map/all_gather",
     )
     assert group_mesh_axes(c.replica_groups, MESH_4x2, ("X", "Y")) == ("X", "Y")
@@ -160,7 +168,11 @@ def test_tpu_tiled_layouts_iota_groups_and_fusion():
     ar, ag, a2a = parse_collectives(TPU_MODULE)
     # Inside the fusion computation: bf16[256,1024] = 524288 B; groups of 2.
     assert (ar.name, ar.computation, ar.operand_bytes, ar.result_bytes) == (
-        "all-reduce.7", "reduce-then-slice", 524288, 524288)
+        "all-reduce.7",
+        "reduce-then-slice",
+        524288,
+        524288,
+    )
     assert ar.replica_groups == ((0, 1), (2, 3))
     # bf16[512,1024] = 1 MiB -> bf16[512,2048] = 2 MiB; [2,2]<=[4] = {{0,1},{2,3}}.
     assert (ag.operand_bytes, ag.result_bytes, ag.dimensions) == (1048576, 2097152, (1,))
@@ -290,9 +302,20 @@ def test_collectives_frame():
     found = parse_collectives(GPU_ASYNC) + parse_collectives(CPU_REDUCE_SCATTER)
     df = collectives_frame(found)
     assert list(df.columns) == [
-        "name", "kind", "computation", "is_async", "dtype", "operand_bytes", "result_bytes",
-        "replica_groups", "group_size", "num_groups", "source_target_pairs", "dimensions",
-        "channel_id", "op_name",
+        "name",
+        "kind",
+        "computation",
+        "is_async",
+        "dtype",
+        "operand_bytes",
+        "result_bytes",
+        "replica_groups",
+        "group_size",
+        "num_groups",
+        "source_target_pairs",
+        "dimensions",
+        "channel_id",
+        "op_name",
     ]
     assert len(df) == 6
     assert df.loc[5, "replica_groups"] == "{{0,2,4,6},{1,3,5,7}}"

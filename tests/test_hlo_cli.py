@@ -3,6 +3,7 @@
 Constants used below (conf/hardware/tpu_v5e.yaml): W_bidi = 9e10 B/s, W_unidir = 4.5e10 B/s,
 T_min = 1e-6 s; only an axis of 16 wraps around.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,13 +41,27 @@ def test_table_of_a_hand_written_gpu_module(capsys):
     assert code == 0 and err == ""
     assert out.splitlines()[0] == f"{GPU_ASYNC}: 5 collectives"
     rows = table(out)
-    assert [c.strip() for c in rows[0]] == ["name", "kind", "dtype", "operand_bytes", "result_bytes",
-                                            "group_size", "num_groups", "pairs"]
+    assert [c.strip() for c in rows[0]] == [
+        "name",
+        "kind",
+        "dtype",
+        "operand_bytes",
+        "result_bytes",
+        "group_size",
+        "num_groups",
+        "pairs",
+    ]
     # f32[256] gathered over 8 -> f32[2048]; one group of 8.
     assert [c.strip() for c in rows[1]] == ["all-gather-start", "all-gather", "f32", "1,024", "8,192", "8", "1"]
     # The permute has 4 pairs and no groups; the bf16[64,32] all-to-all is 4096 B each side.
-    assert [c.strip() for c in rows[3]] == ["collective-permute-start", "collective-permute", "f32", "2,048",
-                                            "2,048", "4"]
+    assert [c.strip() for c in rows[3]] == [
+        "collective-permute-start",
+        "collective-permute",
+        "f32",
+        "2,048",
+        "2,048",
+        "4",
+    ]
     assert [c.strip() for c in rows[5]] == ["all-to-all-start", "all-to-all", "bf16", "4,096", "4,096", "4", "2"]
     # Columns line up: every row puts result_bytes' last digit under the header's last letter.
     lines = out.splitlines()[1:]
@@ -58,11 +73,21 @@ def test_json_fields(capsys):
     code, out, _ = run(capsys, GPU_ASYNC, "--json")
     assert code == 0
     found = by_name(out)
-    assert list(found) == ["all-gather-start", "all-reduce-start", "collective-permute-start",
-                           "reduce-scatter-start", "all-to-all-start"]
+    assert list(found) == [
+        "all-gather-start",
+        "all-reduce-start",
+        "collective-permute-start",
+        "reduce-scatter-start",
+        "all-to-all-start",
+    ]
     ar = found["all-reduce-start"]  # [2,4]<=[8]: two groups of 4; f32[1024] = 4096 B
     assert (ar["kind"], ar["group_size"], ar["num_groups"], ar["operand_bytes"], ar["result_bytes"]) == (
-        "all-reduce", 4, 2, 4096, 4096)
+        "all-reduce",
+        4,
+        2,
+        4096,
+        4096,
+    )
     assert ar["replica_groups"] == [[0, 1, 2, 3], [4, 5, 6, 7]] and ar["num_pairs"] is None
     cp = found["collective-permute-start"]
     assert (cp["group_size"], cp["num_groups"], cp["num_pairs"]) == (None, 4, 4)
@@ -99,8 +124,10 @@ def test_prediction_on_a_ring_of_16(tmp_path, capsys):
     # On v5e an axis of 16 wraps around: T = max(1e-6 * ceil(16/2), V / W_bidi)
     # = max(8 us, 33554432 / 9e10 = 372.83 us).
     f = tmp_path / "ring.hlo"
-    f.write_text("HloModule m, num_partitions=16\n\nENTRY e {\n  p = bf16[1048576]{0} parameter(0)\n"
-                 "  ROOT ag = bf16[16777216]{0} all-gather(p), replica_groups=[1,16]<=[16], dimensions={0}\n}\n")
+    f.write_text(
+        "HloModule m, num_partitions=16\n\nENTRY e {\n  p = bf16[1048576]{0} parameter(0)\n"
+        "  ROOT ag = bf16[16777216]{0} all-gather(p), replica_groups=[1,16]<=[16], dimensions={0}\n}\n"
+    )
     code, out, _ = run(capsys, str(f), "--hardware", "tpu_v5e", "--topology", "16x16", "--json")
     ag = json.loads(out)[0]
     assert (ag["links"], ag["regime"]) == ("ring", "bandwidth")
@@ -135,14 +162,17 @@ def test_real_cpu_module_with_predictions(cpu_collectives_hlo, tmp_path, capsys)
     assert code == 0 and len(table(out)) == 1 + 5
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["no/such/file.hlo"], "error: cannot read no/such/file.hlo"),
-    ([GPU_ASYNC, "--topology", "4x4"], "error: --topology goes with --hardware"),
-    ([GPU_ASYNC, "--hardware", "no_such_chip"], "error: unknown hardware"),
-    ([GPU_ASYNC, "--hardware", "tpu_v5e", "--topology", "4y4"], "error: topology"),
-    ([GPU_ASYNC, "--hardware", "cpu"], "--hop-latency-s"),  # cpu publishes no constants
-    ([GPU_ASYNC, "--num-devices", "0"], "num_devices must be a positive int"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["no/such/file.hlo"], "error: cannot read no/such/file.hlo"),
+        ([GPU_ASYNC, "--topology", "4x4"], "error: --topology goes with --hardware"),
+        ([GPU_ASYNC, "--hardware", "no_such_chip"], "error: unknown hardware"),
+        ([GPU_ASYNC, "--hardware", "tpu_v5e", "--topology", "4y4"], "error: topology"),
+        ([GPU_ASYNC, "--hardware", "cpu"], "--hop-latency-s"),  # cpu publishes no constants
+        ([GPU_ASYNC, "--num-devices", "0"], "num_devices must be a positive int"),
+    ],
+)
 def test_errors_exit_2(capsys, argv, message):
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == "" and message in err
@@ -150,7 +180,9 @@ def test_errors_exit_2(capsys, argv, message):
 
 def test_malformed_hlo_exits_2_without_traceback(tmp_path):
     f = tmp_path / "bad.hlo"
-    f.write_text("ENTRY e {\n  p = f32[8]{0} parameter(0)\n  ROOT c = f32[8]{0} all-reduce(p), replica_groups={0,1}\n}\n")
+    f.write_text(
+        "ENTRY e {\n  p = f32[8]{0} parameter(0)\n  ROOT c = f32[8]{0} all-reduce(p), replica_groups={0,1}\n}\n"
+    )
     proc = subprocess.run([sys.executable, "-m", "analysis", "hlo", str(f)], capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.startswith(f"error: {f}: bad replica_groups") and "Traceback" not in proc.stderr
@@ -161,10 +193,12 @@ def test_cpu_with_given_constants_and_no_heavy_imports(tmp_path):
     # all-gather: bf16[8192] over a group of 4 -> bf16[32768], V = 65,536 B;
     # max(1e-5 * ceil(4/2), 65536 / 1e9) = max(20 us, 65.54 us). The command must stay fast:
     # neither pandas nor matplotlib is imported.
-    code = ("import sys; from analysis.cli import main; "
-            f"main(['hlo', {str(hlo_path('old_style'))!r}, '--hardware', 'cpu', '--json', "
-            "'--link-bw-bidir-Bps', '1e9', '--hop-latency-s', '1e-5']); "
-            "print('pandas' in sys.modules, 'matplotlib' in sys.modules)")
+    code = (
+        "import sys; from analysis.cli import main; "
+        f"main(['hlo', {str(hlo_path('old_style'))!r}, '--hardware', 'cpu', '--json', "
+        "'--link-bw-bidir-Bps', '1e9', '--hop-latency-s', '1e-5']); "
+        "print('pandas' in sys.modules, 'matplotlib' in sys.modules)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     *body, imported = proc.stdout.strip().splitlines()
     assert imported == "False False"

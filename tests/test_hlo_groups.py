@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hlo_samples import MESH_4x2, X_GROUPS, Y_GROUPS, one_op, only
+from hlo_samples import X_GROUPS, Y_GROUPS, MESH_4x2, one_op, only
 
-from analysis.hlo import HloParseError, parse_collectives
-from analysis.hlo import expand_iota_groups, group_mesh_axes
-
+from analysis.hlo import HloParseError, expand_iota_groups, group_mesh_axes, parse_collectives
 
 # ----------------------------------------------------------------------------- mesh axes
+
 
 @pytest.mark.parametrize(
     "spec, expected",
@@ -21,8 +20,10 @@ from analysis.hlo import expand_iota_groups, group_mesh_axes
         ("mesh[a=4,b=2] {a}", X_GROUPS),
         ("mesh[a=4,b=2] {a,b}", ((0, 1, 2, 3, 4, 5, 6, 7),)),
         # 2x2x2 mesh X,Y,Z; ids 4x+2y+z; grouping X and Z fixes y: {0,1,4,5}, {2,3,6,7}.
-        ("mesh['axis_0'=1,'axis_1'=4,'axis_2'=2], device_ids=([2,2,2]T(0,2,1)) {'axis_1'}",
-         ((0, 1, 4, 5), (2, 3, 6, 7))),
+        (
+            "mesh['axis_0'=1,'axis_1'=4,'axis_2'=2], device_ids=([2,2,2]T(0,2,1)) {'axis_1'}",
+            ((0, 1, 4, 5), (2, 3, 6, 7)),
+        ),
         # sub-axis a:(1)2 of a=8 is the major half: reshape [1,2,4], vary the 2: {0,4},{1,5},...
         ("mesh[a=8] {a:(1)2}", ((0, 4), (1, 5), (2, 6), (3, 7))),
         ("mesh[a=8] {a:(2)2}", ((0, 2), (1, 3), (4, 6), (5, 7))),

@@ -3,21 +3,48 @@ and no pathological slowness."""
 
 from __future__ import annotations
 
-
-from hlo_samples import (COMMENTS_AND_LOOPS, CPU_REDUCE_SCATTER, GPU_ASYNC, MULTILINE, NEW_STYLE, OLD_STYLE,
-                         TPU_MODULE)
+from hlo_samples import COMMENTS_AND_LOOPS, CPU_REDUCE_SCATTER, GPU_ASYNC, MULTILINE, NEW_STYLE, OLD_STYLE, TPU_MODULE
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analysis.hlo import KINDS, HloParseError, expand_iota_groups, parse_collectives, shape_bytes
 
-
-VALID = "\n".join(
-    [CPU_REDUCE_SCATTER, OLD_STYLE, NEW_STYLE, TPU_MODULE, GPU_ASYNC, MULTILINE, COMMENTS_AND_LOOPS]
-)
-HLO_BITS = ["{", "}", "(", ")", "[", "]", ",", "=", "%", '"', "\\", "/*", "*/", "\n", " ", "ROOT ", "ENTRY ",
-            "f32[8]{0}", "all-gather(", "-start", "-done", "replica_groups=", "{{0,1}}", "[2,2]<=[4]",
-            "T(1,0)", "<=", "mesh[a=2]", "async-start(", "calls=", "HloModule x", "s4[", "?", "9" * 40]
+VALID = "\n".join([CPU_REDUCE_SCATTER, OLD_STYLE, NEW_STYLE, TPU_MODULE, GPU_ASYNC, MULTILINE, COMMENTS_AND_LOOPS])
+HLO_BITS = [
+    "{",
+    "}",
+    "(",
+    ")",
+    "[",
+    "]",
+    ",",
+    "=",
+    "%",
+    '"',
+    "\\",
+    "/*",
+    "*/",
+    "\n",
+    " ",
+    "ROOT ",
+    "ENTRY ",
+    "f32[8]{0}",
+    "all-gather(",
+    "-start",
+    "-done",
+    "replica_groups=",
+    "{{0,1}}",
+    "[2,2]<=[4]",
+    "T(1,0)",
+    "<=",
+    "mesh[a=2]",
+    "async-start(",
+    "calls=",
+    "HloModule x",
+    "s4[",
+    "?",
+    "9" * 40,
+]
 
 
 def _only_parse_errors(fn, *args) -> None:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.hlo import HloParseError
-from analysis.hlo import shape_bytes
+from analysis.hlo import HloParseError, shape_bytes
 
 
 @pytest.mark.parametrize(

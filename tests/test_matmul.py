@@ -3,6 +3,7 @@ by hand from its formulas.
 
 Constants used below (conf/hardware): v4p W_bidi = 9e10 B/s, T_min = 1e-6 s, C(bf16) = 2.75e14.
 """
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """The matmul report's pure pieces: the book-vs-HLO verdict and the Question 4 crossover."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -19,8 +20,16 @@ def test_explain_marks_and_says_why():
 def _jobs(times1, times2, Ds):
     rows = []
     for s, times in (("allgather_then_matmul", times1), ("matmul_then_allreduce", times2)):
-        rows += [{"status": "ok", "strategy": s, "expr": "X[B, D] * Y[D_X, F] -> Z[B, F]",
-                  "dims": f"B=256 D={d} F=512", "time_s": t} for d, t in zip(Ds, times)]
+        rows += [
+            {
+                "status": "ok",
+                "strategy": s,
+                "expr": "X[B, D] * Y[D_X, F] -> Z[B, F]",
+                "dims": f"B=256 D={d} F=512",
+                "time_s": t,
+            }
+            for d, t in zip(Ds, times)
+        ]
     return pd.DataFrame(rows)
 
 
@@ -38,6 +47,7 @@ def test_crossover_is_interpolated_where_the_winner_changes():
 def test_model_crossover_on_tpu_v5e_is_d_equals_2b():
     # Book: with compute hidden, strategy 2 moves fewer bytes once D > 2B (B = 256 -> 512).
     hw = load_hardware("tpu_v5e")
-    mc = model_crossover("X[B, D] * Y[D_X, F] -> Z[B, F]", {"B": 256, "D": 1024, "F": 512}, "D", {"X": 8},
-                         "bfloat16", hw)
+    mc = model_crossover(
+        "X[B, D] * Y[D_X, F] -> Z[B, F]", {"B": 256, "D": 1024, "F": 512}, "D", {"X": 8}, "bfloat16", hw
+    )
     assert mc == 512

@@ -1,5 +1,6 @@
 """Sharded matmuls on 8 CPU devices: the HLO of each book case, every strategy's result
 against NumPy, validation before device work, and the report's case table."""
+
 from __future__ import annotations
 
 import json
@@ -9,8 +10,8 @@ import pytest
 from analysis.hlo import group_mesh_axes, parse_collectives
 from analysis.report import write_report
 from runner import run
-from runner.matmul_plan import parse_matmul, plan
 from runner.errors import ConfigError
+from runner.matmul_plan import parse_matmul, plan
 from runner.spec import build_spec
 
 DIMS = ["op.dims.I=64", "op.dims.J=128", "op.dims.K=64"]
@@ -25,18 +26,23 @@ def emitted(job_dir, result) -> list[str]:
     axes = result["experiment"]["mesh"]["axes"]
     ids = np.arange(int(np.prod(list(axes.values())))).reshape(list(axes.values()))
     text = (job_dir / result["files"]["hlo_compiled"]).read_text()
-    return sorted(f"{c.kind} over {''.join(group_mesh_axes(c.replica_groups or (tuple(ids.ravel()),), ids, list(axes)))}"
-                  for c in parse_collectives(text, num_devices=ids.size))
+    return sorted(
+        f"{c.kind} over {''.join(group_mesh_axes(c.replica_groups or (tuple(ids.ravel()),), ids, list(axes)))}"
+        for c in parse_collectives(text, num_devices=ids.size)
+    )
 
 
-@pytest.mark.parametrize("case,want", [
-    ("mm_case1", []),
-    ("mm_case2", ["all-gather over Y"]),
-    ("mm_case3", ["all-reduce over Y"]),
-    # The book prescribes a ReduceScatter here; XLA all-reduces and slices.
-    ("mm_case3_scatter", ["all-reduce over X"]),
-    ("mm_case4", ["all-gather over X"]),
-])
+@pytest.mark.parametrize(
+    "case,want",
+    [
+        ("mm_case1", []),
+        ("mm_case2", ["all-gather over Y"]),
+        ("mm_case3", ["all-reduce over Y"]),
+        # The book prescribes a ReduceScatter here; XLA all-reduces and slices.
+        ("mm_case3_scatter", ["all-reduce over X"]),
+        ("mm_case4", ["all-gather over X"]),
+    ],
+)
 def test_each_book_case_compiles_to_the_collectives_seen_here(compose_cfg, tmp_path, case, want):
     # Equal dims, as in the sweep: with a small K XLA prefers to slice B and all-reduce the
     # (then smaller) product in case 2, which the report explains.
@@ -47,20 +53,34 @@ def test_each_book_case_compiles_to_the_collectives_seen_here(compose_cfg, tmp_p
     assert emitted(tmp_path, result) == want
 
 
-@pytest.mark.parametrize("op,strategy,kinds", [
-    ("mm_case2", "allgather_then_matmul", {"all-gather"}),
-    ("mm_case2", "matmul_then_allreduce", {"all-reduce"}),     # Question 4's strategy 2: slice B
-    ("mm_case3_scatter", "matmul_then_reducescatter", {"reduce-scatter"}),
-    ("mm_case3_scatter", "matmul_then_allreduce", {"all-reduce"}),
-    ("mm_case3_scatter", "collective_matmul", {"collective-permute"}),
-    ("mm_case4", "collective_matmul", {"collective-permute"}),
-    ("mm_case4", "allgather_then_matmul", {"all-gather"}),
-    ("mm_q4", "matmul_then_allreduce", {"all-reduce"}),
-])
+@pytest.mark.parametrize(
+    "op,strategy,kinds",
+    [
+        ("mm_case2", "allgather_then_matmul", {"all-gather"}),
+        ("mm_case2", "matmul_then_allreduce", {"all-reduce"}),  # Question 4's strategy 2: slice B
+        ("mm_case3_scatter", "matmul_then_reducescatter", {"reduce-scatter"}),
+        ("mm_case3_scatter", "matmul_then_allreduce", {"all-reduce"}),
+        ("mm_case3_scatter", "collective_matmul", {"collective-permute"}),
+        ("mm_case4", "collective_matmul", {"collective-permute"}),
+        ("mm_case4", "allgather_then_matmul", {"all-gather"}),
+        ("mm_q4", "matmul_then_allreduce", {"all-reduce"}),
+    ],
+)
 def test_every_strategy_matches_numpy(compose_cfg, tmp_path, op, strategy, kinds):
     dims = ["op.dims.B=64", "op.dims.D=128", "op.dims.F=64"] if op == "mm_q4" else DIMS
-    result = run(compose_cfg([f"op={op}", f"op.strategy={strategy}", "mesh=x8" if op != "mm_case2" else "mesh=xy_4x2",
-                              *dims, *FAST, "trace.enabled=false"]), tmp_path)
+    result = run(
+        compose_cfg(
+            [
+                f"op={op}",
+                f"op.strategy={strategy}",
+                "mesh=x8" if op != "mm_case2" else "mesh=xy_4x2",
+                *dims,
+                *FAST,
+                "trace.enabled=false",
+            ]
+        ),
+        tmp_path,
+    )
     assert result["status"] == "ok", result.get("error")
     assert result["check"] == {**result["check"], "passed": True, "max_rel_error": 0.0}
     assert {e.split(" over ")[0] for e in emitted(tmp_path, result)} == kinds
@@ -79,18 +99,20 @@ def test_bfloat16_matmul_within_tolerance(compose_cfg, tmp_path):
     assert result["check"]["passed"] and result["check"]["max_rel_error"] <= 1e-2
 
 
-@pytest.mark.parametrize("overrides,needle", [
-    (["op=mm_case4_invalid"], "op.expr="),
-    (["op=matmul", "op.strategy=fastest"], "op.strategy='fastest': allowed strategies are auto, "),
-    (["op=mm_case1", "op.strategy=matmul_then_allreduce"], "no contracting dim"),
-    (["op=mm_case4", "op.strategy=matmul_then_reducescatter"], "case 4"),
-    (["op=mm_case2", "op.strategy=collective_matmul"], "not one of the two ring patterns"),
-    (["op=matmul", "~op.dims.K"], "op.dims: no size for K"),
-    (["op=matmul", "op.dims.J=1001"], "not divisible"),
-    (["op=matmul", "op.expr='A[I, J_Q] * B[J, K] -> C[I, K]'"], "mesh axis Q is not in the mesh"),
-    (["op=matmul", "op.expr='A[I, J] * B[J, K]'"], "give the output"),
-    (["op=all_gather", "op.expr='A[I, J] * B[J, K] -> C[I, K]'"], "op.expr / op.dims are for op=matmul"),
-])
+@pytest.mark.parametrize(
+    "overrides,needle",
+    [
+        (["op=mm_case4_invalid"], "op.expr="),
+        (["op=mm_case1", "op.strategy=matmul_then_allreduce"], "no contracting dim"),
+        (["op=mm_case4", "op.strategy=matmul_then_reducescatter"], "case 4"),
+        (["op=mm_case2", "op.strategy=collective_matmul"], "not one of the two ring patterns"),
+        (["op=matmul", "~op.dims.K"], "op.dims: no size for K"),
+        (["op=matmul", "op.dims.J=1001"], "not divisible"),
+        (["op=matmul", "op.expr='A[I, J_Q] * B[J, K] -> C[I, K]'"], "mesh axis Q is not in the mesh"),
+        (["op=matmul", "op.expr='A[I, J] * B[J, K]'"], "give the output"),
+        (["op=all_gather", "op.expr='A[I, J] * B[J, K] -> C[I, K]'"], "op.expr / op.dims are for op=matmul"),
+    ],
+)
 def test_bad_matmul_configs_fail_before_device_work(compose_cfg, overrides, needle):
     with pytest.raises(ConfigError) as err:
         build_spec(compose_cfg(["mesh=xy_4x2", *overrides]))
@@ -116,12 +138,16 @@ def test_question4_plans_slice_instead_of_gather():
 
 def test_report_holds_the_case_table(compose_cfg, tmp_path):
     for i, case in enumerate(["mm_case2", "mm_case3_scatter", "mm_case4_invalid"]):
-        run(compose_cfg([f"op={case}", "mesh=xy_4x2", "op.dims.I=128", "op.dims.J=128", "op.dims.K=128",
-                         *FAST, "trace.iters=2"]), tmp_path / f"{i}_op={case}")
+        run(
+            compose_cfg(
+                [f"op={case}", "mesh=xy_4x2", "op.dims.I=128", "op.dims.J=128", "op.dims.K=128", *FAST, "trace.iters=2"]
+            ),
+            tmp_path / f"{i}_op={case}",
+        )
     write_report(tmp_path)
     md = (tmp_path / "report" / "report.md").read_text()
-    section = md[md.index("## Sharded matmuls"):]
-    section = section[:section.index("\n## ", 5)] if "\n## " in section[5:] else section
+    section = md[md.index("## Sharded matmuls") :]
+    section = section[: section.index("\n## ", 5)] if "\n## " in section[5:] else section
     tables = [t for t in _tables(section) if t]
     what, cost = tables[0], tables[1]
     rows = {r["job"]: r for r in what}

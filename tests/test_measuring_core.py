@@ -4,6 +4,7 @@ the median's interval, the fits' clamps, the bus-bandwidth factors and async spa
 Each test here was checked by planting the bug it guards against (see the README's
 "Testing" section for the mutation check that found the gaps).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -12,10 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.fit import fit_alpha_beta, fit_max_model
-from analysis.trace.overlap import collective_spans
-from analysis.stats import median_ci, median_ci_ranks, rel_ci_halfwidth, summarize
 from analysis.book.collectives import busbw_factor
+from analysis.fit import fit_alpha_beta, fit_max_model
+from analysis.stats import median_ci, median_ci_ranks, rel_ci_halfwidth, summarize
+from analysis.trace.overlap import collective_spans
 
 
 # ---------------------------------------------------------------- the result check
@@ -43,8 +44,8 @@ def test_check_fails_on_one_wrong_last_element_of_a_2d_result():
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_check_16bit_floats_fail_at_5_percent_and_pass_at_half_a_percent(dtype):
-    import ml_dtypes  # noqa: F401 (jax's dtypes: bfloat16 as a NumPy type)
     import jax.numpy as jnp
+    import ml_dtypes  # noqa: F401 (jax's dtypes: bfloat16 as a NumPy type)
 
     want = (np.arange(1, 1025, dtype=np.float32) % 97 + 100).astype(jnp.dtype(dtype))
     off = want.astype(np.float32).copy()
@@ -91,15 +92,23 @@ def test_a_point_whose_reference_is_wrong_fails_before_it_is_timed(compose_cfg, 
 
 
 # ---------------------------------------------------------------- the stop rule
-TIMING = {"warmup_min_iters": 3, "warmup_max_s": 1e9, "min_iters": 10, "max_iters": 2000,
-          "target_rel_ci": 0.05, "budget_s": 1e9, "iters_per_sample": 1}
+TIMING = {
+    "warmup_min_iters": 3,
+    "warmup_max_s": 1e9,
+    "min_iters": 10,
+    "max_iters": 2000,
+    "target_rel_ci": 0.05,
+    "budget_s": 1e9,
+    "iters_per_sample": 1,
+}
 
 
 def _driven(values, **timing):
     """time_step over a fixed list of samples and a clock that never moves."""
     it = iter(values)
     return pytest.importorskip("runner.timing").time_step(
-        None, dict(TIMING, **timing), sample=lambda step, k=1: next(it), clock=lambda: 0.0)
+        None, dict(TIMING, **timing), sample=lambda step, k=1: next(it), clock=lambda: 0.0
+    )
 
 
 def test_stop_rule_stops_at_the_first_check_within_target_and_not_before():
@@ -113,7 +122,7 @@ def test_stop_rule_stops_at_the_first_check_within_target_and_not_before():
     assert out["stop_reason"] == "ci_tight"
     assert len(out["samples_s"]) == expect and out["warmup_iters"] == 6
     assert out["summary"]["rel_ci_halfwidth"] <= 0.05
-    assert rel_ci_halfwidth(timed[:expect - 10]) > 0.05  # the check before did not stop
+    assert rel_ci_halfwidth(timed[: expect - 10]) > 0.05  # the check before did not stop
 
 
 def test_stop_rule_runs_to_max_iters_when_the_interval_never_tightens():
@@ -130,8 +139,9 @@ def test_stop_rule_stops_on_the_budget_and_says_so():
         now[0] += 1.0
         return next(it)
 
-    out = pytest.importorskip("runner.timing").time_step(None, dict(TIMING, budget_s=25.0), sample=sample,
-                                                         clock=lambda: now[0])
+    out = pytest.importorskip("runner.timing").time_step(
+        None, dict(TIMING, budget_s=25.0), sample=sample, clock=lambda: now[0]
+    )
     assert out["stop_reason"] == "budget"
     # checks at 10, 20, 30 samples: 10 s and 20 s are inside the 25 s budget, 30 s is not
     assert len(out["samples_s"]) == 30 and out["timed_s"] == 30.0
@@ -140,16 +150,19 @@ def test_stop_rule_stops_on_the_budget_and_says_so():
 def test_warm_up_waits_for_the_median_to_settle():
     seq = [10.0, 9.0, 8.0, 5.0, 4.0, 3.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0]
     it = iter(seq)
-    warm = pytest.importorskip("runner.timing").warm_up(None, 3, 1e9, sample=lambda step, k=1: next(it),
-                                                        clock=lambda: 0.0)
+    warm = pytest.importorskip("runner.timing").warm_up(
+        None, 3, 1e9, sample=lambda step, k=1: next(it), clock=lambda: 0.0
+    )
     # medians of the last 3 against the 3 before: 4 vs 9, 3 vs 8, 2 vs 5, 2 vs 4, 2 vs 3, then
     # 2 vs 2 at the 11th iteration: settled
     assert len(warm) == 11
 
 
 # ---------------------------------------------------------------- statistics
-@pytest.mark.parametrize("n,ranks", [(5, (0, 4)), (6, (0, 5)), (10, (1, 8)), (20, (5, 14)), (60, (21, 38)),
-                                     (100, (39, 60)), (1000, (468, 531))])
+@pytest.mark.parametrize(
+    "n,ranks",
+    [(5, (0, 4)), (6, (0, 5)), (10, (1, 8)), (20, (5, 14)), (60, (21, 38)), (100, (39, 60)), (1000, (468, 531))],
+)
 def test_median_interval_ranks_match_the_binomial_tables(n, ranks):
     assert median_ci_ranks(n) == ranks
     x = np.arange(1, n + 1, dtype=float)[::-1]  # order of the input must not matter
@@ -204,29 +217,45 @@ def test_max_model_on_pure_latency_and_pure_bandwidth_data():
 
 
 # ---------------------------------------------------------------- bus bandwidth factors
-@pytest.mark.parametrize("op,n,factor", [
-    # nccl-tests' *GetBw: AllReduce 2(n-1)/n; AllGather, ReduceScatter, AllToAll (n-1)/n
-    ("all_reduce", 2, 1.0), ("all_reduce", 8, 1.75),
-    ("all_gather", 2, 0.5), ("all_gather", 8, 0.875),
-    ("reduce_scatter", 2, 0.5), ("reduce_scatter", 8, 0.875),
-    ("all_to_all", 2, 0.5), ("all_to_all", 8, 0.875),
-])
+@pytest.mark.parametrize(
+    "op,n,factor",
+    [
+        # nccl-tests' *GetBw: AllReduce 2(n-1)/n; AllGather, ReduceScatter, AllToAll (n-1)/n
+        ("all_reduce", 2, 1.0),
+        ("all_reduce", 8, 1.75),
+        ("all_gather", 2, 0.5),
+        ("all_gather", 8, 0.875),
+        ("reduce_scatter", 2, 0.5),
+        ("reduce_scatter", 8, 0.875),
+        ("all_to_all", 2, 0.5),
+        ("all_to_all", 8, 0.875),
+    ],
+)
 def test_bus_bandwidth_factors_are_nccl_tests(op, n, factor):
     assert busbw_factor(op, n) == pytest.approx(factor, abs=0)
 
 
 # ---------------------------------------------------------------- async spans
 def test_one_async_start_done_pair_is_exactly_one_span():
-    ops = pd.DataFrame({"hlo_op": ["all-gather-start.1", "fusion.2", "all-gather-done.1"],
-                        "start_ns": [100.0, 120.0, 400.0], "end_ns": [110.0, 380.0, 420.0]})
+    ops = pd.DataFrame(
+        {
+            "hlo_op": ["all-gather-start.1", "fusion.2", "all-gather-done.1"],
+            "start_ns": [100.0, 120.0, 400.0],
+            "end_ns": [110.0, 380.0, 420.0],
+        }
+    )
     spans = collective_spans(ops)
     assert spans.to_dict("records") == [{"start_ns": 100.0, "end_ns": 420.0}]
 
 
 def test_two_async_pairs_of_one_kind_pair_in_order():
-    ops = pd.DataFrame({"hlo_op": ["all-reduce-start.1", "all-reduce-start.2", "all-reduce-done.1",
-                                   "all-reduce-done.2"],
-                        "start_ns": [0.0, 10.0, 50.0, 60.0], "end_ns": [5.0, 15.0, 55.0, 70.0]})
+    ops = pd.DataFrame(
+        {
+            "hlo_op": ["all-reduce-start.1", "all-reduce-start.2", "all-reduce-done.1", "all-reduce-done.2"],
+            "start_ns": [0.0, 10.0, 50.0, 60.0],
+            "end_ns": [5.0, 15.0, 55.0, 70.0],
+        }
+    )
     assert collective_spans(ops).values.tolist() == [[0.0, 55.0], [10.0, 70.0]]
 
 
@@ -234,11 +263,18 @@ def test_summarize_every_field_of_a_known_sample():
     x = [4.0, 1.0, 3.0, 2.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0]
     s = summarize(x)
     assert s == {
-        "n": 10, "median_s": 5.5, "mean_s": 5.5, "min_s": 1.0,
-        "p10_s": pytest.approx(1.9), "p90_s": pytest.approx(9.1),
+        "n": 10,
+        "median_s": 5.5,
+        "mean_s": 5.5,
+        "min_s": 1.0,
+        "p10_s": pytest.approx(1.9),
+        "p90_s": pytest.approx(9.1),
         "std_s": pytest.approx(np.std(np.arange(1, 11), ddof=1)),
         "cv": pytest.approx(np.std(np.arange(1, 11), ddof=1) / 5.5),
-        "ci_low_s": 2.0, "ci_high_s": 9.0, "rel_ci_halfwidth": pytest.approx(7 / 11)}
+        "ci_low_s": 2.0,
+        "ci_high_s": 9.0,
+        "rel_ci_halfwidth": pytest.approx(7 / 11),
+    }
     assert summarize([]) == {"n": 0}
     one = summarize([2.5])
     assert (one["std_s"], one["cv"], one["ci_low_s"], one["ci_high_s"]) == (0.0, 0.0, 2.5, 2.5)

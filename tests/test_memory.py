@@ -1,17 +1,21 @@
 """The memory estimate refuses points that cannot fit, before any device work."""
+
 from __future__ import annotations
 
 import pytest
 
-from runner.memory import check_fits, estimate
 from runner.errors import ConfigError
+from runner.memory import check_fits, estimate
 from runner.spec import build_spec
 
 
 def test_estimates_follow_each_collective():
     V = 1 << 20
-    spec = lambda op: {"op": {"name": op, "axes": ["X"], "size_bytes": V}, "dtype": "float32",  # noqa: E731
-                       "hardware": {"kind": "cpu"}}
+    spec = lambda op: {
+        "op": {"name": op, "axes": ["X"], "size_bytes": V},
+        "dtype": "float32",  # noqa: E731
+        "hardware": {"kind": "cpu"},
+    }
     runtime = 64 << 20
     # per device: input + 3 outputs + the loop's (input + output) + the collective's buffer;
     # host: runtime + 8 devices x 2 x the ceiling's bus bytes + one answer shard
@@ -19,8 +23,10 @@ def test_estimates_follow_each_collective():
     assert ag == {"host_bytes": runtime + 16 * (V * 7 // 8) + V, "per_device_bytes": V // 8 + 3 * V + (V // 8 + V) + V}
     assert ar == {"host_bytes": runtime + 16 * (2 * V * 7 // 8) + V, "per_device_bytes": V + 3 * V + 2 * V + V}
     a2a = estimate(spec("all_to_all"), {"X": 8})
-    assert a2a == {"host_bytes": runtime + 16 * (V // 8 * 7 // 8) + V // 8,
-                   "per_device_bytes": V // 8 + 3 * V // 8 + 2 * V // 8 + 2 * V // 8}
+    assert a2a == {
+        "host_bytes": runtime + 16 * (V // 8 * 7 // 8) + V // 8,
+        "per_device_bytes": V // 8 + 3 * V // 8 + 2 * V // 8 + 2 * V // 8,
+    }
 
 
 def test_too_big_for_host_fails_before_jax(compose_cfg):

@@ -3,6 +3,7 @@
 Constants used below (conf/hardware): v4p W_bidi = 9e10 B/s, T_min = 1e-6 s, C(bf16) =
 2.75e14; v5e W_bidi = 9e10, W_unidir = 4.5e10; H100 W (NVLink egress) = 4.5e11.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -10,10 +11,10 @@ import math
 
 import pytest
 
-from analysis.book.hardware import load_hardware, wraparound_for
 from analysis.book.collective_cost import predict_collective
-from analysis.book.predict import predict_expr
 from analysis.book.errors import BookError
+from analysis.book.hardware import load_hardware, wraparound_for
+from analysis.book.predict import predict_expr
 
 V4P, V5E, H100 = load_hardware("tpu_v4p"), load_hardware("tpu_v5e"), load_hardware("h100")
 CUBE = {"X": 4, "Y": 4, "Z": 4}
@@ -126,8 +127,10 @@ def test_wraparound_rules_and_topology():
 def test_load_hardware_by_path_reads_unsigned_exponents(tmp_path):
     # PyYAML would read 4.5e10 as a string; the loader must make it a float.
     f = tmp_path / "chip.yaml"
-    f.write_text("name: chip\nkind: tpu\ninterconnect: torus\nwraparound: always\n"
-                 "link_bw_bidir_Bps: 4.5e10\nhop_latency_s: 1.0e-6\nflops_per_s: {bfloat16: 1e14}\n")
+    f.write_text(
+        "name: chip\nkind: tpu\ninterconnect: torus\nwraparound: always\n"
+        "link_bw_bidir_Bps: 4.5e10\nhop_latency_s: 1.0e-6\nflops_per_s: {bfloat16: 1e14}\n"
+    )
     hw = load_hardware(str(f))
     assert hw.link_bw_bidir_Bps == 4.5e10 and hw.flops("bfloat16") == 1e14
     with pytest.raises(BookError, match="unknown hardware"):

@@ -1,4 +1,5 @@
 """A small real multirun through the CLI ends with summary.csv, fit.json and a report."""
+
 from __future__ import annotations
 
 import json
@@ -13,15 +14,20 @@ FAST = ["timing.rounds=2", "timing.budget_s=0.2", "timing.min_iters=5", "trace.i
 
 
 def _runner(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory, repo_root):
     out = tmp_path_factory.mktemp("sweep") / "collectives"
-    proc = _runner("+sweep=collectives_sizes", f"op.size_bytes={','.join(SIZES)}", "op=all_gather,all_reduce",
-                   f"hydra.sweep.dir={out}", *FAST, cwd=repo_root)
+    proc = _runner(
+        "+sweep=collectives_sizes",
+        f"op.size_bytes={','.join(SIZES)}",
+        "op=all_gather,all_reduce",
+        f"hydra.sweep.dir={out}",
+        *FAST,
+        cwd=repo_root,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
 
@@ -78,7 +84,12 @@ def test_every_point_was_timed_in_two_interleaved_rounds(sweep):
 
 def test_analysis_report_rebuilds_from_disk(sweep, repo_root):
     (sweep / "report" / "report.md").unlink()
-    proc = subprocess.run([sys.executable, "-m", "analysis", "report", str(sweep)], cwd=repo_root,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "analysis", "report", str(sweep)],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert (sweep / "report" / "report.md").is_file()

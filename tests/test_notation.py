@@ -1,4 +1,5 @@
 """The sharding notation: parsing, printing, mesh checks and PartitionSpec conversion."""
+
 from __future__ import annotations
 
 import subprocess
@@ -8,31 +9,44 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.book.notation import (Array, Collective, Dim, Matmul, NotationError, check, format_expr,
-                               from_partition_spec, parse, to_partition_spec)
+from analysis.book.notation import (
+    Array,
+    Collective,
+    Dim,
+    Matmul,
+    NotationError,
+    check,
+    format_expr,
+    from_partition_spec,
+    parse,
+    to_partition_spec,
+)
 
 AXES = "XYZW"
 DIM_NAMES = ["B", "D", "F", "I", "J", "K", "E1", "Seq"]
 
 
-@pytest.mark.parametrize("text, canonical", [
-    ("A[I_X, J]", "A[I_X, J]"),
-    ("A[I_XY,J]", "A[I_XY, J]"),
-    ("A[I_{XY}, J]", "A[I_XY, J]"),
-    ("A[I, J]", "A[I, J]"),
-    ("[B_X, D_Y]", "[B_X, D_Y]"),
-    ("C[I, K]{U_X}", "C[I, K]{U_X}"),
-    ("C[I, K]{U_X, U_Y}", "C[I, K]{U_XY}"),
-    ("AllGather_X(A[I_X, J])", "AllGather_X(A[I_X, J])"),
-    ("allgather_XY [B_X, D_Y]", "AllGather_XY([B_X, D_Y])"),
-    ("ReduceScatter_{X,K}(C[I,K]{U_X})", "ReduceScatter_{X,K}(C[I, K]{U_X})"),
-    ("AllReduce_Y(A[I_X, J]{U_Y})", "AllReduce_Y(A[I_X, J]{U_Y})"),
-    ("AllToAll_{X,J}(A[I_X, J])", "AllToAll_{X,J}(A[I_X, J])"),
-    ("AllGather_Y([E_Y, F]) → [E, F]", "AllGather_Y([E_Y, F]) -> [E, F]"),
-    ("A[I, J_X] * B[J_X, K] -> C[I, K]", "A[I, J_X] * B[J_X, K] -> C[I, K]"),
-    ("A[I, J_X] · B[J_X, K] → C[I, K]", "A[I, J_X] * B[J_X, K] -> C[I, K]"),
-    ("X[B, D] ·_D Y[D_X, F]", "X[B, D] *_D Y[D_X, F]"),
-])
+@pytest.mark.parametrize(
+    "text, canonical",
+    [
+        ("A[I_X, J]", "A[I_X, J]"),
+        ("A[I_XY,J]", "A[I_XY, J]"),
+        ("A[I_{XY}, J]", "A[I_XY, J]"),
+        ("A[I, J]", "A[I, J]"),
+        ("[B_X, D_Y]", "[B_X, D_Y]"),
+        ("C[I, K]{U_X}", "C[I, K]{U_X}"),
+        ("C[I, K]{U_X, U_Y}", "C[I, K]{U_XY}"),
+        ("AllGather_X(A[I_X, J])", "AllGather_X(A[I_X, J])"),
+        ("allgather_XY [B_X, D_Y]", "AllGather_XY([B_X, D_Y])"),
+        ("ReduceScatter_{X,K}(C[I,K]{U_X})", "ReduceScatter_{X,K}(C[I, K]{U_X})"),
+        ("AllReduce_Y(A[I_X, J]{U_Y})", "AllReduce_Y(A[I_X, J]{U_Y})"),
+        ("AllToAll_{X,J}(A[I_X, J])", "AllToAll_{X,J}(A[I_X, J])"),
+        ("AllGather_Y([E_Y, F]) → [E, F]", "AllGather_Y([E_Y, F]) -> [E, F]"),
+        ("A[I, J_X] * B[J_X, K] -> C[I, K]", "A[I, J_X] * B[J_X, K] -> C[I, K]"),
+        ("A[I, J_X] · B[J_X, K] → C[I, K]", "A[I, J_X] * B[J_X, K] -> C[I, K]"),
+        ("X[B, D] ·_D Y[D_X, F]", "X[B, D] *_D Y[D_X, F]"),
+    ],
+)
 def test_parse_and_print(text, canonical):
     expr = parse(text)
     assert str(expr) == canonical
@@ -51,25 +65,28 @@ def test_structure():
     assert parse("A[I_XY, J]") == Array((Dim("I", ("X", "Y")), Dim("J")), "A")
 
 
-@pytest.mark.parametrize("text, quoted", [
-    ("A[I_X, J_X]", "mesh axis X is used twice"),        # an axis shards two dims
-    ("A[I_XX]", "repeats"),
-    ("A[I, I]", "dim I appears twice"),
-    ("A[I_X, J]{U_X}", "both shards I and is unreduced"),
-    ("AllGather_Y(A[I_X, J])", "A[I_X, J] is not sharded over Y"),
-    ("AllReduce_X(C[I, K])", "C[I, K] is not unreduced over X"),
-    ("ReduceScatter_X(C[I, K]{U_X})", "name the dim"),
-    ("AllToAll_{X,I}(A[I_X, J])", "already sharded"),
-    ("AllGather_X(A[I_X, J]) -> A[I_X, J]", "not A[I_X, J]"),
-    ("A[I_x]", "'x'"),
-    ("A[I_X", "column 6"),
-    ("A[I]]", "']'"),
-    ("A[I, J] * B[J, K] -> C[I]", "output's dims"),
-    ("A[I, J]{U_X} * B[J, K]{U_X}", "both inputs are unreduced"),
-    ("A[I_X, J] * B[J, K] -> C[I_X, K_X]", "uses mesh axis X twice"),
-    ("", "empty"),
-    ("A[I] $", "'$'"),
-])
+@pytest.mark.parametrize(
+    "text, quoted",
+    [
+        ("A[I_X, J_X]", "mesh axis X is used twice"),  # an axis shards two dims
+        ("A[I_XX]", "repeats"),
+        ("A[I, I]", "dim I appears twice"),
+        ("A[I_X, J]{U_X}", "both shards I and is unreduced"),
+        ("AllGather_Y(A[I_X, J])", "A[I_X, J] is not sharded over Y"),
+        ("AllReduce_X(C[I, K])", "C[I, K] is not unreduced over X"),
+        ("ReduceScatter_X(C[I, K]{U_X})", "name the dim"),
+        ("AllToAll_{X,I}(A[I_X, J])", "already sharded"),
+        ("AllGather_X(A[I_X, J]) -> A[I_X, J]", "not A[I_X, J]"),
+        ("A[I_x]", "'x'"),
+        ("A[I_X", "column 6"),
+        ("A[I]]", "']'"),
+        ("A[I, J] * B[J, K] -> C[I]", "output's dims"),
+        ("A[I, J]{U_X} * B[J, K]{U_X}", "both inputs are unreduced"),
+        ("A[I_X, J] * B[J, K] -> C[I_X, K_X]", "uses mesh axis X twice"),
+        ("", "empty"),
+        ("A[I] $", "'$'"),
+    ],
+)
 def test_errors_quote_the_offending_part(text, quoted):
     with pytest.raises(NotationError) as err:
         parse(text)
@@ -125,8 +142,9 @@ def test_notation_does_not_import_jax():
 def arrays(draw, dim_names=None, allow_unreduced=True):
     names = dim_names or draw(st.lists(st.sampled_from(DIM_NAMES), min_size=1, max_size=3, unique=True))
     # Each axis goes to one dim, to the unreduced set, or nowhere; so no axis repeats.
-    where = draw(st.lists(st.integers(-2 if allow_unreduced else -1, len(names) - 1),
-                          min_size=len(AXES), max_size=len(AXES)))
+    where = draw(
+        st.lists(st.integers(-2 if allow_unreduced else -1, len(names) - 1), min_size=len(AXES), max_size=len(AXES))
+    )
     order = draw(st.permutations(AXES))
     dims = tuple(Dim(n, tuple(a for a in order if where[AXES.index(a)] == i)) for i, n in enumerate(names))
     unreduced = tuple(a for a in order if where[AXES.index(a)] == -2)
@@ -136,14 +154,25 @@ def arrays(draw, dim_names=None, allow_unreduced=True):
 @st.composite
 def collectives(draw):
     arr = draw(arrays())
-    kinds = [k for k, ok in (("AllGather", arr.axes), ("AllToAll", arr.axes), ("AllReduce", arr.unreduced),
-                             ("ReduceScatter", arr.unreduced)) if ok]
+    kinds = [
+        k
+        for k, ok in (
+            ("AllGather", arr.axes),
+            ("AllToAll", arr.axes),
+            ("AllReduce", arr.unreduced),
+            ("ReduceScatter", arr.unreduced),
+        )
+        if ok
+    ]
     if not kinds:
         return arr
     kind = draw(st.sampled_from(kinds))
     dim = draw(st.sampled_from([d.name for d in arr.dims])) if kind in ("AllToAll", "ReduceScatter") else None
-    pool = arr.unreduced if kind in ("AllReduce", "ReduceScatter") else \
-        tuple(a for a in arr.axes if kind == "AllGather" or arr.dim_of(a) != dim)
+    pool = (
+        arr.unreduced
+        if kind in ("AllReduce", "ReduceScatter")
+        else tuple(a for a in arr.axes if kind == "AllGather" or arr.dim_of(a) != dim)
+    )
     if not pool:
         return arr
     axes = tuple(draw(st.lists(st.sampled_from(pool), min_size=1, unique=True)))

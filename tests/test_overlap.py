@@ -1,4 +1,5 @@
 """The compute/collective overlap measure on synthetic intervals with known answers."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,11 +15,20 @@ def ops(rows):
     return df
 
 
-@pytest.mark.parametrize("name,kind", [
-    ("all-gather.3", "collective"), ("all-reduce-start", "collective"), ("collective-permute-done.2", "collective"),
-    ("reduce-scatter", "collective"), ("all_gather.3", "collective"), ("dot.1", "compute"), ("ynn_fusion", "compute"), ("fusion.12", "compute"),
-    ("all-gather-fusion-like-name", "compute"),  # only exact op kinds count
-])
+@pytest.mark.parametrize(
+    "name,kind",
+    [
+        ("all-gather.3", "collective"),
+        ("all-reduce-start", "collective"),
+        ("collective-permute-done.2", "collective"),
+        ("reduce-scatter", "collective"),
+        ("all_gather.3", "collective"),
+        ("dot.1", "compute"),
+        ("ynn_fusion", "compute"),
+        ("fusion.12", "compute"),
+        ("all-gather-fusion-like-name", "compute"),  # only exact op kinds count
+    ],
+)
 def test_op_kind(name, kind):
     assert op_kind(name) == kind
 
@@ -40,8 +50,14 @@ def test_serial_collective_does_not_overlap():
 
 def test_async_collective_spans_start_to_done_and_hides_under_compute():
     # collective-permute in flight from 10 to 90; two dots cover 20..60 and 70..100
-    df = ops([(0, "collective-permute-start.1", 10, 12), (0, "dot.1", 20, 60), (0, "dot.2", 70, 100),
-              (0, "collective-permute-done.1", 88, 90)])
+    df = ops(
+        [
+            (0, "collective-permute-start.1", 10, 12),
+            (0, "dot.1", 20, 60),
+            (0, "dot.2", 70, 100),
+            (0, "collective-permute-done.1", 88, 90),
+        ]
+    )
     per = overlap_by_device(df)
     assert per["collective_s"].iloc[0] == pytest.approx(80e-9)
     assert per["overlap_s"].iloc[0] == pytest.approx(60e-9)  # 40 + 20

@@ -1,4 +1,5 @@
 """``python -m analysis predict``: text, JSON and errors."""
+
 from __future__ import annotations
 
 import json
@@ -9,8 +10,19 @@ import pytest
 
 from analysis.cli import main
 
-Q2 = ["AllGather_X([B_X, D_Y])", "--hardware", "tpu_v4p", "--mesh", "X=4,Y=4,Z=4",
-      "--dims", "B=1024,D=4096", "--dtype", "bfloat16", "--topology", "4x4x4"]
+Q2 = [
+    "AllGather_X([B_X, D_Y])",
+    "--hardware",
+    "tpu_v4p",
+    "--mesh",
+    "X=4,Y=4,Z=4",
+    "--dims",
+    "B=1024,D=4096",
+    "--dtype",
+    "bfloat16",
+    "--topology",
+    "4x4x4",
+]
 
 
 def run(capsys, *argv):
@@ -38,15 +50,25 @@ def test_question2_json(capsys):
 
 def test_line_shows_the_book_formula_too(capsys):
     # Pop Quiz 2: Y=4 on v5e has no wraparound: 559.24 us, where the ring formula says 372.83 us.
-    code, out, _ = run(capsys, "AllGather_Y([E_Y, F])", "--hardware", "tpu_v5e", "--mesh", "X=8,Y=4",
-                       "--dims", "E=2048,F=8192")
+    code, out, _ = run(
+        capsys, "AllGather_Y([E_Y, F])", "--hardware", "tpu_v5e", "--mesh", "X=8,Y=4", "--dims", "E=2048,F=8192"
+    )
     assert code == 0
     assert "559.24 us" in out and "372.83 us" in out and "no wraparound" in out
 
 
 def test_matmul_json(capsys):
-    code, out, _ = run(capsys, "A[I, J_X] * B[J_X, K] -> C[I, K]", "--hardware", "tpu_v5e",
-                       "--mesh", "X=16", "--dims", "I=1024,J=4096,K=8192", "--json")
+    code, out, _ = run(
+        capsys,
+        "A[I, J_X] * B[J_X, K] -> C[I, K]",
+        "--hardware",
+        "tpu_v5e",
+        "--mesh",
+        "X=16",
+        "--dims",
+        "I=1024,J=4096,K=8192",
+        "--json",
+    )
     d = json.loads(out)
     assert code == 0 and d["case"] == 3
     assert d["collectives"] == ["AllReduce_X(C[I, K]{U_X})"]
@@ -56,19 +78,30 @@ def test_matmul_json(capsys):
 
 
 def test_case4_text_names_the_input_to_gather(capsys):
-    code, out, _ = run(capsys, "A[I_X, J] * B[J, K_X] -> C[I_X, K_X]", "--hardware", "h100",
-                       "--mesh", "X=8", "--dims", "I=1024,J=1024,K=8192")
+    code, out, _ = run(
+        capsys,
+        "A[I_X, J] * B[J, K_X] -> C[I_X, K_X]",
+        "--hardware",
+        "h100",
+        "--mesh",
+        "X=8",
+        "--dims",
+        "I=1024,J=1024,K=8192",
+    )
     assert code == 0 and "case 4" in out and "AllGather_X(A[I_X, J])" in out
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["A[I_X, J_X]", "--mesh", "X=4"], "mesh axis X is used twice"),
-    (["AllGather_Y(A[I_X, J])", "--mesh", "X=4,Y=2"], "not sharded over Y"),
-    (["AllGather_X(A[I_X, J])", "--mesh", "Y=4"], "mesh axis X is not in the mesh"),
-    (["AllGather_X(A[I_X, J])", "--mesh", "X=3"], "not divisible"),
-    (["AllGather_X(A[I_X, J])", "--mesh", "x=4"], "'x=4'"),
-    (["AllGather_X(A[I_X, J])", "--mesh", "X=4", "--dtype", "float7"], "float7"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["A[I_X, J_X]", "--mesh", "X=4"], "mesh axis X is used twice"),
+        (["AllGather_Y(A[I_X, J])", "--mesh", "X=4,Y=2"], "not sharded over Y"),
+        (["AllGather_X(A[I_X, J])", "--mesh", "Y=4"], "mesh axis X is not in the mesh"),
+        (["AllGather_X(A[I_X, J])", "--mesh", "X=3"], "not divisible"),
+        (["AllGather_X(A[I_X, J])", "--mesh", "x=4"], "'x=4'"),
+        (["AllGather_X(A[I_X, J])", "--mesh", "X=4", "--dtype", "float7"], "float7"),
+    ],
+)
 def test_invalid_input_exits_2(capsys, argv, message):
     code, out, err = run(capsys, *argv, "--hardware", "tpu_v4p", "--dims", "I=1024,J=1024")
     assert code == 2 and out == ""
@@ -85,7 +118,10 @@ def test_cpu_needs_fitted_constants(capsys):
 
 
 def test_module_entry_point_without_traceback():
-    proc = subprocess.run([sys.executable, "-m", "analysis", "predict", "A[I_X, J_X]", "--hardware", "tpu_v4p",
-                           "--mesh", "X=4"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "analysis", "predict", "A[I_X, J_X]", "--hardware", "tpu_v4p", "--mesh", "X=4"],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2
     assert "mesh axis X is used twice" in proc.stderr and "Traceback" not in proc.stderr

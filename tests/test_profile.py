@@ -6,6 +6,7 @@ mesh of the 8 CPU devices, weights sharded FSDP-style over X (all-gather forward
 reduce-scatter of the gradients) and the hidden dim over Y (an all-reduce, which JAX names
 ``psum_invariant.N``); the loss is summed over X (a scalar all-reduce).
 """
+
 from __future__ import annotations
 
 import json
@@ -36,7 +37,7 @@ def traced(tmp_path_factory):
         w1 = jax.lax.all_gather(w1, "X", axis=0, tiled=True)
         w2 = jax.lax.all_gather(w2, "X", axis=1, tiled=True)
         y = jax.lax.psum(jnp.tanh(x @ w1) @ w2, "Y")
-        return jax.lax.psum(jnp.sum(y ** 2), "X") / x.shape[0]
+        return jax.lax.psum(jnp.sum(y**2), "X") / x.shape[0]
 
     loss = jax.shard_map(local_loss, mesh=mesh, in_specs=(P("X", "Y"), P("Y", "X"), P("X", None)), out_specs=P())
 
@@ -65,8 +66,14 @@ def traced(tmp_path_factory):
 
     trace(root / "logdir", STEPS, True)
     trace(root / "no_hlo", 1, False)
-    return {"logdir": root / "logdir", "hlo_file": root / "compiled.hlo.txt", "dump": root / "dump",
-            "no_hlo_logdir": root / "no_hlo", "hlo_text": compiled.as_text(), "root": root}
+    return {
+        "logdir": root / "logdir",
+        "hlo_file": root / "compiled.hlo.txt",
+        "dump": root / "dump",
+        "no_hlo_logdir": root / "no_hlo",
+        "hlo_text": compiled.as_text(),
+        "root": root,
+    }
 
 
 def _run(capsys, *argv):
@@ -79,7 +86,9 @@ def test_every_compiled_collective_is_in_the_table_and_fits_in_the_step(traced, 
     from analysis.hlo import parse_collectives
 
     out = traced["root"] / "report_json"
-    rc, text, err = _run(capsys, traced["logdir"], "--hlo", traced["hlo_file"], "--mesh", "X=4,Y=2", "--out", out, "--json")
+    rc, text, err = _run(
+        capsys, traced["logdir"], "--hlo", traced["hlo_file"], "--mesh", "X=4,Y=2", "--out", out, "--json"
+    )
     assert rc == 0, err
     table = pd.DataFrame(json.loads(text))
     expected = {c.name: c.kind for c in parse_collectives(traced["hlo_text"])}
@@ -122,15 +131,30 @@ def test_a_dump_folder_gives_the_same_collectives(traced, capsys):
 def test_the_model_needs_constants_on_cpu(traced, capsys):
     rc, text, _ = _run(capsys, traced["logdir"], "--hardware", "cpu", "--out", traced["root"] / "r_cpu")
     assert rc == 0 and "note: no model:" in text
-    rc, text, err = _run(capsys, traced["logdir"], "--hardware", "cpu", "--link-bw-bidir-Bps", "1e10",
-                         "--hop-latency-s", "1e-6", "--mesh", "X=4,Y=2", "--out", traced["root"] / "r_cpu2", "--json")
+    rc, text, err = _run(
+        capsys,
+        traced["logdir"],
+        "--hardware",
+        "cpu",
+        "--link-bw-bidir-Bps",
+        "1e10",
+        "--hop-latency-s",
+        "1e-6",
+        "--mesh",
+        "X=4,Y=2",
+        "--out",
+        traced["root"] / "r_cpu2",
+        "--json",
+    )
     assert rc == 0, err
     table = pd.DataFrame(json.loads(text))
     assert (table["model_time_s"] > 0).all() and (table["measured_over_model"] > 0).all()
 
 
-@pytest.mark.parametrize("case", ["missing", "empty", "garbage", "no_hlo", "hlo_missing", "other_module",
-                                  "bad_mesh", "mesh_size", "bad_hardware"])
+@pytest.mark.parametrize(
+    "case",
+    ["missing", "empty", "garbage", "no_hlo", "hlo_missing", "other_module", "bad_mesh", "mesh_size", "bad_hardware"],
+)
 def test_bad_input_exits_2_with_one_line(traced, capsys, tmp_path, case):
     logdir, extra = traced["logdir"], []
     if case == "missing":
@@ -175,7 +199,8 @@ def _analyse(rows, opcodes):
     from analysis.hlo import parse_collectives
 
     hlo_text = "p = f32[8]{0} parameter(0)\n" + "\n".join(
-        f"{n} = f32[8]{{0}} all-reduce(p), replica_groups={{}}" for n, o in opcodes.items() if o == "all-reduce")
+        f"{n} = f32[8]{{0}} all-reduce(p), replica_groups={{}}" for n, o in opcodes.items() if o == "all-reduce"
+    )
     colls = {"m": parse_collectives(hlo_text, num_devices=2)}
     ops = prof.assign_steps(prof.label_ops(_ops(rows), {c.name for c in colls["m"]}, opcodes))
     steps = prof.step_table(ops)
@@ -184,10 +209,13 @@ def _analyse(rows, opcodes):
 
 def test_half_of_a_collective_under_compute_is_hidden():
     # One step: psum.1 0-100 ns, compute 50-150 ns -> 50 hidden, 50 exposed, step 150 ns.
-    steps, table = _analyse([(0, "psum.1", 0, 100), (0, "fusion.1", 50, 150)],
-                            {"psum.1": "all-reduce", "fusion.1": "fusion"})
+    steps, table = _analyse(
+        [(0, "psum.1", 0, 100), (0, "fusion.1", 50, 150)], {"psum.1": "all-reduce", "fusion.1": "fusion"}
+    )
     s = steps.iloc[0]
-    assert (s["hidden_s"], s["exposed_s"], s["collective_s"], s["step_s"]) == pytest.approx((50e-9, 50e-9, 100e-9, 150e-9))
+    assert (s["hidden_s"], s["exposed_s"], s["collective_s"], s["step_s"]) == pytest.approx(
+        (50e-9, 50e-9, 100e-9, 150e-9)
+    )
     row = table.iloc[0]
     assert row["kind"] == "all-reduce"
     assert (row["hidden_per_step_s"], row["exposed_per_step_s"]) == pytest.approx((50e-9, 50e-9))
@@ -197,8 +225,16 @@ def test_half_of_a_collective_under_compute_is_hidden():
 def test_split_per_device_steps_and_median_over_devices():
     # Two steps on two devices. Device 0: compute 0-40 then psum 40-100 (all exposed); step 2
     # the same shifted by 1000. Device 1: psum 0-60 fully under compute 0-100 (all hidden).
-    rows = [(0, "fusion.1", 0, 40), (0, "psum.1", 40, 100), (0, "fusion.1", 1000, 1040), (0, "psum.1", 1040, 1100),
-            (1, "fusion.1", 0, 100), (1, "psum.1", 0, 60), (1, "fusion.1", 1000, 1100), (1, "psum.1", 1000, 1060)]
+    rows = [
+        (0, "fusion.1", 0, 40),
+        (0, "psum.1", 40, 100),
+        (0, "fusion.1", 1000, 1040),
+        (0, "psum.1", 1040, 1100),
+        (1, "fusion.1", 0, 100),
+        (1, "psum.1", 0, 60),
+        (1, "fusion.1", 1000, 1100),
+        (1, "psum.1", 1000, 1060),
+    ]
     steps, table = _analyse(rows, {"psum.1": "all-reduce", "fusion.1": "fusion"})
     assert sorted(steps["step"].unique()) == [0, 1]
     by_dev = steps.groupby("device")[["hidden_s", "exposed_s"]].sum()

@@ -1,12 +1,13 @@
 """Damaged files in one job folder are listed as skipped, with why; the report still builds."""
+
 from __future__ import annotations
 
 import json
 
 import pandas as pd
+from small_sweep import small_sweep
 
 from analysis.report import write_report
-from small_sweep import small_sweep
 
 SIZES = ("1KiB", "16KiB", "64KiB", "256KiB")
 
@@ -36,7 +37,11 @@ def test_truncated_trace_and_corrupt_hlo_are_skipped_and_the_report_stands(tmp_p
     target = summary[summary["is_target"]]
     assert sorted(target["job"]) == sorted(j.name for j in jobs)
     assert target.set_index("job")["trace_op_time_s"].isna().to_dict() == {
-        jobs[0].name: False, jobs[1].name: True, jobs[2].name: True, jobs[3].name: True}
+        jobs[0].name: False,
+        jobs[1].name: True,
+        jobs[2].name: True,
+        jobs[3].name: True,
+    }
     assert "keeps its timing" in skipped[jobs[2].name] and "keeps its timing" in skipped[jobs[3].name]
 
     md = (root / "report" / "report.md").read_text()

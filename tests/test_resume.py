@@ -1,4 +1,5 @@
 """Resuming a sweep into its own folder, and the sweep's progress lines."""
+
 from __future__ import annotations
 
 import json
@@ -16,9 +17,22 @@ FAST = ["timing.rounds=1", "timing.budget_s=0.2", "timing.min_iters=5", "trace.e
 
 
 def _sweep(out, repo_root, *extra):
-    proc = subprocess.run([sys.executable, "-m", "runner", "+sweep=allgather_sizes", "op.size_bytes=1KiB,4KiB,16KiB",
-                           f"hydra.sweep.dir={out}", *FAST, *extra], cwd=repo_root, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "runner",
+            "+sweep=allgather_sizes",
+            "op.size_bytes=1KiB,4KiB,16KiB",
+            f"hydra.sweep.dir={out}",
+            *FAST,
+            *extra,
+        ],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout + proc.stderr
 
@@ -32,8 +46,11 @@ def test_resume_keeps_ok_points_reruns_failed_and_missing_and_logs_progress(tmp_
     assert lines[0].startswith("[1/3] op.size_bytes=1KiB") and " ok " in lines[0]
     assert lines[1].startswith("[2/3] op.size_bytes=4KiB") and re.search(r"\d+:\d\d, about \d+:\d\d left", lines[1])
 
-    jobs = {json.loads((p / "result.json").read_text())["config"]["op"]["size_bytes"]: p
-            for p in out.iterdir() if (p / "result.json").is_file()}
+    jobs = {
+        json.loads((p / "result.json").read_text())["config"]["op"]["size_bytes"]: p
+        for p in out.iterdir()
+        if (p / "result.json").is_file()
+    }
     assert set(jobs) == {"1KiB", "4KiB", "16KiB"}
     kept = (jobs["1KiB"] / "result.json").read_bytes()
     failed = json.loads((jobs["4KiB"] / "result.json").read_text())
@@ -47,7 +64,9 @@ def test_resume_keeps_ok_points_reruns_failed_and_missing_and_logs_progress(tmp_
     assert (jobs["1KiB"] / "result.json").read_bytes() == kept  # left exactly as it was
     for size in ("4KiB", "16KiB"):
         assert json.loads((jobs[size] / "result.json").read_text())["status"] == "ok"
-    assert sorted(p.name for p in out.iterdir() if (p / "result.json").is_file()) == sorted(p.name for p in jobs.values())
+    assert sorted(p.name for p in out.iterdir() if (p / "result.json").is_file()) == sorted(
+        p.name for p in jobs.values()
+    )
     summary = pd.read_csv(out / "summary.csv")
     assert sorted(summary["size_bytes"]) == [1024, 4096, 16384] and (summary["status"] == "ok").all()
     assert (out / "report" / "index.html").is_file()
@@ -58,8 +77,10 @@ def test_resume_only_keeps_a_result_of_the_same_config(compose_cfg, tmp_path):
     assert first["status"] == "ok"
     kept = run(compose_cfg(["op.size_bytes=4KiB", *FAST, "resume=true"]), tmp_path)
     assert kept["resumed"] and kept["started_at"] == first["started_at"]
-    other = run(compose_cfg(["op.size_bytes=4KiB", *FAST[:-1], "timing.min_iters=6", "trace.enabled=false",
-                             "resume=true"]), tmp_path)
+    other = run(
+        compose_cfg(["op.size_bytes=4KiB", *FAST[:-1], "timing.min_iters=6", "trace.enabled=false", "resume=true"]),
+        tmp_path,
+    )
     assert "resumed" not in other and other["started_at"] > first["started_at"]
     again = run(compose_cfg(["op.size_bytes=4KiB", *FAST[:-1], "timing.min_iters=6", "trace.enabled=false"]), tmp_path)
     assert "resumed" not in again and again["started_at"] > other["started_at"]  # resume=false runs anyway
@@ -69,8 +90,12 @@ def test_count_jobs_is_the_product_of_the_sweep_values(compose_cfg):
     cfg = compose_cfg(["+sweep=collectives_sizes"], return_hydra_config=True)
     assert count_jobs(cfg) == 4 * 17
     with open_dict(cfg):  # the command line's sweep replaces the file's values for that key
-        cfg.hydra.overrides.task = ["+sweep=collectives_sizes", "op.size_bytes=1KiB,64KiB", "op=all_gather,all_reduce",
-                                    "dtype=float32"]
+        cfg.hydra.overrides.task = [
+            "+sweep=collectives_sizes",
+            "op.size_bytes=1KiB,64KiB",
+            "op=all_gather,all_reduce",
+            "dtype=float32",
+        ]
     assert count_jobs(cfg) == 4
     with open_dict(cfg):
         cfg.hydra.sweeper = OmegaConf.create({"_target_": "some.other.Sweeper"})

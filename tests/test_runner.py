@@ -1,4 +1,5 @@
 """Real runs of every collective on 8 CPU devices, through ``runner.run``."""
+
 from __future__ import annotations
 
 import json
@@ -11,17 +12,24 @@ from analysis import trace as trace_reader
 from analysis.hlo import parse_collectives
 from runner import run
 
-HLO_KIND = {"all_gather": "all-gather", "reduce_scatter": "reduce-scatter",
-            "all_reduce": "all-reduce", "all_to_all": "all-to-all"}
+HLO_KIND = {
+    "all_gather": "all-gather",
+    "reduce_scatter": "reduce-scatter",
+    "all_reduce": "all-reduce",
+    "all_to_all": "all-to-all",
+}
 QUICK = ["timing.rounds=1", "timing.min_iters=5", "timing.budget_s=0.3", "trace.iters=3"]
 
 
-@pytest.mark.parametrize("op,mesh,axes,group", [
-    ("all_gather", "auto", "[X]", 8),
-    ("reduce_scatter", "xy_4x2", "[X]", 4),
-    ("all_reduce", "xyz_2x2x2", "[X,Y]", 4),
-    ("all_to_all", "xy_4x2", "[Y]", 2),
-])
+@pytest.mark.parametrize(
+    "op,mesh,axes,group",
+    [
+        ("all_gather", "auto", "[X]", 8),
+        ("reduce_scatter", "xy_4x2", "[X]", 4),
+        ("all_reduce", "xyz_2x2x2", "[X,Y]", 4),
+        ("all_to_all", "xy_4x2", "[Y]", 2),
+    ],
+)
 def test_each_collective_runs_checks_traces_and_dumps_hlo(compose_cfg, tmp_path, op, mesh, axes, group):
     cfg = compose_cfg([f"op={op}", f"mesh={mesh}", f"op.axes={axes}", "op.size_bytes=64KiB", *QUICK])
     result = run(cfg, tmp_path)
@@ -75,9 +83,21 @@ def test_an_accelerator_config_on_cpu_stops_before_any_point(compose_cfg, tmp_pa
         run(compose_cfg(["hardware=tpu_v5e", *QUICK]), tmp_path / "one")
     assert not (tmp_path / "one" / "result.json").exists()
     # as a sweep: one line on stderr, exit 2, and no point measured
-    proc = subprocess.run([sys.executable, "-m", "runner", "+sweep=allgather_sizes", "hardware=tpu_v5e",
-                           "op.size_bytes=1KiB,2KiB", f"hydra.sweep.dir={tmp_path}/sweep"], cwd=repo_root,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "runner",
+            "+sweep=allgather_sizes",
+            "hardware=tpu_v5e",
+            "op.size_bytes=1KiB,2KiB",
+            f"hydra.sweep.dir={tmp_path}/sweep",
+        ],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and 'pip install -U "jax[tpu]"' in errors[0], proc.stderr[-2000:]
@@ -85,15 +105,17 @@ def test_an_accelerator_config_on_cpu_stops_before_any_point(compose_cfg, tmp_pa
 
 
 def _cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.parametrize("override,needles", [
-    ("op.size_bytes=7", ["op.size_bytes=7", "float32"]),
-    ("mesh=nosuch", ["mesh", "nosuch", "xy_4x2"]),
-    ("dtype=float64", ["dtype='float64'", "bfloat16"]),
-])
+@pytest.mark.parametrize(
+    "override,needles",
+    [
+        ("op.size_bytes=7", ["op.size_bytes=7", "float32"]),
+        ("mesh=nosuch", ["mesh", "nosuch", "xy_4x2"]),
+        ("dtype=float64", ["'float64'", "full_key: dtype", "bfloat16"]),  # Hydra: at composition
+    ],
+)
 def test_cli_bad_input_exits_nonzero_naming_key_and_choices(tmp_path, repo_root, override, needles):
     proc = _cli(override, f"hydra.run.dir={tmp_path}/run", cwd=repo_root)
     assert proc.returncode != 0

@@ -8,6 +8,7 @@ h100_nvl: W (bridge) = 3e11 between a pair, W_node (PCIe Gen5) = 6.4e10; a100_pc
 The levels of a cross-domain collective overlap (the book's cross-node model): T = max over
 levels; a ReduceScatter works on V inside a node, then on V/8 across nodes.
 """
+
 from __future__ import annotations
 
 import json
@@ -59,19 +60,24 @@ def test_layouts_parse_and_split():
 #                  max = 1.9444 ms (one after another 3.1944 ms); AllReduce 2x = 3.8889 ms;
 #                  AllToAll: V/16^2 * 7 peers / 4.5e11 = 60.76 us inside, V/16^2 * 8 peers / 5e10
 #                  = 625 us across -> 625 us, 2.6x the single node (the book: "more than 4x" as N grows).
-@pytest.mark.parametrize("kind, node_s, two_nodes_s", [
-    ("all_gather", V * 7 / (8 * 4.5e11), V * 7 / (8 * 4.5e11)),
-    ("reduce_scatter", V * 7 / (8 * 4.5e11), V * 7 / (8 * 4.5e11)),
-    ("all_reduce", 2 * V * 7 / (8 * 4.5e11), 2 * V * 7 / (8 * 4.5e11)),
-    ("all_to_all", V * 7 / (64 * 4.5e11), V / 256 * 8 / 5e10),
-])
+@pytest.mark.parametrize(
+    "kind, node_s, two_nodes_s",
+    [
+        ("all_gather", V * 7 / (8 * 4.5e11), V * 7 / (8 * 4.5e11)),
+        ("reduce_scatter", V * 7 / (8 * 4.5e11), V * 7 / (8 * 4.5e11)),
+        ("all_reduce", 2 * V * 7 / (8 * 4.5e11), 2 * V * 7 / (8 * 4.5e11)),
+        ("all_to_all", V * 7 / (64 * 4.5e11), V / 256 * 8 / 5e10),
+    ],
+)
 def test_h100_node_vs_two_nodes(kind, node_s, two_nodes_s):
     one = predict_collective(kind, V, [8], H100)
     assert one.time_s == pytest.approx(node_s, **rel) and one.topology == "switch" and one.note == ""
     two = predict_collective(kind, V, [16], H100, spans=spans(H100, "nodes=2,gpus_per_node=8", [16]))
     assert two.time_s == pytest.approx(two_nodes_s, **rel) and two.note == ""
-    assert two.topology == "hierarchical" and [lv["network"] for lv in two.levels] == ["NVLink switch",
-                                                                                     "InfiniBand NDR"]
+    assert two.topology == "hierarchical" and [lv["network"] for lv in two.levels] == [
+        "NVLink switch",
+        "InfiniBand NDR",
+    ]
     assert "InfiniBand NDR" in two.formula and "W_out" in two.formula
     if kind != "all_to_all":
         across = (2 if kind == "all_reduce" else 1) * V / 8 / (2 * 5e10)
@@ -106,8 +112,12 @@ def test_tpu_v5e_across_two_slices():
     assert ag.prediction.V_bytes == Vb and ag.time_s == pytest.approx(Vb / 9e10, **rel)
     assert ag.prediction.levels[1]["time_s"] == pytest.approx(Vb / 16 / (2 * 3.125e9), **rel)
     assert "DCN" in ag.prediction.formula and "708.37 us" in ag.prediction.formula
-    assert ag.axis_notes == (("X=32: 16 inside each slice (ICI, ring (tpu_v5e wraps around only an axis of 16; "
-                              "this one is 16)) x 2 across slices (DCN)"),)
+    assert ag.axis_notes == (
+        (
+            "X=32: 16 inside each slice (ICI, ring (tpu_v5e wraps around only an axis of 16; "
+            "this one is 16)) x 2 across slices (DCN)"
+        ),
+    )
     ar = predict_expr("AllReduce_X(A[I, J]{U_X})", mesh, dims, "bfloat16", V5E, top)
     assert ar.time_s == pytest.approx(2 * Vb / 9e10, **rel)
     a2a = predict_expr("AllToAll_{X,J}(A[I_X, J])", mesh, dims, "bfloat16", V5E, top)
@@ -146,13 +156,16 @@ def test_pcie_and_nvl_pairs_price_the_node_over_pcie():
     assert predict_collective("all_gather", V, [2], nvl).time_s == pytest.approx(V / (2 * 3e11), **rel)
 
 
-@pytest.mark.parametrize("hw, topology, message", [
-    ("h100", "nodes=3,gpus_per_node=8", "has 24 GPUs but the mesh has 16"),
-    ("h100", "slices=2", "describes TPU slices"),
-    ("tpu_v5e", "nodes=2,gpus_per_node=8", "describes GPU nodes"),
-    ("tpu_v5e", "slices=1,slice=16x32", "larger than tpu_v5e's largest slice (256)"),
-    ("h100", "nodes=1,gpus_per_node=16", "no node_bw_unidir_Bps"),
-])
+@pytest.mark.parametrize(
+    "hw, topology, message",
+    [
+        ("h100", "nodes=3,gpus_per_node=8", "has 24 GPUs but the mesh has 16"),
+        ("h100", "slices=2", "describes TPU slices"),
+        ("tpu_v5e", "nodes=2,gpus_per_node=8", "describes GPU nodes"),
+        ("tpu_v5e", "slices=1,slice=16x32", "larger than tpu_v5e's largest slice (256)"),
+        ("h100", "nodes=1,gpus_per_node=16", "no node_bw_unidir_Bps"),
+    ],
+)
 def test_bad_topologies(hw, topology, message):
     mesh = {"X": 16} if topology != "slices=1,slice=16x32" else {"X": 16, "Y": 32}
     with pytest.raises(BookError, match=re.escape(message)):
@@ -162,8 +175,18 @@ def test_bad_topologies(hw, topology, message):
 def test_predict_cli_shows_the_scale_out_network(capsys):
     # A[I_X, J], I=16384, J=8192 bf16: V = 268,435,456 B. Inside each node V*7/(8*4.5e11) = 521.96 us;
     # across (V/8)/(2*5e10) = 335.54 us -> 521.96 us.
-    argv = ["predict", "AllGather_X(A[I_X, J])", "--hardware", "h100", "--mesh", "X=16",
-            "--dims", "I=16384,J=8192", "--topology", "nodes=2,gpus_per_node=8"]
+    argv = [
+        "predict",
+        "AllGather_X(A[I_X, J])",
+        "--hardware",
+        "h100",
+        "--mesh",
+        "X=16",
+        "--dims",
+        "I=16384,J=8192",
+        "--topology",
+        "nodes=2,gpus_per_node=8",
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "X=16: 8 inside each node (NVLink switch) x 2 across nodes (InfiniBand NDR)" in out
@@ -183,10 +206,12 @@ def test_hlo_cli_places_groups_by_device_id(tmp_path, capsys):
     # only InfiniBand, 2 * V*1/(2*5e10) = 83.89 us (over NVLink it would be 2 * V/(2*4.5e11) = 9.32 us).
     groups = ",".join(f"{{{i},{i + 8}}}" for i in range(8))
     f = tmp_path / "m.hlo"
-    f.write_text("HloModule m, num_partitions=16\n\nENTRY e {\n  p = bf16[1048576]{0} parameter(0)\n"
-                 "  q = f32[1048576]{0} parameter(1)\n"
-                 "  ag = bf16[16777216]{0} all-gather(p), replica_groups=[1,16]<=[16], dimensions={0}\n"
-                 f"  ROOT ar = f32[1048576]{{0}} all-reduce(q), replica_groups={{{groups}}}, to_apply=add\n}}\n")
+    f.write_text(
+        "HloModule m, num_partitions=16\n\nENTRY e {\n  p = bf16[1048576]{0} parameter(0)\n"
+        "  q = f32[1048576]{0} parameter(1)\n"
+        "  ag = bf16[16777216]{0} all-gather(p), replica_groups=[1,16]<=[16], dimensions={0}\n"
+        f"  ROOT ar = f32[1048576]{{0}} all-reduce(q), replica_groups={{{groups}}}, to_apply=add\n}}\n"
+    )
     top = ["--hardware", "h100", "--topology", "nodes=2,gpus_per_node=8"]
     assert main(["hlo", str(f), *top, "--json"]) == 0
     found = {r["name"]: r for r in json.loads(capsys.readouterr().out)}

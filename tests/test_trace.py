@@ -3,6 +3,7 @@
 The reader itself is exercised on real CPU traces in test_runner.py; here the tables are
 built by hand, because no TPU or GPU trace can be produced on the CI machine.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -44,11 +45,33 @@ def test_gpu_stream_kernels_are_attributed_by_hlo_op_stat():
     for dev in range(2):
         for it in range(2):
             t0 = 5000.0 * it
-            rows.append((f"/device:GPU:{dev}", "Stream #13(Compute)", "ncclDevKernel_AllGather_RING_LL(...)",
-                         t0, 400.0, "all-gather-start.1", "jit_f", None, None))
+            rows.append(
+                (
+                    f"/device:GPU:{dev}",
+                    "Stream #13(Compute)",
+                    "ncclDevKernel_AllGather_RING_LL(...)",
+                    t0,
+                    400.0,
+                    "all-gather-start.1",
+                    "jit_f",
+                    None,
+                    None,
+                )
+            )
             rows.append((f"/device:GPU:{dev}", "Stream #7(MemcpyH2D)", "MemcpyH2D", t0, 10.0, None, None, None, None))
-            rows.append((f"/device:GPU:{dev}", "Stream #13(Compute)", "loop_fusion", t0 + 500, 40.0,
-                         "fusion.3", "jit_f", None, None))
+            rows.append(
+                (
+                    f"/device:GPU:{dev}",
+                    "Stream #13(Compute)",
+                    "loop_fusion",
+                    t0 + 500,
+                    40.0,
+                    "fusion.3",
+                    "jit_f",
+                    None,
+                    None,
+                )
+            )
     ops = device_ops(_events(rows))
     assert set(ops["hlo_op"]) == {"all-gather-start.1", "fusion.3"}  # memcpy has no hlo_op: not an op
     assert set(ops["hlo_module"]) == {"jit_f"}
@@ -78,10 +101,32 @@ def test_gpu_kernels_of_one_launch_are_one_execution():
     rows = []
     for it, scope in enumerate((658, 660)):
         t0 = 2_000_000.0 * it
-        rows.append(("/device:GPU:0", "Stream #14(Compute,Memset)", "Memset 3", t0, 800.0,
-                     "custom-call.1", "jit_f", None, scope))
-        rows.append(("/device:GPU:0", "Stream #14(Compute,Memset)", "nvjet_sm90_tst_256x128", t0 + 244_000,
-                     1_193_000.0, "custom-call.1", "jit_f", None, scope))
+        rows.append(
+            (
+                "/device:GPU:0",
+                "Stream #14(Compute,Memset)",
+                "Memset 3",
+                t0,
+                800.0,
+                "custom-call.1",
+                "jit_f",
+                None,
+                scope,
+            )
+        )
+        rows.append(
+            (
+                "/device:GPU:0",
+                "Stream #14(Compute,Memset)",
+                "nvjet_sm90_tst_256x128",
+                t0 + 244_000,
+                1_193_000.0,
+                "custom-call.1",
+                "jit_f",
+                None,
+                scope,
+            )
+        )
     ops = device_ops(_events(rows))
     assert list(ops["iteration"]) == [0, 1] and list(ops["kernels"]) == [2, 2]
     steps = op_steps(ops)
@@ -104,10 +149,12 @@ def test_tpu_async_collective_is_timed_from_its_start_to_its_done():
     for dev in range(2):
         for it in range(2):
             t0 = 10_000 * it
-            rows += [(f"/device:TPU:{dev}", "XLA Ops", "all-gather-start.1", t0, 20.0, None, None, None, None),
-                     (f"/device:TPU:{dev}", "Async XLA Ops", "all-gather.1", t0 + 20, 700.0, None, None, None, None),
-                     (f"/device:TPU:{dev}", "XLA Ops", "fusion.3", t0 + 50, 600.0, None, None, None, None),
-                     (f"/device:TPU:{dev}", "XLA Ops", "all-gather-done.1", t0 + 850, 50.0, None, None, None, None)]
+            rows += [
+                (f"/device:TPU:{dev}", "XLA Ops", "all-gather-start.1", t0, 20.0, None, None, None, None),
+                (f"/device:TPU:{dev}", "Async XLA Ops", "all-gather.1", t0 + 20, 700.0, None, None, None, None),
+                (f"/device:TPU:{dev}", "XLA Ops", "fusion.3", t0 + 50, 600.0, None, None, None, None),
+                (f"/device:TPU:{dev}", "XLA Ops", "all-gather-done.1", t0 + 850, 50.0, None, None, None, None),
+            ]
     pairs = {"all-gather-done.1": "all-gather-start.1"}
     for p in (pairs, None):  # joined by the HLO's pairs, or by kind when there is no HLO
         ops = device_ops(_events(rows), p)
@@ -116,13 +163,17 @@ def test_tpu_async_collective_is_timed_from_its_start_to_its_done():
         assert ag["duration_ns"].tolist() == [900.0] * 4  # start's start to done's end
         assert set(ops["hlo_op"]) == {"all-gather-start.1", "fusion.3"}  # the halves and the in-flight op are one
         steps = op_steps(ops)
-        assert steps.loc[steps["hlo_op"] == "all-gather-start.1", "device_time_s"].tolist() == pytest.approx([900e-9] * 2)
+        assert steps.loc[steps["hlo_op"] == "all-gather-start.1", "device_time_s"].tolist() == pytest.approx(
+            [900e-9] * 2
+        )
 
 
 def test_offloaded_collective_ending_in_call_done_is_one_execution():
-    rows = [("/device:TPU:0", "XLA Ops", "all-reduce-start.4", 0.0, 10.0, None, None, None, None),
-            ("/device:TPU:0", "XLA Ops", "fusion.1", 20.0, 100.0, None, None, None, None),
-            ("/device:TPU:0", "XLA Ops", "call-done.7", 400.0, 30.0, None, None, None, None)]
+    rows = [
+        ("/device:TPU:0", "XLA Ops", "all-reduce-start.4", 0.0, 10.0, None, None, None, None),
+        ("/device:TPU:0", "XLA Ops", "fusion.1", 20.0, 100.0, None, None, None, None),
+        ("/device:TPU:0", "XLA Ops", "call-done.7", 400.0, 30.0, None, None, None, None),
+    ]
     ops = device_ops(_events(rows), {"call-done.7": "all-reduce-start.4"})
     ar = ops[ops["hlo_op"] == "all-reduce-start.4"].iloc[0]
     assert (ar["start_ns"], ar["end_ns"], ar["is_async"]) == (0.0, 430.0, True)
@@ -132,9 +183,11 @@ def test_offloaded_collective_ending_in_call_done_is_one_execution():
 def test_a_joined_async_collective_counts_its_whole_span_as_collective_time():
     from analysis.trace.overlap import overlap_by_device
 
-    rows = [("/device:TPU:0", "XLA Ops", "all-gather-start.1", 0.0, 20.0, None, None, None, None),
-            ("/device:TPU:0", "XLA Ops", "fusion.3", 50.0, 600.0, None, None, None, None),
-            ("/device:TPU:0", "XLA Ops", "all-gather-done.1", 850.0, 50.0, None, None, None, None)]
+    rows = [
+        ("/device:TPU:0", "XLA Ops", "all-gather-start.1", 0.0, 20.0, None, None, None, None),
+        ("/device:TPU:0", "XLA Ops", "fusion.3", 50.0, 600.0, None, None, None, None),
+        ("/device:TPU:0", "XLA Ops", "all-gather-done.1", 850.0, 50.0, None, None, None, None),
+    ]
     per = overlap_by_device(device_ops(_events(rows)))
     assert per["collective_s"].iloc[0] == pytest.approx(900e-9)
     assert per["overlap_s"].iloc[0] == pytest.approx(600e-9)  # the fusion ran while it was in flight

@@ -4,6 +4,7 @@ Every check goes through real HTTP requests to the command's own server on 127.0
 folder is a real traced run, made read-only, and named by a relative path as a user would
 (``outputs/sweeps/<sweep>`` from the folder above it).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -43,7 +44,7 @@ def _listening(pid: int) -> list[tuple[str, int]]:
         if target.startswith("socket:["):
             inodes.add(target[8:-1])
     found = []
-    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
+    for table, _width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
         with open(table) as f:
             for line in f.readlines()[1:]:
                 parts = line.split()
@@ -105,9 +106,14 @@ def _serve(cwd: Path, tmpdir: Path):
     """Run ``python -m analysis view outputs/sweeps/s1`` in ``cwd`` with TMPDIR=``tmpdir``;
     yield its url, port, process and the line it prints after the url ("" if none)."""
     tmpdir.mkdir(exist_ok=True)
-    proc = subprocess.Popen([sys.executable, "-m", "analysis", "view", SWEEP], cwd=cwd,
-                            env={**os.environ, "TMPDIR": str(tmpdir)},
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "analysis", "view", SWEEP],
+        cwd=cwd,
+        env={**os.environ, "TMPDIR": str(tmpdir)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
 
@@ -121,8 +127,9 @@ def _serve(cwd: Path, tmpdir: Path):
         first = line(180)
         assert "http://127.0.0.1:" in first, first
         url = first.split(" at ", 1)[1].split()[0]
-        yield SimpleNamespace(url=url, port=int(url.rsplit(":", 1)[1].strip("/")), proc=proc,
-                              note=line(5), tmpdir=tmpdir)
+        yield SimpleNamespace(
+            url=url, port=int(url.rsplit(":", 1)[1].strip("/")), proc=proc, note=line(5), tmpdir=tmpdir
+        )
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
@@ -186,7 +193,11 @@ def test_paths_outside_the_served_traces_are_refused(served, outside):
         ("GET", f"{PREFIX}/hosts?{_q(run=f'{outside}/sess', tag='trace_viewer@')}"),
         ("GET", f"{PREFIX}/data?{_q(run='../../../../../../etc/sess', tag='hlo_stats', host='vm')}"),
         # module_name= is joined onto the session folder as <module_name>.hlo_proto.pb
-        ("GET", f"{PREFIX}/data?{_q(run=JOB, tag='graph_viewer', host='vm', type='short_txt', module_name='../../../../../../tmp/x')}"),
+        (
+            "GET",
+            f"{PREFIX}/data?"
+            + _q(run=JOB, tag="graph_viewer", host="vm", type="short_txt", module_name="../../../../../../tmp/x"),
+        ),
         ("GET", f"{PREFIX}/data?{_q(run=JOB, tag='memory_viewer', host='../vm')}"),
     ]
     logdirs = [p for p in served.tmpdir.iterdir() if p.is_dir()]
@@ -202,7 +213,10 @@ def test_paths_outside_the_served_traces_are_refused(served, outside):
     # what the frontend sends, and a path inside the served logdir, still work
     assert _json(served.port, f"{PREFIX}/runs?{_q(session_path=inside)}") == [JOB]
     modules = _request(served.port, f"{PREFIX}/module_list?{_q(run=JOB)}")[1].decode().split(",")
-    status, body = _request(served.port, f"{PREFIX}/data?{_q(run=JOB, tag='graph_viewer', host='vm', type='short_txt', module_name=modules[0])}")
+    status, body = _request(
+        served.port,
+        f"{PREFIX}/data?{_q(run=JOB, tag='graph_viewer', host='vm', type='short_txt', module_name=modules[0])}",
+    )
     assert status == 200 and body.startswith(b"HloModule"), (status, body[:200])
 
 
@@ -256,6 +270,12 @@ def test_a_read_only_folder_is_served_without_writing_to_it(traced_run, tmp_path
 
 
 def test_view_of_a_folder_without_traces_fails_clearly(tmp_path, repo_root):
-    proc = subprocess.run([sys.executable, "-m", "analysis", "view", str(tmp_path)], check=False, cwd=repo_root,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "analysis", "view", str(tmp_path)],
+        check=False,
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "holds no traces" in proc.stderr and not proc.stdout

@@ -6,6 +6,7 @@ on XSpaces written here byte by byte in the shapes TPU and GPU profiles have, wi
 of the format: every kind of stat value, missing metadata, repeated fields, oneofs, fields out
 of order, unknown fields, events that are not contiguous in their line.
 """
+
 from __future__ import annotations
 
 import struct
@@ -35,6 +36,7 @@ def _same(path, candidates_only=True) -> pd.DataFrame:
 
 
 # --- real CPU traces ---------------------------------------------------------------------
+
 
 def _trace(out, fn, args, steps):
     import jax
@@ -102,8 +104,13 @@ def test_same_table_as_profiledata_on_cpu_traces(cpu_traces, which, candidates_o
 
 def test_truncated_garbage_and_missing_files_raise_trace_error(cpu_traces, tmp_path):
     data = cpu_traces["all_gather"].read_bytes()
-    bad = {"half": data[: len(data) // 2], "third": data[: len(data) // 3 + 7], "less_one": data[:-1],
-           "garbage": b"not an xplane at all", "noise": bytes(range(256)) * 8}
+    bad = {
+        "half": data[: len(data) // 2],
+        "third": data[: len(data) // 3 + 7],
+        "less_one": data[:-1],
+        "garbage": b"not an xplane at all",
+        "noise": bytes(range(256)) * 8,
+    }
     for name, blob in bad.items():
         path = tmp_path / f"{name}.xplane.pb"
         path.write_bytes(blob)
@@ -122,6 +129,7 @@ def test_truncated_garbage_and_missing_files_raise_trace_error(cpu_traces, tmp_p
 
 
 # --- XSpaces written byte by byte -------------------------------------------------------
+
 
 def _varint(n: int) -> bytes:
     n &= (1 << 64) - 1  # negative int64s: ten bytes, two's complement
@@ -178,51 +186,120 @@ def _space(planes: list[bytes]) -> bytes:
     return b"".join(_lf(1, p) for p in planes) + _lf(4, "host")
 
 
-STATS = {1: "hlo_op", 2: "hlo_module", 3: "device_ordinal", 4: "scope_range_id", 5: "flops", 6: "fusion.7",
-         7: "jit_f", 8: "hlo_op"}  # 8: a second metadata entry with the name hlo_op
+STATS = {
+    1: "hlo_op",
+    2: "hlo_module",
+    3: "device_ordinal",
+    4: "scope_range_id",
+    5: "flops",
+    6: "fusion.7",
+    7: "jit_f",
+    8: "hlo_op",
+}  # 8: a second metadata entry with the name hlo_op
 
 
 def _corners() -> bytes:
-    ev = {1: "fusion.7", 2: "all-gather-start.1", 3: "all-gather-done.1", 4: "Wait: x", 5: "ThunkExecutor::Execute",
-          6: "MemcpyH2D", 7: "ncclDevKernel_AllGather(x)", 0: "zero"}
-    tpu = _plane("/device:TPU:0", [
-        _line("XLA Ops", 1000, [
-            _event(1, 5_000, 12_345, [_stat(1, "ref", 6), _stat(2, "ref", 7), _stat(5, "double", 2.5e9)]),
-            _event(2, 20_000, 999, [_stat(1, "str", "all-gather-start.1"), _stat(3, "uint64", 2 ** 63 + 5)]),
-            _event(3, -1_500, 2_000),  # a negative offset: C++ division rounds toward zero
-            _event(None, 7, 7),  # metadata_id 0, which has metadata here
-            _event(99, 1, 1, [_stat(99, "int64", 1)]),  # no metadata at all: named ""
-        ]),
-        _line("Steps", 0, [_event(4, 0, 10), _event(5, occurrences=3, duration=4)]),
-        _line("empty", 5, []),
-    ], ev, STATS)
+    ev = {
+        1: "fusion.7",
+        2: "all-gather-start.1",
+        3: "all-gather-done.1",
+        4: "Wait: x",
+        5: "ThunkExecutor::Execute",
+        6: "MemcpyH2D",
+        7: "ncclDevKernel_AllGather(x)",
+        0: "zero",
+    }
+    tpu = _plane(
+        "/device:TPU:0",
+        [
+            _line(
+                "XLA Ops",
+                1000,
+                [
+                    _event(1, 5_000, 12_345, [_stat(1, "ref", 6), _stat(2, "ref", 7), _stat(5, "double", 2.5e9)]),
+                    _event(2, 20_000, 999, [_stat(1, "str", "all-gather-start.1"), _stat(3, "uint64", 2**63 + 5)]),
+                    _event(3, -1_500, 2_000),  # a negative offset: C++ division rounds toward zero
+                    _event(None, 7, 7),  # metadata_id 0, which has metadata here
+                    _event(99, 1, 1, [_stat(99, "int64", 1)]),  # no metadata at all: named ""
+                ],
+            ),
+            _line("Steps", 0, [_event(4, 0, 10), _event(5, occurrences=3, duration=4)]),
+            _line("empty", 5, []),
+        ],
+        ev,
+        STATS,
+    )
     gpu_stats = {**STATS, 9: "process_id"}
-    gpu = _plane("/device:GPU:1", [
-        _line("Stream #13(Compute)", 2_000_000, [
-            _event(7, 100, 400_000, [_stat(1, "str", "all-gather-start.1"), _stat(2, "str", "jit_f"),
-                                     _stat(4, "int64", -3), _stat(4, "int64", 42)]),  # the later wins
-            _event(6, 200, 1_000, [_stat(1, "ref", 12345), _stat(3, "bytes", b"\x00raw")]),  # dangling ref: ""
-            _event(1, 300, 50, [_stat(1, "ref", 6), _stat(8, "str", "fusion.8"), _stat(77, "int64", 5),
-                                _stat(2), _stat(None, "int64", 3)]),  # hlo_op twice under two ids
-            # fields out of order, an unknown field, and the oneof set twice (offset wins, then occurrences)
-            _vf(3, 7_000) + _vf(2, 11_000) + _vf(1, 1) + _vf(15, 3) + _lf(14, b"??") + _lf(4, _stat(4, "uint64", 9)),
-            _vf(1, 1) + _vf(2, 11_000) + _vf(5, 4) + _vf(3, 1),
-            _vf(1, 1) + _vf(5, 4) + _vf(2, 12_000) + _vf(1, 2) + _vf(3, 1),  # metadata_id twice: 2 wins
-            _event(1, 2 ** 40 + 123_456, 2 ** 33, [_stat(3, "int64", -(2 ** 62)), _stat(9, "double", -0.0)]),
-        ]),
-    ], ev, gpu_stats, pid=2)
-    host = _plane("/host:CPU", [
-        _line("tf_XLAPjRtCpuClient/1", 10 ** 15, [
-            _event(1, 10, 20, [_stat(1, "ref", 6), _stat(2, "ref", 7), _stat(3, "int64", 0)]),
-            _event(4, 10, 20, [_stat(1, "ref", 6)]),  # not a candidate: its stats are not read
-            _event(5, 30, 40),
-            _event(1, 50, 60, [_stat(3, "double", 1.5)]),
-        ]),
-        # two serialized XLines one after the other are one XLine whose events are not
-        # contiguous in the file: the reader copies them out
-        _line("python", 0, [_event(1, 1, 1, [_stat(3, "int64", 1)])])
-        + _line("python2", 5, [_event(2, 2, 2, [_stat(3, "int64", 2)]), _event(4, 3, 3)]),
-    ], ev, STATS, pid=3)
+    gpu = _plane(
+        "/device:GPU:1",
+        [
+            _line(
+                "Stream #13(Compute)",
+                2_000_000,
+                [
+                    _event(
+                        7,
+                        100,
+                        400_000,
+                        [
+                            _stat(1, "str", "all-gather-start.1"),
+                            _stat(2, "str", "jit_f"),
+                            _stat(4, "int64", -3),
+                            _stat(4, "int64", 42),
+                        ],
+                    ),  # the later wins
+                    _event(6, 200, 1_000, [_stat(1, "ref", 12345), _stat(3, "bytes", b"\x00raw")]),  # dangling ref: ""
+                    _event(
+                        1,
+                        300,
+                        50,
+                        [
+                            _stat(1, "ref", 6),
+                            _stat(8, "str", "fusion.8"),
+                            _stat(77, "int64", 5),
+                            _stat(2),
+                            _stat(None, "int64", 3),
+                        ],
+                    ),  # hlo_op twice under two ids
+                    # fields out of order, an unknown field, and the oneof set twice (offset wins, then occurrences)
+                    _vf(3, 7_000)
+                    + _vf(2, 11_000)
+                    + _vf(1, 1)
+                    + _vf(15, 3)
+                    + _lf(14, b"??")
+                    + _lf(4, _stat(4, "uint64", 9)),
+                    _vf(1, 1) + _vf(2, 11_000) + _vf(5, 4) + _vf(3, 1),
+                    _vf(1, 1) + _vf(5, 4) + _vf(2, 12_000) + _vf(1, 2) + _vf(3, 1),  # metadata_id twice: 2 wins
+                    _event(1, 2**40 + 123_456, 2**33, [_stat(3, "int64", -(2**62)), _stat(9, "double", -0.0)]),
+                ],
+            ),
+        ],
+        ev,
+        gpu_stats,
+        pid=2,
+    )
+    host = _plane(
+        "/host:CPU",
+        [
+            _line(
+                "tf_XLAPjRtCpuClient/1",
+                10**15,
+                [
+                    _event(1, 10, 20, [_stat(1, "ref", 6), _stat(2, "ref", 7), _stat(3, "int64", 0)]),
+                    _event(4, 10, 20, [_stat(1, "ref", 6)]),  # not a candidate: its stats are not read
+                    _event(5, 30, 40),
+                    _event(1, 50, 60, [_stat(3, "double", 1.5)]),
+                ],
+            ),
+            # two serialized XLines one after the other are one XLine whose events are not
+            # contiguous in the file: the reader copies them out
+            _line("python", 0, [_event(1, 1, 1, [_stat(3, "int64", 1)])])
+            + _line("python2", 5, [_event(2, 2, 2, [_stat(3, "int64", 2)]), _event(4, 3, 3)]),
+        ],
+        ev,
+        STATS,
+        pid=3,
+    )
     return _space([tpu, gpu, host, _plane("/host:metadata", [], {}, {1: "x"}, pid=4)])
 
 
@@ -237,39 +314,82 @@ def test_same_table_on_tpu_gpu_shapes_and_format_corners(tmp_path, candidates_on
 
 def _stat_strategy():
     kinds = st.sampled_from(["double", "uint64", "int64", "ref", "str", "bytes", None])
-    value = {"double": st.floats(allow_nan=False), "uint64": st.integers(0, 2 ** 64 - 1),
-             "int64": st.integers(-(2 ** 63), 2 ** 63 - 1), "ref": st.integers(0, 12),
-             "str": st.text(max_size=6), "bytes": st.text(max_size=4)}
-    return kinds.flatmap(lambda k: st.tuples(st.one_of(st.none(), st.integers(0, 11)), st.just(k),
-                                             value[k] if k else st.none()))
+    value = {
+        "double": st.floats(allow_nan=False),
+        "uint64": st.integers(0, 2**64 - 1),
+        "int64": st.integers(-(2**63), 2**63 - 1),
+        "ref": st.integers(0, 12),
+        "str": st.text(max_size=6),
+        "bytes": st.text(max_size=4),
+    }
+    return kinds.flatmap(
+        lambda k: st.tuples(st.one_of(st.none(), st.integers(0, 11)), st.just(k), value[k] if k else st.none())
+    )
 
 
-_events = st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 9)), st.one_of(st.none(), st.integers(-(2 ** 40), 2 ** 45)),
-                             st.one_of(st.none(), st.integers(0, 2 ** 40)), st.lists(_stat_strategy(), max_size=5),
-                             st.one_of(st.none(), st.integers(0, 5))), max_size=12)
+_events = st.lists(
+    st.tuples(
+        st.one_of(st.none(), st.integers(0, 9)),
+        st.one_of(st.none(), st.integers(-(2**40), 2**45)),
+        st.one_of(st.none(), st.integers(0, 2**40)),
+        st.lists(_stat_strategy(), max_size=5),
+        st.one_of(st.none(), st.integers(0, 5)),
+    ),
+    max_size=12,
+)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(planes=st.lists(st.tuples(st.sampled_from(["/host:CPU", "/device:GPU:0", "/device:TPU:3", "/host:x"]),
-                                 st.lists(st.tuples(st.integers(0, 2 ** 50), _events), max_size=3)),
-                       min_size=1, max_size=3),
-       candidates_only=st.booleans())
+@given(
+    planes=st.lists(
+        st.tuples(
+            st.sampled_from(["/host:CPU", "/device:GPU:0", "/device:TPU:3", "/host:x"]),
+            st.lists(st.tuples(st.integers(0, 2**50), _events), max_size=3),
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    candidates_only=st.booleans(),
+)
 def test_same_table_on_random_xspaces(tmp_path, planes, candidates_only):
     ev = {0: "fusion.1", 1: "Wait: y", 2: "all-reduce.3", 3: "f(x)", 4: "a::b", 5: "psum.7", 6: "", 7: "x y"}
-    names = {0: "hlo_op", 1: "hlo_module", 2: "device_ordinal", 3: "scope_range_id", 4: "other", 5: "fusion.1",
-             6: "jit_g", 7: "hlo_op", 8: "device_ordinal", 9: "z"}
-    blob = _space([
-        _plane(pname, [_line(f"line{i}", ts, [_event(m, o, d, [_stat(*s) for s in stats], occ)
-                                              for m, o, d, stats, occ in events])
-                       for i, (ts, events) in enumerate(lines)], ev, names)
-        for pname, lines in planes])
+    names = {
+        0: "hlo_op",
+        1: "hlo_module",
+        2: "device_ordinal",
+        3: "scope_range_id",
+        4: "other",
+        5: "fusion.1",
+        6: "jit_g",
+        7: "hlo_op",
+        8: "device_ordinal",
+        9: "z",
+    }
+    blob = _space(
+        [
+            _plane(
+                pname,
+                [
+                    _line(
+                        f"line{i}",
+                        ts,
+                        [_event(m, o, d, [_stat(*s) for s in stats], occ) for m, o, d, stats, occ in events],
+                    )
+                    for i, (ts, events) in enumerate(lines)
+                ],
+                ev,
+                names,
+            )
+            for pname, lines in planes
+        ]
+    )
     path = tmp_path / "random.xplane.pb"
     path.write_bytes(blob)
     _same(path, candidates_only)
 
 
 @settings(max_examples=60, deadline=None)
-@given(values=st.lists(st.one_of(st.integers(0, 2 ** 14), st.integers(0, 2 ** 64 - 1)), min_size=1, max_size=40))
+@given(values=st.lists(st.one_of(st.integers(0, 2**14), st.integers(0, 2**64 - 1)), min_size=1, max_size=40))
 def test_varint_decoding_at_any_length_and_at_the_end_of_the_data(values):
     from analysis.trace import xspace_wire as wire
 

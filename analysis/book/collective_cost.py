@@ -22,11 +22,12 @@ Conventions (see the seeds for derivations):
 * A group larger than the hardware's largest domain (``domain_size``) with no topology saying
   how it spans is priced as if it filled domains in order, and flagged in ``note``.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
 
 from analysis.book.collectives import normalize_kind
 from analysis.book.dtypes import dtype_bytes
@@ -37,8 +38,15 @@ from analysis.book.notation import check, mesh_sizes
 from analysis.book.topology import Fabric, fabrics_for, parse_layout, split_axes
 from analysis.book.units import fmt_num, fmt_time
 
-__all__ = ["CollectivePrediction", "Span", "predict_collective", "active_axes", "CollectiveCost", "CostContext",
-           "cost_collective"]
+__all__ = [
+    "CollectivePrediction",
+    "Span",
+    "predict_collective",
+    "active_axes",
+    "CollectiveCost",
+    "CostContext",
+    "cost_collective",
+]
 
 
 def active_axes(axis_sizes: Sequence[int]) -> int:
@@ -50,6 +58,7 @@ def active_axes(axis_sizes: Sequence[int]) -> int:
 class CollectivePrediction:
     """A collective's predicted time; ``book_*`` is the book's simple full-ring answer,
     given where the topology-aware answer differs (``note`` says why)."""
+
     kind: str
     V_bytes: float
     axis_sizes: tuple[int, ...]
@@ -74,6 +83,7 @@ class CollectivePrediction:
 class Span:
     """A group's extent at one level of the network (innermost first): ``sizes`` per mesh axis
     of the collective, ``rings`` whether each is a ring (torus levels)."""
+
     fabric: Fabric
     sizes: tuple[int, ...]
     rings: tuple[bool, ...] = ()
@@ -83,9 +93,14 @@ class Span:
         return math.prod(self.sizes)
 
 
-def predict_collective(kind: str, V_bytes: float, axis_sizes: Sequence[int], hw: Hardware,
-                       wraparound: Sequence[bool] | None = None,
-                       spans: Sequence[Span] | None = None) -> CollectivePrediction:
+def predict_collective(
+    kind: str,
+    V_bytes: float,
+    axis_sizes: Sequence[int],
+    hw: Hardware,
+    wraparound: Sequence[bool] | None = None,
+    spans: Sequence[Span] | None = None,
+) -> CollectivePrediction:
     """Predict one collective over mesh axes of ``axis_sizes`` (``wraparound`` per axis; by
     default from the hardware's rule with each mesh axis its own physical axis). ``spans``
     says how the group lies over the network's levels (:class:`CostContext` derives them from
@@ -115,26 +130,42 @@ def predict_collective(kind: str, V_bytes: float, axis_sizes: Sequence[int], hw:
     if not act:
         hops, lat, bw, lat_txt, bw_txt = 0, 0.0, 0.0, "no hops", "no communication (every axis has size 1)"
     elif switch:
-        hops, lat, bw, lat_txt, bw_txt = switch_cost(base, V_bytes, math.prod(n for n, _ in act),
-                                                     hw.require("hop_latency_s"), hw.require("link_bw_unidir_Bps"))
+        hops, lat, bw, lat_txt, bw_txt = switch_cost(
+            base, V_bytes, math.prod(n for n, _ in act), hw.require("hop_latency_s"), hw.require("link_bw_unidir_Bps")
+        )
     else:
         hops, lat, bw, lat_txt, bw_txt = ring_line_cost(base, V_bytes, [n for n, _ in act], [r for _, r in act], hw)
     mult = 2 if k == "all_reduce" else 1
     formula = f"max({lat_txt}, {bw_txt}) = max({fmt_time(lat)}, {fmt_time(bw)})"
     if mult == 2:
         formula = f"2 * (ReduceScatter: {formula}) [AllReduce = ReduceScatter + AllGather]"
-    topo = "switch" if switch else ("ring" if all(r for _, r in act) else
-                                    "line" if not any(r for _, r in act) else "mixed")
-    pred = dict(kind=k, V_bytes=float(V_bytes), axis_sizes=tuple(sizes), wraparound=tuple(rings),
-                topology=topo, hops=mult * hops, latency_time_s=mult * lat, bandwidth_time_s=mult * bw,
-                time_s=mult * max(lat, bw), regime="latency" if lat >= bw else "bandwidth", formula=formula)
+    topo = (
+        "switch"
+        if switch
+        else ("ring" if all(r for _, r in act) else "line" if not any(r for _, r in act) else "mixed")
+    )
+    pred = dict(
+        kind=k,
+        V_bytes=float(V_bytes),
+        axis_sizes=tuple(sizes),
+        wraparound=tuple(rings),
+        topology=topo,
+        hops=mult * hops,
+        latency_time_s=mult * lat,
+        bandwidth_time_s=mult * bw,
+        time_s=mult * max(lat, bw),
+        regime="latency" if lat >= bw else "bandwidth",
+        formula=formula,
+    )
     if topo in ("line", "mixed"):
         _, blat, bbw, blat_txt, bbw_txt = ring_line_cost(base, V_bytes, [n for n, _ in act], [True] * len(act), hw)
         pred["book_time_s"] = mult * max(blat, bbw)
         pred["book_formula"] = f"{'2 * ' if mult == 2 else ''}max({blat_txt}, {bbw_txt})"
         lines = [str(n) for n, r in act if not r]
-        pred["note"] = (f"axis of {', '.join(lines)} has no wraparound on {hw.name}: a line, so data crosses "
-                        "N-1 hops one way at the unidirectional bandwidth (about 2x the book's ring formula)")
+        pred["note"] = (
+            f"axis of {', '.join(lines)} has no wraparound on {hw.name}: a line, so data crosses "
+            "N-1 hops one way at the unidirectional bandwidth (about 2x the book's ring formula)"
+        )
     return CollectivePrediction(**pred)
 
 
@@ -152,13 +183,16 @@ def _assumed_spans(hw: Hardware, sizes: list[int], rings: list[bool]) -> tuple[l
     spans = _spans(hw, fabrics, parts, sizes, rings)
     what = " x ".join(f"{s.n} {s.fabric.where} ({s.fabric.name})" for s in spans if s.n > 1)
     d = f"{hw.domain_size} device{'s' if hw.domain_size != 1 else ''}"
-    return spans, (f"a group of {n} devices is larger than {hw.name}'s largest domain ({d}) "
-                   f"and no topology says how it spans: priced as {what}, assuming devices fill domains in "
-                   "order; give --topology nodes=A,gpus_per_node=B (GPUs) or slices=K[,slice=AxB] (TPUs)")
+    return spans, (
+        f"a group of {n} devices is larger than {hw.name}'s largest domain ({d}) "
+        f"and no topology says how it spans: priced as {what}, assuming devices fill domains in "
+        "order; give --topology nodes=A,gpus_per_node=B (GPUs) or slices=K[,slice=AxB] (TPUs)"
+    )
 
 
-def _spans(hw: Hardware, fabrics: list[Fabric], parts: list[tuple[int, ...]], sizes: Sequence[int],
-           rings: Sequence[bool]) -> list[Span]:
+def _spans(
+    hw: Hardware, fabrics: list[Fabric], parts: list[tuple[int, ...]], sizes: Sequence[int], rings: Sequence[bool]
+) -> list[Span]:
     """Spans from per-axis parts; an inner part smaller than its axis gets the chip's rule."""
     out = []
     for lvl, f in enumerate(fabrics):
@@ -168,12 +202,16 @@ def _spans(hw: Hardware, fabrics: list[Fabric], parts: list[tuple[int, ...]], si
     return out
 
 
-_NAMES = {"link_bw_unidir_Bps": ("T_min", "W"), "node_bw_unidir_Bps": ("T_min", "W_node"),
-          "scaleout_bw_unidir_Bps": ("T_out", "W_out")}
+_NAMES = {
+    "link_bw_unidir_Bps": ("T_min", "W"),
+    "node_bw_unidir_Bps": ("T_min", "W_node"),
+    "scaleout_bw_unidir_Bps": ("T_out", "W_out"),
+}
 
 
-def _across(k: str, V: float, sizes: list[int], rings: list[bool], spans: list[Span], hw: Hardware,
-            note: str) -> CollectivePrediction:
+def _across(
+    k: str, V: float, sizes: list[int], rings: list[bool], spans: list[Span], hw: Hardware, note: str
+) -> CollectivePrediction:
     """A collective whose group crosses domains: each level over its own fabric (module docstring)."""
     base = "reduce_scatter" if k == "all_reduce" else k
     n_all = math.prod(s.n for s in spans)
@@ -195,39 +233,68 @@ def _across(k: str, V: float, sizes: list[int], rings: list[bool], spans: list[S
             peers = done * s.n - done
             hops, lat, bw = 1, t, V / n_all**2 * peers / w
             lat_txt = f"{t_name} * 1 step = {fmt_num(t)} s"
-            bw_txt = (f"V/N^2 * (peers reached at this level) / {w_name} = {fmt_num(V)} B / {n_all}^2 * {peers} / "
-                      f"{fmt_num(w)} B/s")
+            bw_txt = (
+                f"V/N^2 * (peers reached at this level) / {w_name} = {fmt_num(V)} B / {n_all}^2 * {peers} / "
+                f"{fmt_num(w)} B/s"
+            )
         else:
-            hops, lat, bw, lat_txt, bw_txt = switch_cost(base, v, s.n, hw.require(f.lat_attr), hw.require(f.bw_attr),
-                                                         t_name, w_name)
+            hops, lat, bw, lat_txt, bw_txt = switch_cost(
+                base, v, s.n, hw.require(f.lat_attr), hw.require(f.bw_attr), t_name, w_name
+            )
             if done > 1:
                 bw_txt = bw_txt.replace("V * ", f"V/{done} * ", 1)
-        levels.append({"network": f.name, "where": f.where, "devices": s.n, "V_bytes": v, "hops": hops,
-                       "latency_time_s": lat, "bandwidth_time_s": bw, "time_s": max(lat, bw)})
-        texts.append(f"[{f.where}, {f.name} (N={s.n}): max({lat_txt}, {bw_txt}) = max({fmt_time(lat)}, "
-                     f"{fmt_time(bw)})]")
+        levels.append(
+            {
+                "network": f.name,
+                "where": f.where,
+                "devices": s.n,
+                "V_bytes": v,
+                "hops": hops,
+                "latency_time_s": lat,
+                "bandwidth_time_s": bw,
+                "time_s": max(lat, bw),
+            }
+        )
+        texts.append(
+            f"[{f.where}, {f.name} (N={s.n}): max({lat_txt}, {bw_txt}) = max({fmt_time(lat)}, {fmt_time(bw)})]"
+        )
         done *= s.n
     mult = 2 if k == "all_reduce" else 1
     lat, bw = max(lv["latency_time_s"] for lv in levels), max(lv["bandwidth_time_s"] for lv in levels)
     serial = sum(lv["time_s"] for lv in levels)
-    formula = (f"max over levels, which overlap (the book's cross-node model): {'; '.join(texts)} = "
-               f"{fmt_time(max(lat, bw))} (one after another: {fmt_time(serial)})")
+    formula = (
+        f"max over levels, which overlap (the book's cross-node model): {'; '.join(texts)} = "
+        f"{fmt_time(max(lat, bw))} (one after another: {fmt_time(serial)})"
+    )
     if mult == 2:
         formula = f"2 * (ReduceScatter: {formula}) [AllReduce = ReduceScatter + AllGather at each level]"
     hops = (max if base == "all_to_all" else sum)(lv["hops"] for lv in levels)
-    scaled = tuple({**lv, **{key: mult * lv[key] for key in ("hops", "latency_time_s", "bandwidth_time_s", "time_s")}}
-                   for lv in levels)
-    return CollectivePrediction(kind=k, V_bytes=V, axis_sizes=tuple(sizes), wraparound=tuple(rings),
-                                topology="hierarchical", hops=mult * hops, latency_time_s=mult * lat,
-                                bandwidth_time_s=mult * bw, time_s=mult * max(lat, bw),
-                                regime="latency" if lat >= bw else "bandwidth", formula=formula, note=note,
-                                levels=scaled)
+    scaled = tuple(
+        {**lv, **{key: mult * lv[key] for key in ("hops", "latency_time_s", "bandwidth_time_s", "time_s")}}
+        for lv in levels
+    )
+    return CollectivePrediction(
+        kind=k,
+        V_bytes=V,
+        axis_sizes=tuple(sizes),
+        wraparound=tuple(rings),
+        topology="hierarchical",
+        hops=mult * hops,
+        latency_time_s=mult * lat,
+        bandwidth_time_s=mult * bw,
+        time_s=mult * max(lat, bw),
+        regime="latency" if lat >= bw else "bandwidth",
+        formula=formula,
+        note=note,
+        levels=scaled,
+    )
 
 
 # ---------------------------------------------------------------- collectives in notation
 @dataclass(frozen=True)
 class CollectiveCost:
     """A collective written in notation, with its V and predicted time."""
+
     expression: str
     result: str
     axes: tuple[str, ...]
@@ -240,9 +307,14 @@ class CollectiveCost:
         return self.prediction.time_s
 
     def to_dict(self) -> dict:
-        d = {"expression": self.expression, "result": self.result, "axes": list(self.axes),
-             "V_formula": self.V_formula, "axis_notes": list(self.axis_notes),
-             "collectives": [self.expression]}
+        d = {
+            "expression": self.expression,
+            "result": self.result,
+            "axes": list(self.axes),
+            "V_formula": self.V_formula,
+            "axis_notes": list(self.axis_notes),
+            "collectives": [self.expression],
+        }
         return {**d, **self.prediction.to_dict()}
 
 
@@ -251,6 +323,7 @@ class CostContext:
     """What costing expressions needs: the mesh, global dim sizes, dtype, hardware and which
     mesh axes are rings; with a multi-node/slice topology, the network's levels and each mesh
     axis' extent at each level. Build it with :meth:`build`; :meth:`cost` prices one collective."""
+
     mesh: dict
     sizes: dict
     dtype: str
@@ -261,7 +334,7 @@ class CostContext:
     parts: dict = field(default_factory=dict)
 
     @classmethod
-    def build(cls, mesh, sizes, dtype: str, hw: Hardware, topology: str | None) -> "CostContext":
+    def build(cls, mesh, sizes, dtype: str, hw: Hardware, topology: str | None) -> CostContext:
         m = mesh_sizes(mesh)
         name, b = dtype_bytes(dtype)
         rings = dict(zip(m, wraparound_for(hw, list(m.values()), topology))) if hw.interconnect else {}
@@ -283,8 +356,9 @@ class CostContext:
         rings = [self.rings[a] for a in coll.axes]
         spans = None
         if self.fabrics:
-            spans = [Span(f, tuple(self.parts[a][i] for a in coll.axes), tuple(rings))
-                     for i, f in enumerate(self.fabrics)]
+            spans = [
+                Span(f, tuple(self.parts[a][i] for a in coll.axes), tuple(rings)) for i, f in enumerate(self.fabrics)
+            ]
         pred = predict_collective(coll.kind, v, sizes, self.hw, rings, spans)
         notes = tuple(f"{a}={self.mesh[a]}: {self._why(a)}" for a in coll.axes)
         return CollectiveCost(str(coll), str(coll.result()), tuple(coll.axes), v_txt, pred, notes)
@@ -301,8 +375,14 @@ class CostContext:
             why = "host, the ring formula with the fitted W and T_min"
         if not self.fabrics or (inner == size and self.fabrics[0].bw_attr == "link_bw_unidir_Bps"):
             return why
-        return " x ".join(f"{p} {f.where} ({f.name}{', ' + why if i == 0 and f.interconnect == 'torus' else ''})"
-                          for i, (p, f) in enumerate(zip(self.parts[axis], self.fabrics)) if p > 1) or why
+        return (
+            " x ".join(
+                f"{p} {f.where} ({f.name}{', ' + why if i == 0 and f.interconnect == 'torus' else ''})"
+                for i, (p, f) in enumerate(zip(self.parts[axis], self.fabrics))
+                if p > 1
+            )
+            or why
+        )
 
 
 def cost_collective(coll, mesh, sizes, dtype: str, hw: Hardware, topology: str | None = None) -> CollectiveCost:

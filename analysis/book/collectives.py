@@ -17,10 +17,11 @@ The book's V is the gathered array (AllGather), the unreduced per-device array
 (ReduceScatter, AllReduce) and the whole array across the group (AllToAll), so S = V except
 for AllToAll, where S = V / n.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from analysis.book.errors import NotationError
 
@@ -28,6 +29,7 @@ from analysis.book.errors import NotationError
 @dataclass(frozen=True)
 class CollectiveKind:
     """One collective: its names, HLO opcode, bus-bandwidth convention and backward pass."""
+
     op: str  # shardlab's name (configs, tables): all_gather
     notation: str  # the book's name: AllGather
     hlo: str  # XLA's HLO opcode: all-gather
@@ -38,14 +40,42 @@ class CollectiveKind:
 
 
 KINDS: tuple[CollectiveKind, ...] = (
-    CollectiveKind("all_gather", "AllGather", "all-gather", lambda n: (n - 1) / n, lambda n: 1.0,
-                   "the gathered array each device ends with", "reduce_scatter"),
-    CollectiveKind("reduce_scatter", "ReduceScatter", "reduce-scatter", lambda n: (n - 1) / n, lambda n: 1.0,
-                   "the unreduced array each device starts with", "all_gather"),
-    CollectiveKind("all_reduce", "AllReduce", "all-reduce", lambda n: 2 * (n - 1) / n, lambda n: 1.0,
-                   "the unreduced array each device holds", "all_reduce"),
-    CollectiveKind("all_to_all", "AllToAll", "all-to-all", lambda n: (n - 1) / n, lambda n: 1.0 / n,
-                   "the array across the group, before the move", "all_to_all"),
+    CollectiveKind(
+        "all_gather",
+        "AllGather",
+        "all-gather",
+        lambda n: (n - 1) / n,
+        lambda n: 1.0,
+        "the gathered array each device ends with",
+        "reduce_scatter",
+    ),
+    CollectiveKind(
+        "reduce_scatter",
+        "ReduceScatter",
+        "reduce-scatter",
+        lambda n: (n - 1) / n,
+        lambda n: 1.0,
+        "the unreduced array each device starts with",
+        "all_gather",
+    ),
+    CollectiveKind(
+        "all_reduce",
+        "AllReduce",
+        "all-reduce",
+        lambda n: 2 * (n - 1) / n,
+        lambda n: 1.0,
+        "the unreduced array each device holds",
+        "all_reduce",
+    ),
+    CollectiveKind(
+        "all_to_all",
+        "AllToAll",
+        "all-to-all",
+        lambda n: (n - 1) / n,
+        lambda n: 1.0 / n,
+        "the array across the group, before the move",
+        "all_to_all",
+    ),
 )
 BY_OP = {k.op: k for k in KINDS}
 OPS = tuple(BY_OP)  # all_gather, reduce_scatter, all_reduce, all_to_all
@@ -53,8 +83,15 @@ BY_HLO = {k.hlo: k for k in KINDS}
 BY_NOTATION = {k.notation: k for k in KINDS}
 
 # Every HLO opcode that moves data between devices (the model prices the first four).
-HLO_OPCODES = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute",
-               "collective-broadcast", "ragged-all-to-all")
+HLO_OPCODES = (
+    "all-gather",
+    "reduce-scatter",
+    "all-reduce",
+    "all-to-all",
+    "collective-permute",
+    "collective-broadcast",
+    "ragged-all-to-all",
+)
 
 
 def kind(name: str) -> CollectiveKind:

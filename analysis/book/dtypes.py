@@ -1,15 +1,35 @@
 """Element types: their canonical names, aliases and sizes in bytes."""
+
 from __future__ import annotations
 
 from analysis.book.errors import NotationError
 
 DTYPE_BYTES: dict[str, float] = {
-    "float64": 8, "float32": 4, "int32": 4, "bfloat16": 2, "float16": 2, "int16": 2,
-    "int8": 1, "uint8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "int4": 0.5}
+    "float64": 8,
+    "float32": 4,
+    "int32": 4,
+    "bfloat16": 2,
+    "float16": 2,
+    "int16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "int4": 0.5,
+}
 # The dtypes the runner measures (its inputs and checks support them).
 RUN_DTYPES = ("float32", "bfloat16", "float16", "int32", "int8")
-ALIASES = {"bf16": "bfloat16", "f32": "float32", "fp32": "float32", "f16": "float16", "fp16": "float16",
-           "f64": "float64", "fp8": "float8_e4m3fn", "s8": "int8", "i8": "int8"}
+ALIASES = {
+    "bf16": "bfloat16",
+    "f32": "float32",
+    "fp32": "float32",
+    "f16": "float16",
+    "fp16": "float16",
+    "f64": "float64",
+    "fp8": "float8_e4m3fn",
+    "s8": "int8",
+    "i8": "int8",
+}
 
 
 def dtype_bytes(dtype: str) -> tuple[str, float]:

@@ -2,6 +2,7 @@
 
 Anyone may import this module; it imports nothing (as seaborn's ``_core/exceptions.py``).
 """
+
 from __future__ import annotations
 
 

@@ -11,6 +11,7 @@ fabric, combines levels and doubles AllReduce.
 * Switch (``W`` = one device's egress): AllGather/ReduceScatter ``V (N-1) / (N W)`` in N-1
   steps, AllToAll ``V (N-1) / (N^2 W)`` in one step.
 """
+
 from __future__ import annotations
 
 import math
@@ -41,28 +42,52 @@ def ring_line_cost(kind: str, V: float, sizes: list[int], rings: list[bool], hw:
         per = [n / (w_bi if r else w_uni) for n, r in zip(sizes, rings)]
         bw = V * max(per) / (4 * n_all)
         if all(rings):
-            bw_txt = f"V * max(N_i) / (4 * N * W_bidi) = {fmt_num(V)} B * {max(sizes)} / (4 * {n_all} * {fmt_num(w_bi)} B/s)"
+            bw_txt = (
+                f"V * max(N_i) / (4 * N * W_bidi) = {fmt_num(V)} B * {max(sizes)} / (4 * {n_all} * {fmt_num(w_bi)} B/s)"
+            )
         else:
-            bw_txt = (f"V * max(N_i / W_i) / (4 * N), W_i = W_bidi on a ring, W_unidir on a line "
-                      f"= {fmt_num(V)} B * {fmt_num(max(per))} s/B / (4 * {n_all})")
+            bw_txt = (
+                f"V * max(N_i / W_i) / (4 * N), W_i = W_bidi on a ring, W_unidir on a line "
+                f"= {fmt_num(V)} B * {fmt_num(max(per))} s/B / (4 * {n_all})"
+            )
         return hops, lat, bw, lat_txt, bw_txt
     if all(rings):
         k = len(sizes)
         return hops, lat, V / (w_bi * k), lat_txt, f"V / (W_bidi * k) = {fmt_num(V)} B / ({fmt_num(w_bi)} B/s * {k})"
     if len(sizes) == 1:
         n = sizes[0]
-        return (hops, lat, (n - 1) * (V / n) / w_uni, lat_txt,
-                f"(N-1) * (V/N) / W_unidir = {n - 1} * ({fmt_num(V)} B / {n}) / {fmt_num(w_uni)} B/s")
+        return (
+            hops,
+            lat,
+            (n - 1) * (V / n) / w_uni,
+            lat_txt,
+            f"(N-1) * (V/N) / W_unidir = {n - 1} * ({fmt_num(V)} B / {n}) / {fmt_num(w_uni)} B/s",
+        )
     w_eff = sum(w_bi if r else w_uni * n / (n - 1) for n, r in zip(sizes, rings))
-    return (hops, lat, V / w_eff, lat_txt,
-            f"V / sum(W_eff), W_eff = W_bidi on a ring, W_unidir*N/(N-1) on a line = {fmt_num(V)} B / {fmt_num(w_eff)} B/s")
+    return (
+        hops,
+        lat,
+        V / w_eff,
+        lat_txt,
+        f"V / sum(W_eff), W_eff = W_bidi on a ring, W_unidir*N/(N-1) on a line = {fmt_num(V)} B / {fmt_num(w_eff)} B/s",
+    )
 
 
 def switch_cost(kind: str, V: float, n: int, t_min: float, w: float, t_name: str = "T_min", w_name: str = "W"):
     """(steps, latency s, bandwidth s, latency text, bandwidth text) of one ReduceScatter /
     AllGather / AllToAll over ``n`` devices behind a switch of per-device egress ``w``."""
     if kind == "all_to_all":
-        return (1, t_min, V * (n - 1) / (n * n * w), f"{t_name} * 1 step = {fmt_num(t_min)} s",
-                f"V * (N-1) / (N^2 * {w_name}) = {fmt_num(V)} B * {n - 1} / ({n}^2 * {fmt_num(w)} B/s)")
-    return (n - 1, t_min * (n - 1), V * (n - 1) / (n * w), f"{t_name} * (N-1) steps = {fmt_num(t_min)} s * {n - 1}",
-            f"V * (N-1) / (N * {w_name}) = {fmt_num(V)} B * {n - 1} / ({n} * {fmt_num(w)} B/s)")
+        return (
+            1,
+            t_min,
+            V * (n - 1) / (n * n * w),
+            f"{t_name} * 1 step = {fmt_num(t_min)} s",
+            f"V * (N-1) / (N^2 * {w_name}) = {fmt_num(V)} B * {n - 1} / ({n}^2 * {fmt_num(w)} B/s)",
+        )
+    return (
+        n - 1,
+        t_min * (n - 1),
+        V * (n - 1) / (n * w),
+        f"{t_name} * (N-1) steps = {fmt_num(t_min)} s * {n - 1}",
+        f"V * (N-1) / (N * {w_name}) = {fmt_num(V)} B * {n - 1} / ({n} * {fmt_num(w)} B/s)",
+    )

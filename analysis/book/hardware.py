@@ -10,6 +10,7 @@ the whole catalogue by tests/test_hardware.py). A kind no entry covers resolves 
 
 Rings, lines and multi-node layouts live in :mod:`analysis.book.topology` (re-exported here).
 """
+
 from __future__ import annotations
 
 import functools
@@ -19,19 +20,34 @@ from pathlib import Path
 from typing import Any
 
 from analysis.book.errors import HardwareError
+from analysis.book.folders import project_folder
 from analysis.book.topology import parse_topology, wraparound_for, wraparound_reason
 
-__all__ = ["Hardware", "Calibration", "calibrated_for", "load_hardware", "hardware_dir", "hardware_names",
-           "entries", "Resolution", "resolve", "resolve_auto", "normalize_platform", "catalogue_problems",
-           "parse_topology", "wraparound_for", "wraparound_reason"]
+__all__ = [
+    "Hardware",
+    "Calibration",
+    "calibrated_for",
+    "load_hardware",
+    "hardware_dir",
+    "hardware_names",
+    "entries",
+    "Resolution",
+    "resolve",
+    "resolve_auto",
+    "normalize_platform",
+    "catalogue_problems",
+    "parse_topology",
+    "wraparound_for",
+    "wraparound_reason",
+]
 
 WRAPAROUND_RULES = ("always", "never", "multiple_of_4", "only_16")
 INTERCONNECTS = ("torus", "switch", "host")
 
 
 def hardware_dir() -> Path:
-    """The repository's ``conf/hardware`` folder, found relative to this package."""
-    return Path(__file__).resolve().parents[2] / "conf" / "hardware"
+    """The ``conf/hardware`` folder: the checkout's, or the installed package's copy."""
+    return project_folder("conf") / "hardware"
 
 
 def hardware_names() -> list[str]:
@@ -43,6 +59,7 @@ def hardware_names() -> list[str]:
 class Calibration:
     """W and T_min measured for one collective over ``n_axes`` mesh axes, written by
     ``python -m analysis calibrate`` into a hardware file's ``calibrated:`` list."""
+
     op: str
     n_axes: int
     link_bw_bidir_Bps: float
@@ -55,6 +72,7 @@ class Calibration:
 class Hardware:
     """One chip's constants. W and T_min may be None (``cpu``): callers that fitted them
     supply them with ``dataclasses.replace(hw, link_bw_bidir_Bps=..., hop_latency_s=...)``."""
+
     name: str
     kind: str
     interconnect: str | None = None
@@ -80,9 +98,11 @@ class Hardware:
         """A constant the model needs, or a HardwareError saying how to supply it."""
         value = getattr(self, attr)
         if value is None:
-            raise HardwareError(f"hardware {self.name!r} has no {attr} (null in its YAML); supply a fitted "
-                                f"value: dataclasses.replace(hw, {attr}=...), or --{attr.replace('_', '-')} "
-                                "on the command line")
+            raise HardwareError(
+                f"hardware {self.name!r} has no {attr} (null in its YAML); supply a fitted "
+                f"value: dataclasses.replace(hw, {attr}=...), or --{attr.replace('_', '-')} "
+                "on the command line"
+            )
         return float(value)
 
     def flops(self, dtype: str) -> float:
@@ -102,22 +122,30 @@ def calibrated_for(hw: Hardware, op: str, n_axes: int) -> Hardware:
     """
     for entry in hw.calibrated:
         if entry.op == op and entry.n_axes == n_axes:
-            return replace(hw, link_bw_bidir_Bps=entry.link_bw_bidir_Bps,
-                           link_bw_unidir_Bps=entry.link_bw_bidir_Bps, hop_latency_s=entry.hop_latency_s)
+            return replace(
+                hw,
+                link_bw_bidir_Bps=entry.link_bw_bidir_Bps,
+                link_bw_unidir_Bps=entry.link_bw_bidir_Bps,
+                hop_latency_s=entry.hop_latency_s,
+            )
     return hw
 
 
 def _calibrations(raw: Any, where: str) -> tuple[Calibration, ...]:
     if not isinstance(raw, list) or not all(isinstance(e, dict) for e in raw):
-        raise HardwareError(f"{where}: calibrated must be a list of "
-                            "{op, n_axes, link_bw_bidir_Bps, hop_latency_s}")
+        raise HardwareError(f"{where}: calibrated must be a list of {{op, n_axes, link_bw_bidir_Bps, hop_latency_s}}")
     try:
-        return tuple(Calibration(op=str(e["op"]), n_axes=int(e["n_axes"]),
-                                 link_bw_bidir_Bps=_num(e["link_bw_bidir_Bps"], "link_bw_bidir_Bps", where),
-                                 hop_latency_s=_num(e["hop_latency_s"], "hop_latency_s", where),
-                                 rel_rms_error=_num(e.get("rel_rms_error"), "rel_rms_error", where),
-                                 n_points=None if e.get("n_points") is None else int(e["n_points"]))
-                     for e in raw)
+        return tuple(
+            Calibration(
+                op=str(e["op"]),
+                n_axes=int(e["n_axes"]),
+                link_bw_bidir_Bps=_num(e["link_bw_bidir_Bps"], "link_bw_bidir_Bps", where),
+                hop_latency_s=_num(e["hop_latency_s"], "hop_latency_s", where),
+                rel_rms_error=_num(e.get("rel_rms_error"), "rel_rms_error", where),
+                n_points=None if e.get("n_points") is None else int(e["n_points"]),
+            )
+            for e in raw
+        )
     except KeyError as err:
         raise HardwareError(f"{where}: a calibrated entry has no {err.args[0]}") from err
     except (TypeError, ValueError) as err:
@@ -134,15 +162,25 @@ def _num(value: Any, key: str, where: str) -> float | None:
         raise HardwareError(f"{where}: {key}={value!r} is not a number") from err
 
 
-_NUMBERS = ("link_bw_unidir_Bps", "link_bw_bidir_Bps", "hop_latency_s", "hbm_bw_Bps", "memory_bytes",
-            "node_bw_unidir_Bps", "scaleout_bw_unidir_Bps", "scaleout_latency_s")
+_NUMBERS = (
+    "link_bw_unidir_Bps",
+    "link_bw_bidir_Bps",
+    "hop_latency_s",
+    "hbm_bw_Bps",
+    "memory_bytes",
+    "node_bw_unidir_Bps",
+    "scaleout_bw_unidir_Bps",
+    "scaleout_latency_s",
+)
 
 
 def _compile(pattern: str, where: str) -> re.Pattern:
     try:
         return re.compile(pattern, re.IGNORECASE)
     except re.error as err:
-        raise HardwareError(f"{where}: device_kind_patterns entry {pattern!r} is not a regular expression ({err})")
+        raise HardwareError(
+            f"{where}: device_kind_patterns entry {pattern!r} is not a regular expression ({err})"
+        ) from None
 
 
 def load_hardware(name_or_path: str) -> Hardware:
@@ -206,6 +244,7 @@ def normalize_platform(platform: str) -> str:
 class Resolution:
     """Which entry a device kind resolves to: ``entry`` (the YAML dict, or the unknown record),
     ``matched_by`` (``exact``, ``pattern`` or ``unknown``) and why, in one line."""
+
     device_kind: str
     platform: str
     entry: dict
@@ -228,8 +267,10 @@ def resolve(device_kind: str, platform: str | None = None) -> Resolution:
     pool = [e for e in entries() if plat is None or e.get("kind") == plat]
     exact = [e for e in pool if kind.lower() in (str(k).lower() for k in e.get("device_kinds") or ())]
     if len(exact) > 1:
-        raise HardwareError(f"device kind {kind!r} is listed by several entries: "
-                            f"{', '.join(e['name'] for e in exact)}; fix conf/hardware")
+        raise HardwareError(
+            f"device kind {kind!r} is listed by several entries: "
+            f"{', '.join(e['name'] for e in exact)}; fix conf/hardware"
+        )
     if exact:
         e = exact[0]
         return Resolution(kind, str(e["kind"]), dict(e), "exact", f"{kind!r} is listed in {e['name']}'s device_kinds")
@@ -242,11 +283,18 @@ def resolve(device_kind: str, platform: str | None = None) -> Resolution:
         top = max(n for n, _, _ in best)
         winners = [(e, p) for n, e, p in best if n == top]
         if len(winners) > 1:
-            raise HardwareError(f"device kind {kind!r} matches patterns of equal length in "
-                                f"{', '.join(e['name'] for e, _ in winners)}; fix conf/hardware")
+            raise HardwareError(
+                f"device kind {kind!r} matches patterns of equal length in "
+                f"{', '.join(e['name'] for e, _ in winners)}; fix conf/hardware"
+            )
         e, p = winners[0]
-        return Resolution(kind, str(e["kind"]), dict(e), "pattern",
-                          f"{kind!r} matches {e['name']}'s pattern {p!r} (the longest that matches)")
+        return Resolution(
+            kind,
+            str(e["kind"]),
+            dict(e),
+            "pattern",
+            f"{kind!r} matches {e['name']}'s pattern {p!r} (the longest that matches)",
+        )
     plat = plat or _guess_platform(kind)
     return Resolution(kind, plat, _unknown(plat, kind), "unknown", _unknown_line(plat, kind))
 
@@ -257,17 +305,28 @@ def _guess_platform(kind: str) -> str:
 
 
 def _unknown_line(platform: str, kind: str) -> str:
-    near = [(e["name"], k) for e in entries() for k in e.get("device_kinds") or ()
-            if kind.lower().startswith(str(k).lower()) and e.get("kind") == platform]
+    near = [
+        (e["name"], k)
+        for e in entries()
+        for k in e.get("device_kinds") or ()
+        if kind.lower().startswith(str(k).lower()) and e.get("kind") == platform
+    ]
     hint = f" ({near[0][0]} covers exactly {near[0][1]!r}, not this kind)" if near else ""
-    return (f"no conf/hardware entry covers {platform} device kind {kind!r}{hint}, so the model has no constants "
-            f"for it: add conf/hardware/NAME.yaml with device_kinds: [{kind!r}] and its constants, or fit them "
-            "with `python -m analysis calibrate`")
+    return (
+        f"no conf/hardware entry covers {platform} device kind {kind!r}{hint}, so the model has no constants "
+        f"for it: add conf/hardware/NAME.yaml with device_kinds: [{kind!r}] and its constants, or fit them "
+        "with `python -m analysis calibrate`"
+    )
 
 
 def _unknown(platform: str, kind: str) -> dict:
-    return {"name": f"unknown_{platform}", "kind": platform, "known": False, "device_kinds": [kind],
-            "source": _unknown_line(platform, kind)}
+    return {
+        "name": f"unknown_{platform}",
+        "kind": platform,
+        "known": False,
+        "device_kinds": [kind],
+        "source": _unknown_line(platform, kind),
+    }
 
 
 def resolve_auto(platform: str, device_kind: str) -> dict:

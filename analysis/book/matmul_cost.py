@@ -14,6 +14,7 @@ It then adds what turns the local product into the requested output, and times t
 ``max(T_math, T_comms)`` (overlapped, as a collective matmul) and as their sum (serial), with
 ``T_math = FLOPs / (devices * C)``. :func:`compare_q4_strategies` is the chapter's Question 4.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,6 +34,7 @@ __all__ = ["MatmulPrediction", "predict_matmul", "Q4Comparison", "compare_q4_str
 class MatmulPrediction:
     """The book's recipe for a sharded matmul: its case, the collectives it prescribes (with
     costs), alternatives, FLOPs and the overlapped / serial totals."""
+
     expression: str
     case: int
     case_text: str
@@ -90,7 +92,9 @@ def predict_matmul(mm, mesh, sizes, dtype: str, hw: Hardware, topology: str | No
         pick = None
         if out is not None and not out_invalid:
             owners = {out.dim_of(a) for a in clash}
-            pick = "rhs" if owners <= set(lnames) - set(rnames) else "lhs" if owners <= set(rnames) - set(lnames) else None
+            pick = (
+                "rhs" if owners <= set(lnames) - set(rnames) else "lhs" if owners <= set(rnames) - set(lnames) else None
+            )
         why = "keeps the output's sharding" if pick else "the smaller gather"
         pick = pick or ("lhs" if opts["lhs"].prediction.V_bytes <= opts["rhs"].prediction.V_bytes else "rhs")
         other = "rhs" if pick == "lhs" else "lhs"
@@ -98,13 +102,19 @@ def predict_matmul(mm, mesh, sizes, dtype: str, hw: Hardware, topology: str | No
             L = add(Collective("AllGather", clash, L), why)
         else:
             R = add(Collective("AllGather", clash, R), why)
-        alts.append(f"or {opts[other].expression} instead: V = {opts[other].prediction.V_bytes:,.0f} bytes, "
-                    f"{fmt_time(opts[other].time_s)}")
-        case_bits[4] = (f"case 4: both inputs shard a non-contracting dim over {''.join(clash)}; invalid as "
-                        f"written, so AllGather one input first ({opts[pick].expression})")
+        alts.append(
+            f"or {opts[other].expression} instead: V = {opts[other].prediction.V_bytes:,.0f} bytes, "
+            f"{fmt_time(opts[other].time_s)}"
+        )
+        case_bits[4] = (
+            f"case 4: both inputs shard a non-contracting dim over {''.join(clash)}; invalid as "
+            f"written, so AllGather one input first ({opts[pick].expression})"
+        )
     if out_invalid:
-        notes.append(f"the requested output {out} uses a mesh axis twice (each device would hold a diagonal "
-                     "block); the result keeps the sharding left after the gather")
+        notes.append(
+            f"the requested output {out} uses a mesh axis twice (each device would hold a diagonal "
+            "block); the result keeps the sharding left after the gather"
+        )
 
     # Cases 2 and 3: the contracting dims.
     reduce_axes: list[str] = []
@@ -113,8 +123,11 @@ def predict_matmul(mm, mesh, sizes, dtype: str, hw: Hardware, topology: str | No
         la, ra = L.dim(d).axes, R.dim(d).axes
         if la and la == ra:
             reduce_axes += la
-            case_bits.setdefault(3, f"case 3: both inputs shard the contracting dim {d} over {''.join(la)}: "
-                                    "multiply locally, then AllReduce (or ReduceScatter if the output is sharded)")
+            case_bits.setdefault(
+                3,
+                f"case 3: both inputs shard the contracting dim {d} over {''.join(la)}: "
+                "multiply locally, then AllReduce (or ReduceScatter if the output is sharded)",
+            )
             continue
         for side, ax in (("lhs", la), ("rhs", ra)):
             if not ax:
@@ -122,8 +135,9 @@ def predict_matmul(mm, mesh, sizes, dtype: str, hw: Hardware, topology: str | No
             arr, other = (L, R) if side == "lhs" else (R, L)
             if not (la and ra) and not set(ax) & set(other.axes + other.unreduced):
                 strategy2.append(ax)
-            case_bits.setdefault(2, f"case 2: the contracting dim {d} is sharded over {''.join(ax)} "
-                                    f"in {arr}: AllGather it first")
+            case_bits.setdefault(
+                2, f"case 2: the contracting dim {d} is sharded over {''.join(ax)} in {arr}: AllGather it first"
+            )
             new = add(Collective("AllGather", ax, arr), f"gather the contracting dim {d}")
             L, R = (new, R) if side == "lhs" else (L, new)
 
@@ -136,16 +150,26 @@ def predict_matmul(mm, mesh, sizes, dtype: str, hw: Hardware, topology: str | No
         # matmul) or from the product (after); the book gathers whichever is smaller.
         drop = tuple(a for a in natural.axes if a not in out.axes)
         for side, arr, other in (("lhs", L, R), ("rhs", R, L)):
-            if drop and all(arr.dim_of(a) not in (None, *contracting) for a in drop) \
-                    and not set(drop) & set(other.axes):
+            if (
+                drop
+                and all(arr.dim_of(a) not in (None, *contracting) for a in drop)
+                and not set(drop) & set(other.axes)
+            ):
                 before = ctx.cost(Collective("AllGather", drop, arr))
                 after = ctx.cost(Collective("AllGather", drop, natural))
-                first, second = (before, after) if before.prediction.V_bytes < after.prediction.V_bytes else (after, before)
-                alts.append(f"or {second.expression} {'after' if first is before else 'before'} the matmul: "
-                            f"V = {second.prediction.V_bytes:,.0f} bytes, {fmt_time(second.time_s)}")
+                first, second = (
+                    (before, after) if before.prediction.V_bytes < after.prediction.V_bytes else (after, before)
+                )
+                alts.append(
+                    f"or {second.expression} {'after' if first is before else 'before'} the matmul: "
+                    f"V = {second.prediction.V_bytes:,.0f} bytes, {fmt_time(second.time_s)}"
+                )
                 if first is before:
-                    new = add(Collective("AllGather", drop, arr), "the output is replicated over "
-                              f"{''.join(drop)}; gathering this input moves fewer bytes than the product")
+                    new = add(
+                        Collective("AllGather", drop, arr),
+                        "the output is replicated over "
+                        f"{''.join(drop)}; gathering this input moves fewer bytes than the product",
+                    )
                     L, R = (new, R) if side == "lhs" else (L, new)
                     natural = _natural(mm, L, R, order, reduce_axes)
                 break
@@ -169,10 +193,25 @@ def predict_matmul(mm, mesh, sizes, dtype: str, hw: Hardware, topology: str | No
     case = next((c for c in (4, 2, 3) if c in case_bits), 1)
     text = case_bits.get(case, "case 1: no contracting dim is sharded, so the multiply itself needs no communication")
     return MatmulPrediction(
-        str(mm), case, text, tuple(steps), tuple(colls), tuple(alts), tuple(notes), flops,
-        flops_txt, devices, C, t_math, t_comms, max(t_math or 0.0, t_comms), (t_math or 0.0) + t_comms,
+        str(mm),
+        case,
+        text,
+        tuple(steps),
+        tuple(colls),
+        tuple(alts),
+        tuple(notes),
+        flops,
+        flops_txt,
+        devices,
+        C,
+        t_math,
+        t_comms,
+        max(t_math or 0.0, t_comms),
+        (t_math or 0.0) + t_comms,
         "compute" if (t_math or 0.0) >= t_comms else "comms",
-        slowest.prediction.regime if slowest else None, sum(c.prediction.V_bytes for c in colls))
+        slowest.prediction.regime if slowest else None,
+        sum(c.prediction.V_bytes for c in colls),
+    )
 
 
 def _finish_output(cur, out, ctx: CostContext, add, alts: list, notes: list, mm):
@@ -204,8 +243,10 @@ def _finish_output(cur, out, ctx: CostContext, add, alts: list, notes: list, mm)
             except NotationError:
                 continue
             c = ctx.cost(rs)
-            alts.append(f"or {c.expression} -> {c.result} if the output may stay sharded: "
-                        f"{fmt_time(c.time_s)} (half the AllReduce)")
+            alts.append(
+                f"or {c.expression} -> {c.result} if the output may stay sharded: "
+                f"{fmt_time(c.time_s)} (half the AllReduce)"
+            )
             break
         cur = add(coll, "sum the partial products")
     moves: dict[tuple[str, str], list[str]] = {}
@@ -221,8 +262,10 @@ def _finish_output(cur, out, ctx: CostContext, add, alts: list, notes: list, mm)
         cur = add(Collective("AllGather", drop, cur), "the output is replicated over " + "".join(drop))
     sliced = [a for a in out.axes if cur.dim_of(a) is None]
     if sliced:
-        notes.append(f"the output is sharded over {''.join(sliced)} where the product is replicated: "
-                     "each device keeps its slice, no communication")
+        notes.append(
+            f"the output is sharded over {''.join(sliced)} where the product is replicated: "
+            "each device keeps its slice, no communication"
+        )
     if any(set(out.dim(d.name).axes) == set(d.axes) and out.dim(d.name).axes != d.axes for d in cur.dims):
         notes.append("the output orders some subscript's axes differently; that relayout is not modelled")
     return cur
@@ -257,16 +300,19 @@ def _strategy2(natural, ax, flops, devices, C, ctx: CostContext) -> str:
     except NotationError:
         return ""
     math_s = flops / (devices * math.prod(ctx.mesh[a] for a in ax) * C) if C else None
-    return (f"or slice the replicated input, multiply locally and {c.expression} (Question 4's strategy 2): "
-            f"comms {fmt_time(c.time_s)}, math {fmt_time(math_s)}, "
-            f"overlapped {fmt_time(max(c.time_s, math_s or 0.0))}")
+    return (
+        f"or slice the replicated input, multiply locally and {c.expression} (Question 4's strategy 2): "
+        f"comms {fmt_time(c.time_s)}, math {fmt_time(math_s)}, "
+        f"overlapped {fmt_time(max(c.time_s, math_s or 0.0))}"
+    )
 
 
 @dataclass(frozen=True)
 class Q4Comparison:
     """The chapter's Question 4: ``X[B, D] * Y[D_X, F] -> Z[B, F]`` two ways."""
-    strategy1_time_s: float   # AllGather_X Y, then the full matmul on every device
-    strategy2_time_s: float   # local matmul on X's slices, then AllReduce_X Z{U_X}
+
+    strategy1_time_s: float  # AllGather_X Y, then the full matmul on every device
+    strategy2_time_s: float  # local matmul on X's slices, then AllReduce_X Z{U_X}
     winner: int
     crossover_B: float | None  # strategy 2 wins for B below this (None: it always wins)
     formulas: dict[str, str] = field(default_factory=dict)
@@ -289,8 +335,10 @@ def compare_q4_strategies(B: int, D: int, F: int, X: int, hw: Hardware, dtype: s
     s2 = max(2 * D * F / (X * C), 2 * b * F / W)
     b_star = b * D * F / (W * s2)
     crossover = b_star if b_star <= b * C / (2 * W) else None
-    formulas = {"strategy1": f"max(2BDF/C, {b}*D*F/W) = max({fmt_time(2 * B * D * F / C)}, {fmt_time(b * D * F / W)})",
-                "strategy2": f"max(2BDF/(X*C), 2*{b}*B*F/W) = max({fmt_time(2 * B * D * F / (X * C))}, "
-                             f"{fmt_time(2 * b * B * F / W)})",
-                "comms_only": "strategy 2 moves less when D > 2B"}
+    formulas = {
+        "strategy1": f"max(2BDF/C, {b}*D*F/W) = max({fmt_time(2 * B * D * F / C)}, {fmt_time(b * D * F / W)})",
+        "strategy2": f"max(2BDF/(X*C), 2*{b}*B*F/W) = max({fmt_time(2 * B * D * F / (X * C))}, "
+        f"{fmt_time(2 * b * B * F / W)})",
+        "comms_only": "strategy 2 moves less when D > 2B",
+    }
     return Q4Comparison(t1, t2, 1 if t1 < t2 else 2, crossover, formulas)

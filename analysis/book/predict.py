@@ -1,5 +1,6 @@
 """The book's prediction for any expression in its notation: a collective, a sharded matmul
 or a bare array (:func:`predict_expr`, the one dispatcher)."""
+
 from __future__ import annotations
 
 import math
@@ -18,6 +19,7 @@ __all__ = ["ArrayPrediction", "predict_expr"]
 @dataclass(frozen=True)
 class ArrayPrediction:
     """A bare array: what one device holds and how long reading it from HBM takes."""
+
     expression: str
     local_shape: tuple[int, ...]
     bytes_per_device: float
@@ -35,8 +37,9 @@ class ArrayPrediction:
         return {**d, "V_bytes": self.bytes_per_device, "regime": None, "collectives": []}
 
 
-def predict_expr(expr, mesh, sizes, dtype: str, hw: Hardware,
-                 topology: str | None = None) -> CollectiveCost | MatmulPrediction | ArrayPrediction:
+def predict_expr(
+    expr, mesh, sizes, dtype: str, hw: Hardware, topology: str | None = None
+) -> CollectiveCost | MatmulPrediction | ArrayPrediction:
     """Predict an expression (text or parsed): a collective, a matmul or a bare array."""
     expr = parse(expr) if isinstance(expr, str) else expr
     if isinstance(expr, Collective):

@@ -20,17 +20,27 @@ This module knows no chip: it reads a hardware entry's fields by name (``interco
 ``wraparound``, ``domain_size``, ``node_bw_unidir_Bps``), so :mod:`analysis.book.hardware` can
 re-export it without an import circle.
 """
+
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from analysis.book.errors import HardwareError, NotationError
 
-__all__ = ["Layout", "Fabric", "parse_topology", "parse_layout", "fabrics_for", "split_axes",
-           "group_extents", "wraparound_for", "wraparound_reason"]
+__all__ = [
+    "Layout",
+    "Fabric",
+    "parse_topology",
+    "parse_layout",
+    "fabrics_for",
+    "split_axes",
+    "group_extents",
+    "wraparound_for",
+    "wraparound_reason",
+]
 
 _FORMS = "4x4x4, nodes=2,gpus_per_node=8 or slices=2[,slice=16x16]"
 
@@ -50,6 +60,7 @@ def parse_topology(topology: str) -> list[int]:
 class Layout:
     """A parsed ``--topology``: ``kind`` is ``shape`` (one slice), ``nodes`` or ``slices``;
     ``blocks`` counts nodes or slices, ``block_size`` their devices (None: total / blocks)."""
+
     text: str
     kind: str
     shape: tuple[int, ...] | None = None
@@ -86,6 +97,7 @@ def parse_layout(topology: str) -> Layout:
 class Fabric:
     """One level of the network: ``block`` devices (cumulative, innermost level first) that
     talk over ``interconnect`` (``torus`` or ``switch``) at the entry's ``bw_attr`` W."""
+
     name: str
     where: str
     interconnect: str
@@ -104,15 +116,28 @@ def fabrics_for(hw, layout: Layout | None, total: int) -> list[Fabric]:
     switch = hw.interconnect == "switch"
     d = getattr(hw, "domain_size", None)
     net = getattr(hw, "scaleout_network", None) or "scale-out network"
-    if layout is not None and layout.kind != "shape" and hw.interconnect != ("switch" if layout.kind == "nodes"
-                                                                             else "torus"):
+    if (
+        layout is not None
+        and layout.kind != "shape"
+        and hw.interconnect != ("switch" if layout.kind == "nodes" else "torus")
+    ):
         want = "GPU nodes (an entry whose interconnect is a switch)" if layout.kind == "nodes" else "TPU slices"
-        raise HardwareError(f"topology {layout.text!r} describes {want}; {hw.name} is {hw.interconnect}: "
-                            f"use {'slices=N[,slice=AxB]' if layout.kind == 'nodes' else 'nodes=N,gpus_per_node=M'}")
+        raise HardwareError(
+            f"topology {layout.text!r} describes {want}; {hw.name} is {hw.interconnect}: "
+            f"use {'slices=N[,slice=AxB]' if layout.kind == 'nodes' else 'nodes=N,gpus_per_node=M'}"
+        )
     if layout is None or layout.kind == "shape":
         if not d or total <= d or hw.interconnect == "host":
-            return [Fabric("NVLink switch" if switch else "ICI", "in one domain", hw.interconnect or "torus",
-                           "link_bw_unidir_Bps", "hop_latency_s", total)]
+            return [
+                Fabric(
+                    "NVLink switch" if switch else "ICI",
+                    "in one domain",
+                    hw.interconnect or "torus",
+                    "link_bw_unidir_Bps",
+                    "hop_latency_s",
+                    total,
+                )
+            ]
         if switch and getattr(hw, "node_bw_unidir_Bps", None) is not None:
             layout = Layout("(assumed)", "nodes", None, 1, total)  # PCIe / NVL cards: one node of them
         elif switch:
@@ -127,10 +152,13 @@ def fabrics_for(hw, layout: Layout | None, total: int) -> list[Fabric]:
         if size * layout.blocks != total:
             raise NotationError(f"topology {layout.text!r} has {size * layout.blocks} devices but the mesh has {total}")
         if size > d:
-            raise HardwareError(f"topology {layout.text!r}: a slice of {size} devices is larger than "
-                                f"{hw.name}'s largest slice ({d})")
-        return [Fabric("ICI", "inside each slice", "torus", "link_bw_unidir_Bps", "hop_latency_s", size),
-                Fabric(net, "across slices", "switch", "scaleout_bw_unidir_Bps", "scaleout_latency_s", total)]
+            raise HardwareError(
+                f"topology {layout.text!r}: a slice of {size} devices is larger than {hw.name}'s largest slice ({d})"
+            )
+        return [
+            Fabric("ICI", "inside each slice", "torus", "link_bw_unidir_Bps", "hop_latency_s", size),
+            Fabric(net, "across slices", "switch", "scaleout_bw_unidir_Bps", "scaleout_latency_s", total),
+        ]
     per = layout.block_size or 1
     if per * layout.blocks != total:
         raise NotationError(f"topology {layout.text!r} has {per * layout.blocks} GPUs but the mesh has {total}")
@@ -140,11 +168,25 @@ def fabrics_for(hw, layout: Layout | None, total: int) -> list[Fabric]:
             levels.append(Fabric(net, "across nodes", "switch", "scaleout_bw_unidir_Bps", "scaleout_latency_s", total))
         return levels
     if getattr(hw, "node_bw_unidir_Bps", None) is None or per % d:
-        raise HardwareError(f"topology {layout.text!r}: {hw.name}'s NVLink domain is {d} GPUs, smaller than a "
-                            f"node of {per}, and the entry gives no node_bw_unidir_Bps for the rest of the "
-                            f"node; use gpus_per_node={d} or add it")
-    levels = [Fabric("NVLink", "inside each NVLink pair" if d == 2 else "inside each NVLink domain",
-                     "switch", "link_bw_unidir_Bps", "hop_latency_s", d)] if d > 1 else []
+        raise HardwareError(
+            f"topology {layout.text!r}: {hw.name}'s NVLink domain is {d} GPUs, smaller than a "
+            f"node of {per}, and the entry gives no node_bw_unidir_Bps for the rest of the "
+            f"node; use gpus_per_node={d} or add it"
+        )
+    levels = (
+        [
+            Fabric(
+                "NVLink",
+                "inside each NVLink pair" if d == 2 else "inside each NVLink domain",
+                "switch",
+                "link_bw_unidir_Bps",
+                "hop_latency_s",
+                d,
+            )
+        ]
+        if d > 1
+        else []
+    )
     levels.append(Fabric("PCIe", "inside each node", "switch", "node_bw_unidir_Bps", "hop_latency_s", per))
     if total > per:
         levels.append(Fabric(net, "across nodes", "switch", "scaleout_bw_unidir_Bps", "scaleout_latency_s", total))
@@ -161,8 +203,10 @@ def split_axes(sizes: Sequence[int], blocks: Sequence[int]) -> list[tuple[int, .
         for hi in blocks:
             a, b = max(stride, lo), min(stride * m, hi)
             if b > a and b % a:
-                raise NotationError(f"a mesh axis of {m} does not split evenly over blocks of {lo} devices "
-                                    f"(it spans devices {stride} apart)")
+                raise NotationError(
+                    f"a mesh axis of {m} does not split evenly over blocks of {lo} devices "
+                    f"(it spans devices {stride} apart)"
+                )
             parts.append(b // a if b > a else 1)
             lo = hi
         if math.prod(parts) != m:
@@ -216,11 +260,14 @@ def wraparound_for(hw, axis_sizes: Sequence[int], topology: str | None = None) -
     if layout is not None:
         phys = list(layout.shape)
         if len(phys) < len(sizes) or any(p != s for p, s in zip(phys, sizes)):
-            raise NotationError(f"mesh axes {'x'.join(map(str, sizes))} do not map onto topology {topology!r} "
-                                "(mesh axes take the topology's axes in order, with equal sizes)")
+            raise NotationError(
+                f"mesh axes {'x'.join(map(str, sizes))} do not map onto topology {topology!r} "
+                "(mesh axes take the topology's axes in order, with equal sizes)"
+            )
         if math.prod(phys) != math.prod(sizes):
-            raise NotationError(f"topology {topology!r} has {math.prod(phys)} chips but the mesh has "
-                                f"{math.prod(sizes)}")
+            raise NotationError(
+                f"topology {topology!r} has {math.prod(phys)} chips but the mesh has {math.prod(sizes)}"
+            )
         sizes = phys[: len(sizes)]
     if hw.interconnect in ("switch", "host"):
         return [True] * len(sizes)
@@ -233,8 +280,10 @@ def wraparound_reason(hw, size: int) -> str:
     if rule == "always":
         return f"{hw.name} wraps around every axis"
     if rule == "multiple_of_4":
-        return (f"{hw.name} wraps around an axis that spans full cubes (a multiple of 4); "
-                f"{size} {'is' if size % 4 == 0 else 'is not'}")
+        return (
+            f"{hw.name} wraps around an axis that spans full cubes (a multiple of 4); "
+            f"{size} {'is' if size % 4 == 0 else 'is not'}"
+        )
     if rule == "only_16":
         return f"{hw.name} wraps around only an axis of 16; this one is {size}"
     return f"{hw.name} has no wraparound"

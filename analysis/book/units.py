@@ -6,6 +6,7 @@ Sizes follow nccl-tests where it has a convention: a bare ``K``, ``M`` or ``G`` 
 Printed sizes say which: ``MiB`` is binary, ``MB`` decimal. Bandwidths are printed in
 decimal ``GB/s`` (10^9 bytes per second), as nccl-tests prints them.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,8 +19,10 @@ BINARY = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])(i?b?))?\s*(b?)\s*$", re.IGNORECASE)
 # Exact spellings, largest unit first, for format_size.
-_EXACT = sorted([(f"{u.upper()}iB", s) for u, s in BINARY.items()] + [(f"{u.upper()}B", s) for u, s in DECIMAL.items()],
-                key=lambda us: -us[1])
+_EXACT = sorted(
+    [(f"{u.upper()}iB", s) for u, s in BINARY.items()] + [(f"{u.upper()}B", s) for u, s in DECIMAL.items()],
+    key=lambda us: -us[1],
+)
 SIZE_EXAMPLES = "4096, 64KiB, 16MiB, 128M (binary, as nccl-tests), 1GB (decimal)"
 
 

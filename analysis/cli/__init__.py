@@ -7,11 +7,13 @@ line ``error: ...`` on stderr and exits 2 (:func:`analysis.cli.options.fail`).
 
 May import: all of :mod:`analysis` (never :mod:`runner`); heavy modules inside ``main``.
 """
+
 from __future__ import annotations
 
 import argparse
 import importlib
 import sys
+from pathlib import Path
 
 COMMANDS = {
     "report": ("analysis.cli.report", "rebuild the report of a multirun (or run) folder from disk"),
@@ -28,13 +30,14 @@ COMMANDS = {
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` (default: the process's), run the command, return its exit status."""
     argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(prog="python -m analysis", description=__doc__.splitlines()[0])
+    prog = "shardlab-analysis" if Path(sys.argv[0]).name == "shardlab-analysis" else "python -m analysis"
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (module, help_text) in COMMANDS.items():
+    for name, (_module, help_text) in COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
     if not argv or argv[0] not in COMMANDS:
         parser.parse_args(argv)  # prints usage / the allowed commands and exits 2
     module = importlib.import_module(COMMANDS[argv[0]][0])
-    cmd_parser = argparse.ArgumentParser(prog=f"python -m analysis {argv[0]}", description=COMMANDS[argv[0]][1])
+    cmd_parser = argparse.ArgumentParser(prog=f"{prog} {argv[0]}", description=COMMANDS[argv[0]][1])
     module.add_arguments(cmd_parser)
     return module.main(cmd_parser.parse_args(argv[1:]))

@@ -5,6 +5,7 @@ hardware entry (``conf/hardware/NAME.yaml`` by default).
 Then ``python -m analysis predict ... --hardware NAME`` and ``python -m runner hardware=NAME``
 predict with the measured constants. Invalid input exits with status 2 and one line on stderr.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,8 +22,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dir", type=Path, help="a sweep (multirun) folder")
     parser.add_argument("--name", required=True, help="the new hardware entry's name, e.g. cpu_laptop")
     parser.add_argument("--out", type=Path, default=None, help="where to write it (default: conf/hardware/NAME.yaml)")
-    parser.add_argument("--base", default=None,
-                        help="hardware whose keys and topology rules to start from (default: the one the sweep ran on)")
+    parser.add_argument(
+        "--base",
+        default=None,
+        help="hardware whose keys and topology rules to start from (default: the one the sweep ran on)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -58,8 +62,10 @@ def main(args: argparse.Namespace) -> int:
         return fail(f"base hardware {base_hw.name!r} names no interconnect; pick one with --base (e.g. cpu)")
     table = calibrate.calibration_table(points, base)
     if not len(table):
-        return fail(f"{args.dir}: no collective has 3 or more usable points to fit (flagged points and points "
-                    "in another bandwidth regime are left out; every point latency-bound gives no W)")
+        return fail(
+            f"{args.dir}: no collective has 3 or more usable points to fit (flagged points and points "
+            "in another bandwidth regime are left out; every point latency-bound gives no W)"
+        )
 
     out = args.out or hardware_dir() / f"{args.name}.yaml"
     if out.is_file() and "calibrated" not in (yaml.safe_load(out.read_text()) or {}):
@@ -68,36 +74,55 @@ def main(args: argparse.Namespace) -> int:
     base_raw.pop("calibrated", None)
     today = dt.date.today().isoformat()
     started = _sweep_date(sweep.results)
-    source = (f"calibrated on {today} by `python -m analysis calibrate` from the sweep {args.dir.resolve()} "
-              f"(measured {started}); base entry {base_hw.name}")
+    source = (
+        f"calibrated on {today} by `python -m analysis calibrate` from the sweep {args.dir.resolve()} "
+        f"(measured {started}); base entry {base_hw.name}"
+    )
     entry = calibrate.hardware_entry(base_raw, args.name, table, source)
     head = calibrate.headline_fit(table)
-    header = (f"{args.name}: {base_hw.name} with W and T_min measured on this machine ({today}).\n"
-              "Each `calibrated` entry fits the book's max(T_min * hops, c * V / W) to the sweep's medians\n"
-              "for one collective over n_axes mesh axes; predictions use the matching entry, and the\n"
-              f"top-level constants (from {head['op']} over {head['n_axes']} mesh axis/axes) for any other.\n"
-              "device_kinds is empty so that hardware=auto keeps picking the base entry.")
+    header = (
+        f"{args.name}: {base_hw.name} with W and T_min measured on this machine ({today}).\n"
+        "Each `calibrated` entry fits the book's max(T_min * hops, c * V / W) to the sweep's medians\n"
+        "for one collective over n_axes mesh axes; predictions use the matching entry, and the\n"
+        f"top-level constants (from {head['op']} over {head['n_axes']} mesh axis/axes) for any other.\n"
+        "device_kinds is empty so that hardware=auto keeps picking the base entry."
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(calibrate.entry_yaml(entry, header))
     calibrate.check_round_trip(out, table)
 
     print(f"{'op':<15} {'axes':>4} {'W (B/s)':>10} {'T_min (s)':>10} {'rel RMS':>8} {'points':>6}")
     for r in table.itertuples():
-        print(f"{r.op:<15} {r.n_axes:>4} {fmt(r.W_Bps):>10} {fmt(r.T_min_s):>10} {fmt(r.rel_rms_error):>8} "
-              f"{r.n_points:>6}")
+        print(
+            f"{r.op:<15} {r.n_axes:>4} {fmt(r.W_Bps):>10} {fmt(r.T_min_s):>10} {fmt(r.rel_rms_error):>8} "
+            f"{r.n_points:>6}"
+        )
     for r in table.itertuples():
         if r.left_out:
             print(f"left out of {r.op} over {r.n_axes} axis/axes: {r.left_out}")
     print(f"wrote {out}")
     for r in table.itertuples():
         if r.rel_rms_error > calibrate.WARN_REL_ERROR:
-            print(f"warning: the fitted model stays {r.rel_rms_error:.0%} (relative RMS) from the {r.op} medians over "
-                  f"{r.n_axes} axis/axes; its W and T_min describe those points poorly (noisy rounds, or a "
-                  "regime the book's max() form does not have)", file=sys.stderr)
+            print(
+                f"warning: the fitted model stays {r.rel_rms_error:.0%} (relative RMS) from the {r.op} medians over "
+                f"{r.n_axes} axis/axes; its W and T_min describe those points poorly (noisy rounds, or a "
+                "regime the book's max() form does not have)",
+                file=sys.stderr,
+            )
     return 0
 
 
 def _sweep_date(results: list[dict]) -> str:
     """When the sweep's first job started (from its result.json), or 'date unknown'."""
-    started = sorted(float(r["started_at"]) for r in results if isinstance(r.get("started_at"), (int, float)))
-    return dt.datetime.fromtimestamp(started[0]).isoformat(sep=" ", timespec="minutes") if started else "date unknown"
+    started = []
+    for r in results:
+        when = r.get("started_at")
+        try:  # ISO 8601 (format_version 1); epoch seconds in older results
+            started.append(
+                dt.datetime.fromisoformat(when)
+                if isinstance(when, str)
+                else dt.datetime.fromtimestamp(float(when)).astimezone()
+            )
+        except (TypeError, ValueError):
+            continue
+    return min(started).isoformat(sep=" ", timespec="minutes") if started else "date unknown"

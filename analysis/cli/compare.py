@@ -8,6 +8,7 @@ Writes ``compare.md``, ``index.html`` (self-contained), ``ratios.csv``, ``fits.c
 path of ``index.html``. A folder with no successful results, or sweeps that share no
 experiment, exit with status 2 and one line on stderr.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,10 +18,10 @@ from pathlib import Path
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``compare`` command's options."""
-    parser.add_argument("dirs", type=Path, nargs="+",
-                        help="two or more sweep (multirun) folders; the first is the reference")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="output folder (default: outputs/compare/<time>)")
+    parser.add_argument(
+        "dirs", type=Path, nargs="+", help="two or more sweep (multirun) folders; the first is the reference"
+    )
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default: outputs/compare/<time>)")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ with no constants (as the runner records it). ``--platform`` takes what JAX repo
 ``tpu``, ``gpu``, ``cuda``, ``rocm``; the last two mean gpu). Bad input exits with status 2
 and ``error: ...`` on stderr.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,10 +29,16 @@ from analysis.cli.options import fail
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``hardware`` command's options."""
-    parser.add_argument("--device-kind", default=None,
-                        help='a device kind as JAX reports it (devices()[0].device_kind), e.g. "TPU v5 lite"')
-    parser.add_argument("--platform", default=None,
-                        help=f"the devices' platform ({', '.join(PLATFORMS)}); restricts the catalogue or the match")
+    parser.add_argument(
+        "--device-kind",
+        default=None,
+        help='a device kind as JAX reports it (devices()[0].device_kind), e.g. "TPU v5 lite"',
+    )
+    parser.add_argument(
+        "--platform",
+        default=None,
+        help=f"the devices' platform ({', '.join(PLATFORMS)}); restricts the catalogue or the match",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -42,16 +49,28 @@ def _num(x, unit: str = "") -> str:
 def _constants(hw: Hardware) -> list[str]:
     """An entry's constants in two lines: its domain, then what lies beyond it."""
     flops = hw.flops_per_s.get("bfloat16")
-    mem = ("-" if not hw.memory_bytes else f"{hw.memory_bytes / 2**30:g} GiB" if hw.memory_bytes % 2**30 == 0
-           else f"{hw.memory_bytes / 1e9:.4g} GB")
-    lines = [(f"W {_num(hw.link_bw_unidir_Bps, ' B/s')} one way, {_num(hw.link_bw_bidir_Bps, ' B/s')} bidi "
-              f"({hw.interconnect or '-'}, wraparound {hw.wraparound or '-'}), T_min "
-              f"{fmt_time(hw.hop_latency_s) if hw.hop_latency_s else '-'}; HBM {_num(hw.hbm_bw_Bps, ' B/s')}, "
-              f"{mem}; bf16 {_num(flops, ' FLOP/s')}")]
+    mem = (
+        "-"
+        if not hw.memory_bytes
+        else f"{hw.memory_bytes / 2**30:g} GiB"
+        if hw.memory_bytes % 2**30 == 0
+        else f"{hw.memory_bytes / 1e9:.4g} GB"
+    )
+    lines = [
+        (
+            f"W {_num(hw.link_bw_unidir_Bps, ' B/s')} one way, {_num(hw.link_bw_bidir_Bps, ' B/s')} bidi "
+            f"({hw.interconnect or '-'}, wraparound {hw.wraparound or '-'}), T_min "
+            f"{fmt_time(hw.hop_latency_s) if hw.hop_latency_s else '-'}; HBM {_num(hw.hbm_bw_Bps, ' B/s')}, "
+            f"{mem}; bf16 {_num(flops, ' FLOP/s')}"
+        )
+    ]
     if hw.domain_size:
-        beyond = (f"; beyond it {hw.scaleout_network or 'scale-out'} {_num(hw.scaleout_bw_unidir_Bps, ' B/s')} "
-                  f"per device one way, {fmt_time(hw.scaleout_latency_s) if hw.scaleout_latency_s else '-'}"
-                  if hw.scaleout_bw_unidir_Bps else "")
+        beyond = (
+            f"; beyond it {hw.scaleout_network or 'scale-out'} {_num(hw.scaleout_bw_unidir_Bps, ' B/s')} "
+            f"per device one way, {fmt_time(hw.scaleout_latency_s) if hw.scaleout_latency_s else '-'}"
+            if hw.scaleout_bw_unidir_Bps
+            else ""
+        )
         node = f"; PCIe in a node {_num(hw.node_bw_unidir_Bps, ' B/s')}" if hw.node_bw_unidir_Bps else ""
         lines.append(f"domain {hw.domain_size} devices{node}{beyond}")
     return lines
@@ -82,7 +101,7 @@ def main(args: argparse.Namespace) -> int:
             hws = [h for h in hws if platform is None or h.kind == platform]
         else:
             if not args.device_kind.strip():
-                raise BookError("--device-kind is empty; give it as JAX reports it, e.g. \"TPU v5 lite\"")
+                raise BookError('--device-kind is empty; give it as JAX reports it, e.g. "TPU v5 lite"')
             r = resolve(args.device_kind, platform)
             hw = load_hardware(r.entry["name"]) if r.known else None
     except BookError as err:
@@ -94,10 +113,27 @@ def main(args: argparse.Namespace) -> int:
             print("\n".join(line for h in hws for line in _block(h) + [""]).rstrip())
         return 0
     if args.json:
-        out = {"device_kind": r.device_kind, "platform": r.platform, "name": r.entry["name"], "known": r.known,
-               "matched_by": r.matched_by, "reason": r.reason}
-        print(json.dumps({**out, **({k: v for k, v in _entry_json(hw).items() if k != "name"} if hw else
-                                    {"kind": r.entry["kind"], "source": r.entry["source"]})}, indent=2))
+        out = {
+            "device_kind": r.device_kind,
+            "platform": r.platform,
+            "name": r.entry["name"],
+            "known": r.known,
+            "matched_by": r.matched_by,
+            "reason": r.reason,
+        }
+        print(
+            json.dumps(
+                {
+                    **out,
+                    **(
+                        {k: v for k, v in _entry_json(hw).items() if k != "name"}
+                        if hw
+                        else {"kind": r.entry["kind"], "source": r.entry["source"]}
+                    ),
+                },
+                indent=2,
+            )
+        )
         return 0
     print(f"{r.device_kind!r} ({r.platform}) -> {r.entry['name']} ({r.matched_by}): {r.reason}")
     if hw is not None:

@@ -6,23 +6,23 @@ any backend; a file holding several modules lists them all. Example::
 
     python -m analysis hlo outputs/.../hlo/compiled.hlo.txt --hardware tpu_v5e --topology 8x16
 
-With ``--hardware``, the book's model (:func:`analysis.book.collective_cost.predict_collective`) prices each
-all-gather, reduce-scatter, all-reduce and all-to-all as if its group were ONE mesh axis of
-``group_size`` devices; HLO does not say how a group lies on the physical links. V is taken
-as the book does: the result bytes for all-gather (the gathered array), the operand bytes for
-reduce-scatter and all-reduce (the unreduced array), and operand bytes * group_size for
+With ``--hardware``, the book's model (:func:`analysis.book.collective_cost.predict_collective`)
+prices each all-gather, reduce-scatter, all-reduce and all-to-all as if its group were ONE mesh
+axis of ``group_size`` devices; HLO does not say how a group lies on the physical links. V is
+taken as the book does: the result bytes for all-gather (the gathered array), the operand bytes
+for reduce-scatter and all-reduce (the unreduced array), and operand bytes * group_size for
 all-to-all (the whole array across the group, as the runner's V and the notation's; each
-device's operand is 1/group_size of it). Whether
-that axis wraps around follows the hardware's rule for an axis of that size; with
-``--topology``, a group as large as one of the topology's axes is taken to be that axis (the
-reason names it; the rules in conf/hardware depend on the size alone, so the answer is the
-same). With a multi-node or multi-slice ``--topology`` (``nodes=2,gpus_per_node=8``,
-``slices=2[,slice=16x16]``), a group's device ids say where it lies: device ``i`` sits in node
-(or slice) ``i // devices_per_node``, and a group spanning several is priced level by level
-(inside each node over its own W, across nodes over the scale-out network). collective-permute, collective-broadcast, ragged-all-to-all and groups of
-unknown or uneven size get no prediction. A missing file, unreadable HLO or a bad option
-exits with status 2 and ``error: ...`` on stderr.
-"""
+device's operand is 1/group_size of it). Whether that axis wraps around follows the hardware's
+rule for an axis of that size; with ``--topology``, a group as large as one of the topology's
+axes is taken to be that axis (the reason names it; the rules in conf/hardware depend on the
+size alone, so the answer is the same). With a multi-node or multi-slice ``--topology``
+(``nodes=2,gpus_per_node=8``, ``slices=2[,slice=16x16]``), a group's device ids say where it
+lies: device ``i`` sits in node (or slice) ``i // devices_per_node``, and a group spanning
+several is priced level by level (inside each node over its own W, across nodes over the
+scale-out network). collective-permute, collective-broadcast, ragged-all-to-all and groups of
+unknown or uneven size get no prediction. A missing file, unreadable HLO or a bad option exits
+with status 2 and ``error: ...`` on stderr."""
+
 from __future__ import annotations
 
 import argparse
@@ -41,37 +41,54 @@ from analysis.hlo import Collective, HloParseError, parse_collectives
 MAX_HLO_BYTES = 1 << 30
 
 # HLO kind -> the model's kind, and the book's V from a parsed Collective.
-_MODEL = {"all-gather": ("all_gather", lambda c: c.result_bytes),
-          "reduce-scatter": ("reduce_scatter", lambda c: c.operand_bytes),
-          "all-reduce": ("all_reduce", lambda c: c.operand_bytes),
-          "all-to-all": ("all_to_all", lambda c: c.operand_bytes * c.group_size)}
+_MODEL = {
+    "all-gather": ("all_gather", lambda c: c.result_bytes),
+    "reduce-scatter": ("reduce_scatter", lambda c: c.operand_bytes),
+    "all-reduce": ("all_reduce", lambda c: c.operand_bytes),
+    "all-to-all": ("all_to_all", lambda c: c.operand_bytes * c.group_size),
+}
 _PREDICTION_KEYS = ("V_bytes", "links", "wraparound_reason", "model_time_s", "regime", "formula", "note")
-_ASSUMPTION = ("each group taken as one mesh axis of group_size devices; V = result bytes (all-gather), "
-               "operand bytes (reduce-scatter, all-reduce), operand bytes * group_size (all-to-all)")
+_ASSUMPTION = (
+    "each group taken as one mesh axis of group_size devices; V = result bytes (all-gather), "
+    "operand bytes (reduce-scatter, all-reduce), operand bytes * group_size (all-to-all)"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``hlo`` command's options."""
     parser.add_argument("file", help="HLO text: compiled.as_text() output or an XLA dump (--xla_dump_to)")
-    parser.add_argument("--num-devices", type=int, default=None,
-                        help="devices in a group written replica_groups={} (default: the module header's "
-                             "replica_count * num_partitions)")
-    parser.add_argument("--hardware", default=None,
-                        help="also predict each collective's time with the book's model on this hardware "
-                             "(a name in conf/hardware, e.g. tpu_v5e, h100, or a YAML path); each group is "
-                             "taken as ONE mesh axis of group_size devices; V = result bytes (all-gather), "
-                             "operand bytes (reduce-scatter, all-reduce), operand bytes * group_size "
-                             "(all-to-all)")
-    parser.add_argument("--topology", default=None,
-                        help="physical slice shape, e.g. 8x16 (with --hardware): a group as large as one of "
-                             "its axes is taken to be that axis, and the output says which; whether it wraps "
-                             "around follows the hardware's rule for its size either way. Or several domains: "
-                             "nodes=2,gpus_per_node=8 (GPUs) or slices=2[,slice=16x16] (TPUs): a group whose "
-                             "device ids span nodes/slices is priced inside each and across them")
-    parser.add_argument("--json", action="store_true",
-                        help="print a JSON list, one object per collective: every field of "
-                             "analysis.hlo.Collective (for collective-permute, num_groups counts its pairs), "
-                             "num_pairs, and with --hardware the prediction")
+    parser.add_argument(
+        "--num-devices",
+        type=int,
+        default=None,
+        help="devices in a group written replica_groups={} (default: the module header's "
+        "replica_count * num_partitions)",
+    )
+    parser.add_argument(
+        "--hardware",
+        default=None,
+        help="also predict each collective's time with the book's model on this hardware "
+        "(a name in conf/hardware, e.g. tpu_v5e, h100, or a YAML path); each group is "
+        "taken as ONE mesh axis of group_size devices; V = result bytes (all-gather), "
+        "operand bytes (reduce-scatter, all-reduce), operand bytes * group_size "
+        "(all-to-all)",
+    )
+    parser.add_argument(
+        "--topology",
+        default=None,
+        help="physical slice shape, e.g. 8x16 (with --hardware): a group as large as one of "
+        "its axes is taken to be that axis, and the output says which; whether it wraps "
+        "around follows the hardware's rule for its size either way. Or several domains: "
+        "nodes=2,gpus_per_node=8 (GPUs) or slices=2[,slice=16x16] (TPUs): a group whose "
+        "device ids span nodes/slices is priced inside each and across them",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print a JSON list, one object per collective: every field of "
+        "analysis.hlo.Collective (for collective-permute, num_groups counts its pairs), "
+        "num_pairs, and with --hardware the prediction",
+    )
     add_constant_arguments(parser, flops=False)
 
 
@@ -89,8 +106,11 @@ def _wraparound(hw: Hardware, size: int, topology: str | None) -> tuple[bool, st
     phys = list(layout.shape or ()) if layout is not None else []
     if layout is not None and phys:
         name = "topology" if layout.kind == "shape" else "slice shape"
-        where = (f"axis {phys.index(size)} of {name} {'x'.join(map(str, phys))}; " if size in phys
-                 else f"not an axis of {name} {'x'.join(map(str, phys))}; ")
+        where = (
+            f"axis {phys.index(size)} of {name} {'x'.join(map(str, phys))}; "
+            if size in phys
+            else f"not an axis of {name} {'x'.join(map(str, phys))}; "
+        )
     return ring, where + wraparound_reason(hw, size)
 
 
@@ -123,8 +143,15 @@ def predict(c: Collective, hw: Hardware, topology: str | None = None) -> dict | 
     p = predict_collective(kind, v, [c.group_size], hw, [ring], spans)
     uneven = "the group spreads unevenly over the nodes/slices: priced as if even, with its extents rounded up"
     note = p.note if even else "; ".join(filter(None, [p.note, uneven]))
-    return {"V_bytes": v, "links": p.topology, "wraparound_reason": why, "model_time_s": p.time_s,
-            "regime": p.regime, "formula": p.formula, "note": note}
+    return {
+        "V_bytes": v,
+        "links": p.topology,
+        "wraparound_reason": why,
+        "model_time_s": p.time_s,
+        "regime": p.regime,
+        "formula": p.formula,
+        "note": note,
+    }
 
 
 def _record(c: Collective, hw: Hardware | None, topology: str | None) -> dict:
@@ -182,7 +209,9 @@ def main(args: argparse.Namespace) -> int:
             raise BookError(f"{args.file} is larger than {MAX_HLO_BYTES >> 20} MiB: not one program's HLO text")
         with open(args.file, encoding="utf-8") as f:
             text = f.read()
-        if not re.search(r"^\s*HloModule\s", text, re.M) and not re.search(r"^\s*(ENTRY\s+)?%?[\w.\-]+\s.*\{\s*$", text, re.M):
+        if not re.search(r"^\s*HloModule\s", text, re.M) and not re.search(
+            r"^\s*(ENTRY\s+)?%?[\w.\-]+\s.*\{\s*$", text, re.M
+        ):
             raise HloParseError("no HloModule and no computation in it: not HLO text")
         collectives = parse_collectives(text, num_devices=args.num_devices)
         records = [_record(c, hw, args.topology) for c in collectives]
@@ -201,8 +230,10 @@ def main(args: argparse.Namespace) -> int:
     if hw is not None:
         where = f", topology {args.topology}" if args.topology else ""
         multi = args.topology is not None and parse_layout(args.topology).kind != "shape"
-        print(f"model: {hw.name} ({hw.interconnect}){where}; {_ASSUMPTION}"
-              + ("; device i lies in node/slice i // (devices per node/slice)" if multi else ""))
+        print(
+            f"model: {hw.name} ({hw.interconnect}){where}; {_ASSUMPTION}"
+            + ("; device i lies in node/slice i // (devices per node/slice)" if multi else "")
+        )
     if records:
         print(render(records, hw is not None))
     for r in records:

@@ -1,5 +1,6 @@
 """What the commands share: parsing ``X=4,Y=2`` options, hardware constants given on the
 command line, and the one way to fail (``error: ...`` on stderr, exit status 2)."""
+
 from __future__ import annotations
 
 import argparse
@@ -58,8 +59,11 @@ def add_constant_arguments(parser: argparse.ArgumentParser, flops: bool) -> None
 def hardware_from_args(args: argparse.Namespace) -> Hardware:
     """``--hardware`` loaded, with the constants :func:`add_constant_arguments` supplies."""
     hw = load_hardware(args.hardware)
-    over = {k: getattr(args, k) for k in ("link_bw_bidir_Bps", "link_bw_unidir_Bps", "hop_latency_s")
-            if getattr(args, k, None) is not None}
+    over = {
+        k: getattr(args, k)
+        for k in ("link_bw_bidir_Bps", "link_bw_unidir_Bps", "hop_latency_s")
+        if getattr(args, k, None) is not None
+    }
     if over:
         over["calibrated"] = ()  # constants given on the command line win over measured ones
     if getattr(args, "flops_per_s", None) is not None:

@@ -12,6 +12,7 @@ Mesh axes are single capital letters (``_XY`` in a subscript means axes X and Y)
 names like ``B`` or ``E1``. An invalid expression or option exits with status 2 and the
 error message on stderr.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,23 +34,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mesh", required=True, help="mesh axes and sizes, e.g. X=4,Y=4,Z=4")
     parser.add_argument("--dims", default="", help="global dim sizes, e.g. B=1024,D=4096")
     parser.add_argument("--dtype", default="bfloat16", help="element type (bfloat16, float32, int8, ...)")
-    parser.add_argument("--topology", default=None,
-                        help="physical slice shape, e.g. 4x4x4 (decides rings vs lines); or several domains: "
-                             "nodes=2,gpus_per_node=8 (GPU nodes over the scale-out network) or "
-                             "slices=2[,slice=16x16] (TPU slices over DCN); the first mesh axis varies slowest")
+    parser.add_argument(
+        "--topology",
+        default=None,
+        help="physical slice shape, e.g. 4x4x4 (decides rings vs lines); or several domains: "
+        "nodes=2,gpus_per_node=8 (GPU nodes over the scale-out network) or "
+        "slices=2[,slice=16x16] (TPU slices over DCN); the first mesh axis varies slowest",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     add_constant_arguments(parser, flops=True)
 
 
 def _collective_lines(c: CollectiveCost, indent: str) -> list[str]:
     p = c.prediction
-    lines = [f"{indent}axes       {'; '.join(c.axis_notes) or ', '.join(c.axes) + ' (' + p.topology + ')'}",
-             f"{indent}V          {c.V_formula}: {BY_OP[p.kind].V_meaning}",
-             f"{indent}time       {p.formula}",
-             f"{indent}regime     {p.regime}-bound ({p.topology}, {p.hops:g} hop{'' if p.hops == 1 else 's'})"]
+    lines = [
+        f"{indent}axes       {'; '.join(c.axis_notes) or ', '.join(c.axes) + ' (' + p.topology + ')'}",
+        f"{indent}V          {c.V_formula}: {BY_OP[p.kind].V_meaning}",
+        f"{indent}time       {p.formula}",
+        f"{indent}regime     {p.regime}-bound ({p.topology}, {p.hops:g} hop{'' if p.hops == 1 else 's'})",
+    ]
     if p.book_time_s is not None:
-        lines += [f"{indent}book       the simple ring formula would give {p.book_formula} = {fmt_time(p.book_time_s)}",
-                  f"{indent}why        {p.note}; the topology-aware answer is {fmt_time(p.time_s)}"]
+        lines += [
+            f"{indent}book       the simple ring formula would give {p.book_formula} = {fmt_time(p.book_time_s)}",
+            f"{indent}why        {p.note}; the topology-aware answer is {fmt_time(p.time_s)}",
+        ]
     elif p.note:
         lines.append(f"{indent}note       {p.note}")
     return lines
@@ -64,8 +72,12 @@ def render(result, header: str) -> str:
         lines.append(f"  predicted  {fmt_time(result.time_s)}")
         return "\n".join(lines)
     if isinstance(result, ArrayPrediction):
-        lines = [result.expression, header, f"  local shape {list(result.local_shape)}: {result.formula}",
-                 f"  all devices together hold {result.bytes_total:,.0f} bytes"]
+        lines = [
+            result.expression,
+            header,
+            f"  local shape {list(result.local_shape)}: {result.formula}",
+            f"  all devices together hold {result.bytes_total:,.0f} bytes",
+        ]
         return "\n".join(lines)
     r = result
     lines = [r.expression, header, f"  {r.case_text}"]
@@ -78,11 +90,15 @@ def render(result, header: str) -> str:
     lines += [f"  {a}" for a in r.alternatives if a] + [f"  note: {n}" for n in r.notes]
     lines.append(f"  FLOPs      {r.flops_formula}")
     if r.T_math_s is not None:
-        lines.append(f"  T_math     FLOPs / (devices * C) = {r.flops:.4g} / ({r.devices} * {r.C_flops_per_s:.4g} FLOP/s)"
-                     f" = {fmt_time(r.T_math_s)}")
+        lines.append(
+            f"  T_math     FLOPs / (devices * C) = {r.flops:.4g} / ({r.devices} * {r.C_flops_per_s:.4g} FLOP/s)"
+            f" = {fmt_time(r.T_math_s)}"
+        )
     lines.append(f"  T_comms    {fmt_time(r.T_comms_s)} (the collectives above, one after another)")
-    lines.append(f"  total      overlapped max(T_math, T_comms) = {fmt_time(r.overlapped_time_s)} ({r.bound}-bound); "
-                 f"serial sum = {fmt_time(r.serial_time_s)}")
+    lines.append(
+        f"  total      overlapped max(T_math, T_comms) = {fmt_time(r.overlapped_time_s)} ({r.bound}-bound); "
+        f"serial sum = {fmt_time(r.serial_time_s)}"
+    )
     lines.append(f"  predicted  {fmt_time(r.time_s)} (overlapped, as a collective matmul would)")
     return "\n".join(lines)
 
@@ -98,12 +114,21 @@ def main(args: argparse.Namespace) -> int:
     except BookError as err:
         return fail(str(err))
     if args.json:
-        out = {**result.to_dict(), "hardware": hw.name, "mesh": mesh, "dims": dims, "dtype": dtype,
-               "dtype_bytes": nbytes, "slice_topology": args.topology}
+        out = {
+            **result.to_dict(),
+            "hardware": hw.name,
+            "mesh": mesh,
+            "dims": dims,
+            "dtype": dtype,
+            "dtype_bytes": nbytes,
+            "slice_topology": args.topology,
+        }
         print(json.dumps(out, indent=2))
         return 0
     mesh_txt = " ".join(f"{k}={v}" for k, v in mesh.items())
-    header = (f"  hardware   {hw.name} ({hw.interconnect}), mesh {mesh_txt}"
-              f"{', topology ' + args.topology if args.topology else ''}, {dtype} ({nbytes:g} bytes)")
+    header = (
+        f"  hardware   {hw.name} ({hw.interconnect}), mesh {mesh_txt}"
+        f"{', topology ' + args.topology if args.topology else ''}, {dtype} ({nbytes:g} bytes)"
+    )
     print(render(result, header))
     return 0

@@ -15,6 +15,7 @@ Writes ``collectives.csv``, ``steps.csv``, ``index.html`` and ``report.md`` to `
 (default ``LOGDIR/profile_report``) and prints the top collectives (``--json``: the whole
 table as JSON). Bad input: one line ``error: ...`` on stderr, exit status 2.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,12 +39,23 @@ _DUMP = re.compile(r"^module_(\d+)\.")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``profile`` command's options."""
     parser.add_argument("logdir", help="jax.profiler's log folder, a session folder, or one .xplane.pb")
-    parser.add_argument("--hlo", default=None, help="an --xla_dump_to folder or a compiled.as_text() file "
-                        "(default: the HLO the profile carries)")
-    parser.add_argument("--mesh", default=None, help="the program's mesh, e.g. X=4,Y=2 (logical device ids in mesh "
-                        "order): names the axes each collective's groups span")
-    parser.add_argument("--hardware", default=None, help="predict each collective with the book's model on this "
-                        "hardware (conf/hardware name or YAML path); cpu needs --link-bw-bidir-Bps and --hop-latency-s")
+    parser.add_argument(
+        "--hlo",
+        default=None,
+        help="an --xla_dump_to folder or a compiled.as_text() file (default: the HLO the profile carries)",
+    )
+    parser.add_argument(
+        "--mesh",
+        default=None,
+        help="the program's mesh, e.g. X=4,Y=2 (logical device ids in mesh "
+        "order): names the axes each collective's groups span",
+    )
+    parser.add_argument(
+        "--hardware",
+        default=None,
+        help="predict each collective with the book's model on this "
+        "hardware (conf/hardware name or YAML path); cpu needs --link-bw-bidir-Bps and --hop-latency-s",
+    )
     parser.add_argument("--topology", default=None, help="physical shape (8x16) or nodes=2,gpus_per_node=8 / slices=2")
     parser.add_argument("--out", default=None, help="output folder (default LOGDIR/profile_report)")
     parser.add_argument("--json", action="store_true", help="print the per-collective table as JSON")
@@ -63,6 +75,7 @@ def find_xplanes(path: Path) -> list[Path]:
 
 # ---------------------------------------------------------------- HLO carried by the xplane
 
+
 def _fields(buf: memoryview):
     """(field number, value) of a protobuf message: varints as int, length-delimited as bytes."""
     i, n = 0, len(buf)
@@ -75,7 +88,7 @@ def _fields(buf: memoryview):
             value, i = None, i + (8 if wire == 1 else 4)
         elif wire == 2:
             size, i = _varint(buf, i)
-            value, i = buf[i:i + size], i + size
+            value, i = buf[i : i + size], i + size
         else:
             raise ValueError(f"unsupported protobuf wire type {wire}")
         yield key >> 3, value
@@ -155,14 +168,17 @@ def load_hlo(hlo: str | None, xplanes: list[Path]) -> tuple[dict[str, str], str]
             except (ValueError, IndexError) as err:  # bytes that are not protobuf
                 raise ValueError(f"{p}: not a readable xplane trace ({err or 'truncated'})") from err
         if not found:
-            raise ValueError("the profile carries no HLO (no 'Hlo Proto' in its metadata plane): pass --hlo "
-                             "(an --xla_dump_to folder or a compiled.as_text() file)")
+            raise ValueError(
+                "the profile carries no HLO (no 'Hlo Proto' in its metadata plane): pass --hlo "
+                "(an --xla_dump_to folder or a compiled.as_text() file)"
+            )
         key = lambda k: int(m.group(1)) if (m := re.search(r"\((\d+)\)$", k)) else -1
         return _by_module([(k, found[k]) for k in sorted(found, key=key)]), "the profile (xplane 'Hlo Proto')"
     path = Path(hlo)
     if path.is_dir():
-        files = sorted(path.glob("*after_optimizations.txt"),
-                       key=lambda p: int(m.group(1)) if (m := _DUMP.match(p.name)) else -1)
+        files = sorted(
+            path.glob("*after_optimizations.txt"), key=lambda p: int(m.group(1)) if (m := _DUMP.match(p.name)) else -1
+        )
         if not files:
             raise ValueError(f"{path} holds no *after_optimizations.txt (an --xla_dump_to folder?)")
         return _by_module([(str(p), p.read_text()) for p in files]), f"{path} (--xla_dump_to)"
@@ -175,6 +191,7 @@ def load_hlo(hlo: str | None, xplanes: list[Path]) -> tuple[dict[str, str], str]
 
 
 # ---------------------------------------------------------------- the command
+
 
 def _name_modules(ops, texts: dict[str, str]):
     """Give trace ops without a module name (a backend that records none, or an unnamed HLO
@@ -204,8 +221,12 @@ def _predictor(args, hw, mesh):
     def predict(c, axes):
         try:
             if axes and not multi and c.kind in BY_HLO:
-                p = predict_collective(BY_HLO[c.kind].op, book_V(c.kind, c.operand_bytes, c.result_bytes, c.group_size),
-                                       [mesh[a] for a in axes], hw)
+                p = predict_collective(
+                    BY_HLO[c.kind].op,
+                    book_V(c.kind, c.operand_bytes, c.result_bytes, c.group_size),
+                    [mesh[a] for a in axes],
+                    hw,
+                )
                 return {"model_time_s": p.time_s, "model_note": f"{p.regime}-bound, {p.topology} over {','.join(axes)}"}
             p = predict_group(c, hw, args.topology)
         except BookError as err:
@@ -213,6 +234,7 @@ def _predictor(args, hw, mesh):
         if p is None:
             return {"model_time_s": math.nan, "model_note": "no model for this collective"}
         return {"model_time_s": p["model_time_s"], "model_note": f"{p['regime']}-bound, group as one axis"}
+
     return predict
 
 
@@ -224,11 +246,26 @@ def _top_lines(table, limit: int = 10) -> list[str]:
         hidden = f"{r.hidden_frac:.0%}" if r.hidden_frac == r.hidden_frac else ""
         ratio = f"{r.measured_over_model:.3g}x" if r.measured_over_model == r.measured_over_model else ""
         runs = f"{r.executions_per_step:g}" if r.executions_per_step == r.executions_per_step else "0"
-        rows.append([r.name, r.kind, r.mesh_axes, fmt_bytes(r.V_bytes), runs, fmt_duration(r.time_median_s),
-                     fmt_duration(r.time_p90_s), share, hidden, fmt_bandwidth(r.busbw_Bps), ratio])
+        rows.append(
+            [
+                r.name,
+                r.kind,
+                r.mesh_axes,
+                fmt_bytes(r.V_bytes),
+                runs,
+                fmt_duration(r.time_median_s),
+                fmt_duration(r.time_p90_s),
+                share,
+                hidden,
+                fmt_bandwidth(r.busbw_Bps),
+                ratio,
+            ]
+        )
     widths = [max(len(c), *(len(row[i]) for row in rows)) if rows else len(c) for i, c in enumerate(cols)]
-    return ["  ".join(v.ljust(w) if i < 3 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths))).rstrip()
-            for row in [cols] + rows]
+    return [
+        "  ".join(v.ljust(w) if i < 3 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths))).rstrip()
+        for row in [cols] + rows
+    ]
 
 
 def main(args: argparse.Namespace) -> int:
@@ -272,8 +309,10 @@ def main(args: argparse.Namespace) -> int:
         ran = set(ops["hlo_module"])
         matched = {m: t for m, t in texts.items() if m in ran}
         if not matched:
-            raise ValueError(f"the HLO ({', '.join(sorted(texts)) or 'unnamed'}) matches no module the trace ran "
-                             f"({', '.join(sorted(ran))})")
+            raise ValueError(
+                f"the HLO ({', '.join(sorted(texts)) or 'unnamed'}) matches no module the trace ran "
+                f"({', '.join(sorted(ran))})"
+            )
         ndev = int(ops["device"].nunique())
         if mesh is not None and math.prod(mesh.values()) != ndev:
             raise ValueError(f"--mesh has {math.prod(mesh.values())} devices, the trace {ndev}")
@@ -295,8 +334,16 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else (logdir if logdir.is_dir() else logdir.parent) / "profile_report"
     from analysis.report.profile_report import write_profile_report
 
-    info = {"logdir": str(logdir), "xplanes": [str(p) for p in xplanes], "hlo_source": hlo_source, "devices": ndev,
-            "mesh": args.mesh, "hardware": hw.name if hw else None, "topology": args.topology, "cpu": on_cpu}
+    info = {
+        "logdir": str(logdir),
+        "xplanes": [str(p) for p in xplanes],
+        "hlo_source": hlo_source,
+        "devices": ndev,
+        "mesh": args.mesh,
+        "hardware": hw.name if hw else None,
+        "topology": args.topology,
+        "cpu": on_cpu,
+    }
     try:
         write_profile_report(out, table, steps, ops, info)
     except OSError as err:
@@ -306,8 +353,10 @@ def main(args: argparse.Namespace) -> int:
         return 0
     summary = prof.step_summary(steps)
     for module, s in summary.groupby("hlo_module"):
-        print(f"{module}: {len(s)} steps on {ndev} devices, step {fmt_duration(s['step_s'].median())} "
-              f"(collectives {fmt_duration(s['collective_s'].median())}, exposed {fmt_duration(s['exposed_s'].median())})")
+        print(
+            f"{module}: {len(s)} steps on {ndev} devices, step {fmt_duration(s['step_s'].median())} "
+            f"(collectives {fmt_duration(s['collective_s'].median())}, exposed {fmt_duration(s['exposed_s'].median())})"
+        )
     print("\n".join(_top_lines(table)))
     for note in sorted({n for n in table["model_note"] if str(n).startswith("no model:")}):
         print(f"note: {note}")

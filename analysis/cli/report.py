@@ -1,4 +1,5 @@
 """``python -m analysis report DIR``: rebuild a sweep's report from disk."""
+
 from __future__ import annotations
 
 import argparse
@@ -7,10 +8,16 @@ from pathlib import Path
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dir", type=Path, help="a multirun folder (or one run folder)")
-    parser.add_argument("--allow-mixed", action="store_true",
-                        help="report points measured unlike each other (another JAX, machine or config) together")
-    parser.add_argument("--hardware", help="model with this conf/hardware entry's constants instead of the "
-                        "one the sweep ran on (e.g. one written by `python -m analysis calibrate`)")
+    parser.add_argument(
+        "--allow-mixed",
+        action="store_true",
+        help="report points measured unlike each other (another JAX, machine or config) together",
+    )
+    parser.add_argument(
+        "--hardware",
+        help="model with this conf/hardware entry's constants instead of the "
+        "one the sweep ran on (e.g. one written by `python -m analysis calibrate`)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:

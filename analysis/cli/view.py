@@ -14,6 +14,7 @@ them. So the logdir is a temporary folder of real session folders holding one li
 ``*.xplane.pb`` (never a link to the session folder itself, through which those writes would
 land in DIR): DIR may be read-only and stays untouched, and the logdir is removed on stop.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,9 +30,11 @@ HOST = "127.0.0.1"
 # HLO op statistics from GPU/TPU device-plane op events, so these tools answer at once with
 # empty tables. Separately, the HLO Op Stats page clears its "Loading hlo data" only once
 # Google Charts has loaded from www.gstatic.com; a browser that cannot reach it spins forever.
-CPU_NOTE = ("note: on CPU traces HLO Op Stats, HLO Op Profile and Roofline Model are empty (XProf builds "
-            "them from GPU/TPU op events; HLO Op Stats also spins forever if the browser cannot reach "
-            "www.gstatic.com); Trace Viewer, Graph Viewer and Memory Viewer work")
+CPU_NOTE = (
+    "note: on CPU traces HLO Op Stats, HLO Op Profile and Roofline Model are empty (XProf builds "
+    "them from GPU/TPU op events; HLO Op Stats also spins forever if the browser cannot reach "
+    "www.gstatic.com); Trace Viewer, Graph Viewer and Memory Viewer work"
+)
 
 
 def link_runs(root: Path, logdir: Path) -> list[str]:
@@ -52,8 +55,10 @@ def link_runs(root: Path, logdir: Path) -> list[str]:
             sessions = {job.name: [(f"{x.parents[3].name}.xplane.pb", x) for x in hosts]}
         else:
             found = sorted(p for p in (job / "trace" / "plugins" / "profile").glob("*") if p.is_dir())
-            sessions = {job.name if len(found) == 1 else f"{job.name}_{i}":
-                        [(x.name, x) for x in sorted(s.glob("*.xplane.pb"))] for i, s in enumerate(found)}
+            sessions = {
+                job.name if len(found) == 1 else f"{job.name}_{i}": [(x.name, x) for x in sorted(s.glob("*.xplane.pb"))]
+                for i, s in enumerate(found)
+            }
         for name, files in sessions.items():
             if not files:
                 continue
@@ -134,8 +139,7 @@ def main(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     viewer = start(args.dir, args.port)
     try:
-        print(f"XProf serving the traces of {args.dir} at {viewer.url} (127.0.0.1 only; Ctrl-C to stop)",
-              flush=True)
+        print(f"XProf serving the traces of {args.dir} at {viewer.url} (127.0.0.1 only; Ctrl-C to stop)", flush=True)
         if cpu_traces(args.dir):
             print(CPU_NOTE, flush=True)
         threading.Event().wait()

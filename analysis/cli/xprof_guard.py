@@ -18,6 +18,7 @@ A browser also sends whatever ``Host:`` a DNS name resolved to 127.0.0.1 carries
 rebinding), so a page on another site could read the traces unless the Host is checked.
 Each refusal is HTTP 403 with a one-line body that says why.
 """
+
 from __future__ import annotations
 
 import os
@@ -44,8 +45,9 @@ class Guard:
         if reason is None:
             return self.app(environ, start_response)
         body = f"refused: {reason}\n".encode("utf-8", "replace")
-        start_response("403 Forbidden", [("Content-Type", "text/plain; charset=utf-8"),
-                                          ("Content-Length", str(len(body)))])
+        start_response(
+            "403 Forbidden", [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))]
+        )
         return [body]
 
     def refusal(self, environ) -> str | None:

@@ -9,11 +9,23 @@ shared tokenising; :mod:`.collectives` builds the records.
 
 May import: :mod:`analysis.book`, numpy (pandas only inside :func:`collectives_frame`).
 """
+
 from analysis.hlo.collectives import Collective, collectives_frame, parse_collectives
 from analysis.hlo.groups import expand_iota_groups, group_mesh_axes, permute_groups
 from analysis.hlo.lex import HloParseError
 from analysis.hlo.scan import KINDS, async_pairs, instruction_opcodes
 from analysis.hlo.shapes import shape_bytes
 
-__all__ = ["KINDS", "Collective", "HloParseError", "collectives_frame", "expand_iota_groups", "group_mesh_axes",
-           "async_pairs", "instruction_opcodes", "parse_collectives", "permute_groups", "shape_bytes"]
+__all__ = [
+    "KINDS",
+    "Collective",
+    "HloParseError",
+    "collectives_frame",
+    "expand_iota_groups",
+    "group_mesh_axes",
+    "async_pairs",
+    "instruction_opcodes",
+    "parse_collectives",
+    "permute_groups",
+    "shape_bytes",
+]

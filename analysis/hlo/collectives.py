@@ -83,7 +83,7 @@ def _attrs(text: str) -> dict[str, str]:
 def _operand_shape(op: str, ins: Instr, mod: Module) -> str:
     op = op.strip()
     if op.startswith("(") or ARRAY_RE.match(op):  # older printers put the shape inline
-        return op[:shape_end(op, 0)]
+        return op[: shape_end(op, 0)]
     name = op.lstrip("%")
     for shape in (
         mod.defs.get((ins.comp, name)),
@@ -103,9 +103,17 @@ def _unescape(s: str) -> str:
     return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), s)
 
 
-def _collective(ins: Instr, mod: Module, *, name: str, comp: str, is_async: bool,
-                result_shape: str | None, fallback_op_name: str | None,
-                num_devices: int | None) -> Collective:
+def _collective(
+    ins: Instr,
+    mod: Module,
+    *,
+    name: str,
+    comp: str,
+    is_async: bool,
+    result_shape: str | None,
+    fallback_op_name: str | None,
+    num_devices: int | None,
+) -> Collective:
     kind = ins.opcode.removesuffix("-start")
     attrs = _attrs(ins.attrs)
     if result_shape is None:
@@ -186,20 +194,47 @@ def _module_collectives(mod: Module, num_devices: int | None) -> list[Collective
     out = []
     for ins in mod.instrs:
         if ins.opcode in KINDS and id(ins) not in consumed:
-            out.append(_collective(ins, mod, name=ins.name, comp=ins.comp, is_async=False,
-                                   result_shape=ins.shape, fallback_op_name=None, num_devices=num_devices))
+            out.append(
+                _collective(
+                    ins,
+                    mod,
+                    name=ins.name,
+                    comp=ins.comp,
+                    is_async=False,
+                    result_shape=ins.shape,
+                    fallback_op_name=None,
+                    num_devices=num_devices,
+                )
+            )
         elif ins.opcode.endswith("-start") and ins.opcode != "async-start":
-            out.append(_collective(ins, mod, name=ins.name, comp=ins.comp, is_async=True,
-                                   result_shape=_start_result(ins, done_of.get(ins.name)),
-                                   fallback_op_name=None, num_devices=num_devices))
+            out.append(
+                _collective(
+                    ins,
+                    mod,
+                    name=ins.name,
+                    comp=ins.comp,
+                    is_async=True,
+                    result_shape=_start_result(ins, done_of.get(ins.name)),
+                    fallback_op_name=None,
+                    num_devices=num_devices,
+                )
+            )
         elif ins.name in wrapped and ins.opcode == "async-start":
             inner = wrapped[ins.name]
             done = done_of.get(ins.name)
             meta = _OP_NAME_RE.search(_attrs(ins.attrs).get("metadata", ""))
-            out.append(_collective(inner, mod, name=ins.name, comp=ins.comp, is_async=True,
-                                   result_shape=inner.shape or (done.shape if done else None),
-                                   fallback_op_name=_unescape(meta.group(1)) if meta else None,
-                                   num_devices=num_devices))
+            out.append(
+                _collective(
+                    inner,
+                    mod,
+                    name=ins.name,
+                    comp=ins.comp,
+                    is_async=True,
+                    result_shape=inner.shape or (done.shape if done else None),
+                    fallback_op_name=_unescape(meta.group(1)) if meta else None,
+                    num_devices=num_devices,
+                )
+            )
     return out
 
 
@@ -233,7 +268,7 @@ def _braces(groups) -> str | None:
     return "{" + ",".join(map(str, groups)) + "}"
 
 
-def collectives_frame(collectives) -> "pandas.DataFrame":  # noqa: F821
+def collectives_frame(collectives) -> pandas.DataFrame:  # noqa: F821
     """One row per Collective, columns named after its fields.
 
     Groups, pairs and dimensions are written in HLO's brace spelling (``{{0,2},{1,3}}``) so the

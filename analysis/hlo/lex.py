@@ -58,7 +58,7 @@ def close_bracket(s: str, i: int) -> int:
             depth -= 1
             if depth == 0:
                 return m.end()
-    raise HloParseError(f"unbalanced brackets in {s[i:i + 60]!r}")
+    raise HloParseError(f"unbalanced brackets in {s[i : i + 60]!r}")
 
 
 def split_top(s: str) -> list[str]:
@@ -67,7 +67,7 @@ def split_top(s: str) -> list[str]:
     for m in _TOP_COMMA_RE.finditer(s):
         c = m.group()
         if c == "," and depth == 0:
-            parts.append(s[start:m.start()])
+            parts.append(s[start : m.start()])
             start = m.end()
         elif c in _OPEN:
             depth += 1

@@ -27,14 +27,13 @@ _INSTR_HEAD_RE = re.compile(rf"\s*(?:ROOT\s+)?%?({_NAME})\s*=\s*")
 _INSTR_START_RE = re.compile(rf"\s*(?:ROOT\s+)?%?{_NAME}\s*=\s*(?:\(|[a-z][a-z0-9]*\[|[a-z][\w\-]*\()")
 _COMP_HEAD_RE = re.compile(rf"\s*(?:ENTRY\s+)?%?({_NAME})\s*")
 _OPCODE_RE = re.compile(r"\s*([a-z][a-z0-9\-]*)\(")
-_ANY_COLLECTIVE_RE = re.compile(
-    r"(?<![\w.%\-])(?:" + "|".join(re.escape(k) for k in KINDS) + r")(?:-start)?\("
-)
+_ANY_COLLECTIVE_RE = re.compile(r"(?<![\w.%\-])(?:" + "|".join(re.escape(k) for k in KINDS) + r")(?:-start)?\(")
 
 
 @dataclass
 class Instr:
     """A collective or async instruction: operands and attributes kept as raw text."""
+
     name: str
     comp: str
     opcode: str
@@ -46,6 +45,7 @@ class Instr:
 @dataclass
 class Module:
     """What the scanner keeps of one HLO module."""
+
     num_devices: int | None = None  # from the header, for `replica_groups={}`
     defs: dict = field(default_factory=dict)  # (comp, name) -> shape text or None
     global_defs: dict = field(default_factory=dict)  # name -> shape (names are module-unique)
@@ -73,11 +73,11 @@ def _comp_header(line: str) -> tuple[str, dict] | None:
     m = _COMP_HEAD_RE.match(st)
     if not m or m.group(1) == "HloModule":
         return None
-    rest, params = st[m.end():], {}
+    rest, params = st[m.end() :], {}
     if rest.startswith("("):
         try:
             end = close_bracket(rest, 0)
-            for p in split_top(rest[1:end - 1]):
+            for p in split_top(rest[1 : end - 1]):
                 pname, _, pshape = p.partition(":")
                 params[pname.strip().lstrip("%")] = pshape.strip()
         except HloParseError:
@@ -86,7 +86,7 @@ def _comp_header(line: str) -> tuple[str, dict] | None:
         if rest.startswith("->"):
             rest = rest[2:].strip()
             try:
-                rest = rest[shape_end(rest, 0):].strip()
+                rest = rest[shape_end(rest, 0) :].strip()
             except HloParseError:
                 return None
     return (m.group(1), params) if rest == "{" else None
@@ -110,14 +110,14 @@ def _parse_instr(stmt: str, comp: str, mod: Module) -> None:
         opcode = om.group(1)
         mod.opcodes[name] = opcode
         if opcode.endswith("-done"):  # all-gather-done, async-done, call-done, ...: its operand is the start
-            first = split_top(stmt[om.end():close_bracket(stmt, om.end() - 1) - 1])
+            first = split_top(stmt[om.end() : close_bracket(stmt, om.end() - 1) - 1])
             if first and first[0].split():
                 mod.started_by[name] = first[0].split()[-1].lstrip("%")
         mod.defs[(comp, name)] = shape
         mod.global_defs.setdefault(name, shape)
         if opcode in _RELEVANT:
             j = close_bracket(stmt, om.end() - 1)
-            mod.instrs.append(Instr(name, comp, opcode, shape, stmt[om.end():j - 1], stmt[j:]))
+            mod.instrs.append(Instr(name, comp, opcode, shape, stmt[om.end() : j - 1], stmt[j:]))
     except HloParseError:
         if _ANY_COLLECTIVE_RE.search(stmt):
             raise

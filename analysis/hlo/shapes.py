@@ -17,9 +17,29 @@ ARRAY_RE = re.compile(r"([a-z][a-z0-9]*)\[([^\]\[]*)\]")
 
 # Bits per element: sub-byte types count fractionally and totals round up to whole bytes.
 _BITS = {
-    "pred": 8, "s1": 1, "u1": 1, "s2": 2, "u2": 2, "s4": 4, "u4": 4, "s8": 8, "u8": 8,
-    "s16": 16, "u16": 16, "f16": 16, "bf16": 16, "s32": 32, "u32": 32, "f32": 32,
-    "s64": 64, "u64": 64, "f64": 64, "c64": 64, "c128": 128, "token": 0, "opaque": 0,
+    "pred": 8,
+    "s1": 1,
+    "u1": 1,
+    "s2": 2,
+    "u2": 2,
+    "s4": 4,
+    "u4": 4,
+    "s8": 8,
+    "u8": 8,
+    "s16": 16,
+    "u16": 16,
+    "f16": 16,
+    "bf16": 16,
+    "s32": 32,
+    "u32": 32,
+    "f32": 32,
+    "s64": 64,
+    "u64": 64,
+    "f64": 64,
+    "c64": 64,
+    "c128": 128,
+    "token": 0,
+    "opaque": 0,
 }
 _MINIFLOAT_RE = re.compile(r"f([468])e\d+m\d+\w*")  # f8e4m3fn, f8e5m2, f8e8m0fnu, f4e2m1fn, f6e2m3fn ...
 
@@ -30,7 +50,7 @@ def shape_end(s: str, i: int) -> int:
         return close_bracket(s, i)
     m = ARRAY_RE.match(s, i)
     if not m:
-        raise HloParseError(f"expected a shape at {s[i:i + 40]!r}")
+        raise HloParseError(f"expected a shape at {s[i : i + 40]!r}")
     j = m.end()
     return close_bracket(s, j) if s.startswith("{", j) else j
 
@@ -56,13 +76,13 @@ def leaves(shape: str) -> list[tuple[str, int]]:
                 continue
             m = ARRAY_RE.match(s, i)
             if not m:
-                raise HloParseError(f"expected a shape at {s[i:i + 40]!r} in {shape[:80]!r}")
+                raise HloParseError(f"expected a shape at {s[i : i + 40]!r} in {shape[:80]!r}")
             out.append((m.group(1), _num_elements(m.group(2))))
             i = close_bracket(s, m.end()) if s.startswith("{", m.end()) else m.end()
             want_element = False
         elif depth == 0:
             if i != n:
-                raise HloParseError(f"trailing text {s[i:i + 40]!r} in shape {shape[:80]!r}")
+                raise HloParseError(f"trailing text {s[i : i + 40]!r} in shape {shape[:80]!r}")
             return out
         elif i < n and s[i] == ",":
             i, want_element = i + 1, True

@@ -7,6 +7,7 @@ to Markdown and HTML, :mod:`.figures` and :mod:`.compare_figures` only draw, and
 
 May import: the rest of :mod:`analysis` (never :mod:`runner`), pandas, matplotlib, seaborn.
 """
+
 from __future__ import annotations
 
 

@@ -1,4 +1,5 @@
 """The report's section on the chapter's claims (the table comes from :mod:`analysis.claims`)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,12 +19,16 @@ def add_claims_section(rep: Report, summary: pd.DataFrame, root: Path) -> pd.Dat
         return None
     table.to_csv(Path(root) / "claims.csv", index=False)
     rep.heading("The chapter's claims, checked here")
-    rep.text(f"Each claim is a ratio of two untraced medians (the interval combines their 95% CIs "
-             f"conservatively) against the book's value. **{HOLDS}**: within {TOLERANCE:.0%} of it; "
-             f"**{FAILS}**: the whole interval is outside that band; **{UNSURE}**: in between. The two "
-             "backward-pass claims are decided by the compiled HLO; their ratio is the cost side. Also in "
-             "`claims.csv`.")
+    rep.text(
+        f"Each claim is a ratio of two untraced medians (the interval combines their 95% CIs "
+        f"conservatively) against the book's value. **{HOLDS}**: within {TOLERANCE:.0%} of it; "
+        f"**{FAILS}**: the whole interval is outside that band; **{UNSURE}**: in between. The two "
+        "backward-pass claims are decided by the compiled HLO; their ratio is the cost side. Also in "
+        "`claims.csv`."
+    )
     shown = table.copy()
-    shown["95% CI"] = [f"{lo:.3g} to {hi:.3g}" if np.isfinite(lo) else "" for lo, hi in zip(shown["ci_low"], shown["ci_high"])]
+    shown["95% CI"] = [
+        f"{lo:.3g} to {hi:.3g}" if np.isfinite(lo) else "" for lo, hi in zip(shown["ci_low"], shown["ci_high"])
+    ]
     rep.table(shown[["claim", "measured", "expected", "ratio", "95% CI", "verdict", "reason"]])
     return table

@@ -5,6 +5,7 @@ Units: files keep SI base units named in the column (``_s`` seconds, ``_bytes`` 
 ``_Bps`` bytes per second, ``_frac``/``_share`` a fraction of 1); the report prints them in
 human units.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,8 +26,11 @@ SUMMARY = {
     "group_size": ("devices", "devices in one collective group (n)"),
     "num_groups": ("count", "groups running at once"),
     "size_bytes": ("bytes", "op.size_bytes as configured (for a matmul: its two inputs)"),
-    "V_bytes": ("bytes", "the book's V: the gathered array (AllGather), the unreduced per-device array (ReduceScatter, "
-                         "AllReduce), the whole array across the group (AllToAll)"),
+    "V_bytes": (
+        "bytes",
+        "the book's V: the gathered array (AllGather), the unreduced per-device array (ReduceScatter, "
+        "AllReduce), the whole array across the group (AllToAll)",
+    ),
     "S_bytes": ("bytes", "nccl-tests' S, what algbw divides: V, except AllToAll: V / n (the per-rank buffer)"),
     "hardware": ("", "the conf/hardware entry the run resolved to"),
     "backend": ("", "JAX's backend: cpu, tpu or gpu"),
@@ -119,8 +123,10 @@ OTHERS = {
     },
     "claims.csv": {
         "ratio, ci_low, ci_high": ("ratio", "the two medians' ratio and its conservative 95% interval"),
-        "verdict": ("", "holds (within 25% of the book), does not hold here (the whole interval outside), "
-                        "inconclusive"),
+        "verdict": (
+            "",
+            "holds (within 25% of the book), does not hold here (the whole interval outside), inconclusive",
+        ),
     },
     "across_processes.csv": {
         "device_spread_s": ("s", "per step, the longest device's op time minus the shortest (clock-free)"),
@@ -134,10 +140,17 @@ OTHERS = {
 
 def write_dictionary(path: Path) -> Path:
     """``columns.md``: every column above as a Markdown table per file."""
-    lines = ["# Columns of shardlab's tables", "",
-             "Files keep SI base units, named in the column (`_s` seconds, `_bytes` bytes, `_Bps` bytes per "
-             "second); reports print human units (us, ms; KiB and MiB are binary, GB/s decimal as in nccl-tests).",
-             "", "## summary.csv", "", "| column | unit | meaning |", "|---|---|---|"]
+    lines = [
+        "# Columns of shardlab's tables",
+        "",
+        "Files keep SI base units, named in the column (`_s` seconds, `_bytes` bytes, `_Bps` bytes per "
+        "second); reports print human units (us, ms; KiB and MiB are binary, GB/s decimal as in nccl-tests).",
+        "",
+        "## summary.csv",
+        "",
+        "| column | unit | meaning |",
+        "|---|---|---|",
+    ]
     lines += [f"| `{k}` | {u} | {m} |" for k, (u, m) in SUMMARY.items()]
     for name, cols in OTHERS.items():
         lines += ["", f"## {name}", "", "| column | unit | meaning |", "|---|---|---|"]

@@ -1,5 +1,6 @@
 """Figures of a sweep comparison. Each function only draws the table it is given (one hue per
 sweep, one marker style per collective) and saves a PNG."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,8 +20,19 @@ def _overlay(points: pd.DataFrame, y: str, ylabel: str, path: Path, title: str, 
     palette = _palette(labels)
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 5.0))
     pts = points.sort_values("V_bytes")
-    sns.lineplot(data=pts, x="V_bytes", y=y, hue="sweep", hue_order=labels, style="op", markers=True,
-                 dashes=False, palette=palette, ax=ax, errorbar=None)
+    sns.lineplot(
+        data=pts,
+        x="V_bytes",
+        y=y,
+        hue="sweep",
+        hue_order=labels,
+        style="op",
+        markers=True,
+        dashes=False,
+        palette=palette,
+        ax=ax,
+        errorbar=None,
+    )
     if y == "time_s":  # the medians' 95% CIs
         _ci_bars(ax, pts, "time_s", "time_ci_low_s", "time_ci_high_s", palette)
     bytes_axis(ax)
@@ -32,8 +44,15 @@ def _overlay(points: pd.DataFrame, y: str, ylabel: str, path: Path, title: str, 
 def _ci_bars(ax, df: pd.DataFrame, y: str, lo: str, hi: str, palette: dict) -> None:
     """Vertical CI bars from ``lo`` to ``hi`` around ``y``, one colour per sweep."""
     for sweep, g in df.groupby("sweep", sort=False):
-        ax.errorbar(g["V_bytes"], g[y], yerr=[g[y] - g[lo], g[hi] - g[y]], fmt="none", ecolor=palette[sweep],
-                    alpha=0.6, capsize=2)
+        ax.errorbar(
+            g["V_bytes"],
+            g[y],
+            yerr=[g[y] - g[lo], g[hi] - g[y]],
+            fmt="none",
+            ecolor=palette[sweep],
+            alpha=0.6,
+            capsize=2,
+        )
 
 
 def _save(fig, ax, title: str, path: Path) -> Path:
@@ -61,8 +80,19 @@ def ratio_vs_bytes(ratios: pd.DataFrame, path: Path, title: str, labels: list[st
     palette = _palette(labels)
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.5))
     r = ratios.sort_values("V_bytes")
-    sns.lineplot(data=r, x="V_bytes", y="time_ratio", hue="sweep", hue_order=labels[1:],
-                 style="op", markers=True, dashes=False, palette=palette, ax=ax, errorbar=None)
+    sns.lineplot(
+        data=r,
+        x="V_bytes",
+        y="time_ratio",
+        hue="sweep",
+        hue_order=labels[1:],
+        style="op",
+        markers=True,
+        dashes=False,
+        palette=palette,
+        ax=ax,
+        errorbar=None,
+    )
     _ci_bars(ax, r, "time_ratio", "time_ratio_ci_low", "time_ratio_ci_high", palette)
     ax.axhline(1.0, color="black", lw=1, linestyle="--")
     bytes_axis(ax)

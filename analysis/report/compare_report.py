@@ -1,5 +1,6 @@
 """The comparison of sweeps as a report: ``compare.md``, ``index.html``, ``ratios.csv``,
 ``fits.csv``, ``config_diff.csv`` and figures (tables from :mod:`analysis.compare`)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,8 +30,9 @@ def write_compare_report(dirs: list[Path], out: Path) -> Path:
     keys, varied = compare.match_keys(points)
     ratios = compare.ratio_table(points, keys, labels[0])
     if not len(ratios):
-        raise compare.CompareError(f"the sweeps share no experiments (matched on {', '.join(keys)}): "
-                           f"{' vs '.join(str(d) for d in dirs)}")
+        raise compare.CompareError(
+            f"the sweeps share no experiments (matched on {', '.join(keys)}): {' vs '.join(str(d) for d in dirs)}"
+        )
     side = compare.fits_side_by_side(fits, keys, labels)
     out.mkdir(parents=True, exist_ok=True)
     ratios.to_csv(out / "ratios.csv", index=False)
@@ -39,16 +41,29 @@ def write_compare_report(dirs: list[Path], out: Path) -> Path:
 
     rep = Report(f"shardlab comparison: {' vs '.join(labels)}")
     jobs = points.drop_duplicates(["sweep", "job"])
-    rep.table(pd.DataFrame({
-        "sweep": labels, "folder": [str(d) for d in dirs],
-        "ok points": [int((jobs["sweep"] == s).sum()) for s in labels],
-        **{title: [_values(points, s, col) for s in labels]
-           for title, col in (("hardware", "hardware"), ("device", "device_kind"), ("jax", "jax_version"))}}))
-    rep.text(f"Ratios are each sweep over the reference `{labels[0]}` (the first folder). Experiments are "
-             f"matched on {', '.join(f'`{k}`' for k in keys)}"
-             + (f"; the sweeps differ in {', '.join(f'`{k}`' for k in varied)}, which is what is compared."
-                if varied else ".")
-             + " Tables: `ratios.csv`, `fits.csv`, `config_diff.csv`.")
+    rep.table(
+        pd.DataFrame(
+            {
+                "sweep": labels,
+                "folder": [str(d) for d in dirs],
+                "ok points": [int((jobs["sweep"] == s).sum()) for s in labels],
+                **{
+                    title: [_values(points, s, col) for s in labels]
+                    for title, col in (("hardware", "hardware"), ("device", "device_kind"), ("jax", "jax_version"))
+                },
+            }
+        )
+    )
+    rep.text(
+        f"Ratios are each sweep over the reference `{labels[0]}` (the first folder). Experiments are "
+        f"matched on {', '.join(f'`{k}`' for k in keys)}"
+        + (
+            f"; the sweeps differ in {', '.join(f'`{k}`' for k in varied)}, which is what is compared."
+            if varied
+            else "."
+        )
+        + " Tables: `ratios.csv`, `fits.csv`, `config_diff.csv`."
+    )
 
     rep.heading("Config keys that differ")
     both, some = compare.split_absent(diff)
@@ -57,45 +72,74 @@ def write_compare_report(dirs: list[Path], out: Path) -> Path:
     else:
         rep.text("None of the keys every sweep has: the same experiments, run again.")
     if len(some):
-        rep.text("Keys only some sweeps' configs have (usually a newer shardlab that added them with their "
-                 "defaults):")
+        rep.text("Keys only some sweeps' configs have (usually a newer shardlab that added them with their defaults):")
         rep.table(_short(some))
 
     rep.heading("Time ratios")
-    summary = ratios.groupby(["sweep", "op"], sort=False).agg(
-        points=("time_ratio", "size"), geomean=("time_ratio", compare.geometric_mean),
-        lowest=("time_ratio", "min"), highest=("time_ratio", "max"), differ=("differs", "sum")).reset_index()
+    summary = (
+        ratios.groupby(["sweep", "op"], sort=False)
+        .agg(
+            points=("time_ratio", "size"),
+            geomean=("time_ratio", compare.geometric_mean),
+            lowest=("time_ratio", "min"),
+            highest=("time_ratio", "max"),
+            differ=("differs", "sum"),
+        )
+        .reset_index()
+    )
     rep.table(summary.rename(columns={"geomean": "geometric mean ratio", "differ": "CI excludes 1"}))
     shown = [k for k in keys if k not in ("op", "size_bytes")]
-    rep.table(pd.DataFrame({
-        "sweep": ratios["sweep"], "op": ratios["op"], **{k: ratios[k] for k in shown},
-        "V": ratios["V_bytes"].map(fmt_bytes), f"time {labels[0]} (s)": ratios["time_s_ref"],
-        "time (s)": ratios["time_s"], "ratio": ratios["time_ratio"],
-        "95% CI": [f"{fmt(lo)} to {fmt(hi)}"
-                   for lo, hi in zip(ratios["time_ratio_ci_low"], ratios["time_ratio_ci_high"])],
-        "CI excludes 1": ratios["differs"], "busbw ratio": ratios["busbw_ratio"]}))
-    rep.text("Ratio = sweep median / reference median (below 1: the sweep is faster). Its 95% CI combines the "
-             "two medians' order-statistic CIs in log space, as if independent. A ratio whose CI includes 1 is "
-             "no evidence of a difference; one that excludes it may still be drift between runs, which the "
-             "CIs (sampling noise within a run) do not cover: on a shared CPU host, re-running the same "
-             "sweep can move medians by tens of percent.")
+    rep.table(
+        pd.DataFrame(
+            {
+                "sweep": ratios["sweep"],
+                "op": ratios["op"],
+                **{k: ratios[k] for k in shown},
+                "V": ratios["V_bytes"].map(fmt_bytes),
+                f"time {labels[0]} (s)": ratios["time_s_ref"],
+                "time (s)": ratios["time_s"],
+                "ratio": ratios["time_ratio"],
+                "95% CI": [
+                    f"{fmt(lo)} to {fmt(hi)}"
+                    for lo, hi in zip(ratios["time_ratio_ci_low"], ratios["time_ratio_ci_high"])
+                ],
+                "CI excludes 1": ratios["differs"],
+                "busbw ratio": ratios["busbw_ratio"],
+            }
+        )
+    )
+    rep.text(
+        "Ratio = sweep median / reference median (below 1: the sweep is faster). Its 95% CI combines the "
+        "two medians' order-statistic CIs in log space, as if independent. A ratio whose CI includes 1 is "
+        "no evidence of a difference; one that excludes it may still be drift between runs, which the "
+        "CIs (sampling noise within a run) do not cover: on a shared CPU host, re-running the same "
+        "sweep can move medians by tens of percent."
+    )
 
     rep.heading("Fitted constants side by side")
     if len(side):
         rep.table(side)
-        rep.text("Per experiment family and sweep, from each sweep's own fit: the book's "
-                 "`T = max(T_min·hops, c·V/W)` and α-β `T = α + V/β`.")
+        rep.text(
+            "Per experiment family and sweep, from each sweep's own fit: the book's "
+            "`T = max(T_min·hops, c·V/W)` and α-β `T = α + V/β`."
+        )
     else:
         rep.text("Too few points per family to fit.")
 
     rep.heading("Figures")
     title = " vs ".join(labels)
-    rep.figure(compare_figures.time_vs_bytes(points, out / "time_vs_bytes.png", title, labels),
-               "Time per step against V, one colour per sweep, one marker per collective (bars: 95% CI).")
-    rep.figure(compare_figures.bandwidth_vs_bytes(points, out / "bandwidth_vs_bytes.png", title, labels),
-               "Bus bandwidth against V, one colour per sweep.")
-    rep.figure(compare_figures.ratio_vs_bytes(ratios, out / "ratio_vs_bytes.png", title, labels),
-               f"Time ratio over {labels[0]} against V with its 95% CI; the dashed line is no difference.")
+    rep.figure(
+        compare_figures.time_vs_bytes(points, out / "time_vs_bytes.png", title, labels),
+        "Time per step against V, one colour per sweep, one marker per collective (bars: 95% CI).",
+    )
+    rep.figure(
+        compare_figures.bandwidth_vs_bytes(points, out / "bandwidth_vs_bytes.png", title, labels),
+        "Bus bandwidth against V, one colour per sweep.",
+    )
+    rep.figure(
+        compare_figures.ratio_vs_bytes(ratios, out / "ratio_vs_bytes.png", title, labels),
+        f"Time ratio over {labels[0]} against V with its 95% CI; the dashed line is no difference.",
+    )
     (out / "compare.md").write_text(rep.to_markdown(out))
     index = out / "index.html"
     index.write_text(rep.to_html())

@@ -6,6 +6,7 @@ Both renderings come from the same blocks, so report.md and index.html never dis
 The HTML embeds its figures (base64 PNG) and has a table of contents: it opens from disk
 with no network.
 """
+
 from __future__ import annotations
 
 import base64
@@ -29,6 +30,7 @@ nav{background:#fafafa;border:1px solid #ddd;padding:.5em 1em}.incomplete{backgr
 @dataclass(frozen=True)
 class Link:
     """A table cell that links somewhere (relative to the report folder)."""
+
     text: str
     href: str
 
@@ -112,11 +114,15 @@ class Report:
                 body.append(_html_table(b[1]))
             elif b[0] == "figure":
                 data = base64.b64encode(b[1].read_bytes()).decode()
-                body.append(f'<figure><img alt="{html.escape(b[2])}" src="data:image/png;base64,{data}">'
-                            f"<figcaption>{html.escape(b[2])}</figcaption></figure>")
-        return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(self.title)}</title>"
-                f"<style>{_CSS}</style></head><body><h1>{html.escape(self.title)}</h1>"
-                f"<nav><b>Contents</b><ul>{''.join(toc)}</ul></nav>{''.join(body)}</body></html>")
+                body.append(
+                    f'<figure><img alt="{html.escape(b[2])}" src="data:image/png;base64,{data}">'
+                    f"<figcaption>{html.escape(b[2])}</figcaption></figure>"
+                )
+        return (
+            f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(self.title)}</title>"
+            f"<style>{_CSS}</style></head><body><h1>{html.escape(self.title)}</h1>"
+            f"<nav><b>Contents</b><ul>{''.join(toc)}</ul></nav>{''.join(body)}</body></html>"
+        )
 
 
 def _inline(text: str) -> str:
@@ -130,12 +136,12 @@ def _inline(text: str) -> str:
 
 def _html_table(df: pd.DataFrame) -> str:
     """A table, every cell escaped except :class:`Link` cells, which become anchors."""
+
     def cell(v) -> str:
         if isinstance(v, Link):
             return f'<a href="{html.escape(v.href)}">{html.escape(v.text)}</a>'
         return html.escape(fmt(v))
 
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
-    rows = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>"
-                   for row in df.itertuples(index=False))
+    rows = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>" for row in df.itertuples(index=False))
     return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"

@@ -6,6 +6,7 @@ with their 95% intervals as error bars, the alpha-beta fit is dashed, the book's
 a point's ceiling dotted grey; axes in human units (KiB/MiB, us/ms, GB/s); one panel per
 family when there are more than four (small multiples), and the legend outside the data.
 """
+
 from __future__ import annotations
 
 import math
@@ -58,7 +59,7 @@ def _panels(families: list[str], title: str):
     cols = 2
     rows = math.ceil(len(families) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(WIDTH_IN, 3.2 * rows), sharex=True, squeeze=False)
-    for ax in axes.flat[len(families):]:
+    for ax in axes.flat[len(families) :]:
         ax.set_visible(False)
     for fam, ax in zip(families, axes.flat):
         ax.set_title(fam, fontsize=8)
@@ -100,11 +101,26 @@ def time_vs_size(points: pd.DataFrame, curves: pd.DataFrame, path: Path, title: 
     palette, (fig, axes) = _palette(fams), _panels(fams, title)
     for fam, p in points.groupby("family", sort=False):
         ax, color = axes[fam], palette[fam]
-        ax.errorbar(p["V_bytes"], p["time_s"], yerr=[p["time_s"] - p["time_ci_low_s"], p["time_ci_high_s"] - p["time_s"]],
-                    fmt="o", ms=4, color=color, ecolor=color, capsize=2, label=f"{fam}: measured")
+        ax.errorbar(
+            p["V_bytes"],
+            p["time_s"],
+            yerr=[p["time_s"] - p["time_ci_low_s"], p["time_ci_high_s"] - p["time_s"]],
+            fmt="o",
+            ms=4,
+            color=color,
+            ecolor=color,
+            capsize=2,
+            label=f"{fam}: measured",
+        )
         for kind, c in curves[curves["family"] == fam].groupby("curve", sort=False):
-            ax.plot(c["V_bytes"], c["time_s"], color=color, linestyle=CURVE_STYLE.get(kind, ":"), lw=1.2,
-                    label=f"{fam}: {kind}")
+            ax.plot(
+                c["V_bytes"],
+                c["time_s"],
+                color=color,
+                linestyle=CURVE_STYLE.get(kind, ":"),
+                lw=1.2,
+                label=f"{fam}: {kind}",
+            )
     for ax in {id(a): a for a in axes.values()}.values():
         bytes_axis(ax)
         time_axis(ax, "time per step")
@@ -112,8 +128,7 @@ def time_vs_size(points: pd.DataFrame, curves: pd.DataFrame, path: Path, title: 
     return _finish(fig, axes, title, path)
 
 
-def busbw_vs_size(points: pd.DataFrame, curves: pd.DataFrame, crossovers: pd.DataFrame, path: Path,
-                  title: str) -> Path:
+def busbw_vs_size(points: pd.DataFrame, curves: pd.DataFrame, crossovers: pd.DataFrame, path: Path, title: str) -> Path:
     """How much of the ceiling does it reach? Bus bandwidth (nccl-tests' convention) against V,
     the model's curve, each point's ceiling (dotted grey) and the latency/bandwidth crossover."""
     fams = list(points["family"].unique())
@@ -123,24 +138,57 @@ def busbw_vs_size(points: pd.DataFrame, curves: pd.DataFrame, crossovers: pd.Dat
         p = p.sort_values("V_bytes")
         lo = p["busbw_Bps"] * p["time_s"] / p["time_ci_high_s"]
         hi = p["busbw_Bps"] * p["time_s"] / p["time_ci_low_s"]
-        ax.errorbar(p["V_bytes"], p["busbw_Bps"], yerr=[p["busbw_Bps"] - lo, hi - p["busbw_Bps"]], fmt="o", ms=4,
-                    color=color, ecolor=color, capsize=2, label=f"{fam}: measured")
+        ax.errorbar(
+            p["V_bytes"],
+            p["busbw_Bps"],
+            yerr=[p["busbw_Bps"] - lo, hi - p["busbw_Bps"]],
+            fmt="o",
+            ms=4,
+            color=color,
+            ecolor=color,
+            capsize=2,
+            label=f"{fam}: measured",
+        )
         flagged = p[p["flags"].fillna("").astype(str).ne("")] if "flags" in p else p.iloc[0:0]
         if len(flagged):
-            ax.scatter(flagged["V_bytes"], flagged["busbw_Bps"], marker="x", s=60, color="black", zorder=4,
-                       label="flagged (left out of the fits)")
+            ax.scatter(
+                flagged["V_bytes"],
+                flagged["busbw_Bps"],
+                marker="x",
+                s=60,
+                color="black",
+                zorder=4,
+                label="flagged (left out of the fits)",
+            )
         ceil = p.dropna(subset=["ceiling_busbw_Bps"])
         if len(ceil):
-            ax.plot(ceil["V_bytes"], ceil["ceiling_busbw_Bps"], color="grey", linestyle=":", lw=1.5,
-                    label="ceiling" + (" (measured device copies)" if (ceil["ceiling_kind"] == "device_copy").any()
-                                       else " (link roofline)"))
+            ax.plot(
+                ceil["V_bytes"],
+                ceil["ceiling_busbw_Bps"],
+                color="grey",
+                linestyle=":",
+                lw=1.5,
+                label="ceiling"
+                + (
+                    " (measured device copies)" if (ceil["ceiling_kind"] == "device_copy").any() else " (link roofline)"
+                ),
+            )
         c = curves[(curves["family"] == fam) & (curves["curve"] == "book model")]
         if len(c):
             ax.plot(c["V_bytes"], c["busbw_Bps"], color=color, linestyle="-", lw=1.0, label=f"{fam}: book model")
         for row in crossovers[crossovers["family"] == fam].itertuples():
             ax.axvline(row.V_bytes, color=color, linestyle=(0, (1, 2)), lw=1)
-            ax.text(row.V_bytes, 0.02, f" bandwidth-bound above {row.label}", rotation=90, fontsize=7, va="bottom",
-                    ha="right", color=color, transform=ax.get_xaxis_transform())
+            ax.text(
+                row.V_bytes,
+                0.02,
+                f" bandwidth-bound above {row.label}",
+                rotation=90,
+                fontsize=7,
+                va="bottom",
+                ha="right",
+                color=color,
+                transform=ax.get_xaxis_transform(),
+            )
     for ax in {id(a): a for a in axes.values()}.values():
         bytes_axis(ax)
         gbps_axis(ax, "bus bandwidth (GB/s)")
@@ -156,9 +204,17 @@ def measured_over_model(points: pd.DataFrame, path: Path, title: str) -> Path:
     for fam, p in points.dropna(subset=["measured_over_model"]).groupby("family", sort=False):
         p = p.sort_values("V_bytes")
         lo, hi = p["time_ci_low_s"] / p["model_time_s"], p["time_ci_high_s"] / p["model_time_s"]
-        ax.errorbar(p["V_bytes"], p["measured_over_model"], yerr=[p["measured_over_model"] - lo,
-                                                                  hi - p["measured_over_model"]],
-                    fmt="o-", ms=4, lw=0.8, color=palette[fam], capsize=2, label=fam)
+        ax.errorbar(
+            p["V_bytes"],
+            p["measured_over_model"],
+            yerr=[p["measured_over_model"] - lo, hi - p["measured_over_model"]],
+            fmt="o-",
+            ms=4,
+            lw=0.8,
+            color=palette[fam],
+            capsize=2,
+            label=fam,
+        )
     ax.axhline(1.0, color="black", lw=1, linestyle="--", label="the model, exactly")
     bytes_axis(ax)
     ax.set_yscale("log")
@@ -172,8 +228,16 @@ def placement(table: pd.DataFrame, path: Path) -> Path:
     """Bus bandwidth against V, in-process and cross-process groups side by side (draws only)."""
     data = table.assign(placement=np.where(table["crosses_processes"], "cross-process group", "in-process group"))
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.5))
-    sns.lineplot(data=data.sort_values("V_bytes"), x="V_bytes", y="busbw_Bps", hue="placement", style="op",
-                 markers=True, ax=ax, legend="brief")
+    sns.lineplot(
+        data=data.sort_values("V_bytes"),
+        x="V_bytes",
+        y="busbw_Bps",
+        hue="placement",
+        style="op",
+        markers=True,
+        ax=ax,
+        legend="brief",
+    )
     bytes_axis(ax)
     gbps_axis(ax, "bus bandwidth (GB/s), median")
     ax.grid(True, alpha=0.3)

@@ -1,5 +1,6 @@
 """Figures of sharded matmuls: the roofline, Question 4's two strategies, and collective
 matmul against its naive counterpart. Each only draws the tables it is given."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,15 +28,22 @@ def roofline(jobs: pd.DataFrame, C: float | None, bw_Bps: float | None, path: Pa
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 5.0))
     d = jobs.dropna(subset=["intensity", "flops_per_s_per_device"]).copy()
     d["case"] = d["case"].map(lambda c: f"case {int(c)}" if pd.notna(c) else "case ?")
-    sns.scatterplot(data=d, x="intensity", y="flops_per_s_per_device", hue="case", style="strategy", s=70, ax=ax,
-                    legend="brief")
+    sns.scatterplot(
+        data=d, x="intensity", y="flops_per_s_per_device", hue="case", style="strategy", s=70, ax=ax, legend="brief"
+    )
     lo, hi = (d["intensity"].min() / 3, d["intensity"].max() * 3) if len(d) else (1, 1e3)
     x = np.geomspace(lo, hi, 50)
     if C:
         ax.plot(x, np.full_like(x, C), color="black", lw=1.2, label=f"compute roof C = {C / 1e9:.3g} GFLOP/s")
     if bw_Bps:
-        ax.plot(x, bw_Bps * x, color="black", lw=1.2, linestyle="--",
-                label=f"memory roof {bw_Bps / 1e9:.3g} GB/s x intensity")
+        ax.plot(
+            x,
+            bw_Bps * x,
+            color="black",
+            lw=1.2,
+            linestyle="--",
+            label=f"memory roof {bw_Bps / 1e9:.3g} GB/s x intensity",
+        )
     ax.set_xscale("log")
     ax.set_xlabel("arithmetic intensity (FLOPs per byte of A, B and C)")
     _flops_axis(ax, "achieved GFLOP/s per device")

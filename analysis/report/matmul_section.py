@@ -1,5 +1,6 @@
 """The report's matmul section: the book's cases against the compiled HLO, and Question 4's
 crossover (tables from :mod:`analysis.matmul_cases`)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -10,8 +11,17 @@ import pandas as pd
 from analysis.book.errors import BookError
 from analysis.book.hardware import Hardware, load_hardware
 from analysis.book.units import fmt_duration
-from analysis.matmul_cases import (_dims, _mesh, case_table, matmul_jobs, measured_C, measured_crossover,
-                                   model_crossover, q4_table, ring_pairs)
+from analysis.matmul_cases import (
+    _dims,
+    _mesh,
+    case_table,
+    matmul_jobs,
+    measured_C,
+    measured_crossover,
+    model_crossover,
+    q4_table,
+    ring_pairs,
+)
 from analysis.report import matmul_figures
 from analysis.report.document import Report, fmt
 
@@ -31,90 +41,167 @@ def add_matmul_section(rep: Report, summary: pd.DataFrame, model_hw: Hardware | 
         hw = dataclasses.replace(hw, flops_per_s={d: C for d in dtypes})
         note = f" `{hw.name}` has no published FLOP/s: C = {fmt(C)} FLOP/s per device, {how}."
     if hw is not None and hw.link_bw_bidir_Bps is None:
-        note += (f" `{hw.name}` has no link constants, so T_comms is left out: calibrate them from an "
-                 "AllGather sweep (`python -m analysis calibrate`) and rebuild with `--hardware NAME`.")
+        note += (
+            f" `{hw.name}` has no link constants, so T_comms is left out: calibrate them from an "
+            "AllGather sweep (`python -m analysis calibrate`) and rebuild with `--hardware NAME`."
+        )
     table = case_table(jobs, hw)
     rep.heading("Sharded matmuls: the book's cases against the compiled HLO")
-    rep.text("Per job: the expression in the book's notation, the strategy that ran, the book's case and the "
-             "collectives it prescribes, and the collectives XLA emitted in the compiled HLO (with the mesh axes "
-             "their replica groups span); **DIFFERS** where the two disagree, with the reason below the table.")
+    rep.text(
+        "Per job: the expression in the book's notation, the strategy that ran, the book's case and the "
+        "collectives it prescribes, and the collectives XLA emitted in the compiled HLO (with the mesh axes "
+        "their replica groups span); **DIFFERS** where the two disagree, with the reason below the table."
+    )
     what = table[["job", "expr", "strategy", "dims", "case", "book prescribes", "HLO has", "match"]]
     rep.table(what.assign(strategy=what["strategy"].fillna("(not run)")))
     reasons = table[table["why"].astype(str).str.len() > 0]
     if len(reasons):
         rep.text("\n\n".join(f"`{r['job']}`: {r['why']}" for _, r in reasons.iterrows()))
-    rep.text("Times: the measured median; T_math = FLOPs / (d x C), with d the devices the book's recipe splits the "
-             "product over (fewer than the mesh's where it gathers an input, so that every device of that axis "
-             "repeats the work); T_comms from the book's collective formulas; max (overlapped, as a collective "
-             "matmul) and sum (serial) are the book's prescribed recipe, not the strategy that ran, whose own cost "
-             "the measured time shows. *Overlapped*: the share of collective time during which the same device was "
-             f"also computing, from the trace (per device, merged intervals; median over devices).{note}")
-    cost = table[["job", "time (s)", "d", "T_math (s)", "T_comms (s)", "max (s)", "sum (s)", "FLOP/s",
-                  "trace: collective overlapped"]].copy()
+    rep.text(
+        "Times: the measured median; T_math = FLOPs / (d x C), with d the devices the book's recipe splits the "
+        "product over (fewer than the mesh's where it gathers an input, so that every device of that axis "
+        "repeats the work); T_comms from the book's collective formulas; max (overlapped, as a collective "
+        "matmul) and sum (serial) are the book's prescribed recipe, not the strategy that ran, whose own cost "
+        "the measured time shows. *Overlapped*: the share of collective time during which the same device was "
+        f"also computing, from the trace (per device, merged intervals; median over devices).{note}"
+    )
+    cost = table[
+        [
+            "job",
+            "time (s)",
+            "d",
+            "T_math (s)",
+            "T_comms (s)",
+            "max (s)",
+            "sum (s)",
+            "FLOP/s",
+            "trace: collective overlapped",
+        ]
+    ].copy()
     for col in ("time (s)", "T_math (s)", "T_comms (s)", "max (s)", "sum (s)"):
         cost[col] = cost[col].map(fmt_duration)
     cost["FLOP/s"] = cost["FLOP/s"].map(lambda v: f"{v / 1e9:.3g}" if pd.notna(v) else "")
     traced = cost["trace: collective overlapped"].notna()
     cost["trace: collective overlapped"] = cost["trace: collective overlapped"].map(
-        lambda v: f"{v:.0%}" if pd.notna(v) else "")
-    rep.table(cost.rename(columns={"time (s)": "time", "T_math (s)": "T_math", "T_comms (s)": "T_comms",
-                                   "max (s)": "max", "sum (s)": "sum", "FLOP/s": "GFLOP/s",
-                                   "trace: collective overlapped": "overlapped"}))
+        lambda v: f"{v:.0%}" if pd.notna(v) else ""
+    )
+    rep.table(
+        cost.rename(
+            columns={
+                "time (s)": "time",
+                "T_math (s)": "T_math",
+                "T_comms (s)": "T_comms",
+                "max (s)": "max",
+                "sum (s)": "sum",
+                "FLOP/s": "GFLOP/s",
+                "trace: collective overlapped": "overlapped",
+            }
+        )
+    )
     if not traced.any():
         rep.text("No job here has a collective in a parsed trace, so *overlapped* is empty.")
     figs = []
     jobs = jobs.merge(table[["job", "case"]], on="job", how="left")
-    C_used = hw.flops(jobs["dtype"].dropna().iloc[0]) if hw is not None and hw.flops_per_s and \
-        jobs["dtype"].notna().any() and jobs["dtype"].dropna().iloc[0] in hw.flops_per_s else C
+    C_used = (
+        hw.flops(jobs["dtype"].dropna().iloc[0])
+        if hw is not None
+        and hw.flops_per_s
+        and jobs["dtype"].notna().any()
+        and jobs["dtype"].dropna().iloc[0] in hw.flops_per_s
+        else C
+    )
     bw = getattr(hw, "hbm_bw_Bps", None) if hw is not None else None
-    figs.append((matmul_figures.roofline(jobs, C_used, bw, out / "matmul_roofline.png", "Matmuls on the roofline"),
-                 "Achieved GFLOP/s per device against arithmetic intensity (FLOPs per byte of A, B and C), each job "
-                 "a point (colour: the book's case, marker: strategy), under the compute roof C"
-                 + (" and the memory roof (HBM bandwidth x intensity)." if bw else
-                    f" (`{hw.name if hw else '?'}` has no HBM bandwidth, so no memory roof).")))
+    figs.append(
+        (
+            matmul_figures.roofline(jobs, C_used, bw, out / "matmul_roofline.png", "Matmuls on the roofline"),
+            "Achieved GFLOP/s per device against arithmetic intensity (FLOPs per byte of A, B and C), each job "
+            "a point (colour: the book's case, marker: strategy), under the compute roof C"
+            + (
+                " and the memory roof (HBM bandwidth x intensity)."
+                if bw
+                else f" (`{hw.name if hw else '?'}` has no HBM bandwidth, so no memory roof)."
+            ),
+        )
+    )
     q4 = q4_table(jobs)
     if len(q4):
         rep.heading("Question 4: gather then multiply, or multiply then AllReduce")
-        shown = q4.drop(columns=["dim"]).assign(strategy1_s=q4["strategy1_s"].map(fmt_duration),
-                                                 strategy2_s=q4["strategy2_s"].map(fmt_duration))
-        rep.table(shown.rename(columns={"value": "varying dim", "strategy1_s": "strategy 1", "strategy2_s": "strategy 2",
-                                        "ratio_2_over_1": "strategy 2 / 1"}))
+        shown = q4.drop(columns=["dim"]).assign(
+            strategy1_s=q4["strategy1_s"].map(fmt_duration), strategy2_s=q4["strategy2_s"].map(fmt_duration)
+        )
+        rep.table(
+            shown.rename(
+                columns={
+                    "value": "varying dim",
+                    "strategy1_s": "strategy 1",
+                    "strategy2_s": "strategy 2",
+                    "ratio_2_over_1": "strategy 2 / 1",
+                }
+            )
+        )
         lines = []
         for expr, g in q4.groupby("expr"):
             cross = measured_crossover(g)
             dim = g["dim"].iloc[0]
-            lines.append(f"`{expr}`: measured here, strategy 2 " + (
-                f"starts to win at {dim} ≈ {cross:.0f}" if cross else
-                f"{'always' if (g['ratio_2_over_1'] < 1).all() else 'never'} wins over {dim} = "
-                f"{g['value'].min():.0f}..{g['value'].max():.0f}") + ".")
+            lines.append(
+                f"`{expr}`: measured here, strategy 2 "
+                + (
+                    f"starts to win at {dim} ≈ {cross:.0f}"
+                    if cross
+                    else f"{'always' if (g['ratio_2_over_1'] < 1).all() else 'never'} wins over {dim} = "
+                    f"{g['value'].min():.0f}..{g['value'].max():.0f}"
+                )
+                + "."
+            )
             first = jobs[jobs["expr"] == expr].iloc[0]
-            for label, h, dt in ((f"`{hw.name}`" if hw else "this hardware", hw, first["dtype"]), ("TPU v5e (bf16)", None, "bfloat16")):
+            for label, h, dt in (
+                (f"`{hw.name}`" if hw else "this hardware", hw, first["dtype"]),
+                ("TPU v5e (bf16)", None, "bfloat16"),
+            ):
                 try:
                     h = h or load_hardware("tpu_v5e")
                     mc = model_crossover(expr, _dims(first["dims"]), dim, _mesh(first["mesh_axes"]), dt, h)
                 except (BookError, KeyError, IndexError, TypeError) as exc:
                     lines.append(f"  {label}: no model crossover ({exc}).")
                     continue
-                lines.append(f"  {label}: the book's model puts it between {dim} = {mc / 2:.0f} and {mc:.0f}." if mc else
-                             f"  {label}: the book's model has one strategy win at every {dim}.")
+                lines.append(
+                    f"  {label}: the book's model puts it between {dim} = {mc / 2:.0f} and {mc:.0f}."
+                    if mc
+                    else f"  {label}: the book's model has one strategy win at every {dim}."
+                )
         rep.text("\n\n".join(lines))
         for expr, g in q4.groupby("expr"):
             first = jobs[jobs["expr"] == expr].iloc[0]
             try:
-                mc = model_crossover(expr, _dims(first["dims"]), g["dim"].iloc[0], _mesh(first["mesh_axes"]),
-                                     first["dtype"], hw) if hw is not None else None
+                mc = (
+                    model_crossover(
+                        expr, _dims(first["dims"]), g["dim"].iloc[0], _mesh(first["mesh_axes"]), first["dtype"], hw
+                    )
+                    if hw is not None
+                    else None
+                )
             except (BookError, KeyError, IndexError, TypeError):
                 mc = None
-            figs.append((matmul_figures.question4(g, measured_crossover(g), mc, out / f"question4_{len(figs)}.png",
-                                                  f"Question 4: {expr}"),
-                         "Time against the varying dim for both strategies; dashed: the measured crossover, dotted: "
-                         "the model's (for this hardware's constants)."))
+            figs.append(
+                (
+                    matmul_figures.question4(
+                        g, measured_crossover(g), mc, out / f"question4_{len(figs)}.png", f"Question 4: {expr}"
+                    ),
+                    "Time against the varying dim for both strategies; dashed: the measured crossover, dotted: "
+                    "the model's (for this hardware's constants).",
+                )
+            )
     pairs = ring_pairs(jobs)
     if len(pairs):
-        figs.append((matmul_figures.collective_matmul(pairs, out / "collective_matmul.png",
-                                                      "Collective matmul against its naive counterpart"),
-                     "Time per step of the ppermute ring (collective matmul) and of the same expression run the "
-                     "naive way, over the dim the sweep varies."))
+        figs.append(
+            (
+                matmul_figures.collective_matmul(
+                    pairs, out / "collective_matmul.png", "Collective matmul against its naive counterpart"
+                ),
+                "Time per step of the ppermute ring (collective matmul) and of the same expression run the "
+                "naive way, over the dim the sweep varies.",
+            )
+        )
     for path, caption in figs:
         rep.figure(path, caption)
     return table

@@ -1,11 +1,11 @@
 """How a sweep's numbers were taken, in words: the estimator, rounds, intervals, dispatch,
 profiler slowdown and page faults (the report's *How these numbers were taken*)."""
+
 from __future__ import annotations
 
 import pandas as pd
 
 from analysis.report.document import fmt
-
 
 ESTIMATOR_WORDS = {
     "step": "the wall time of one blocked step (what a caller sees, the host's dispatch and sync included)",
@@ -24,26 +24,34 @@ def measurement_text(pts: pd.DataFrame) -> str:
     rounds = pts["time_rounds"].dropna()
     parts = [f"Times are the **{src}** estimator: {ESTIMATOR_WORDS.get(src, src)}."]
     if len(rounds):
-        parts.append(f"Each point was timed in {int(rounds.max())} round(s), interleaved across the sweep in a shuffled "
-                     "order; its median is the median of the rounds' medians, and its 95% interval a bootstrap "
-                     "over rounds and samples, so it covers drift between rounds, not only one stretch of noise. "
-                     f"{int(pts['rounds_disagree'].sum())} point(s) had rounds whose own intervals do not overlap.")
+        parts.append(
+            f"Each point was timed in {int(rounds.max())} round(s), interleaved across the sweep in a shuffled "
+            "order; its median is the median of the rounds' medians, and its 95% interval a bootstrap "
+            "over rounds and samples, so it covers drift between rounds, not only one stretch of noise. "
+            f"{int(pts['rounds_disagree'].sum())} point(s) had rounds whose own intervals do not overlap."
+        )
     floor = pts["dispatch_floor_s"].dropna()
     if len(floor):
         small = pts.loc[pts["V_bytes"] == pts["V_bytes"].min(), "dispatch_floor_s"].dropna()
-        parts.append(f"Beside it: *loop* per repetition, and the dispatch floor *step - loop* "
-                     f"({fmt(float(small.median()) * 1e6) if len(small) else '?'} us at the smallest V).")
+        parts.append(
+            f"Beside it: *loop* per repetition, and the dispatch floor *step - loop* "
+            f"({fmt(float(small.median()) * 1e6) if len(small) else '?'} us at the smallest V)."
+        )
     slow = pts["profiler_slowdown"].dropna()
     if len(slow):
-        parts.append(f"The *device* estimator comes from the traced steps; tracing slowed a step {slow.median():.2g}x "
-                     f"(range {slow.min():.2g}x to {slow.max():.2g}x: traced step / untraced step)"
-                     + (", which is why on CPU the step, not the trace, is timed." if src == "step" else "."))
+        parts.append(
+            f"The *device* estimator comes from the traced steps; tracing slowed a step {slow.median():.2g}x "
+            f"(range {slow.min():.2g}x to {slow.max():.2g}x: traced step / untraced step)"
+            + (", which is why on CPU the step, not the trace, is timed." if src == "step" else ".")
+        )
     share = pts["dispatch_share"].dropna()
     if len(share):
         parts.append(f"Dispatch share (step - device) / step: median {share.median():.0%}.")
     faults = pts["page_faults_per_step"].dropna()
     if len(faults):
-        parts.append(f"Minor page faults per step: median {faults.median():.0f}, largest {faults.max():.0f} "
-                     "(the worker runs with a malloc that keeps large buffers; a point faulting in more than a "
-                     "quarter of the bytes its devices write is flagged).")
+        parts.append(
+            f"Minor page faults per step: median {faults.median():.0f}, largest {faults.max():.0f} "
+            "(the worker runs with a malloc that keeps large buffers; a point faulting in more than a "
+            "quarter of the bytes its devices write is flagged)."
+        )
     return " ".join(parts)

@@ -6,6 +6,7 @@ time per step come first, then the step's split into compute, hidden and exposed
 communication, then one step drawn per device (is the communication lane under a compute
 bar, or alone?), and last every collective with its groups, bytes and the model's word.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,14 +35,24 @@ def _pct(x) -> str:
 
 def _human(table: pd.DataFrame, full: bool) -> pd.DataFrame:
     """The per-collective table in human units (``full``: with groups, bytes and the note)."""
-    out = pd.DataFrame({
-        "collective": table["name"], "kind": table["kind"], "mesh axes": table["mesh_axes"],
-        "V": table["V_bytes"].map(fmt_bytes), "runs/step": table["executions_per_step"].fillna(0),
-        "median": table["time_median_s"].map(fmt_duration), "p90": table["time_p90_s"].map(fmt_duration),
-        "per step": table["time_per_step_s"].map(fmt_duration), "share of step": table["step_share"].map(_pct),
-        "hidden": table["hidden_per_step_s"].map(fmt_duration), "exposed": table["exposed_per_step_s"].map(fmt_duration),
-        "busbw": table["busbw_Bps"].map(fmt_bandwidth), "model": table["model_time_s"].map(fmt_duration),
-        "measured/model": table["measured_over_model"].map(lambda r: "" if pd.isna(r) else f"{r:.3g}x")})
+    out = pd.DataFrame(
+        {
+            "collective": table["name"],
+            "kind": table["kind"],
+            "mesh axes": table["mesh_axes"],
+            "V": table["V_bytes"].map(fmt_bytes),
+            "runs/step": table["executions_per_step"].fillna(0),
+            "median": table["time_median_s"].map(fmt_duration),
+            "p90": table["time_p90_s"].map(fmt_duration),
+            "per step": table["time_per_step_s"].map(fmt_duration),
+            "share of step": table["step_share"].map(_pct),
+            "hidden": table["hidden_per_step_s"].map(fmt_duration),
+            "exposed": table["exposed_per_step_s"].map(fmt_duration),
+            "busbw": table["busbw_Bps"].map(fmt_bandwidth),
+            "model": table["model_time_s"].map(fmt_duration),
+            "measured/model": table["measured_over_model"].map(lambda r: "" if pd.isna(r) else f"{r:.3g}x"),
+        }
+    )
     if full:
         out.insert(1, "module", table["hlo_module"])
         out["operand"] = table["operand_bytes"].map(fmt_bytes)
@@ -53,12 +64,20 @@ def _human(table: pd.DataFrame, full: bool) -> pd.DataFrame:
 
 
 def _steps_human(summary: pd.DataFrame) -> pd.DataFrame:
-    return pd.DataFrame({
-        "module": summary["hlo_module"], "step": summary["step"], "devices": summary["devices"],
-        "step time": summary["step_s"].map(fmt_duration), "compute": summary["compute_s"].map(fmt_duration),
-        "collectives": summary["collective_s"].map(fmt_duration), "hidden": summary["hidden_s"].map(fmt_duration),
-        "exposed": summary["exposed_s"].map(fmt_duration), "idle": summary["idle_s"].map(fmt_duration),
-        "exposed share": (summary["exposed_s"] / summary["step_s"]).map(_pct)})
+    return pd.DataFrame(
+        {
+            "module": summary["hlo_module"],
+            "step": summary["step"],
+            "devices": summary["devices"],
+            "step time": summary["step_s"].map(fmt_duration),
+            "compute": summary["compute_s"].map(fmt_duration),
+            "collectives": summary["collective_s"].map(fmt_duration),
+            "hidden": summary["hidden_s"].map(fmt_duration),
+            "exposed": summary["exposed_s"].map(fmt_duration),
+            "idle": summary["idle_s"].map(fmt_duration),
+            "exposed share": (summary["exposed_s"] / summary["step_s"]).map(_pct),
+        }
+    )
 
 
 def timeline_figure(rows: pd.DataFrame, path: Path, title: str) -> Path:
@@ -72,8 +91,12 @@ def timeline_figure(rows: pd.DataFrame, path: Path, title: str) -> Path:
         d = rows[rows["device"] == dev]
         for lane, dy in (("compute", -0.2), ("communication", 0.2)):
             for label, g in d[d["lane"] == lane].groupby("label"):
-                ax.broken_barh(list(zip(g["start_s"], g["end_s"] - g["start_s"])), (y + dy - 0.17, 0.34),
-                               facecolors=colors[label], edgecolor="none")
+                ax.broken_barh(
+                    list(zip(g["start_s"], g["end_s"] - g["start_s"])),
+                    (y + dy - 0.17, 0.34),
+                    facecolors=colors[label],
+                    edgecolor="none",
+                )
     ax.set_yticks(range(len(devices)), [f"device {d}" for d in devices], fontsize=7)
     ax.invert_yaxis()
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_duration(v) if v > 0 else "0"))
@@ -88,8 +111,7 @@ def timeline_figure(rows: pd.DataFrame, path: Path, title: str) -> Path:
     return path
 
 
-def write_profile_report(out: Path, table: pd.DataFrame, steps: pd.DataFrame, ops: pd.DataFrame,
-                         info: dict) -> Path:
+def write_profile_report(out: Path, table: pd.DataFrame, steps: pd.DataFrame, ops: pd.DataFrame, info: dict) -> Path:
     """Write ``collectives.csv``, ``steps.csv``, ``timeline.png``, ``report.md`` and
     ``index.html`` to ``out``; return the HTML's path. ``info`` says where the inputs came
     from (logdir, xplanes, hlo_source, devices, mesh, hardware, topology, cpu)."""
@@ -99,20 +121,27 @@ def write_profile_report(out: Path, table: pd.DataFrame, steps: pd.DataFrame, op
     steps.to_csv(out / "steps.csv", index=False)
     summary = step_summary(steps)
     r = Report(f"Profile: {info['logdir']}")
-    r.text(f"Trace: {', '.join(f'`{p}`' for p in info['xplanes'])}; HLO from {info['hlo_source']}; "
-           f"{info['devices']} devices" + (f", mesh {info['mesh']}" if info.get("mesh") else "") + ". "
-           "A step is one execution of the module on a device, from its first op's start to its last op's end. "
-           "Hidden = collective time during which the same device also computed; exposed = the rest; "
-           "times per step are medians over devices and steps.")
+    r.text(
+        f"Trace: {', '.join(f'`{p}`' for p in info['xplanes'])}; HLO from {info['hlo_source']}; "
+        f"{info['devices']} devices" + (f", mesh {info['mesh']}" if info.get("mesh") else "") + ". "
+        "A step is one execution of the module on a device, from its first op's start to its last op's end. "
+        "Hidden = collective time during which the same device also computed; exposed = the rest; "
+        "times per step are medians over devices and steps."
+    )
     if info.get("cpu"):
-        r.banner("incomplete", "CPU trace: the profiler slows ops on the CPU backend (about 2x here), and a "
-                 "device's collective time includes waiting for the last device to arrive (`arrival skew`). "
-                 "Use these times to attribute a step, and untraced runs for absolute times.")
+        r.banner(
+            "incomplete",
+            "CPU trace: the profiler slows ops on the CPU backend (about 2x here), and a "
+            "device's collective time includes waiting for the last device to arrive (`arrival skew`). "
+            "Use these times to attribute a step, and untraced runs for absolute times.",
+        )
     if info.get("hardware"):
-        r.text(f"Model: the book's prediction on `{info['hardware']}`"
-               + (f", topology `{info['topology']}`" if info.get("topology") else "")
-               + "; V is the gathered result (all-gather), the unreduced operand (reduce-scatter, all-reduce), "
-               "operand x group size (all-to-all). Bus bandwidth follows nccl-tests.")
+        r.text(
+            f"Model: the book's prediction on `{info['hardware']}`"
+            + (f", topology `{info['topology']}`" if info.get("topology") else "")
+            + "; V is the gathered result (all-gather), the unreduced operand (reduce-scatter, all-reduce), "
+            "operand x group size (all-to-all). Bus bandwidth follows nccl-tests."
+        )
     else:
         r.text("No model: pass `--hardware` (and for `cpu`, `--link-bw-bidir-Bps` and `--hop-latency-s`).")
     ran = table[table["executions"] > 0]
@@ -125,8 +154,12 @@ def write_profile_report(out: Path, table: pd.DataFrame, steps: pd.DataFrame, op
         step = typical_step(steps, module)
         rows = timeline(ops, module, step, dict(zip(table["name"], table["kind"])))
         ndev = rows["device"].nunique()
-        fig = timeline_figure(rows, out / "timeline.png", f"{module}, step {step} (the median step)"
-                              + (f", first {MAX_DEVICES_DRAWN} of {ndev} devices" if ndev > MAX_DEVICES_DRAWN else ""))
+        fig = timeline_figure(
+            rows,
+            out / "timeline.png",
+            f"{module}, step {step} (the median step)"
+            + (f", first {MAX_DEVICES_DRAWN} of {ndev} devices" if ndev > MAX_DEVICES_DRAWN else ""),
+        )
         r.heading("Timeline of one step")
         r.figure(fig, f"{module} step {step}: compute and communication per device")
     r.heading("Every collective")

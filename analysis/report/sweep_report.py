@@ -5,6 +5,7 @@ The tables come from :func:`analysis.sweep.load_sweep` and the analyzers; this m
 writes files and lays out blocks, answer first: the headline, the figures, the
 nccl-tests-style tables, then how the numbers were taken and everything behind them.
 """
+
 from __future__ import annotations
 
 import time
@@ -21,7 +22,7 @@ from analysis.report.document import Link, Report
 from analysis.report.matmul_section import add_matmul_section
 from analysis.report.measurement import measurement_text
 from analysis.report.processes_section import add_processes_section
-from analysis.rundir import FIT_NAME, REPORT_DIR, SUMMARY_NAME, sweep_command, write_json_atomic
+from analysis.rundir import FIT_NAME, REPORT_DIR, SUMMARY_NAME, stamp, sweep_command, write_json_atomic
 from analysis.sweep import Sweep, load_sweep
 
 SAMPLES_NAME = "samples.csv"
@@ -38,12 +39,27 @@ def write_report(root: str | Path, hardware: str | None = None, allow_mixed: boo
     samples_table(sweep.results).to_csv(root / SAMPLES_NAME, index=False)
     head = headline_table(sweep.summary, sweep.points, sweep.fits)
     families = [dict(r, text=headline_sentence(pd.Series(r))) for r in _records(head)]
-    write_json_atomic(root / HEADLINE_NAME, {"families": families, "expected_points": sweep.expected,
-                                             "missing_points": sweep.missing, "incomplete": bool(sweep.missing)})
-    write_json_atomic(root / FIT_NAME, {
-        "fits": _records(sweep.fits), "left_out": _records(sweep.left_out), "model_source": sweep.model_source,
-        "model_W_Bps": getattr(sweep.model_hw, "link_bw_bidir_Bps", None),
-        "model_T_min_s": getattr(sweep.model_hw, "hop_latency_s", None)})
+    write_json_atomic(
+        root / HEADLINE_NAME,
+        {
+            **stamp("headline"),
+            "families": families,
+            "expected_points": sweep.expected,
+            "missing_points": sweep.missing,
+            "incomplete": bool(sweep.missing),
+        },
+    )
+    write_json_atomic(
+        root / FIT_NAME,
+        {
+            **stamp("fit"),
+            "fits": _records(sweep.fits),
+            "left_out": _records(sweep.left_out),
+            "model_source": sweep.model_source,
+            "model_W_Bps": getattr(sweep.model_hw, "link_bw_bidir_Bps", None),
+            "model_T_min_s": getattr(sweep.model_hw, "hop_latency_s", None),
+        },
+    )
     out = root / REPORT_DIR
     out.mkdir(exist_ok=True)
     write_dictionary(out / "columns.md")
@@ -81,31 +97,48 @@ def build(sweep: Sweep, head: pd.DataFrame, out: Path) -> Report:
     title = f"shardlab report: {root.resolve().parent.name}/{root.name}"
     rep = Report(("INCOMPLETE " if sweep.missing else "") + title)
     if sweep.missing:
-        rep.banner("incomplete", f"**Incomplete**: {len(jobs)} of {len(jobs) + len(sweep.missing)} points have "
-                                 f"results; {len(sweep.missing)} never ran (listed under *Missing points*). Finish "
-                                 f"with `{resume_command(root)}`.")
-    rep.text(f"{len(jobs)} points: {len(ok)} ok, {len(failed)} failed. Units: times in us/ms/s; sizes in binary "
-             "units (KiB = 1024 B, MiB = 2^20 B); bandwidths in decimal GB/s (10^9 B/s, as nccl-tests). Files keep SI "
-             f"units named in their columns (`{SUMMARY_NAME}`, `{SAMPLES_NAME}`, `{FIT_NAME}`, `{HEADLINE_NAME}`; "
-             "[every column explained](columns.md)).")
+        rep.banner(
+            "incomplete",
+            f"**Incomplete**: {len(jobs)} of {len(jobs) + len(sweep.missing)} points have "
+            f"results; {len(sweep.missing)} never ran (listed under *Missing points*). Finish "
+            f"with `{resume_command(root)}`.",
+        )
+    rep.text(
+        f"{len(jobs)} points: {len(ok)} ok, {len(failed)} failed. Units: times in us/ms/s; sizes in binary "
+        "units (KiB = 1024 B, MiB = 2^20 B); bandwidths in decimal GB/s (10^9 B/s, as nccl-tests). Files keep SI "
+        f"units named in their columns (`{SUMMARY_NAME}`, `{SAMPLES_NAME}`, `{FIT_NAME}`, `{HEADLINE_NAME}`; "
+        "[every column explained](columns.md))."
+    )
 
     if len(head):
         rep.heading("Headline")
         rep.text("\n\n".join(f"**{headline_sentence(r)}**" for _, r in head.iterrows()))
-        rep.table(pd.DataFrame({
-            "collective": [family_name(r) for _, r in head.iterrows()],
-            "latency floor": head["latency_floor_s"].map(fmt_duration),
-            "peak bus bandwidth": head["peak_busbw_Bps"].map(fmt_bandwidth),
-            "at V": head["peak_at_V_bytes"].map(fmt_bytes),
-            "of ceiling": head["peak_share_of_ceiling"].map(lambda v: f"{v:.0%}" if pd.notna(v) else ""),
-            "bandwidth-bound above": head["bandwidth_bound_above_bytes"].map(fmt_bytes),
-            "measured/model": head["measured_over_model_median"].map(lambda v: f"{v:.2g}" if pd.notna(v) else ""),
-            "ok": head["ok"], "failed": head["failed"], "flagged": head["flagged"], "noisy": head["noisy"],
-            "unchecked": head["unchecked"]}))
-        rep.text("Which bandwidth to read: **bus bandwidth** (busbw, nccl-tests' convention) is the one to hold "
-                 "against links and ceilings; algbw (S / time) and the fits' W are beside it in the tables. The "
-                 "latency floor is the fit's T_min x hops (else the smallest median); *flagged* points (above "
-                 "their ceiling, page-faulting) are left out of every fit.")
+        rep.table(
+            pd.DataFrame(
+                {
+                    "collective": [family_name(r) for _, r in head.iterrows()],
+                    "latency floor": head["latency_floor_s"].map(fmt_duration),
+                    "peak bus bandwidth": head["peak_busbw_Bps"].map(fmt_bandwidth),
+                    "at V": head["peak_at_V_bytes"].map(fmt_bytes),
+                    "of ceiling": head["peak_share_of_ceiling"].map(lambda v: f"{v:.0%}" if pd.notna(v) else ""),
+                    "bandwidth-bound above": head["bandwidth_bound_above_bytes"].map(fmt_bytes),
+                    "measured/model": head["measured_over_model_median"].map(
+                        lambda v: f"{v:.2g}" if pd.notna(v) else ""
+                    ),
+                    "ok": head["ok"],
+                    "failed": head["failed"],
+                    "flagged": head["flagged"],
+                    "noisy": head["noisy"],
+                    "unchecked": head["unchecked"],
+                }
+            )
+        )
+        rep.text(
+            "Which bandwidth to read: **bus bandwidth** (busbw, nccl-tests' convention) is the one to hold "
+            "against links and ceilings; algbw (S / time) and the fits' W are beside it in the tables. The "
+            "latency floor is the fit's T_min x hops (else the smallest median); *flagged* points (above "
+            "their ceiling, page-faulting) are left out of every fit."
+        )
 
     what_ran(rep, jobs, ok)
     if len(pts):
@@ -147,36 +180,61 @@ def what_ran(rep: Report, jobs: pd.DataFrame, ok: pd.DataFrame) -> None:
         return ", ".join(fmt_one(x) for x in v) or "(none recorded)"
 
     sizes = jobs["V_bytes"].dropna()
-    row = {"hardware": first.get("hardware") or "(unknown)", "backend": first.get("backend") or "(none ran)",
-           "device": first.get("device_kind") or "(none ran)",
-           "devices": int(first["device_count"]) if pd.notna(first.get("device_count")) else "(none ran)",
-           "jax": first.get("jax_version") or "(none ran)", "meshes": values("mesh_axes"), "ops": values("op"),
-           "dtypes": values("dtype"),
-           "sizes": (f"{fmt_bytes(sizes.min())} to {fmt_bytes(sizes.max())}" if sizes.min() != sizes.max()
-                     else fmt_bytes(sizes.min())) if len(sizes) else "(matmuls: see their dims)"}
+    row = {
+        "hardware": first.get("hardware") or "(unknown)",
+        "backend": first.get("backend") or "(none ran)",
+        "device": first.get("device_kind") or "(none ran)",
+        "devices": int(first["device_count"]) if pd.notna(first.get("device_count")) else "(none ran)",
+        "jax": first.get("jax_version") or "(none ran)",
+        "meshes": values("mesh_axes"),
+        "ops": values("op"),
+        "dtypes": values("dtype"),
+        "sizes": (
+            f"{fmt_bytes(sizes.min())} to {fmt_bytes(sizes.max())}"
+            if sizes.min() != sizes.max()
+            else fmt_bytes(sizes.min())
+        )
+        if len(sizes)
+        else "(matmuls: see their dims)",
+    }
     rep.table(pd.DataFrame([row]))
 
 
 def nccl_tables(rep: Report, pts: pd.DataFrame) -> None:
     """Per family, the table nccl-tests prints, line for line comparable."""
     rep.heading("Results as nccl-tests prints them")
-    rep.text("Per family, one line per size, as nccl-tests' output: size (bytes of S, what nccl-tests' size "
-             "column counts), count (elements), type, time (us), algbw and busbw (GB/s), #wrong (devices whose "
-             "result differed from NumPy; blank when unchecked).")
+    rep.text(
+        "Per family, one line per size, as nccl-tests' output: size (bytes of S, what nccl-tests' size "
+        "column counts), count (elements), type, time (us), algbw and busbw (GB/s), #wrong (devices whose "
+        "result differed from NumPy; blank when unchecked)."
+    )
     for fam, g in pts.groupby("family", sort=False):
         g = g.sort_values("V_bytes")
         rep.text(f"**{fam}**")
         size = g["S_bytes"].fillna(g["V_bytes"])
         itemsize = g["dtype"].map(lambda d: {"bfloat16": 2, "float16": 2, "int8": 1}.get(d, 4))
-        rep.table(pd.DataFrame({
-            "size": size.astype("int64"), "count": (size / itemsize).astype("int64"),
-            "type": g["dtype"].map(lambda d: {"float32": "float", "bfloat16": "bfloat16", "float16": "half",
-                                              "int32": "int32", "int8": "int8"}.get(d, d)),
-            "redop": g["op"].map(lambda o: "sum" if o in ("all_reduce", "reduce_scatter") else "none"),
-            "time (us)": (g["time_s"] * 1e6).map(lambda v: f"{v:.2f}"),
-            "algbw (GB/s)": (g["algbw_Bps"] / 1e9).map(lambda v: f"{v:.2f}"),
-            "busbw (GB/s)": (g["busbw_Bps"] / 1e9).map(lambda v: f"{v:.2f}"),
-            "#wrong": g["checked"].map(lambda c: 0 if c else "")}))
+        rep.table(
+            pd.DataFrame(
+                {
+                    "size": size.astype("int64"),
+                    "count": (size / itemsize).astype("int64"),
+                    "type": g["dtype"].map(
+                        lambda d: {
+                            "float32": "float",
+                            "bfloat16": "bfloat16",
+                            "float16": "half",
+                            "int32": "int32",
+                            "int8": "int8",
+                        }.get(d, d)
+                    ),
+                    "redop": g["op"].map(lambda o: "sum" if o in ("all_reduce", "reduce_scatter") else "none"),
+                    "time (us)": (g["time_s"] * 1e6).map(lambda v: f"{v:.2f}"),
+                    "algbw (GB/s)": (g["algbw_Bps"] / 1e9).map(lambda v: f"{v:.2f}"),
+                    "busbw (GB/s)": (g["busbw_Bps"] / 1e9).map(lambda v: f"{v:.2f}"),
+                    "#wrong": g["checked"].map(lambda c: 0 if c else ""),
+                }
+            )
+        )
 
 
 def fits_section(rep: Report, sweep: Sweep) -> None:
@@ -185,44 +243,79 @@ def fits_section(rep: Report, sweep: Sweep) -> None:
     if not len(fits):
         rep.text("Too few successful points to fit.")
         return
-    f = pd.DataFrame({
-        "op": fits["op"], "axes": fits["axes"], "devices/group": fits["group_size"], "dtype": fits["dtype"],
-        "points": fits["n_points"],
-        "α": fits.get("alpha_s", pd.Series(dtype=float)).map(fmt_duration),
-        "β": fits.get("beta_Bps", pd.Series(dtype=float)).map(fmt_bandwidth),
-        "α-β error": fits.get("alpha_beta_rel_rmse", pd.Series(dtype=float)).map(lambda v: f"{v:.1%}" if pd.notna(v) else ""),
-        "T_min": fits.get("T_min_s", pd.Series(dtype=float)).map(fmt_duration),
-        "W": fits.get("W_Bps", pd.Series(dtype=float)).map(fmt_bandwidth),
-        "book error": fits.get("book_rel_rmse", pd.Series(dtype=float)).map(lambda v: f"{v:.1%}" if pd.notna(v) else ""),
-        "crossover": fits.get("crossover_bytes", pd.Series(dtype=float)).map(fmt_bytes),
-        "note": fits.get("note", pd.Series(dtype=object)).fillna("")})
+    f = pd.DataFrame(
+        {
+            "op": fits["op"],
+            "axes": fits["axes"],
+            "devices/group": fits["group_size"],
+            "dtype": fits["dtype"],
+            "points": fits["n_points"],
+            "α": fits.get("alpha_s", pd.Series(dtype=float)).map(fmt_duration),
+            "β": fits.get("beta_Bps", pd.Series(dtype=float)).map(fmt_bandwidth),
+            "α-β error": fits.get("alpha_beta_rel_rmse", pd.Series(dtype=float)).map(
+                lambda v: f"{v:.1%}" if pd.notna(v) else ""
+            ),
+            "T_min": fits.get("T_min_s", pd.Series(dtype=float)).map(fmt_duration),
+            "W": fits.get("W_Bps", pd.Series(dtype=float)).map(fmt_bandwidth),
+            "book error": fits.get("book_rel_rmse", pd.Series(dtype=float)).map(
+                lambda v: f"{v:.1%}" if pd.notna(v) else ""
+            ),
+            "crossover": fits.get("crossover_bytes", pd.Series(dtype=float)).map(fmt_bytes),
+            "note": fits.get("note", pd.Series(dtype=object)).fillna(""),
+        }
+    )
     rep.table(f)
-    rep.text("α-β: `T = α + V/β`. Book: `T = max(T_min·hops, c·V/W)` with the book's hops and factor c for each "
-             "collective, so W is comparable across collectives. Errors are the relative RMS over the points, as "
-             "measured. A fit uses only the points of one regime: flagged points and points in another bandwidth "
-             "regime (a cache edge) are left out, and a family needs 3 points.")
+    rep.text(
+        "α-β: `T = α + V/β`. Book: `T = max(T_min·hops, c·V/W)` with the book's hops and factor c for each "
+        "collective, so W is comparable across collectives. Errors are the relative RMS over the points, as "
+        "measured. A fit uses only the points of one regime: flagged points and points in another bandwidth "
+        "regime (a cache edge) are left out, and a family needs 3 points."
+    )
     if len(left):
         rep.text("Left out of the fits:")
-        rep.table(pd.DataFrame({"op": left["op"], "axes": left["axes"], "job": left["job"],
-                                "V": left["V_bytes"].map(fmt_bytes), "why": left["reason"]}))
+        rep.table(
+            pd.DataFrame(
+                {
+                    "op": left["op"],
+                    "axes": left["axes"],
+                    "job": left["job"],
+                    "V": left["V_bytes"].map(fmt_bytes),
+                    "why": left["reason"],
+                }
+            )
+        )
 
 
 def model_section(rep: Report, sweep: Sweep) -> None:
     pts = sweep.points
     rep.heading("Measured against the book's model")
-    rep.text(f"Model constants: {sweep.model_source}. Times are the *{_source(pts)}* estimator with its 95% "
-             "interval; *step* and *loop* beside it.")
-    rep.table(pd.DataFrame({
-        "op": pts["op"], "axes": pts["axes"], "V": pts["V_bytes"].map(fmt_bytes),
-        "time": pts["time_s"].map(fmt_duration),
-        "95% interval": [f"{fmt_duration(lo)} to {fmt_duration(hi)}" for lo, hi in
-                         zip(pts["time_ci_low_s"], pts["time_ci_high_s"])],
-        "step": pts["step_time_s"].map(fmt_duration), "loop": pts["loop_time_s"].map(fmt_duration),
-        "busbw": pts["busbw_Bps"].map(fmt_bandwidth),
-        "of ceiling": pts["busbw_over_ceiling"].map(lambda v: f"{v:.0%}" if pd.notna(v) else ""),
-        "model": pts["model_time_s"].map(fmt_duration), "regime": pts["model_regime"],
-        "measured/model": pts["measured_over_model"].map(lambda v: f"{v:.2g}" if pd.notna(v) else ""),
-        "flags": pts["flags"].fillna(""), "caveats": pts["caveats"].fillna("")}))
+    rep.text(
+        f"Model constants: {sweep.model_source}. Times are the *{_source(pts)}* estimator with its 95% "
+        "interval; *step* and *loop* beside it."
+    )
+    rep.table(
+        pd.DataFrame(
+            {
+                "op": pts["op"],
+                "axes": pts["axes"],
+                "V": pts["V_bytes"].map(fmt_bytes),
+                "time": pts["time_s"].map(fmt_duration),
+                "95% interval": [
+                    f"{fmt_duration(lo)} to {fmt_duration(hi)}"
+                    for lo, hi in zip(pts["time_ci_low_s"], pts["time_ci_high_s"])
+                ],
+                "step": pts["step_time_s"].map(fmt_duration),
+                "loop": pts["loop_time_s"].map(fmt_duration),
+                "busbw": pts["busbw_Bps"].map(fmt_bandwidth),
+                "of ceiling": pts["busbw_over_ceiling"].map(lambda v: f"{v:.0%}" if pd.notna(v) else ""),
+                "model": pts["model_time_s"].map(fmt_duration),
+                "regime": pts["model_regime"],
+                "measured/model": pts["measured_over_model"].map(lambda v: f"{v:.2g}" if pd.notna(v) else ""),
+                "flags": pts["flags"].fillna(""),
+                "caveats": pts["caveats"].fillna(""),
+            }
+        )
+    )
 
 
 def _source(pts: pd.DataFrame) -> str:
@@ -234,15 +327,30 @@ def problems_section(rep: Report, sweep: Sweep, failed: pd.DataFrame) -> None:
     s = sweep.summary
     if sweep.missing:
         rep.heading("Missing points")
-        rep.text(f"The sweep asked for {len(sweep.expected)} points; these have no result (interrupted, or never "
-                 f"started). `{resume_command(sweep.root)}` runs them.")
-        rep.table(pd.DataFrame({"job number": [m["num"] for m in sweep.missing],
-                                "overrides": [" ".join(m["overrides"]) for m in sweep.missing]}))
+        rep.text(
+            f"The sweep asked for {len(sweep.expected)} points; these have no result (interrupted, or never "
+            f"started). `{resume_command(sweep.root)}` runs them."
+        )
+        rep.table(
+            pd.DataFrame(
+                {
+                    "job number": [m["num"] for m in sweep.missing],
+                    "overrides": [" ".join(m["overrides"]) for m in sweep.missing],
+                }
+            )
+        )
     if len(failed) or s["skipped"].notna().any():
         rep.heading("Failed and skipped")
         if len(failed):
-            rep.table(pd.DataFrame({"job": failed["job"], "error type": failed["error_type"],
-                                    "error": failed["error"].astype(str).str.slice(0, 300)}))
+            rep.table(
+                pd.DataFrame(
+                    {
+                        "job": failed["job"],
+                        "error type": failed["error_type"],
+                        "error": failed["error"].astype(str).str.slice(0, 300),
+                    }
+                )
+            )
         sk = s[s["skipped"].notna()].drop_duplicates("job")
         if len(sk):
             rep.text("Files that could not be read (the rest of the report stands without them):")
@@ -252,19 +360,26 @@ def problems_section(rep: Report, sweep: Sweep, failed: pd.DataFrame) -> None:
 def points_section(rep: Report, sweep: Sweep) -> None:
     """Every point with links to its files, and how to open its trace."""
     rep.heading("Points and their files")
-    rep.text(f"Each job folder holds `result.json` (everything measured), `hlo/` (the lowered and compiled "
-             f"programs) and `trace/plugins/profile/<time>/<host>.xplane.pb`. Open all traces with "
-             f"`python -m analysis view {sweep.root}` (XProf on 127.0.0.1, one run per point), or one point's "
-             "with `python -m analysis view <its folder>`.")
+    rep.text(
+        f"Each job folder holds `result.json` (everything measured), `hlo/` (the lowered and compiled "
+        f"programs) and `trace/plugins/profile/<time>/<host>.xplane.pb`. Open all traces with "
+        f"`python -m analysis view {sweep.root}` (XProf on 127.0.0.1, one run per point), or one point's "
+        "with `python -m analysis view <its folder>`."
+    )
     rows = []
     for r in sweep.results:
         job = r["job"]
         files = r.get("files") or {}
-        rows.append({"job": job, "status": r.get("status"),
-                     "result": Link("result.json", f"../{job}/result.json"),
-                     "HLO": Link("compiled", f"../{job}/{files['hlo_compiled']}") if files.get("hlo_compiled") else "",
-                     "trace": Link("xplane", f"../{job}/{files['xplane']}") if files.get("xplane") else "",
-                     "log": Link("worker.log", f"../{job}/worker.log")})
+        rows.append(
+            {
+                "job": job,
+                "status": r.get("status"),
+                "result": Link("result.json", f"../{job}/result.json"),
+                "HLO": Link("compiled", f"../{job}/{files['hlo_compiled']}") if files.get("hlo_compiled") else "",
+                "trace": Link("xplane", f"../{job}/{files['xplane']}") if files.get("xplane") else "",
+                "log": Link("worker.log", f"../{job}/worker.log"),
+            }
+        )
     if len(rows) > 60:  # summarise: the links of the first 50, the rest in summary.csv
         rep.text(f"The first 50 of {len(rows)} points; every point is a row of `{SUMMARY_NAME}`.")
         rows = rows[:50]
@@ -277,21 +392,44 @@ def _figures(sweep: Sweep, out: Path) -> list[tuple[Path, str]]:
     cross = []
     for fam, g in pts.groupby("family", sort=False):
         first = g.iloc[0]
-        f = fits[(fits["op"] == first["op"]) & (fits["axes"] == first["axes"]) & (fits["mesh"] == first["mesh"])
-                 & (fits["dtype"] == first["dtype"])] if "crossover_bytes" in fits else fits.iloc[0:0]
+        f = (
+            fits[
+                (fits["op"] == first["op"])
+                & (fits["axes"] == first["axes"])
+                & (fits["mesh"] == first["mesh"])
+                & (fits["dtype"] == first["dtype"])
+            ]
+            if "crossover_bytes" in fits
+            else fits.iloc[0:0]
+        )
         if len(f) and pd.notna(f["crossover_bytes"].iloc[0]) and f["crossover_bytes"].iloc[0] > 0:
-            cross.append({"family": fam, "V_bytes": f["crossover_bytes"].iloc[0],
-                          "label": fmt_bytes(f["crossover_bytes"].iloc[0])})
+            cross.append(
+                {
+                    "family": fam,
+                    "V_bytes": f["crossover_bytes"].iloc[0],
+                    "label": fmt_bytes(f["crossover_bytes"].iloc[0]),
+                }
+            )
     cross = pd.DataFrame(cross, columns=["family", "V_bytes", "label"])
-    figs = [(figures.time_vs_size(pts, cur, out / "time_vs_bytes.png", title),
-             "How long does it take? Time per step against V (log-log): medians with their 95% intervals "
-             "(markers), the α-β fit (dashed) and the book's model (solid)."),
-            (figures.busbw_vs_size(pts, cur, cross, out / "bandwidth_vs_bytes.png", title),
-             "How close to the ceiling? Bus bandwidth against V with each point's ceiling (dotted grey; on CPU "
-             "measured at the point's own size, so caches show), the model's curve, and where each family turns "
-             "bandwidth-bound (dotted vertical). Crosses: flagged points, left out of the fits.")]
+    figs = [
+        (
+            figures.time_vs_size(pts, cur, out / "time_vs_bytes.png", title),
+            "How long does it take? Time per step against V (log-log): medians with their 95% intervals "
+            "(markers), the α-β fit (dashed) and the book's model (solid).",
+        ),
+        (
+            figures.busbw_vs_size(pts, cur, cross, out / "bandwidth_vs_bytes.png", title),
+            "How close to the ceiling? Bus bandwidth against V with each point's ceiling (dotted grey; on CPU "
+            "measured at the point's own size, so caches show), the model's curve, and where each family turns "
+            "bandwidth-bound (dotted vertical). Crosses: flagged points, left out of the fits.",
+        ),
+    ]
     if pts["measured_over_model"].notna().any():
-        figs.append((figures.measured_over_model(pts, out / "measured_over_model.png", title),
-                     f"Does the book predict it? Measured / model against V (1: exact), with the interval; model "
-                     f"constants: {sweep.model_source.split(':')[0]}."))
+        figs.append(
+            (
+                figures.measured_over_model(pts, out / "measured_over_model.png", title),
+                f"Does the book predict it? Measured / model against V (1: exact), with the interval; model "
+                f"constants: {sweep.model_source.split(':')[0]}.",
+            )
+        )
     return figs

@@ -7,8 +7,17 @@ and :mod:`.overlap` (how much collective time hides under compute).
 
 May import: :mod:`analysis.book`, numpy, pandas, and ``jax.profiler`` (the reader).
 """
+
 from analysis.trace.ops import device_ops, device_samples, op_steps, op_summary
 from analysis.trace.xplane import EVENT_COLUMNS, TraceError, count_events, read_xplane
 
-__all__ = ["EVENT_COLUMNS", "TraceError", "count_events", "device_ops", "device_samples", "op_steps", "op_summary",
-           "read_xplane"]
+__all__ = [
+    "EVENT_COLUMNS",
+    "TraceError",
+    "count_events",
+    "device_ops",
+    "device_samples",
+    "op_steps",
+    "op_summary",
+    "read_xplane",
+]

@@ -4,6 +4,7 @@
 :mod:`.xplane`), :func:`op_steps` lines up the k-th execution of an op across devices, and
 :func:`op_summary` takes medians over steps.
 """
+
 from __future__ import annotations
 
 import re
@@ -49,15 +50,36 @@ def device_ops(events: pd.DataFrame, pairs: dict[str, str] | None = None) -> pd.
         # Several kernels of one launch are one execution: its time on the device is the
         # sum of their durations (the gaps between them are the host's, not the op's).
         keys = ["device", "hlo_module", "hlo_op", "scope_range_id"]
-        merged = ops[launched].groupby(keys, sort=False).agg(
-            name=("name", "last"), start_ns=("start_ns", "min"), end_ns=("end_ns", "max"),
-            duration_ns=("duration_ns", "sum"), kernels=("kernels", "sum")).reset_index()
+        merged = (
+            ops[launched]
+            .groupby(keys, sort=False)
+            .agg(
+                name=("name", "last"),
+                start_ns=("start_ns", "min"),
+                end_ns=("end_ns", "max"),
+                duration_ns=("duration_ns", "sum"),
+                kernels=("kernels", "sum"),
+            )
+            .reset_index()
+        )
         ops = pd.concat([ops[~launched], merged], ignore_index=True)
     ops = ops.sort_values(["device", "start_ns"], kind="stable")
     ops = _join_async(ops, pairs)
     ops["iteration"] = ops.groupby(["device", "hlo_module", "hlo_op"]).cumcount()
-    return ops[["device", "hlo_module", "hlo_op", "name", "start_ns", "end_ns", "duration_ns", "kernels",
-                "is_async", "iteration"]].reset_index(drop=True)
+    return ops[
+        [
+            "device",
+            "hlo_module",
+            "hlo_op",
+            "name",
+            "start_ns",
+            "end_ns",
+            "duration_ns",
+            "kernels",
+            "is_async",
+            "iteration",
+        ]
+    ].reset_index(drop=True)
 
 
 _START = re.compile(r"^(?P<kind>[a-z\-]+?)-start(?:[._].*)?$")
@@ -94,8 +116,15 @@ def _join_async(ops: pd.DataFrame, pairs: dict[str, str] | None) -> pd.DataFrame
                 continue
             j, start_name, _ = open_starts.pop(hit)
             s_row, d_row = ops.iloc[j], ops.iloc[i]
-            rows.append({**s_row.to_dict(), "end_ns": d_row["end_ns"], "duration_ns": d_row["end_ns"] - s_row["start_ns"],
-                         "kernels": s_row["kernels"] + d_row["kernels"], "is_async": True})
+            rows.append(
+                {
+                    **s_row.to_dict(),
+                    "end_ns": d_row["end_ns"],
+                    "duration_ns": d_row["end_ns"] - s_row["start_ns"],
+                    "kernels": s_row["kernels"] + d_row["kernels"],
+                    "is_async": True,
+                }
+            )
             keep[j] = keep[i] = False
     if not rows:
         return ops
@@ -111,8 +140,13 @@ def _inflight(ops: pd.DataFrame) -> np.ndarray:
     out = np.zeros(len(ops), bool)
     for r in spans.itertuples():
         base = str(r.hlo_op).replace("-start", "", 1)
-        out |= ((ops["device"] == r.device) & (ops["hlo_op"] == base) & ~ops["is_async"]
-                & (ops["start_ns"] >= r.start_ns) & (ops["end_ns"] <= r.end_ns)).to_numpy()
+        out |= (
+            (ops["device"] == r.device)
+            & (ops["hlo_op"] == base)
+            & ~ops["is_async"]
+            & (ops["start_ns"] >= r.start_ns)
+            & (ops["end_ns"] <= r.end_ns)
+        ).to_numpy()
     return out
 
 
@@ -126,8 +160,14 @@ def op_steps(ops: pd.DataFrame) -> pd.DataFrame:
     report per op (for a GPU op, the sum of its kernels).
     """
     g = ops.groupby(["hlo_module", "hlo_op", "iteration"])
-    out = g.agg(devices=("device", "nunique"), start_min=("start_ns", "min"), start_max=("start_ns", "max"),
-                end_max=("end_ns", "max"), device_ns=("duration_ns", "median"), device_max=("duration_ns", "max"))
+    out = g.agg(
+        devices=("device", "nunique"),
+        start_min=("start_ns", "min"),
+        start_max=("start_ns", "max"),
+        end_max=("end_ns", "max"),
+        device_ns=("duration_ns", "median"),
+        device_max=("duration_ns", "max"),
+    )
     # Capped by the longest device time: a GPU op of several kernels spans host gaps that
     # are not its own.
     out["op_time_s"] = np.minimum(out["end_max"] - out["start_max"], out["device_max"]) * 1e-9
@@ -139,9 +179,13 @@ def op_steps(ops: pd.DataFrame) -> pd.DataFrame:
 def op_summary(steps: pd.DataFrame) -> pd.DataFrame:
     """Median over iterations of :func:`op_steps`, one row per (module, op)."""
     g = steps.groupby(["hlo_module", "hlo_op"])
-    return g.agg(iterations=("iteration", "count"), devices=("devices", "max"),
-                 op_time_s=("op_time_s", "median"), device_time_s=("device_time_s", "median"),
-                 arrival_skew_s=("arrival_skew_s", "median")).reset_index()
+    return g.agg(
+        iterations=("iteration", "count"),
+        devices=("devices", "max"),
+        op_time_s=("op_time_s", "median"),
+        device_time_s=("device_time_s", "median"),
+        arrival_skew_s=("arrival_skew_s", "median"),
+    ).reset_index()
 
 
 def device_samples(ops: pd.DataFrame, names: set[str] | None = None) -> list[float]:
@@ -161,6 +205,7 @@ def device_samples(ops: pd.DataFrame, names: set[str] | None = None) -> list[flo
         per = sub.groupby(["iteration", "device"])["duration_ns"].sum()
     else:
         per = sub.groupby(["iteration", "device"]).apply(
-            lambda g: total_length(merge_intervals(g["start_ns"], g["end_ns"])), include_groups=False)
+            lambda g: total_length(merge_intervals(g["start_ns"], g["end_ns"])), include_groups=False
+        )
     per_step = per.groupby(level="iteration").median()
     return [float(v) * 1e-9 for v in per_step.sort_index()]

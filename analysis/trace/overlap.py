@@ -12,6 +12,7 @@ Collectives are told from compute by their HLO opcode (``opcodes``, from
 instruction's name alone: JAX names an AllReduce ``psum.7``. Without the HLO, names that
 start with a collective opcode are the fallback.
 """
+
 from __future__ import annotations
 
 import re
@@ -21,8 +22,9 @@ import pandas as pd
 
 from analysis.book.collectives import HLO_OPCODES as COLLECTIVE_KINDS
 
-_KIND_RE = re.compile(r"^(%s)(-start|-done)?(\.|$)" % "|".join(re.escape(k) for k in COLLECTIVE_KINDS))
-_OPCODE_RE = re.compile(r"^(%s)(-start|-done)?$" % "|".join(re.escape(k) for k in COLLECTIVE_KINDS))
+_ALTERNATIVES = "|".join(re.escape(k) for k in COLLECTIVE_KINDS)
+_KIND_RE = re.compile(rf"^({_ALTERNATIVES})(-start|-done)?(\.|$)")
+_OPCODE_RE = re.compile(rf"^({_ALTERNATIVES})(-start|-done)?$")
 
 
 def _match(hlo_op: str, opcodes: dict[str, str] | None = None):
@@ -107,8 +109,15 @@ def overlap_by_device(ops: pd.DataFrame, opcodes: dict[str, str] | None = None) 
         spans = collective_spans(g[kinds == "collective"], opcodes)
         coll = merge_intervals(spans["start_ns"], spans["end_ns"])
         coll_ns, over_ns = total_length(coll), intersection_length(coll, comp)
-        rows.append({"device": device, "collective_s": coll_ns * 1e-9, "compute_s": total_length(comp) * 1e-9,
-                     "overlap_s": over_ns * 1e-9, "overlap_frac": over_ns / coll_ns if coll_ns else np.nan})
+        rows.append(
+            {
+                "device": device,
+                "collective_s": coll_ns * 1e-9,
+                "compute_s": total_length(comp) * 1e-9,
+                "overlap_s": over_ns * 1e-9,
+                "overlap_frac": over_ns / coll_ns if coll_ns else np.nan,
+            }
+        )
     return pd.DataFrame(rows, columns=["device", "collective_s", "compute_s", "overlap_s", "overlap_frac"])
 
 
@@ -120,6 +129,10 @@ def overlap_summary(ops: pd.DataFrame, opcodes: dict[str, str] | None = None) ->
         return {}
     iters = int(ops.groupby("device")["iteration"].max().min()) + 1 if "iteration" in ops and len(ops) else 1
     med = per.median(numeric_only=True)
-    return {"trace_collective_s": med["collective_s"] / iters, "trace_compute_s": med["compute_s"] / iters,
-            "trace_overlap_s": med["overlap_s"] / iters, "trace_overlap_frac": med["overlap_frac"],
-            "trace_overlap_frac_min": per["overlap_frac"].min()}
+    return {
+        "trace_collective_s": med["collective_s"] / iters,
+        "trace_compute_s": med["compute_s"] / iters,
+        "trace_overlap_s": med["overlap_s"] / iters,
+        "trace_overlap_frac": med["overlap_frac"],
+        "trace_overlap_frac_min": per["overlap_frac"].min(),
+    }

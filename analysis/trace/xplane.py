@@ -1,8 +1,9 @@
 """The xplane reader: an ``.xplane.pb`` file -> a table of events.
 
 The seam: :func:`read_xplane` is the only code that touches the profiler's format (with its
-decoder, :mod:`.xspace_wire`); it yields one row per event. Everything after it (:mod:`.ops`, :mod:`.overlap`) works on that table and
-is tested with hand-built tables in the shapes CPU, TPU and GPU profiles have:
+decoder, :mod:`.xspace_wire`); it yields one row per event. Everything after it (:mod:`.ops`,
+:mod:`.overlap`) works on that table and is tested with hand-built tables in the shapes CPU, TPU
+and GPU profiles have:
 
 * CPU: plane ``/host:CPU``, lines ``tf_XLAPjRtCpuClient/<thread>``, op events named after
   the HLO instruction with stats ``hlo_op``, ``hlo_module``, ``device_ordinal``.
@@ -12,6 +13,7 @@ is tested with hand-built tables in the shapes CPU, TPU and GPU profiles have:
   an H100: a cuBLAS matmul is a ``Memset`` then the GEMM kernel); they share a
   ``scope_range_id``, which groups them into one execution.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,8 +23,17 @@ import pandas as pd
 
 from analysis.trace import xspace_wire as wire
 
-EVENT_COLUMNS = ["plane", "line", "name", "start_ns", "duration_ns", "hlo_op", "hlo_module", "device_ordinal",
-                 "scope_range_id"]
+EVENT_COLUMNS = [
+    "plane",
+    "line",
+    "name",
+    "start_ns",
+    "duration_ns",
+    "hlo_op",
+    "hlo_module",
+    "device_ordinal",
+    "scope_range_id",
+]
 _STATS = EVENT_COLUMNS[5:]
 _STAT_SET = frozenset(_STATS)
 
@@ -177,8 +188,9 @@ def _table(space: wire.Space, candidates_only: bool) -> pd.DataFrame:
         keep = np.flatnonzero(cand | ~has_first)
     else:
         keep = np.arange(n)
-    d = wire.decode(buf, space.starts[keep], space.stops[keep], ((1, 0), (2, 0), (3, 0), (5, 0)), repeated=(4, 2),
-                    peek=0x08)
+    d = wire.decode(
+        buf, space.starts[keep], space.stops[keep], ((1, 0), (2, 0), (3, 0), (5, 0)), repeated=(4, 2), peek=0x08
+    )
     codes, cand = resolve(keep, d.value[(1, 0)].view(np.int64))
     # offset_ps and num_occurrences are a oneof: with the latter set, the offset reads as 0
     offset = np.where(d.seen[(2, 0)] > d.seen[(5, 0)], d.value[(2, 0)].view(np.int64), 0)
@@ -201,8 +213,15 @@ def _table(space: wire.Space, candidates_only: bool) -> pd.DataFrame:
     return _frame(cols)
 
 
-def _stats(space: wire.Space, d: wire.Decoded, keep: np.ndarray, cand: np.ndarray, bounds: np.ndarray,
-           row_of: np.ndarray, n_rows: int) -> dict:
+def _stats(
+    space: wire.Space,
+    d: wire.Decoded,
+    keep: np.ndarray,
+    cand: np.ndarray,
+    bounds: np.ndarray,
+    row_of: np.ndarray,
+    n_rows: int,
+) -> dict:
     """The stats columns, from the stats of the candidate events only (as ProfileData's reader
     did): a stat whose metadata is missing or that has no value is skipped."""
     planes, buf = space.planes, space.buf
@@ -264,8 +283,9 @@ def _stats(space: wire.Space, d: wire.Decoded, keep: np.ndarray, cand: np.ndarra
     for c, name in enumerate(_STATS):
         sel = _last_per(owner, np.flatnonzero((col == c) & (kind > 0)), keep.size)
         where = plane_of[sel] if plane_of is not None else np.full(sel.size, used[0] if used else 0)
-        out[name] = _stat_column(n_rows, row_of[owner[sel]], kind[sel], raw[sel], v_start[sel], v_stop[sel], buf,
-                                 refs, where)
+        out[name] = _stat_column(
+            n_rows, row_of[owner[sel]], kind[sel], raw[sel], v_start[sel], v_stop[sel], buf, refs, where
+        )
     return out
 
 
@@ -273,14 +293,23 @@ def _line_ts(lines) -> np.ndarray:
     return np.array([ln.timestamp_ns for _, ln in lines], np.int64)
 
 
-def _stat_column(n: int, rows: np.ndarray, kind: np.ndarray, raw: np.ndarray, start: np.ndarray, stop: np.ndarray,
-                 buf: wire.Buf, refs, plane_of: np.ndarray):
+def _stat_column(
+    n: int,
+    rows: np.ndarray,
+    kind: np.ndarray,
+    raw: np.ndarray,
+    start: np.ndarray,
+    stop: np.ndarray,
+    buf: wire.Buf,
+    refs,
+    plane_of: np.ndarray,
+):
     """One stats column: the values ProfileData gives (float, int, str), None where a row has
     no such stat, typed as pandas types a list of them."""
     if not rows.size:
         return np.full(n, None, object)
     if np.isin(kind, (3, 4)).all():
-        fits = (kind == 4) | (raw < np.uint64(2 ** 63))  # an int64 holds it
+        fits = (kind == 4) | (raw < np.uint64(2**63))  # an int64 holds it
         if fits.all():
             vals = raw.view(np.int64)
             if rows.size == n:

@@ -25,6 +25,7 @@ How, in three steps:
 3. The events' fields, then their stats' fields, are decoded with numpy for all events at
    once (:func:`decode`): one vectorised round per field position.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -43,8 +44,9 @@ def _message_classes():
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
     F = descriptor_pb2.FieldDescriptorProto
-    fdp = descriptor_pb2.FileDescriptorProto(name="shardlab/xspace_view.proto", package="shardlab.xspace_view",
-                                             syntax="proto3")
+    fdp = descriptor_pb2.FileDescriptorProto(
+        name="shardlab/xspace_view.proto", package="shardlab.xspace_view", syntax="proto3"
+    )
 
     def message(name, *fields):
         m = fdp.message_type.add(name=name)
@@ -55,15 +57,24 @@ def _message_classes():
 
     one, many = F.LABEL_OPTIONAL, F.LABEL_REPEATED
     message("Space", ("planes", 1, F.TYPE_MESSAGE, many, "Plane"))
-    message("Plane", ("id", 1, F.TYPE_INT64, one, None), ("name", 2, F.TYPE_BYTES, one, None),
-            ("lines", 3, F.TYPE_MESSAGE, many, "Line"),
-            ("event_metadata", 4, F.TYPE_MESSAGE, many, "MetadataEntry"),
-            ("stat_metadata", 5, F.TYPE_MESSAGE, many, "MetadataEntry"))
+    message(
+        "Plane",
+        ("id", 1, F.TYPE_INT64, one, None),
+        ("name", 2, F.TYPE_BYTES, one, None),
+        ("lines", 3, F.TYPE_MESSAGE, many, "Line"),
+        ("event_metadata", 4, F.TYPE_MESSAGE, many, "MetadataEntry"),
+        ("stat_metadata", 5, F.TYPE_MESSAGE, many, "MetadataEntry"),
+    )
     # The two metadata maps as their wire form: repeated {key, value} entries (last one wins).
     message("MetadataEntry", ("key", 1, F.TYPE_INT64, one, None), ("value", 2, F.TYPE_MESSAGE, one, "Metadata"))
     message("Metadata", ("id", 1, F.TYPE_INT64, one, None), ("name", 2, F.TYPE_BYTES, one, None))
-    message("Line", ("id", 1, F.TYPE_INT64, one, None), ("name", 2, F.TYPE_BYTES, one, None),
-            ("timestamp_ns", 3, F.TYPE_INT64, one, None), ("events", 4, F.TYPE_BYTES, many, None))
+    message(
+        "Line",
+        ("id", 1, F.TYPE_INT64, one, None),
+        ("name", 2, F.TYPE_BYTES, one, None),
+        ("timestamp_ns", 3, F.TYPE_INT64, one, None),
+        ("events", 4, F.TYPE_BYTES, many, None),
+    )
     pool = descriptor_pool.DescriptorPool()
     pool.Add(fdp)
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("shardlab.xspace_view.Space"))
@@ -163,8 +174,14 @@ def read_space(data: bytes) -> Space:
             tags.append(extra_at + np.cumsum(n) - n - hdr)
             extra.append(blob)
             extra_at += len(blob)
-        planes.append(Plane(_text(p.name), lines, {e.key: _text(e.value.name) for e in p.event_metadata},
-                            {e.key: _text(e.value.name) for e in p.stat_metadata}))
+        planes.append(
+            Plane(
+                _text(p.name),
+                lines,
+                {e.key: _text(e.value.name) for e in p.event_metadata},
+                {e.key: _text(e.value.name) for e in p.stat_metadata},
+            )
+        )
     if not lens:
         empty = np.zeros(0, np.int64)
         return Space(planes, Buf(b""), empty, empty)
@@ -305,6 +322,7 @@ class Decoded:
     a oneof that is set is the one seen last). The repeated field: ``rep_msg``, ``rep_start``,
     ``rep_stop``, one row per occurrence, each message's in wire order, and with ``peek``,
     :func:`first_varint_field` of each: ``rep_first``, ``rep_has_first``."""
+
     value: dict
     start: dict
     stop: dict
@@ -317,8 +335,14 @@ class Decoded:
     hit: set = field(default_factory=set)  # the wanted fields that occur at all
 
 
-def decode(buf: Buf, starts: np.ndarray, stops: np.ndarray, wanted: tuple, repeated: tuple | None = None,
-           peek: int | None = None) -> Decoded:
+def decode(
+    buf: Buf,
+    starts: np.ndarray,
+    stops: np.ndarray,
+    wanted: tuple,
+    repeated: tuple | None = None,
+    peek: int | None = None,
+) -> Decoded:
     """The fields ``wanted`` and the occurrences of field ``repeated`` (``(number, wire
     type)`` pairs) of the messages ``buf[starts[i]:stops[i]]``, all at once: one round per
     field position, each vectorised over the messages that have one more field. Other fields

@@ -9,6 +9,7 @@ only the worker process does (after :func:`runner.jaxenv.start_jax`).
 
 May import: jax, numpy, :mod:`runner.meshes`, :mod:`runner.matmul_plan`, :mod:`analysis.book`.
 """
+
 from __future__ import annotations
 
 from jax.sharding import Mesh

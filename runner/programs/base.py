@@ -1,8 +1,9 @@
 """What every measured program is: a jitted function, its input, and the answer it must give."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import jax
 import numpy as np

@@ -6,14 +6,16 @@ exactly that collective (XLA lowers them to ``all-gather``, ``reduce-scatter``,
 every dtype and the result can be checked against NumPy bit for bit. Inputs and answers
 are :class:`~runner.programs.base.LazyArray`: each process builds only its own shards.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from runner.meshes import global_array
 from runner.programs.base import LazyArray, Program
@@ -61,6 +63,11 @@ def build(op: str, axes: list[str], mesh: jax.sharding.Mesh, size_bytes: int, dt
         # contiguous column block of every row, A[I, J_X].
         host = LazyArray((p, elems // p), np_dtype, lambda i: i % 7)
         fn = sharded(lambda x: jax.lax.all_to_all(x, ax, 1, 0, tiled=True), P(ax, None), P(None, ax))
-        return Program(f"AllToAll_{{{sub},J}}(A[I_{sub}, J]) -> A[I, J_{sub}]", fn, placed(host, P(ax, None)),
-                       lambda: host, size_bytes)
+        return Program(
+            f"AllToAll_{{{sub},J}}(A[I_{sub}, J]) -> A[I, J_{sub}]",
+            fn,
+            placed(host, P(ax, None)),
+            lambda: host,
+            size_bytes,
+        )
     raise ValueError(f"unknown op {op!r}")

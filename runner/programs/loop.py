@@ -9,10 +9,11 @@ repetition: a one-element ``dynamic-update-slice`` per device, inside ``shard_ma
 moves no data between devices. :func:`loop_check` then confirms in the compiled HLO that
 the collectives sit inside the loop's body.
 """
+
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -30,8 +31,9 @@ def looped(fn: Callable, mesh: jax.sharding.Mesh) -> Callable:
         def body(_, a):
             out = jax.tree.leaves(fn(*a))[0]
             specs = tuple(jax.typeof(x).sharding.spec for x in a)
-            return jax.shard_map(depend, mesh=mesh, in_specs=specs + (jax.typeof(out).sharding.spec,),
-                                 out_specs=specs, check_vma=False)(*a, out)
+            return jax.shard_map(
+                depend, mesh=mesh, in_specs=specs + (jax.typeof(out).sharding.spec,), out_specs=specs, check_vma=False
+            )(*a, out)
 
         return jax.lax.fori_loop(0, k, body, tuple(args))
 
@@ -82,7 +84,12 @@ def loop_check(step_hlo: str, loop_hlo: str) -> dict:
     inside = loop_computations(loop_hlo)
     in_loop = sorted(c.kind for c in loop if c.computation in inside)
     ok = bool(inside) and in_loop == step
-    why = ("" if ok else "no while loop in the compiled program" if not inside else
-           f"the step has {step or 'no collectives'} but the loop body has {in_loop or 'none'} "
-           "(XLA moved or removed a repetition)")
+    why = (
+        ""
+        if ok
+        else "no while loop in the compiled program"
+        if not inside
+        else f"the step has {step or 'no collectives'} but the loop body has {in_loop or 'none'} "
+        "(XLA moved or removed a repetition)"
+    )
     return {"ok": ok, "step_collectives": step, "loop_collectives": in_loop, "why": why}

@@ -8,6 +8,7 @@ ReduceScatter, or a ``ppermute`` ring that multiplies one block while the next i
 (collective matmul). Inputs are small integers, so float32 results are exact and every
 strategy can be checked against NumPy.
 """
+
 from __future__ import annotations
 
 import math
@@ -35,8 +36,10 @@ def build(op: dict, mesh: jax.sharding.Mesh, dtype: str) -> Program:
     dims = op["dims"]
     steps = plan(mm, op["strategy"], dict(mesh.shape))
     np_dtype = jnp.dtype(dtype)
-    letters = {n: string.ascii_lowercase[i] for i, n in enumerate(dict.fromkeys(
-        d.name for arr in (mm.lhs, mm.rhs, mm.out) for d in arr.dims))}
+    letters = {
+        n: string.ascii_lowercase[i]
+        for i, n in enumerate(dict.fromkeys(d.name for arr in (mm.lhs, mm.rhs, mm.out) for d in arr.dims))
+    }
     sub = lambda arr: "".join(letters[d.name] for d in arr.dims)  # noqa: E731
     eq = f"{sub(mm.lhs)},{sub(mm.rhs)}->{sub(mm.out)}"
     a = _host(tuple(dims[d.name] for d in mm.lhs.dims), 7, np_dtype)
@@ -58,10 +61,21 @@ def build(op: dict, mesh: jax.sharding.Mesh, dtype: str) -> Program:
         return np.einsum(eq, a.astype(np.float64), b.astype(np.float64)).astype(np_dtype)
 
     total = flops(mm, dims)
-    return Program(f"{mm}", fn, make_input, reference, None, extra={
-        "strategy": steps.strategy, "dims": dict(dims), "flops": total, "axes": used_axes(mm),
-        "size_bytes": int((a.size + b.size) * np_dtype.itemsize),
-        "plan": {k: v for k, v in vars(steps).items() if v}})
+    return Program(
+        f"{mm}",
+        fn,
+        make_input,
+        reference,
+        None,
+        extra={
+            "strategy": steps.strategy,
+            "dims": dict(dims),
+            "flops": total,
+            "axes": used_axes(mm),
+            "size_bytes": int((a.size + b.size) * np_dtype.itemsize),
+            "plan": {k: v for k, v in vars(steps).items() if v},
+        },
+    )
 
 
 def _axis_of(arr: Array, dim: str) -> int:

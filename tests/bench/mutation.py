@@ -10,6 +10,7 @@ mutants killed, survived, timed out, and not covered by the selected tests, and 
 ``killed / (killed + survived)``; writes every survivor's diff to ``survivors.txt`` in the
 copy (``--keep`` keeps it). Not part of CI: a run takes about 20 minutes on 2 cores.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,8 +27,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 def copy_checkout(dest: Path) -> None:
     """The tracked and untracked-but-not-ignored files of the checkout, as they are now."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
-                           text=True, check=True).stdout.split()
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
     for name in files:
         src = REPO / name
         if src.is_file():
@@ -49,13 +51,18 @@ def main() -> int:
     work = args.keep or Path(tempfile.mkdtemp(prefix="shardlab-mutation-"))
     work.mkdir(parents=True, exist_ok=True)
     copy_checkout(work)
-    run = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.children)], cwd=work,
-                         capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, "-m", "mutmut", "run", "--max-children", str(args.children)],
+        cwd=work,
+        capture_output=True,
+        text=True,
+    )
     if run.returncode:
         print(run.stdout[-3000:], run.stderr[-3000:], file=sys.stderr)
         return run.returncode
-    results = subprocess.run([sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=work,
-                             capture_output=True, text=True).stdout
+    results = subprocess.run(
+        [sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=work, capture_output=True, text=True
+    ).stdout
     counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     survivors = []
     for line in results.splitlines():
@@ -72,15 +79,20 @@ def main() -> int:
         c = counts[mod]
         total.update(c)
         done = c["killed"] + c["survived"]
-        print(f"{mod:<40} {c['killed']:>7} {c['survived']:>9} {c['timeout']:>8} {c['no tests']:>9} "
-              f"{c['killed'] / done if done else float('nan'):>6.2f}")
+        print(
+            f"{mod:<40} {c['killed']:>7} {c['survived']:>9} {c['timeout']:>8} {c['no tests']:>9} "
+            f"{c['killed'] / done if done else float('nan'):>6.2f}"
+        )
     done = total["killed"] + total["survived"]
-    print(f"{'all':<40} {total['killed']:>7} {total['survived']:>9} {total['timeout']:>8} {total['no tests']:>9} "
-          f"{total['killed'] / done if done else float('nan'):>6.2f}")
+    print(
+        f"{'all':<40} {total['killed']:>7} {total['survived']:>9} {total['timeout']:>8} {total['no tests']:>9} "
+        f"{total['killed'] / done if done else float('nan'):>6.2f}"
+    )
     with open(work / "survivors.txt", "w") as f:
         for name in survivors:
-            diff = subprocess.run([sys.executable, "-m", "mutmut", "show", name], cwd=work, capture_output=True,
-                                  text=True).stdout
+            diff = subprocess.run(
+                [sys.executable, "-m", "mutmut", "show", name], cwd=work, capture_output=True, text=True
+            ).stdout
             f.write(f"== {name}\n{diff}\n")
     print(f"survivors' diffs: {work / 'survivors.txt'}")
     if args.keep is None:

@@ -5,9 +5,11 @@
 Prints a table of figures; it never passes or fails on time. Ratios are measured side by
 side in one run (this machine is noisy): compare them, not absolute times across runs.
 """
+
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import platform
@@ -31,13 +33,18 @@ def sweep_breakdown(work: Path, cache: Path, label: str) -> dict:
     out = work / f"sweep_{label}"
     env = dict(os.environ, SHARDLAB_CACHE_DIR=str(cache))
     t0 = time.time()
-    proc = subprocess.run([sys.executable, "-m", "runner", "+sweep=allgather_sizes", f"hydra.sweep.dir={out}"],
-                          cwd=REPO, env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "runner", "+sweep=allgather_sizes", f"hydra.sweep.dir={out}"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     total = time.time() - t0
     if proc.returncode:
         raise RuntimeError(proc.stderr[-3000:])
     rs = [json.loads(p.read_text()) for p in sorted(out.glob("*/result.json"))]
-    first = min(r["started_at"] for r in rs)
+    first = min(datetime.datetime.fromisoformat(r["started_at"]).timestamp() for r in rs)
     parts = {
         "interpreter + Hydra start": first - t0,
         "worker: JAX start": sum((r.get("worker") or {}).get("start_s") or 0 for r in rs),
@@ -54,13 +61,21 @@ def sweep_breakdown(work: Path, cache: Path, label: str) -> dict:
     parts["other (IPC, Hydra per job, job files, exit)"] = total - sum(parts.values())
     # What the worker process costs a point: the parent's wall time for it minus the phases
     # the worker measured (IPC, pickling, the result record). Its start-up is paid once.
-    isolation = [r["wall_s"] - sum((r.get("phases_s") or {}).values()) for r in rs
-                 if (r.get("worker") or {}).get("points_served", 1) > 1]
-    return {"label": label, "total_s": total, "points": len(rs), "parts_s": parts,
-            "isolation_per_point_s": float(np.median(isolation)) if isolation else None,
-            "compile_per_point_s": parts["compile"] / len(rs),
-            "harness_overhead": (total - parts["compile"] - parts["timed iterations (incl. warm-up)"]) / total,
-            "dir": str(out)}
+    isolation = [
+        r["wall_s"] - sum((r.get("phases_s") or {}).values())
+        for r in rs
+        if (r.get("worker") or {}).get("points_served", 1) > 1
+    ]
+    return {
+        "label": label,
+        "total_s": total,
+        "points": len(rs),
+        "parts_s": parts,
+        "isolation_per_point_s": float(np.median(isolation)) if isolation else None,
+        "compile_per_point_s": parts["compile"] / len(rs),
+        "harness_overhead": (total - parts["compile"] - parts["timed iterations (incl. warm-up)"]) / total,
+        "dir": str(out),
+    }
 
 
 def phase_sum(results: list[dict], name: str) -> float:
@@ -80,8 +95,15 @@ def small_message(repeats: int) -> dict:
     x = prog.make_input()
     compiled = prog.fn.lower(x).compile()
     step = lambda: compiled(x)  # noqa: E731
-    cfg = {"warmup_min_iters": 3, "warmup_max_s": 2.0, "min_iters": 10, "max_iters": 2000, "target_rel_ci": 0.05,
-           "budget_s": 3.0, "iters_per_sample": 1}
+    cfg = {
+        "warmup_min_iters": 3,
+        "warmup_max_s": 2.0,
+        "min_iters": 10,
+        "max_iters": 2000,
+        "target_rel_ci": 0.05,
+        "budget_s": 3.0,
+        "iters_per_sample": 1,
+    }
     shardlab, naive = [], []
     for _ in range(repeats):  # interleaved, so drift hits both alike
         shardlab.append(time_step(step, cfg)["summary"]["median_s"])
@@ -93,8 +115,12 @@ def small_message(repeats: int) -> dict:
             step().block_until_ready()
             ts.append(time.perf_counter() - t0)
         naive.append(float(np.median(ts)))
-    return {"shardlab_median_s": float(np.median(shardlab)), "naive_median_s": float(np.median(naive)),
-            "ratio": float(np.median(shardlab) / np.median(naive)), "repeats": repeats}
+    return {
+        "shardlab_median_s": float(np.median(shardlab)),
+        "naive_median_s": float(np.median(naive)),
+        "ratio": float(np.median(shardlab) / np.median(naive)),
+        "repeats": repeats,
+    }
 
 
 def trace_parsing(work: Path, iters: int, big_iters: int = 6500, mlp_iters: int = 2200, rounds: int = 3) -> dict:
@@ -117,9 +143,10 @@ def trace_parsing(work: Path, iters: int, big_iters: int = 6500, mlp_iters: int 
 
     mesh2 = jax.make_mesh((4, 2), ("data", "model"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
     rng = np.random.default_rng(0)
-    mlp_args = [jax.device_put(jnp.asarray(rng.standard_normal(shape), jnp.float32), NamedSharding(mesh2, spec))
-                for shape, spec in (((32, 64), P(None, "model")), ((64, 16), P("model", None)),
-                                    ((64, 32), P("data", None)))]
+    mlp_args = [
+        jax.device_put(jnp.asarray(rng.standard_normal(shape), jnp.float32), NamedSharding(mesh2, spec))
+        for shape, spec in (((32, 64), P(None, "model")), ((64, 16), P("model", None)), ((64, 32), P("data", None)))
+    ]
 
     def loss(w1, w2, xs):
         return jnp.mean(jnp.square(jax.nn.relu(xs @ w1) @ w2))
@@ -129,8 +156,11 @@ def trace_parsing(work: Path, iters: int, big_iters: int = 6500, mlp_iters: int 
     opts = jax.profiler.ProfileOptions()
     opts.python_tracer_level, opts.host_tracer_level = 0, 1
     out = {}
-    for label, fn, args, steps in (("small", all_gather, (x,), iters), ("large", all_gather, (x,), big_iters),
-                                   ("large_mlp", mlp, mlp_args, mlp_iters)):
+    for label, fn, args, steps in (
+        ("small", all_gather, (x,), iters),
+        ("large", all_gather, (x,), big_iters),
+        ("large_mlp", mlp, mlp_args, mlp_iters),
+    ):
         tdir = work / f"trace_{label}"
         jax.profiler.start_trace(str(tdir), profiler_options=opts)
         for _ in range(steps):
@@ -161,8 +191,11 @@ def _reading_figures(xplane: Path, rounds: int) -> dict:
             raise RuntimeError("xprof hlo_stats returned no data")
         return data
 
-    readers = {"shardlab": lambda: read_xplane(xplane), "profiledata": lambda: _read_with_profiledata(xplane),
-               "xprof_hlo_stats": xprof_hlo_stats}
+    readers = {
+        "shardlab": lambda: read_xplane(xplane),
+        "profiledata": lambda: _read_with_profiledata(xplane),
+        "xprof_hlo_stats": xprof_hlo_stats,
+    }
     times: dict[str, list[float]] = {k: [] for k in readers}
     results = {}
     for _ in range(rounds):
@@ -178,8 +211,14 @@ def _reading_figures(xplane: Path, rounds: int) -> dict:
         ops = device_ops(events)
         ops_times.append(time.perf_counter() - t0)
     n = count_events(xplane)
-    fig = {"events": n, "file_bytes": xplane.stat().st_size, "candidate_events": len(events),
-           "device_op_events": len(ops), "device_ops_s": min(ops_times), "xprof_hlo_stats_bytes": len(results["xprof_hlo_stats"])}
+    fig = {
+        "events": n,
+        "file_bytes": xplane.stat().st_size,
+        "candidate_events": len(events),
+        "device_op_events": len(ops),
+        "device_ops_s": min(ops_times),
+        "xprof_hlo_stats_bytes": len(results["xprof_hlo_stats"]),
+    }
     for name, ts in times.items():
         fig[f"{name}_s"] = min(ts)
         fig[f"{name}_events_per_s"] = n / min(ts)
@@ -190,13 +229,20 @@ def _reading_figures(xplane: Path, rounds: int) -> dict:
 
 def print_trace_parsing(tp: dict) -> None:
     for label, f in tp.items():
-        print(f"\ntrace parsing, {label} trace ({f['steps']} steps): {f['events']} events in the xplane "
-              f"({f['file_bytes'] / 2 ** 20:.1f} MiB; {f['candidate_events']} kept, {f['device_op_events']} device ops)")
-        for name, title in (("shardlab", "shardlab read_xplane"), ("profiledata", "ProfileData reader (old)"),
-                            ("xprof_hlo_stats", "xprof hlo_stats")):
+        print(
+            f"\ntrace parsing, {label} trace ({f['steps']} steps): {f['events']} events in the xplane "
+            f"({f['file_bytes'] / 2**20:.1f} MiB; {f['candidate_events']} kept, {f['device_op_events']} device ops)"
+        )
+        for name, title in (
+            ("shardlab", "shardlab read_xplane"),
+            ("profiledata", "ProfileData reader (old)"),
+            ("xprof_hlo_stats", "xprof hlo_stats"),
+        ):
             print(f"    {title:<26s} {f[name + '_s']:.3f} s  {f[name + '_events_per_s'] / 1e6:.2f} M events/s")
-        print(f"    shardlab / xprof {f['shardlab_vs_xprof']:.2f}x, / ProfileData {f['shardlab_vs_profiledata']:.2f}x; "
-              f"device_ops on the table {f['device_ops_s']:.3f} s")
+        print(
+            f"    shardlab / xprof {f['shardlab_vs_xprof']:.2f}x, / ProfileData {f['shardlab_vs_profiledata']:.2f}x; "
+            f"device_ops on the table {f['device_ops_s']:.3f} s"
+        )
 
 
 def report_100(work: Path, template_sweep: Path, n: int) -> dict:
@@ -213,8 +259,9 @@ def report_100(work: Path, template_sweep: Path, n: int) -> dict:
         size = 1024 * 2 ** (i % 17)
         r["experiment"]["size_bytes"] = r["experiment"]["V_bytes"] = size
         med = 3e-4 + size / 1.5e9
-        r["timing"]["summary"].update(median_s=med, p10_s=med * 0.9, p90_s=med * 1.1, ci_low_s=med * 0.97,
-                                      ci_high_s=med * 1.03)
+        r["timing"]["summary"].update(
+            median_s=med, p10_s=med * 0.9, p90_s=med * 1.1, ci_low_s=med * 0.97, ci_high_s=med * 1.03
+        )
         (job / "result.json").write_text(json.dumps(r))
     t0 = time.perf_counter()
     write_report(root)
@@ -237,8 +284,15 @@ def main() -> int:
         return 0
     cache = work / "jax-cache"
     t0 = time.time()
-    figures = {"machine": {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
-                           "platform": platform.platform()}, "quick": args.quick}
+    figures = {
+        "machine": {
+            "host": platform.node(),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "quick": args.quick,
+    }
     figures["sweep_cold"] = sweep_breakdown(work, cache, "cold cache")
     figures["sweep_warm"] = sweep_breakdown(work, cache, "warm cache")
     figures["small_message"] = small_message(5 if args.quick else 9)
@@ -260,14 +314,19 @@ def print_table(f: dict) -> None:
     print(f"shardlab benchmark on {m['host']} ({m['cpus']} CPUs, Python {m['python']}, jax {m['jax']})\n")
     for key in ("sweep_cold", "sweep_warm"):
         s = f[key]
-        print(f"default sweep, {s['label']}: {s['total_s']:.1f} s for {s['points']} points; "
-              f"harness overhead {100 * s['harness_overhead']:.0f}%; compile {1e3 * s['compile_per_point_s']:.0f} ms/point; "
-              f"worker-process isolation {1e3 * (s['isolation_per_point_s'] or 0):.1f} ms/point")
+        print(
+            f"default sweep, {s['label']}: {s['total_s']:.1f} s for {s['points']} points; "
+            f"harness overhead {100 * s['harness_overhead']:.0f}%; "
+            f"compile {1e3 * s['compile_per_point_s']:.0f} ms/point; "
+            f"worker-process isolation {1e3 * (s['isolation_per_point_s'] or 0):.1f} ms/point"
+        )
         for part, secs in s["parts_s"].items():
             print(f"    {part:<55s} {secs:7.2f} s  {100 * secs / s['total_s']:5.1f}%")
     sm = f["small_message"]
-    print(f"\n1 KiB AllGather on 8 CPU devices: shardlab {1e6 * sm['shardlab_median_s']:.0f} us, naive loop "
-          f"{1e6 * sm['naive_median_s']:.0f} us (ratio {sm['ratio']:.2f}, medians of {sm['repeats']} interleaved repeats)")
+    print(
+        f"\n1 KiB AllGather on 8 CPU devices: shardlab {1e6 * sm['shardlab_median_s']:.0f} us, naive loop "
+        f"{1e6 * sm['naive_median_s']:.0f} us (ratio {sm['ratio']:.2f}, medians of {sm['repeats']} interleaved repeats)"
+    )
     print_trace_parsing(f["trace_parsing"])
     r = f["report_100"]
     print(f"\nanalysis + report of {r['jobs']} jobs: {r['analysis_report_s']:.2f} s")

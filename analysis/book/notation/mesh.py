@@ -1,8 +1,10 @@
 """Checking an expression against a mesh and global dim sizes."""
+
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from analysis.book.errors import NotationError
 from analysis.book.notation.types import Array, Collective, Expr
@@ -35,8 +37,9 @@ def check(expr: Expr, mesh: Any, sizes: Mapping[str, int] | None = None) -> None
     for arr in arrays_of(expr):
         for a in arr.axes + arr.unreduced:
             if a not in m:
-                raise NotationError(f"{arr}: mesh axis {a} is not in the mesh "
-                                    f"({', '.join(f'{k}={v}' for k, v in m.items())})")
+                raise NotationError(
+                    f"{arr}: mesh axis {a} is not in the mesh ({', '.join(f'{k}={v}' for k, v in m.items())})"
+                )
         if sizes is None:
             continue
         for d in arr.dims:
@@ -44,5 +47,7 @@ def check(expr: Expr, mesh: Any, sizes: Mapping[str, int] | None = None) -> None
                 raise NotationError(f"{arr}: dim {d.name} has no size (give it, e.g. {d.name}=1024)")
             shards = math.prod(m[a] for a in d.axes)
             if sizes[d.name] <= 0 or sizes[d.name] % shards:
-                raise NotationError(f"{arr}: dim {d.name}={sizes[d.name]} is not divisible by its "
-                                    f"{shards} shards over {''.join(d.axes) or 'no axis'}")
+                raise NotationError(
+                    f"{arr}: dim {d.name}={sizes[d.name]} is not divisible by its "
+                    f"{shards} shards over {''.join(d.axes) or 'no axis'}"
+                )

@@ -1,6 +1,7 @@
 """The parser of the book's sharding notation (the grammar is in :mod:`.types`): a tokenizer,
 a recursive-descent :class:`Parser` that builds the data classes of :mod:`.types`, and
 :func:`parse`, the one entry point."""
+
 from __future__ import annotations
 
 import re
@@ -64,8 +65,9 @@ class Parser:
         pos = self.peek()[2]
         word = self.name("mesh axes (capital letters)")
         if not all(AXIS_RE.fullmatch(c) for c in word):
-            raise NotationError(f"mesh axis names are single capital letters; {word!r} at column {pos + 1} "
-                                f"in {self.text!r} is not")
+            raise NotationError(
+                f"mesh axis names are single capital letters; {word!r} at column {pos + 1} in {self.text!r} is not"
+            )
         if braced:
             self.take("}")
         return tuple(word)

@@ -1,7 +1,9 @@
 """Conversion between the notation and ``jax.sharding.PartitionSpec`` (jax imported only when called)."""
+
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from analysis.book.errors import NotationError
 from analysis.book.notation.mesh import check, mesh_sizes
@@ -40,15 +42,17 @@ def from_partition_spec(spec: Any, dims: Sequence[str], name: str | None = None,
         axes = () if e is None else (e,) if isinstance(e, str) else tuple(e)
         for a in axes:
             if not isinstance(a, str) or not AXIS_RE.fullmatch(a):
-                raise NotationError(f"{spec}: mesh axis {a!r} is not a single capital letter, "
-                                    "which this notation needs")
+                raise NotationError(
+                    f"{spec}: mesh axis {a!r} is not a single capital letter, which this notation needs"
+                )
         if not isinstance(dname, str) or not _NAME.match(dname):
             raise NotationError(f"dim name {dname!r} is not a letter followed by letters or digits")
         out.append(Dim(dname, axes))
     order = list(mesh_sizes(mesh)) if mesh is not None else []
     # A frozenset in jax: print it in mesh order (else alphabetically) so the result is stable.
-    unreduced = sorted(getattr(spec, "unreduced", ()) or (),
-                       key=lambda a: (order.index(a) if a in order else len(order), a))
+    unreduced = sorted(
+        getattr(spec, "unreduced", ()) or (), key=lambda a: (order.index(a) if a in order else len(order), a)
+    )
     arr = Array(tuple(out), name, tuple(unreduced))
     if mesh is not None:
         check(arr, mesh)

@@ -15,12 +15,13 @@ A subscript may be braced: ``I_{XY}``. Collective names are case-insensitive.
 
 Every invalid input raises :class:`NotationError` (a ``ValueError``), quoting the part at fault.
 """
+
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Mapping, Sequence
 
 from analysis.book import collectives
 from analysis.book.errors import NotationError
@@ -36,6 +37,7 @@ KINDS = {k.notation.lower(): k.notation for k in collectives.KINDS}
 @dataclass(frozen=True)
 class Dim:
     """One array dimension and the mesh axes that shard it (major first)."""
+
     name: str
     axes: tuple[str, ...] = ()
 
@@ -46,6 +48,7 @@ class Dim:
 @dataclass(frozen=True)
 class Array:
     """A sharded array: its dims, optional name, and the axes it is unreduced over."""
+
     dims: tuple[Dim, ...]
     name: str | None = None
     unreduced: tuple[str, ...] = ()
@@ -67,8 +70,10 @@ class Array:
                 raise NotationError(f"{where}: a mesh axis repeats in the subscript of {d.name}")
             for a in d.axes:
                 if a in seen and not self.loose:
-                    raise NotationError(f"{where}: mesh axis {a} is used twice ({seen[a]} and {d.name}); "
-                                        "a mesh axis may shard at most one dim")
+                    raise NotationError(
+                        f"{where}: mesh axis {a} is used twice ({seen[a]} and {d.name}); "
+                        "a mesh axis may shard at most one dim"
+                    )
                 seen[a] = d.name
         for a in self.unreduced:
             if a in seen:
@@ -95,10 +100,10 @@ class Array:
         """The dim sharded over ``axis``, or None."""
         return next((d.name for d in self.dims if axis in d.axes), None)
 
-    def with_axes(self, dim: str, axes: Sequence[str]) -> "Array":
+    def with_axes(self, dim: str, axes: Sequence[str]) -> Array:
         return replace(self, dims=tuple(Dim(d.name, tuple(axes)) if d.name == dim else d for d in self.dims))
 
-    def without_axes(self, axes: Sequence[str]) -> "Array":
+    def without_axes(self, axes: Sequence[str]) -> Array:
         return replace(self, dims=tuple(Dim(d.name, tuple(a for a in d.axes if a not in axes)) for d in self.dims))
 
     def local_elements(self, mesh: Mapping[str, int], sizes: Mapping[str, int]) -> int:
@@ -112,6 +117,7 @@ class Array:
 @dataclass(frozen=True)
 class Collective:
     """``Kind_axes(operand)``; ``dim`` is the dim ReduceScatter scatters / AllToAll moves to."""
+
     kind: str
     axes: tuple[str, ...]
     operand: Array
@@ -149,8 +155,10 @@ class Collective:
         else:
             missing = [a for a in self.axes if a not in op.unreduced]
             if missing:
-                raise NotationError(f"{self}: {op} is not unreduced over {''.join(missing)} "
-                                    f"(an unreduced array is written like C[I, K]{{U_X}})")
+                raise NotationError(
+                    f"{self}: {op} is not unreduced over {''.join(missing)} "
+                    f"(an unreduced array is written like C[I, K]{{U_X}})"
+                )
         if self.dim is not None:
             op.dim(self.dim)  # raises if absent
         if k == "AllGather":
@@ -169,6 +177,7 @@ class Collective:
 @dataclass(frozen=True)
 class Matmul:
     """``lhs * rhs -> out``: dims named in both inputs and absent from ``out`` are contracted."""
+
     lhs: Array
     rhs: Array
     out: Array | None = None
@@ -189,8 +198,10 @@ class Matmul:
                 raise NotationError(f"{self}: the output uses mesh axis {a} twice ({' and '.join(owners)})")
         both = set(self.lhs.unreduced) & set(self.rhs.unreduced)
         if both:
-            raise NotationError(f"{self}: both inputs are unreduced over {''.join(sorted(both))}; "
-                                "a product of partial sums is not a partial sum")
+            raise NotationError(
+                f"{self}: both inputs are unreduced over {''.join(sorted(both))}; "
+                "a product of partial sums is not a partial sum"
+            )
 
     @property
     def contracting(self) -> tuple[str, ...]:
