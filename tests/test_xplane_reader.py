@@ -407,3 +407,11 @@ def test_varint_decoding_at_any_length_and_at_the_end_of_the_data(values):
     assert has.all() and first.tolist() == values
     with pytest.raises(wire.WireError):  # each message cut one byte short
         wire.first_varint_field(buf, starts, stops - 1, 0x08)
+
+
+def test_a_trace_whose_events_are_all_runtime_bookkeeping_gives_the_empty_table(tmp_path):
+    # found by hypothesis in CI: one "Wait: y" event on a host plane, nothing kept
+    blob = _space([_plane("/host:CPU", [_line("line0", 0, [_event(1)])], {0: "fusion.1", 1: "Wait: y"}, {})])
+    path = tmp_path / "wait.xplane.pb"
+    path.write_bytes(blob)
+    assert _same(path, True).empty

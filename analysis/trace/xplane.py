@@ -196,6 +196,8 @@ def _table(space: wire.Space, candidates_only: bool) -> pd.DataFrame:
     offset = np.where(d.seen[(2, 0)] > d.seen[(5, 0)], d.value[(2, 0)].view(np.int64), 0)
     duration = d.value[(3, 0)].view(np.int64)
     rows = np.flatnonzero(cand) if candidates_only else np.arange(keep.size)
+    if rows.size == 0:  # no event kept: the same empty table as a file without events
+        return _frame({c: [] for c in EVENT_COLUMNS})
     ev = keep[rows]
     kept_line = ev_line[ev]
     plane_names = np.array([p.name for p in planes] + [None], object)[:-1]
