@@ -81,6 +81,10 @@ def estimate(spec: dict, mesh_axes: dict[str, int]) -> dict[str, int]:
     op = spec["op"]
     if op["name"] == "matmul":
         return _matmul(op, mesh_axes, itemsize(spec["dtype"]))
+    if op["name"] == "transformer_block":
+        return _block(op, mesh_axes, itemsize(spec["dtype"]))
+    if op["name"] == "program":
+        return _program(op, mesh_axes, itemsize(spec["dtype"]))
     V = op["size_bytes"]
     p = math.prod(mesh_axes[a] for a in op["axes"])
     devices = math.prod(mesh_axes.values())
@@ -105,6 +109,34 @@ def estimate(spec: dict, mesh_axes: dict[str, int]) -> dict[str, int]:
     ceiling = devices * 2 * min(max(bus, 4096), CEILING_CAP)
     check = out if spec.get("check_result", True) else 0  # one shard of the answer at a time
     return {"host_bytes": RUNTIME_BYTES + ceiling + check, "per_device_bytes": device}
+
+
+def _block(op: dict, mesh_axes: dict[str, int], elem_bytes: int) -> dict[str, int]:
+    d = op["dims"]
+    B, S, D, F, H = d["B"], d["S"], d["D"], d["F"], d["H"]
+    axes = op["axes"]
+    f = mesh_axes[axes[0]] if op["sharding"] != "tp" else 1
+    t = mesh_axes[axes[-1]] if op["sharding"] != "fsdp" else 1
+    x, params = B * S * D, 4 * D * D + 2 * D * F
+    act = B * S * (10 * D + 4 * F) + 4 * B * H * S * S  # forward activations kept for the backward
+    # host: the inputs, and the unsharded reference step on one device (float32)
+    host = (x + params) * elem_bytes + 4 * (2 * x + 4 * params + act)
+    # a device: its batch's activations, its weights' shards and gradients, one layer gathered
+    device = elem_bytes * ((x + act) // (f * t) + 3 * params // (f * t) + params // t)
+    return {"host_bytes": RUNTIME_BYTES + host, "per_device_bytes": device}
+
+
+def _program(op: dict, mesh_axes: dict[str, int], elem_bytes: int) -> dict[str, int]:
+    from analysis.book.notation import parse
+
+    # a user's program: its temporaries are unknown; count each input four times over
+    total = shard = 0
+    for text in op["inputs"]:
+        dims = parse(text).dims
+        n = math.prod(op["dims"][x.name] for x in dims)
+        total += n
+        shard += n // math.prod(mesh_axes[a] for x in dims for a in x.axes)
+    return {"host_bytes": RUNTIME_BYTES + total * elem_bytes, "per_device_bytes": 4 * shard * elem_bytes}
 
 
 def _matmul(op: dict, mesh_axes: dict[str, int], elem_bytes: int) -> dict[str, int]:

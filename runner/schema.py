@@ -21,6 +21,7 @@ from analysis.book.dtypes import RUN_DTYPES
 from analysis.book.folders import project_folder
 from analysis.book.units import SizeError, format_size, parse_size
 from runner.matmul_plan import STRATEGIES
+from runner.step_ops import SHARDINGS
 
 
 class Choice(str, Enum):
@@ -39,7 +40,8 @@ def _choices(name: str, values) -> type[Choice]:
     return Choice(name, {v: v for v in values})
 
 
-OpName = _choices("OpName", (*COLLECTIVES, "matmul"))
+OpName = _choices("OpName", (*COLLECTIVES, "matmul", "transformer_block", "program"))
+Sharding = _choices("Sharding", SHARDINGS)
 DType = _choices("DType", RUN_DTYPES)
 Strategy = _choices("Strategy", STRATEGIES)
 Source = _choices("Source", ("auto", "step", "loop", "device"))  # timing estimators
@@ -94,8 +96,16 @@ class OpConf:
     grad: bool = False  # all_gather / reduce_scatter: run jax.grad through it (the backward pass)
     # matmul:
     expr: str | None = None  # the book's notation, e.g. "A[I, J_X] * B[J_X, K] -> C[I, K]"
-    dims: dict[str, int] = field(default_factory=dict)  # global size of each dim, e.g. {I: 1024}
+    # global size of each dim, e.g. {I: 1024}; null by default so that `op.dims={...}` sets new
+    # keys (a dict override merges into an existing dict, which refuses keys it lacks)
+    dims: Any = None  # a dict (Any: a typed dict node holding null cannot take a dict override)
     strategy: Strategy = Strategy.auto  # see runner/matmul_plan.py
+    # transformer_block (runner/programs/block.py): FSDP, tensor parallel, or both
+    sharding: Sharding = Sharding.fsdp
+    # program (runner/programs/user.py): a user's function and its arguments in the book's
+    # notation, sized by op.dims
+    target: str | None = None
+    inputs: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -20,12 +20,13 @@ from analysis.book import units
 from analysis.book.collectives import OPS as COLLECTIVES
 from analysis.book.dtypes import RUN_DTYPES, itemsize
 from analysis.book.errors import BookError
+from runner import step_ops
 from runner.errors import ConfigError
 from runner.matmul_plan import check_dims, parse_matmul, plan, used_axes
 from runner.memory import check_fits
 from runner.schema import CONF_DIR, unknown_key
 
-OPS = COLLECTIVES + ("matmul",)
+OPS = COLLECTIVES + ("matmul", "transformer_block", "program")
 DISTRIBUTED_MODES = ("none", "local", "auto")
 # The largest integer each dtype holds exactly: sums of the small-integer inputs must stay
 # below it, or the NumPy check compares wrapped (int) or rounded (float) sums.
@@ -63,7 +64,14 @@ def build_spec(cfg: DictConfig) -> dict:
     _check_timing(c["timing"], c["trace"])
     check_gate(c["check"])
     _check_timeout(c["timeout_s"], c["timing"], c["trace"])
-    op_spec = _matmul_op(op, axes) if op["name"] == "matmul" else _collective_op(op, axes, mesh["name"], c["dtype"])
+    if op["name"] == "matmul":
+        op_spec = _matmul_op(op, axes)
+    elif op["name"] == "transformer_block":
+        op_spec = step_ops.block_op(op, axes)
+    elif op["name"] == "program":
+        op_spec = step_ops.program_op(op, axes)
+    else:
+        op_spec = _collective_op(op, axes, mesh["name"], c["dtype"])
     spec = {
         "op": op_spec,
         "mesh": {"name": mesh["name"], "axes": dict(axes)},
@@ -137,7 +145,7 @@ def _matmul_op(op: dict, axes: dict) -> dict:
         raise ConfigError("op.expr: missing; op=matmul needs one, e.g. 'A[I, J_X] * B[J_X, K] -> C[I, K]'")
     mm = parse_matmul(op["expr"])
     plan(mm, op["strategy"], {n: max(s, 1) for n, s in axes.items()})  # strategy fits the expression
-    dims = check_dims(mm, dict(op["dims"]), None)
+    dims = check_dims(mm, dict(op.get("dims") or {}), None)
     return {"name": "matmul", "expr": op["expr"], "dims": dims, "strategy": op["strategy"], "axes": used_axes(mm)}
 
 
@@ -227,6 +235,10 @@ def check_shapes(spec: dict, mesh_axes: dict[str, int]) -> None:
     if spec["op"]["name"] == "matmul":
         check_dims(parse_matmul(spec["op"]["expr"]), spec["op"]["dims"], mesh_axes)
         return
+    if spec["op"]["name"] == "transformer_block":
+        return step_ops.check_block_shapes(spec["op"], mesh_axes)
+    if spec["op"]["name"] == "program":
+        return step_ops.check_program_shapes(spec["op"], mesh_axes)
     p = shards(spec, mesh_axes)
     size = itemsize(spec["dtype"])
     elems = spec["op"]["size_bytes"] // size

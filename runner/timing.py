@@ -29,12 +29,22 @@ WARMUP_WINDOW = 3  # warm-up ends when the median of the last 3 is within 10% of
 WARMUP_TOLERANCE = 0.1
 
 
+def wait(out) -> None:
+    """Block until ``out`` (a JAX array, or a tuple of them: a whole training step's
+    outputs) is computed."""
+    if isinstance(out, (tuple, list)):
+        for x in out:
+            wait(x)
+    else:
+        out.block_until_ready()
+
+
 def once(step, k: int = 1) -> float:
     """Seconds per step over ``k`` back-to-back steps, blocking on the last."""
     t0 = time.perf_counter()
     for _ in range(k - 1):
         step()
-    step().block_until_ready()
+    wait(step())
     return (time.perf_counter() - t0) / k
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import jax
 
+from runner.timing import wait
+
 # The cheapest host tracer level that keeps every device-op event, per backend. CPU ops are
 # host events (level 0 records none); GPU kernels come from the device tracer (level 0 kept
 # all of them on an H100); TPU is not verified here, so it keeps the safe level.
@@ -41,7 +43,7 @@ def capture(step, trace_dir: Path, trace: dict) -> dict:
         # traced 32 MiB step took 0.4 s against 13 ms untraced.
         for i in range(trace["iters"]):
             t0 = time.perf_counter()
-            step().block_until_ready()
+            wait(step())
             walls.append(time.perf_counter() - t0)
             if i >= 1 and time.perf_counter() > t_end:
                 break

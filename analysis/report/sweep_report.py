@@ -22,6 +22,7 @@ from analysis.report.document import Link, Report
 from analysis.report.matmul_section import add_matmul_section
 from analysis.report.measurement import measurement_text
 from analysis.report.processes_section import add_processes_section
+from analysis.report.step_section import add_step_section
 from analysis.rundir import FIT_NAME, REPORT_DIR, SUMMARY_NAME, stamp, sweep_command, write_json_atomic
 from analysis.sweep import Sweep, load_sweep
 
@@ -151,6 +152,7 @@ def build(sweep: Sweep, head: pd.DataFrame, out: Path) -> Report:
     rep.heading("How these numbers were taken")
     rep.text(measurement_text(pts if len(pts) else s[s["status"] == "ok"]))
     add_matmul_section(rep, s, sweep.model_hw, out)
+    add_step_section(rep, sweep.results, sweep.model_hw, sweep.model_source, out)
     add_claims_section(rep, s, root)
     add_processes_section(rep, sweep, out)  # only for sweeps with multi-process jobs
     problems_section(rep, sweep, failed)

@@ -2,7 +2,9 @@
 
 * :mod:`.collectives` - one ``shard_map`` around one ``jax.lax`` collective;
 * :mod:`.grads` - ``jax.grad`` through an AllGather or a ReduceScatter (the backward pass);
-* :mod:`.matmul` - sharded matmuls in the book's notation, one program per strategy.
+* :mod:`.matmul` - sharded matmuls in the book's notation, one program per strategy;
+* :mod:`.block` - a transformer block's training step, FSDP and/or tensor parallel;
+* :mod:`.user` - a user's own function, its inputs written in the book's notation.
 
 Each returns a :class:`~runner.programs.base.Program`. Importing this package imports JAX:
 only the worker process does (after :func:`runner.jaxenv.start_jax`).
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 from jax.sharding import Mesh
 
-from runner.programs import collectives, grads, matmul
+from runner.programs import block, collectives, grads, matmul, user
 from runner.programs.base import Program
 
 
@@ -23,6 +25,10 @@ def build(spec: dict, mesh: Mesh) -> Program:
     op = spec["op"]
     if op["name"] == "matmul":
         return matmul.build(op, mesh, spec["dtype"])
+    if op["name"] == "transformer_block":
+        return block.build(op, mesh, spec["dtype"])
+    if op["name"] == "program":
+        return user.build(op, mesh, spec["dtype"])
     if op.get("grad"):
         return grads.build(op["name"], op["axes"], mesh, op["size_bytes"], spec["dtype"])
     return collectives.build(op["name"], op["axes"], mesh, op["size_bytes"], spec["dtype"])

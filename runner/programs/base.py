@@ -17,6 +17,9 @@ class Program:
     reference: Callable[[], np.ndarray]  # what fn(make_input()) must equal
     V_bytes: int | None  # the bytes the book's formula uses (None for a matmul)
     extra: dict = field(default_factory=dict)  # op-specific facts for result.json's experiment
+    # relative tolerance of the check; None: exact for float32 and integers (small-integer
+    # inputs), 1e-2 for 16-bit floats
+    tolerance: float | None = None
 
 
 def small_ints(n: int, dtype, period: int = 7) -> np.ndarray:

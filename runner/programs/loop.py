@@ -12,6 +12,7 @@ the collectives sit inside the loop's body.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 
@@ -23,17 +24,24 @@ def looped(fn: Callable, mesh: jax.sharding.Mesh) -> Callable:
     """``run(args, k)``: ``fn(*args)`` k times (k a traced int32, so one compile serves any K),
     each repetition's inputs depending on the previous output."""
 
-    def depend(*xs):  # per device: element 0 of every input takes element 0 of the output
-        out = xs[-1].reshape(-1)[0]
-        return tuple(x.at[(0,) * x.ndim].set(out.astype(x.dtype)) for x in xs[:-1])
+    def depend(n_in, *xs):
+        # per device: element 0 of every input takes the sum of element 0 of every output
+        # (every output, so that none is dead code: a training step's gradients too)
+        out = sum(o.reshape(-1)[0].astype(jnp.float32) for o in xs[n_in:])
+        return tuple(x.at[(0,) * x.ndim].set(out.astype(x.dtype)) for x in xs[:n_in])
 
     def run(args, k):
         def body(_, a):
-            out = jax.tree.leaves(fn(*a))[0]
+            outs = jax.tree.leaves(fn(*a))
             specs = tuple(jax.typeof(x).sharding.spec for x in a)
+            out_specs = tuple(jax.typeof(o).sharding.spec for o in outs)
             return jax.shard_map(
-                depend, mesh=mesh, in_specs=specs + (jax.typeof(out).sharding.spec,), out_specs=specs, check_vma=False
-            )(*a, out)
+                functools.partial(depend, len(a)),
+                mesh=mesh,
+                in_specs=specs + out_specs,
+                out_specs=specs,
+                check_vma=False,
+            )(*a, *outs)
 
         return jax.lax.fori_loop(0, k, body, tuple(args))
 
