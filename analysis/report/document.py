@@ -57,6 +57,9 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
+MAX_ROWS = 60  # a table longer than this shows its ends only
+
+
 @dataclass
 class Report:
     title: str
@@ -73,8 +76,18 @@ class Report:
         """A highlighted paragraph (e.g. ``incomplete``), a quoted paragraph in Markdown."""
         self.blocks.append(("div", css_class, markdown_text))
 
-    def table(self, df: pd.DataFrame) -> None:
-        self.blocks.append(("table", df.reset_index(drop=True)))
+    def table(self, df: pd.DataFrame, max_rows: int = MAX_ROWS) -> None:
+        """A table. Longer than ``max_rows``, it shows its first and last rows and says how
+        many it left out (a report summarises; the CSV files beside it hold every row)."""
+        df = df.reset_index(drop=True)
+        if len(df) > max_rows:
+            k = max_rows // 2
+            gap = pd.DataFrame([["..."] * len(df.columns)], columns=df.columns).astype(object)
+            shown = pd.concat([df.iloc[:k].astype(object), gap, df.iloc[-k:].astype(object)], ignore_index=True)
+            self.blocks.append(("table", shown))
+            self.text(f"*{len(df)} rows: the first and last {k} shown; the CSV files beside this report hold all.*")
+            return
+        self.blocks.append(("table", df))
 
     def figure(self, path: Path, caption: str) -> None:
         self.blocks.append(("figure", Path(path), caption))

@@ -13,6 +13,7 @@ import datetime
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -29,32 +30,49 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 
 def sweep_breakdown(work: Path, cache: Path, label: str) -> dict:
-    """Run the default sweep as a user does and split its wall time into its parts."""
+    """Run the default sweep as a user does, note when the first point's line appears, and
+    split its wall time into its parts (every round of every point)."""
     out = work / f"sweep_{label}"
     env = dict(os.environ, SHARDLAB_CACHE_DIR=str(cache))
     t0 = time.time()
-    proc = subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "runner", "+sweep=allgather_sizes", f"hydra.sweep.dir={out}"],
         cwd=REPO,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
     )
+    first_result = None
+    for line in proc.stdout:  # the console's one line per point: "[1/17] op.size_bytes=1KiB  ok ..."
+        if first_result is None and line.startswith("[1/"):
+            first_result = time.time() - t0
+    err = proc.stderr.read()
     total = time.time() - t0
-    if proc.returncode:
-        raise RuntimeError(proc.stderr[-3000:])
+    if proc.wait():
+        raise RuntimeError(err[-3000:])
     rs = [json.loads(p.read_text()) for p in sorted(out.glob("*/result.json"))]
     first = min(datetime.datetime.fromisoformat(r["started_at"]).timestamp() for r in rs)
+    rounds = [rd for r in rs for rd in r["timing"]["rounds"]]
+    timed = sum(
+        rd["step"]["warmup_s"] + rd["step"]["timed_s"] + (rd.get("loop") or {}).get("timed_s", 0.0) for rd in rounds
+    )
+    compile_s = sum(r["compile"]["lower_s"] + r["compile"]["compile_s"] for r in rs) + sum(
+        phase_sum(rs, k) for k in ("loop_compile", "rounds_lower", "rounds_compile", "rounds_loop_compile")
+    )
     parts = {
         "interpreter + Hydra start": first - t0,
         "worker: JAX start": sum((r.get("worker") or {}).get("start_s") or 0 for r in rs),
-        "compile": sum(r["compile"]["lower_s"] + r["compile"]["compile_s"] for r in rs),
-        "timed iterations (incl. warm-up)": sum(r["timing"]["warmup_s"] + r["timing"]["timed_s"] for r in rs),
+        "compile (step, loop; later rounds from the cache)": compile_s,
+        "timed iterations (step and loop estimators, incl. warm-up)": timed,
         "tracing": sum(r["trace"]["wall_s"] - r["trace"]["write_s"] for r in rs),
         "trace writing": sum(r["trace"]["write_s"] for r in rs),
-        "trace parsing (perturbation ratio)": phase_sum(rs, "trace_parse"),
+        "trace parsing (device estimator, perturbation)": phase_sum(rs, "trace_parse"),
+        "ceiling (device copies)": phase_sum(rs, "ceiling"),
         "result check vs NumPy": phase_sum(rs, "check"),
-        "inputs, mesh, hardware record": phase_sum(rs, "setup") + phase_sum(rs, "input"),
+        "inputs, mesh, hardware record (all rounds)": sum(
+            phase_sum(rs, k) for k in ("setup", "input", "rounds_setup", "rounds_input")
+        ),
         "HLO dumps": phase_sum(rs, "hlo_dump"),
         "analysis + report": float((out / "report" / "build_s.txt").read_text()),
     }
@@ -70,10 +88,12 @@ def sweep_breakdown(work: Path, cache: Path, label: str) -> dict:
         "label": label,
         "total_s": total,
         "points": len(rs),
+        "rounds": len(rounds),
+        "first_result_s": first_result,
         "parts_s": parts,
         "isolation_per_point_s": float(np.median(isolation)) if isolation else None,
-        "compile_per_point_s": parts["compile"] / len(rs),
-        "harness_overhead": (total - parts["compile"] - parts["timed iterations (incl. warm-up)"]) / total,
+        "compile_per_point_s": compile_s / len(rs),
+        "harness_overhead": (total - compile_s - timed) / total,
         "dir": str(out),
     }
 
@@ -241,31 +261,42 @@ def print_trace_parsing(tp: dict) -> None:
             print(f"    {title:<26s} {f[name + '_s']:.3f} s  {f[name + '_events_per_s'] / 1e6:.2f} M events/s")
         print(
             f"    shardlab / xprof {f['shardlab_vs_xprof']:.2f}x, / ProfileData {f['shardlab_vs_profiledata']:.2f}x; "
-            f"device_ops on the table {f['device_ops_s']:.3f} s"
+            f"device_ops on the table {f['device_ops_s']:.3f} s; "
+            f"read + device_ops {f['shardlab_s'] + f['device_ops_s']:.2f} s"
         )
 
 
-def report_100(work: Path, template_sweep: Path, n: int) -> dict:
-    """analysis + report time of an n-job multirun synthesised from one real job."""
-    from analysis.report import write_report
-
+def report_n(work: Path, template_sweep: Path, n: int) -> dict:
+    """Analysis and report of an n-job sweep synthesised from one real job (its trace and
+    HLO copied into every job folder), in a fresh process: its wall time and peak memory."""
     src = sorted(template_sweep.glob("*/result.json"))[len(list(template_sweep.glob("*/result.json"))) // 2].parent
     base = json.loads((src / "result.json").read_text())
     root = work / f"synthetic_{n}"
     for i in range(n):
-        job = root / f"{i}_op.size_bytes={1024 * 2 ** (i % 17)}"
+        size = 1024 * 2 ** (i % 17)
+        job = root / f"{i:04d}_op.size_bytes={size},timing.seed={i // 17}"
         shutil.copytree(src, job, ignore=shutil.ignore_patterns("result.json"))
         r = json.loads(json.dumps(base))
-        size = 1024 * 2 ** (i % 17)
         r["experiment"]["size_bytes"] = r["experiment"]["V_bytes"] = size
+        r["config"]["op"]["size_bytes"] = size
         med = 3e-4 + size / 1.5e9
         r["timing"]["summary"].update(
             median_s=med, p10_s=med * 0.9, p90_s=med * 1.1, ci_low_s=med * 0.97, ci_high_s=med * 1.03
         )
         (job / "result.json").write_text(json.dumps(r))
+    code = "import sys; from analysis.report import write_report; write_report(sys.argv[1], allow_mixed=True)"
     t0 = time.perf_counter()
-    write_report(root)
-    return {"jobs": n, "analysis_report_s": time.perf_counter() - t0}
+    subprocess.run([sys.executable, "-c", code, str(root)], cwd=REPO, check=True, capture_output=True)
+    wall = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # the largest child so far
+    md = (root / "report" / "report.md").read_text()
+    return {
+        "jobs": n,
+        "analysis_report_s": wall,
+        "peak_rss_bytes": peak,
+        "report_md_lines": md.count("\n"),
+        "report_table_rows": sum(1 for line in md.splitlines() if line.startswith("| ")),
+    }
 
 
 def main() -> int:
@@ -297,7 +328,8 @@ def main() -> int:
     figures["sweep_warm"] = sweep_breakdown(work, cache, "warm cache")
     figures["small_message"] = small_message(5 if args.quick else 9)
     figures["trace_parsing"] = trace_parsing(work, 300)
-    figures["report_100"] = report_100(work, Path(figures["sweep_warm"]["dir"]), 100)
+    figures["report_100"] = report_n(work, Path(figures["sweep_warm"]["dir"]), 100)
+    figures["report_1000"] = report_n(work, Path(figures["sweep_warm"]["dir"]), 1000)
     figures["bench_wall_s"] = time.time() - t0
     import jax
 
@@ -318,7 +350,8 @@ def print_table(f: dict) -> None:
             f"default sweep, {s['label']}: {s['total_s']:.1f} s for {s['points']} points; "
             f"harness overhead {100 * s['harness_overhead']:.0f}%; "
             f"compile {1e3 * s['compile_per_point_s']:.0f} ms/point; "
-            f"worker-process isolation {1e3 * (s['isolation_per_point_s'] or 0):.1f} ms/point"
+            f"worker-process isolation {1e3 * (s['isolation_per_point_s'] or 0):.1f} ms/point; "
+            f"first result line after {s['first_result_s']:.1f} s"
         )
         for part, secs in s["parts_s"].items():
             print(f"    {part:<55s} {secs:7.2f} s  {100 * secs / s['total_s']:5.1f}%")
@@ -328,8 +361,14 @@ def print_table(f: dict) -> None:
         f"{1e6 * sm['naive_median_s']:.0f} us (ratio {sm['ratio']:.2f}, medians of {sm['repeats']} interleaved repeats)"
     )
     print_trace_parsing(f["trace_parsing"])
-    r = f["report_100"]
-    print(f"\nanalysis + report of {r['jobs']} jobs: {r['analysis_report_s']:.2f} s")
+    print()
+    for key in ("report_100", "report_1000"):
+        r = f[key]
+        print(
+            f"analysis + report of {r['jobs']} jobs (a fresh process): {r['analysis_report_s']:.2f} s, "
+            f"peak {r['peak_rss_bytes'] / 2**20:.0f} MiB; report.md {r['report_md_lines']} lines, "
+            f"{r['report_table_rows']} table rows"
+        )
     print(f"\nbenchmark wall time {f['bench_wall_s']:.0f} s")
 
 
