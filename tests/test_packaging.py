@@ -55,7 +55,8 @@ def test_an_unknown_key_added_with_plus_is_refused_before_any_work(compose_cfg, 
     )
     assert proc.returncode == 2 and not (tmp_path / "s").exists()
     assert proc.stderr.strip().splitlines() == [
-        "error: op.sise_bytes: op has no such key; its keys are name, axes, size_bytes, grad, expr, dims, strategy"
+        "error: op.sise_bytes: op has no such key; its keys are name, axes, size_bytes, grad, expr, dims, strategy, "
+        "sharding, target, inputs"
     ]
 
 
