@@ -36,7 +36,7 @@ from analysis.book.fabric_cost import ring_line_cost, switch_cost
 from analysis.book.hardware import Hardware, calibrated_for, wraparound_for, wraparound_reason
 from analysis.book.notation import check, mesh_sizes
 from analysis.book.topology import Fabric, fabrics_for, parse_layout, split_axes
-from analysis.book.units import fmt_num, fmt_time
+from analysis.book.units import fmt_bytes, fmt_num, fmt_time
 
 __all__ = [
     "CollectivePrediction",
@@ -351,7 +351,7 @@ class CostContext:
         elems = full.local_elements(self.mesh, self.sizes)
         parts = [str(self.sizes[d.name] // math.prod(self.mesh[a] for a in d.axes)) for d in full.dims]
         v = self.bytes_per * elems
-        v_txt = f"{fmt_num(self.bytes_per)} B * {' * '.join(parts)} = {v:,.0f} bytes ({v / 2**20:.4g} MiB)"
+        v_txt = f"{fmt_num(self.bytes_per)} B * {' * '.join(parts)} = {v:,.0f} bytes ({fmt_bytes(v)})"
         sizes = [self.mesh[a] for a in coll.axes]
         rings = [self.rings[a] for a in coll.axes]
         spans = None
