@@ -19,6 +19,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from runner.command import this_command
+from runner.compose_once import compose_each_point_once
 from runner.pool import discard_worker
 from runner.progress import _rel, clock
 
@@ -168,6 +169,7 @@ class SweepCheck(Callback):
         if problem:
             print(f"error: {problem}", file=sys.stderr)
             sys.exit(2)
+        compose_each_point_once()
         prestart_worker(job)
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 MIN_BYTES, MAX_BYTES = 4 << 10, 64 << 20  # above 64 MiB the copy rate is flat (DRAM)
 TRAFFIC_PER_TIMING = 32 << 20  # bytes each device moves per timed call: dispatch becomes noise
-REPEATS = 5
+REPEATS = 3
 _programs: dict = {}
 
 

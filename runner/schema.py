@@ -129,7 +129,7 @@ class TimingConf:
 class TraceConf:
     enabled: bool = True
     iters: int = 10
-    max_s: float = 2.0  # stop tracing after this long (at least 2 steps)
+    max_s: float = 0.5  # trace no step that would end after this long (at least 2 steps)
     gpu_command_buffers: bool = False  # false: XLA's GPU command buffers off, so every op has its own time
     python_tracer_level: int = 0
     host_tracer_level: int | None = None  # None: per backend, see conf/config.yaml

@@ -13,6 +13,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import resource
 import shutil
 import subprocess
@@ -45,7 +46,7 @@ def sweep_breakdown(work: Path, cache: Path, label: str) -> dict:
     )
     first_result = None
     for line in proc.stdout:  # the console's one line per point: "[1/17] op.size_bytes=1KiB  ok ..."
-        if first_result is None and line.startswith("[1/"):
+        if first_result is None and re.match(r"\[\s*1/", line):  # "[ 1/17]": padded to the total
             first_result = time.time() - t0
     err = proc.stderr.read()
     total = time.time() - t0
@@ -334,9 +335,9 @@ def main() -> int:
     import jax
 
     figures["machine"]["jax"] = jax.__version__
-    print_table(figures)
-    if args.json:
+    if args.json:  # first: a failure to print must not lose the figures
         args.json.write_text(json.dumps(figures, indent=1))
+    print_table(figures)
     shutil.rmtree(work, ignore_errors=True)
     return 0
 
