@@ -43,7 +43,9 @@ def unit_terms(points: pd.DataFrame) -> pd.DataFrame:
     lat, bw = [], []
     cache: dict[str, Hardware | None] = {}
     for row in points.to_dict("records"):
-        hw = cache.setdefault(row["hardware"], hardware_for(row["hardware"]))
+        if row["hardware"] not in cache:  # (setdefault would load the file for every row)
+            cache[row["hardware"]] = hardware_for(row["hardware"])
+        hw = cache[row["hardware"]]
         if hw is None or row["op"] not in OPS:
             lat.append(np.nan), bw.append(np.nan)
             continue

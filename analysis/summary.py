@@ -8,6 +8,7 @@ constants to model with are known.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -215,10 +216,28 @@ def job_rows(r: dict) -> list[dict]:
     return rows
 
 
+PARALLEL_FROM = 200  # jobs: from here each job's trace and HLO are read in worker processes
+
+
+def _all_rows(results: list[dict]) -> list[dict]:
+    """:func:`job_rows` of every result; a large sweep's spread over the cores (reading each
+    job's trace and HLO is most of a report's time: about 20 ms a job here), in spawned
+    processes (a forked copy of a process that runs JAX threads may deadlock)."""
+    workers = min(os.cpu_count() or 1, 8)
+    if len(results) < PARALLEL_FROM or workers < 2:
+        return [row for r in results for row in job_rows(r)]
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+        chunks = pool.map(job_rows, results, chunksize=max(len(results) // (4 * workers), 1))
+        return [row for rows in chunks for row in rows]
+
+
 def summary_table(results: list[dict]) -> pd.DataFrame:
     """Every job's result (``analysis.rundir.read_results``) as tidy rows, with bandwidths
     and profiler perturbation."""
-    df = pd.DataFrame([row for r in results for row in job_rows(r)])
+    df = pd.DataFrame(_all_rows(results))
     for col in (
         "hlo_op",
         "hlo_kind",

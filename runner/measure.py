@@ -9,8 +9,6 @@ the parent interleaves with the other points' rounds (:mod:`runner.rounds`).
 
 from __future__ import annotations
 
-import contextlib
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,18 +28,6 @@ from runner.programs.loop import k_arg, loop_check, looped
 from runner.spec import check_against_devices
 
 
-class Phases(dict):
-    """Seconds spent in each named phase of a point, for the benchmark's breakdown."""
-
-    @contextlib.contextmanager
-    def __call__(self, name: str):
-        t0 = time.perf_counter()
-        try:
-            yield
-        finally:
-            self[name] = self.get(name, 0.0) + time.perf_counter() - t0
-
-
 @dataclass
 class Point:
     """A point ready to time: its program compiled, its inputs on the devices."""
@@ -59,7 +45,7 @@ class Point:
         return self.compiled(*self.args)
 
 
-def prepare(spec: dict, phase: Phases, record: dict | None = None) -> Point:
+def prepare(spec: dict, phase: timing.Phases, record: dict | None = None) -> Point:
     """Mesh, program, inputs and the compiled step (and loop) program of ``spec``."""
     with phase("setup"):
         devices = jax.devices()
@@ -143,7 +129,7 @@ def measure(spec: dict, job_dir: Path, record: dict) -> None:
 
 
 def _measure(spec: dict, job_dir: Path, record: dict) -> None:
-    phase = record["phases_s"] = Phases()
+    phase = record["phases_s"] = timing.Phases()
     with phase("setup"):
         devices = jax.devices()
         if jax.process_count() > 1 and spec.get("distributed", {}).get("mode", "none") == "none":
@@ -242,7 +228,7 @@ def _measure(spec: dict, job_dir: Path, record: dict) -> None:
 
 def retime(spec: dict, round_no: int, K: int | None) -> dict:
     """A later round of a point measured before: its phases' seconds and the round."""
-    phase = Phases()
+    phase = timing.Phases()
     point = prepare(spec, phase)
     with phase("timing"):
         out = time_round(point, spec, round_no, K)

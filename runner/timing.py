@@ -18,11 +18,27 @@ trace (:mod:`runner.measure`).
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import numpy as np
 
 from analysis.stats import combine_rounds, rel_ci_halfwidth, summarize
+
+
+class Phases(dict):
+    """Seconds spent in each named phase of a point, for the benchmark's breakdown. (It travels
+    back to the main process with the result: defined here, not beside JAX, so that unpickling
+    it imports no JAX there.)"""
+
+    @contextlib.contextmanager
+    def __call__(self, name: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self[name] = self.get(name, 0.0) + time.perf_counter() - t0
+
 
 CHECK_EVERY = 10  # re-evaluate the stopping rule every this many samples
 WARMUP_WINDOW = 3  # warm-up ends when the median of the last 3 is within 10% of the 3 before

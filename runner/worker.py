@@ -223,6 +223,7 @@ class Worker:
         self.env = env
         self.points = 0
         self.start_s: float | None = None  # spawn to JAX ready, known after the first point
+        self._start_reported = False
         self.info: dict = {}  # what JAX found when it started (platform_report)
         self.own_group = env.get(MODE_ENV) == "local"
         fd, log = tempfile.mkstemp(prefix="shardlab-worker-", suffix=".log")
@@ -244,8 +245,9 @@ class Worker:
         """Send one point (``kind`` ``measure``: round 1, or ``retime``: a later round, with
         ``round`` and ``K``); return the worker's reply or raise :class:`WorkerDied`."""
         log = Path(job_dir) / LOG_NAME
-        first = self.start_s is None
-        if first:  # wait for JAX to start; a point's timeout starts after that
+        first = not self._start_reported  # the first point served reports the start-up time
+        self._start_reported = True
+        if self.start_s is None:  # wait for JAX to start; a point's timeout starts after that
             self.wait_ready(STARTUP_TIMEOUT_S)
         self.submit(spec, job_dir, kind, extra)
         try:

@@ -152,3 +152,18 @@ def test_starting_the_runner_imports_no_jax_pandas_or_matplotlib():
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_a_measured_point_brings_no_jax_into_the_main_process(tmp_path):
+    """JAX lives in the worker: a result coming back (its phase timings included) must not
+    import it into the main process, which would cost a sweep about a second and the memory."""
+    code = (
+        "import sys; from hydra import compose, initialize_config_dir; from runner.schema import register_configs; "
+        "register_configs(); from runner import run\n"
+        f"with initialize_config_dir(config_dir={str(ROOT / 'conf')!r}, version_base='1.3'):\n"
+        "    cfg = compose('config', overrides=['op.size_bytes=1KiB', 'timing.rounds=2', 'timing.budget_s=0.2'])\n"
+        f"r = run(cfg, {str(tmp_path / 'p')!r})\n"
+        "print(r['status'], sorted(m for m in ('jax', 'jaxlib') if m in sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.stdout.strip().splitlines()[-1] == "ok []", proc.stdout + proc.stderr[-2000:]

@@ -42,19 +42,18 @@ def op_kind(hlo_op: str, opcodes: dict[str, str] | None = None) -> str:
 
 
 def merge_intervals(starts, ends) -> np.ndarray:
-    """Union of ``[start, end)`` intervals as a sorted ``(n, 2)`` array of disjoint spans."""
+    """Union of ``[start, end)`` intervals as a sorted ``(n, 2)`` array of disjoint spans
+    (intervals that touch merge)."""
     iv = np.column_stack([np.asarray(starts, dtype=float), np.asarray(ends, dtype=float)])
     iv = iv[iv[:, 1] > iv[:, 0]]
     if not len(iv):
         return np.empty((0, 2))
     iv = iv[np.argsort(iv[:, 0], kind="stable")]
-    out = [iv[0].copy()]
-    for s, e in iv[1:]:
-        if s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append(np.array([s, e]))
-    return np.array(out)
+    s, e = iv[:, 0], iv[:, 1]
+    reach = np.maximum.accumulate(e)  # the furthest end so far
+    first = np.concatenate([[True], s[1:] > reach[:-1]])  # starts a new span: past everything before
+    at = np.flatnonzero(first)
+    return np.column_stack([s[at], np.maximum.reduceat(e, at)])
 
 
 def total_length(spans: np.ndarray) -> float:
@@ -62,63 +61,85 @@ def total_length(spans: np.ndarray) -> float:
 
 
 def intersection_length(a: np.ndarray, b: np.ndarray) -> float:
-    """Length of the intersection of two unions of disjoint sorted spans (two-pointer sweep)."""
-    i = j = 0
-    total = 0.0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i, 0], b[j, 0]), min(a[i, 1], b[j, 1])
-        if hi > lo:
-            total += hi - lo
-        if a[i, 1] < b[j, 1]:
-            i += 1
-        else:
-            j += 1
-    return total
+    """Length of the intersection of two unions of disjoint sorted spans:
+    |A| + |B| - |A u B|."""
+    if not len(a) or not len(b):
+        return 0.0
+    both = np.concatenate([a, b])
+    return max(total_length(a) + total_length(b) - total_length(merge_intervals(both[:, 0], both[:, 1])), 0.0)
+
+
+def _halves(names: pd.Series, opcodes: dict[str, str] | None) -> tuple[np.ndarray, np.ndarray]:
+    """(collective kind or None, ``-start``/``-done``/None) of each op as object arrays,
+    matched once per distinct name."""
+    found = {n: _match(n, opcodes) for n in names.unique()}
+    m = [found[n] for n in names]
+    return (
+        np.array([x[0] if x else None for x in m], dtype=object),
+        np.array([x[1] if x else None for x in m], dtype=object),
+    )
+
+
+def _spans(kind: np.ndarray, half: np.ndarray, start: np.ndarray, end: np.ndarray, joined: np.ndarray) -> np.ndarray:
+    """One device's collective spans from its ops sorted by start (see collective_spans)."""
+    coll = kind != None  # noqa: E711 - elementwise on an object array
+    whole = coll & (joined | (half == None))  # noqa: E711 - a span of its own: sync, or already joined
+    rows = [np.column_stack([start[whole], end[whole]])]
+    halves = np.flatnonzero(coll & ~whole)
+    if len(halves):
+        pending: dict[str, list[float]] = {}
+        extra = []
+        for i in halves:
+            if half[i] == "-start":
+                pending.setdefault(kind[i], []).append(start[i])
+            elif pending.get(kind[i]):
+                extra.append((pending[kind[i]].pop(0), end[i]))
+            else:  # a done whose start fell outside the trace
+                extra.append((start[i], end[i]))
+        extra += [(x, x) for starts in pending.values() for x in starts]  # a start without its done
+        rows.append(np.array(extra, dtype=float).reshape(-1, 2))
+    return np.concatenate(rows) if len(rows) > 1 else rows[0]
 
 
 def collective_spans(ops: pd.DataFrame, opcodes: dict[str, str] | None = None) -> pd.DataFrame:
     """Collective ops of one device as ``start_ns, end_ns`` spans; each ``X-start`` is paired
     with the next ``X-done`` of the same kind, the span covering both."""
-    rows = []
-    pending: dict[str, list[float]] = {}
-    for r in ops.sort_values("start_ns", kind="stable").itertuples():
-        m = _match(r.hlo_op, opcodes)
-        if not m:
-            continue
-        kind, half = m
-        if getattr(r, "is_async", False):  # device_ops already joined its start and done
-            rows.append((r.start_ns, r.end_ns))
-        elif half == "-start":
-            pending.setdefault(kind, []).append(r.start_ns)
-        elif half == "-done" and pending.get(kind):
-            rows.append((pending[kind].pop(0), r.end_ns))
-        else:
-            rows.append((r.start_ns, r.end_ns))
-    for starts in pending.values():  # a start whose done fell outside the trace: its own span
-        rows += [(s, s) for s in starts]
-    return pd.DataFrame(rows, columns=["start_ns", "end_ns"])
+    ops = ops.sort_values("start_ns", kind="stable")
+    kind, half = _halves(ops["hlo_op"], opcodes)
+    joined = ops["is_async"].fillna(False).astype(bool).to_numpy() if "is_async" in ops else np.zeros(len(ops), bool)
+    spans = _spans(kind, half, ops["start_ns"].to_numpy(float), ops["end_ns"].to_numpy(float), joined)
+    return pd.DataFrame(spans, columns=["start_ns", "end_ns"])
 
 
 def overlap_by_device(ops: pd.DataFrame, opcodes: dict[str, str] | None = None) -> pd.DataFrame:
     """Per device: ``collective_s``, ``compute_s``, ``overlap_s`` (collective time during
     which the device also computed) and ``overlap_frac`` = overlap_s / collective_s."""
+    cols = ["device", "collective_s", "compute_s", "overlap_s", "overlap_frac"]
+    if not len(ops):
+        return pd.DataFrame(columns=cols)
+    ops = ops.sort_values(["device", "start_ns"], kind="stable")
+    kind, half = _halves(ops["hlo_op"], opcodes)
+    start, end = ops["start_ns"].to_numpy(float), ops["end_ns"].to_numpy(float)
+    joined = ops["is_async"].fillna(False).astype(bool).to_numpy() if "is_async" in ops else np.zeros(len(ops), bool)
+    device = ops["device"].to_numpy()
+    bounds = np.flatnonzero(np.concatenate([[True], device[1:] != device[:-1], [True]]))
     rows = []
-    for device, g in ops.groupby("device"):
-        kinds = g["hlo_op"].map(lambda name: op_kind(name, opcodes))
-        comp = merge_intervals(g.loc[kinds == "compute", "start_ns"], g.loc[kinds == "compute", "end_ns"])
-        spans = collective_spans(g[kinds == "collective"], opcodes)
-        coll = merge_intervals(spans["start_ns"], spans["end_ns"])
+    for a, b in zip(bounds[:-1], bounds[1:]):  # one device's ops, in start order
+        c = kind[a:b] != None  # noqa: E711
+        comp = merge_intervals(start[a:b][~c], end[a:b][~c])
+        spans = _spans(kind[a:b], half[a:b], start[a:b], end[a:b], joined[a:b])
+        coll = merge_intervals(spans[:, 0], spans[:, 1])
         coll_ns, over_ns = total_length(coll), intersection_length(coll, comp)
         rows.append(
-            {
-                "device": device,
-                "collective_s": coll_ns * 1e-9,
-                "compute_s": total_length(comp) * 1e-9,
-                "overlap_s": over_ns * 1e-9,
-                "overlap_frac": over_ns / coll_ns if coll_ns else np.nan,
-            }
+            [
+                device[a],
+                coll_ns * 1e-9,
+                total_length(comp) * 1e-9,
+                over_ns * 1e-9,
+                over_ns / coll_ns if coll_ns else np.nan,
+            ]
         )
-    return pd.DataFrame(rows, columns=["device", "collective_s", "compute_s", "overlap_s", "overlap_frac"])
+    return pd.DataFrame(rows, columns=cols)
 
 
 def overlap_summary(ops: pd.DataFrame, opcodes: dict[str, str] | None = None) -> dict:

@@ -14,7 +14,6 @@ import json
 import os
 import platform
 import re
-import resource
 import shutil
 import subprocess
 import sys
@@ -81,7 +80,7 @@ def sweep_breakdown(work: Path, cache: Path, label: str) -> dict:
     # What the worker process costs a point: the parent's wall time for it minus the phases
     # the worker measured (IPC, pickling, the result record). Its start-up is paid once.
     isolation = [
-        r["wall_s"] - sum((r.get("phases_s") or {}).values())
+        r["wall_s"] - sum(v for k, v in (r.get("phases_s") or {}).items() if not k.startswith("rounds_"))
         for r in rs
         if (r.get("worker") or {}).get("points_served", 1) > 1
     ]
@@ -285,11 +284,14 @@ def report_n(work: Path, template_sweep: Path, n: int) -> dict:
             median_s=med, p10_s=med * 0.9, p90_s=med * 1.1, ci_low_s=med * 0.97, ci_high_s=med * 1.03
         )
         (job / "result.json").write_text(json.dumps(r))
-    code = "import sys; from analysis.report import write_report; write_report(sys.argv[1], allow_mixed=True)"
+    code = (
+        "import resource, sys; from analysis.report import write_report; write_report(sys.argv[1], allow_mixed=True); "
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)"
+    )
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code, str(root)], cwd=REPO, check=True, capture_output=True)
+    proc = subprocess.run([sys.executable, "-c", code, str(root)], cwd=REPO, check=True, capture_output=True, text=True)
     wall = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # the largest child so far
+    peak = int(proc.stdout.split()[-1])  # the report process's own high-water mark
     md = (root / "report" / "report.md").read_text()
     return {
         "jobs": n,
