@@ -285,8 +285,10 @@ def report_n(work: Path, template_sweep: Path, n: int) -> dict:
         )
         (job / "result.json").write_text(json.dumps(r))
     code = (
-        "import resource, sys; from analysis.report import write_report; write_report(sys.argv[1], allow_mixed=True); "
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)"
+        # VmHWM, not ru_maxrss: Linux hands a child the high-water mark of the (large) parent it
+        # was forked from, even across exec
+        "import re, sys; from analysis.report import write_report; write_report(sys.argv[1], allow_mixed=True); "
+        "print(int(re.search(r'VmHWM:\\s*(\\d+)', open('/proc/self/status').read()).group(1)) * 1024)"
     )
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", code, str(root)], cwd=REPO, check=True, capture_output=True, text=True)
