@@ -102,22 +102,25 @@ def predict_points(points: pd.DataFrame, hw: Hardware | None) -> pd.DataFrame:
     return points.assign(model_time_s=t, model_regime=regime)
 
 
+def family_fit(fits: pd.DataFrame, point) -> pd.DataFrame:
+    """The row of ``fits`` for the family ``point`` (a points row) belongs to, or none."""
+    if not len(fits) or "op" not in fits:
+        return fits.iloc[0:0]
+    return fits[
+        (fits["op"] == point["op"])
+        & (fits["axes"] == point["axes"])
+        & (fits["mesh"] == point["mesh"])
+        & (fits["dtype"] == point["dtype"])
+    ]
+
+
 def curves(points: pd.DataFrame, fits: pd.DataFrame, hw: Hardware | None, n: int = 60) -> pd.DataFrame:
     """Smooth lines for the figures: per family, the α-β fit and the book model over V."""
     rows = []
     for fam, g in points.groupby("family", sort=False):
         V = np.geomspace(g["V_bytes"].min(), g["V_bytes"].max(), n)
         first = g.iloc[0]
-        f = (
-            fits[
-                (fits["op"] == first["op"])
-                & (fits["axes"] == first["axes"])
-                & (fits["mesh"] == first["mesh"])
-                & (fits["dtype"] == first["dtype"])
-            ]
-            if len(fits)
-            else fits
-        )
+        f = family_fit(fits, first)
         if len(f) and "beta_Bps" in f and pd.notna(f["beta_Bps"].iloc[0]):
             rows.append(
                 pd.DataFrame(

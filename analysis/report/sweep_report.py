@@ -15,6 +15,7 @@ import pandas as pd
 
 from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration
 from analysis.headline import family_name, headline_sentence, headline_table
+from analysis.predictions import family_fit
 from analysis.report import figures
 from analysis.report.claims_section import add_claims_section
 from analysis.report.columns import write_dictionary
@@ -394,16 +395,7 @@ def _figures(sweep: Sweep, out: Path) -> list[tuple[Path, str]]:
     cross = []
     for fam, g in pts.groupby("family", sort=False):
         first = g.iloc[0]
-        f = (
-            fits[
-                (fits["op"] == first["op"])
-                & (fits["axes"] == first["axes"])
-                & (fits["mesh"] == first["mesh"])
-                & (fits["dtype"] == first["dtype"])
-            ]
-            if "crossover_bytes" in fits
-            else fits.iloc[0:0]
-        )
+        f = family_fit(fits, first) if "crossover_bytes" in fits else fits.iloc[0:0]
         if len(f) and pd.notna(f["crossover_bytes"].iloc[0]) and f["crossover_bytes"].iloc[0] > 0:
             cross.append(
                 {

@@ -50,6 +50,9 @@ def main() -> int:
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="shardlab-mutation-"))
     work.mkdir(parents=True, exist_ok=True)
+    # mutmut keeps its results in mutants/ and reuses them: an earlier run's (of other code)
+    # would be counted again
+    shutil.rmtree(work / "mutants", ignore_errors=True)
     copy_checkout(work)
     run = subprocess.run(
         [sys.executable, "-m", "mutmut", "run", "--max-children", str(args.children)],
