@@ -282,7 +282,7 @@ def test_the_memory_estimate_bounds_what_each_collective_holds(compose_cfg, tmp_
         r = run(compose_cfg([f"op={op}", "op.size_bytes=64MiB", *FAST, "trace.enabled=false"]), tmp_path / op)
         assert r["status"] == "ok", r.get("error")
         grew, est = r["memory_peak"]["growth_bytes"], r["memory_estimate"]["host_total_bytes"]
-        assert grew <= est <= 2.2 * grew, (op, grew / 2**20, est / 2**20)
+        assert grew <= est <= 2.5 * grew, (op, grew / 2**20, est / 2**20)
 
 
 def test_a_launcher_that_runs_points_side_by_side_is_refused_before_anything_is_written(tmp_path, repo_root):
