@@ -187,7 +187,7 @@ def test_check_compares_every_device_copy_of_a_replicated_result():
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from runner.measure import check
+    from runner.result_check import check
 
     mesh = jax.make_mesh((8,), ("X",))
     want = np.arange(16, dtype=np.float32)

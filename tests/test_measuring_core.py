@@ -21,7 +21,7 @@ from analysis.trace.overlap import collective_spans
 
 # ---------------------------------------------------------------- the result check
 def _check():
-    from runner.measure import check  # imports jax: only when a test needs it
+    from runner.result_check import check  # imports jax: only when a test needs it
 
     return check
 
