@@ -36,6 +36,18 @@ def compose_cfg():
     return _compose
 
 
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    """Each test computes from scratch: a cached parse or binomial table from an earlier test
+    would hide a bug planted after it was filled (the mutation check runs many tests in one
+    process)."""
+    from analysis.hlo.groups import parse_groups
+    from analysis.stats import median_ci_ranks
+
+    parse_groups.cache_clear()
+    median_ci_ranks.cache_clear()
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO_ROOT

@@ -61,6 +61,57 @@ def test_fit_table_makes_one_row_per_family():
     assert fits["T_min_s"].to_numpy() == pytest.approx([1e-5, 5e-6], rel=1e-6)
 
 
+def _family(V, T, flags=None, L=4.0):
+    n = len(V)
+    return pd.DataFrame(
+        {
+            "op": "all_gather",
+            "axes": "X",
+            "group_size": 8,
+            "dtype": "float32",
+            "mesh": "auto",
+            "job": [f"{i:03d}" for i in range(n)],
+            "V_bytes": V,
+            "time_s": T,
+            "latency_unit": L,
+            "bandwidth_unit": V,
+            "flags": flags if flags is not None else [""] * n,
+        }
+    )
+
+
+def test_fit_table_leaves_out_flagged_points_and_a_cache_edge_and_says_why():
+    # T = max(1e-5 s * 4 hops, V / W): W = 4e9 below 4 MiB (in cache), 1e9 from 4 MiB up;
+    # the 256 MiB point is flagged above its ceiling.
+    V = 4096.0 * 4.0 ** np.arange(9)  # 4 KiB .. 256 MiB
+    T = np.maximum(4e-5, V / np.where(V < 4 * 2**20, 4e9, 1e9))
+    fits, left = fit_table(_family(V, T, [""] * 8 + ["above_ceiling"]))
+    row = fits.iloc[0]
+    # left out: the flagged point; the in-cache 256 KiB and 1 MiB (4.00x the large messages'
+    # bandwidth); then, refitted, 64 KiB, whose 4e-5 s is 1.64x faster than 1e9 B/s allows
+    assert list(zip(left["job"], left["reason"].str[:35])) == [
+        ("008", "above_ceiling"),
+        ("003", "another bandwidth regime: 4.00x the"),
+        ("004", "another bandwidth regime: 4.00x the"),
+        ("002", "another bandwidth regime: 1.64x the"),
+    ]
+    assert (row["n_points"], row["V_min_bytes"], row["V_max_bytes"]) == (5, 4096, 64 * 2**20)
+    assert row["W_Bps"] == pytest.approx(1e9, rel=1e-6) and row["T_min_s"] == pytest.approx(1e-5, rel=1e-6)
+    assert row["hops"] == 4 and row["crossover_bytes"] == pytest.approx(4e4, rel=1e-6)  # 1e-5 * 4 * 1e9
+    assert row["note"] == ""
+
+
+def test_fit_table_fits_three_points_and_not_two():
+    V = np.array([1e3, 1e6, 1e8])
+    T = np.maximum(4e-5, V / 1e9)
+    three, _ = fit_table(_family(V, T))
+    assert three.iloc[0]["n_points"] == 3 and three.iloc[0]["W_Bps"] == pytest.approx(1e9, rel=1e-6)
+    two, _ = fit_table(_family(V, T, ["", "", "above_ceiling"]))
+    row = two.iloc[0]
+    assert (row["n_points"], row["V_min_bytes"], row["V_max_bytes"]) == (2, 1e3, 1e6)
+    assert row["note"] == "too few points (2; a fit needs 3)" and "W_Bps" not in two
+
+
 def test_median_ci_covers_the_median_about_95_percent_of_the_time():
     rng = np.random.default_rng(1)
     hits = 0

@@ -95,6 +95,31 @@ def test_alltoall_is_a_quarter_of_allgather_on_a_ring():
     assert predict_collective("all_to_all", V, [4, 4], V4P).time_s == pytest.approx(V / (16 * 9e10), **rel)
 
 
+def test_allreduce_prediction_every_field_on_a_ring_and_a_line():
+    # v4p X=4 ring, V = 1e8 B: ReduceScatter = max(1 us * 2 hops, V / 9e10); AllReduce twice it.
+    V = 1e8
+    p = predict_collective("all_reduce", V, [4], V4P)
+    assert (p.kind, p.topology, p.hops, p.regime, p.wraparound) == ("all_reduce", "ring", 4, "bandwidth", (True,))
+    assert p.latency_time_s == pytest.approx(4e-6, **rel)
+    assert p.bandwidth_time_s == pytest.approx(2 * V / 9e10, **rel) == pytest.approx(p.time_s, **rel)
+    assert p.formula.startswith("2 * (ReduceScatter: max(") and p.formula.endswith(
+        "[AllReduce = ReduceScatter + AllGather]"
+    )
+    assert (p.book_time_s, p.book_formula, p.note) == (None, None, "")
+    # v5e Y=4 has no wraparound: a line of 3 hops one way, (N-1)(V/N)/W_unidir, twice; the
+    # book's ring formula beside it, and a note that says why they differ.
+    q = predict_collective("all_reduce", V, [4], V5E)
+    assert (q.topology, q.hops, q.wraparound) == ("line", 6, (False,))
+    assert q.latency_time_s == pytest.approx(6e-6, **rel)
+    assert q.bandwidth_time_s == pytest.approx(2 * 3 * V / 4 / 4.5e10, **rel) == pytest.approx(q.time_s, **rel)
+    assert q.book_time_s == pytest.approx(2 * V / 9e10, **rel)
+    assert q.book_formula.startswith("2 * max(")
+    assert q.note.startswith("axis of 4 has no wraparound on tpu_v5e: a line")
+    # latency-bound: 1 KB over the line is its 6 hops of 1 us
+    r = predict_collective("all_reduce", 1e3, [4], V5E)
+    assert (r.regime, r.time_s) == ("latency", pytest.approx(6e-6, **rel))
+
+
 def test_gpu_switch_formulas():
     # 8 GPUs, W = 4.5e11: AllGather V*7/(8W); AllToAll V*7/(64W); AllReduce 2x AllGather.
     V = 1e9
