@@ -174,10 +174,12 @@ def test_offloaded_collective_ending_in_call_done_is_one_execution():
         ("/device:TPU:0", "XLA Ops", "fusion.1", 20.0, 100.0, None, None, None, None),
         ("/device:TPU:0", "XLA Ops", "call-done.7", 400.0, 30.0, None, None, None, None),
     ]
-    ops = device_ops(_events(rows), {"call-done.7": "all-reduce-start.4"})
-    ar = ops[ops["hlo_op"] == "all-reduce-start.4"].iloc[0]
-    assert (ar["start_ns"], ar["end_ns"], ar["is_async"]) == (0.0, 430.0, True)
-    assert "call-done.7" not in set(ops["hlo_op"])
+    # joined by the HLO's pairs, or without HLO: a call-done ends the earliest open start
+    for pairs in ({"call-done.7": "all-reduce-start.4"}, None):
+        ops = device_ops(_events(rows), pairs)
+        ar = ops[ops["hlo_op"] == "all-reduce-start.4"].iloc[0]
+        assert (ar["start_ns"], ar["end_ns"], ar["is_async"], ar["kernels"]) == (0.0, 430.0, True, 2)
+        assert list(ops["hlo_op"]) == ["all-reduce-start.4", "fusion.1"]
 
 
 def test_a_joined_async_collective_counts_its_whole_span_as_collective_time():
