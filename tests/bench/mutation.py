@@ -8,7 +8,7 @@ mutmut (configured under ``[tool.mutmut]`` in pyproject.toml: which files, which
 in a copy of the checkout, so the working tree is never touched. Prints one row per module:
 mutants killed, survived, timed out, and not covered by the selected tests, and the score
 ``killed / (killed + survived)``; writes every survivor's diff to ``survivors.txt`` in the
-copy (``--keep`` keeps it). Not part of CI: a run takes about 20 minutes on 2 cores.
+copy (``--keep`` keeps it). Not part of CI: a whole run takes about 75 minutes on 2 cores.
 """
 
 from __future__ import annotations
