@@ -226,3 +226,12 @@ def test_the_gate_judges_each_familys_average_as_nccl_tests_does():
     assert fails["op"].tolist() == ["all_reduce"] and fails["below"].tolist() == [["1KiB", "2KiB"]]
     assert fails["avg_busbw_Bps"].tolist() == [0.75e9]
     assert below_bar(summary, 0.7e9).empty
+
+
+def test_shares_read_as_percentages_and_missing_ones_as_blank():
+    import pandas as pd
+
+    from analysis.book.units import fmt_pct
+
+    assert [fmt_pct(x) for x in (0.123, 1.0, None, float("nan"), pd.NA)] == ["12%", "100%", "", "", ""]
+    assert fmt_pct(0.1234, 1) == "12.3%"

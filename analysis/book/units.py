@@ -108,6 +108,17 @@ def fmt_bandwidth(bps: float | None) -> str:
     return f"{bps / 1e9:.3g} GB/s"
 
 
+def fmt_pct(share: Any, digits: int = 0) -> str:
+    """A share as a percentage (``0.123`` -> ``12%``, ``12.3%`` with ``digits=1``); "" when
+    it is missing (None, NaN, pandas' NA)."""
+    try:
+        if share is None or math.isnan(share):
+            return ""
+    except TypeError:
+        return ""
+    return f"{share:.{digits}%}"
+
+
 def fmt_num(x: float) -> str:
     """A number in a formula, to 4 significant digits."""
     return f"{x:.4g}"

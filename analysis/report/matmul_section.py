@@ -10,7 +10,7 @@ import pandas as pd
 
 from analysis.book.errors import BookError
 from analysis.book.hardware import Hardware, load_hardware
-from analysis.book.units import fmt_duration
+from analysis.book.units import fmt_duration, fmt_pct
 from analysis.matmul_cases import (
     _dims,
     _mesh,
@@ -82,9 +82,7 @@ def add_matmul_section(rep: Report, summary: pd.DataFrame, model_hw: Hardware | 
         cost[col] = cost[col].map(fmt_duration)
     cost["FLOP/s"] = cost["FLOP/s"].map(lambda v: f"{v / 1e9:.3g}" if pd.notna(v) else "")
     traced = cost["trace: collective overlapped"].notna()
-    cost["trace: collective overlapped"] = cost["trace: collective overlapped"].map(
-        lambda v: f"{v:.0%}" if pd.notna(v) else ""
-    )
+    cost["trace: collective overlapped"] = cost["trace: collective overlapped"].map(fmt_pct)
     rep.table(
         cost.rename(
             columns={

@@ -20,17 +20,13 @@ import seaborn as sns
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
-from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration
+from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration, fmt_pct
 from analysis.profile import step_summary, timeline, typical_step
 from analysis.report.document import Report
 from analysis.report.figures import DPI, WIDTH_IN
 
 MAX_DEVICES_DRAWN = 16  # more lanes than this no longer read at 5 inches
 TOP = 10
-
-
-def _pct(x) -> str:
-    return "" if pd.isna(x) else f"{x:.1%}"
 
 
 def _human(table: pd.DataFrame, full: bool) -> pd.DataFrame:
@@ -45,7 +41,7 @@ def _human(table: pd.DataFrame, full: bool) -> pd.DataFrame:
             "median": table["time_median_s"].map(fmt_duration),
             "p90": table["time_p90_s"].map(fmt_duration),
             "per step": table["time_per_step_s"].map(fmt_duration),
-            "share of step": table["step_share"].map(_pct),
+            "share of step": table["step_share"].map(lambda v: fmt_pct(v, 1)),
             "hidden": table["hidden_per_step_s"].map(fmt_duration),
             "exposed": table["exposed_per_step_s"].map(fmt_duration),
             "busbw": table["busbw_Bps"].map(fmt_bandwidth),
@@ -75,7 +71,7 @@ def _steps_human(summary: pd.DataFrame) -> pd.DataFrame:
             "hidden": summary["hidden_s"].map(fmt_duration),
             "exposed": summary["exposed_s"].map(fmt_duration),
             "idle": summary["idle_s"].map(fmt_duration),
-            "exposed share": (summary["exposed_s"] / summary["step_s"]).map(_pct),
+            "exposed share": (summary["exposed_s"] / summary["step_s"]).map(lambda v: fmt_pct(v, 1)),
         }
     )
 

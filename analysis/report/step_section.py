@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import seaborn as sns
 
-from analysis.book.units import fmt_duration
+from analysis.book.units import fmt_duration, fmt_pct
 from analysis.report.document import Report
 from analysis.report.figures import WIDTH_IN, _finish
 from analysis.steps import model_error_by_kind, step_table
@@ -36,7 +36,6 @@ def add_step_section(rep: Report, results: list[dict], model_hw, model_source: s
         "compute, and **comms share** comms / the traced step. On the CPU backend a traced step runs slower "
         "than an untraced one and a collective's time includes waiting for the last device to arrive."
     )
-    pct = lambda v: f"{v:.0%}" if pd.notna(v) else ""  # noqa: E731
     rep.table(
         pd.DataFrame(
             {
@@ -49,7 +48,7 @@ def add_step_section(rep: Report, results: list[dict], model_hw, model_source: s
                 "model T_comms": table["model_comms_s"].map(fmt_duration),
                 "comms": table["comms_s"].map(fmt_duration),
                 "exposed": table["exposed_s"].map(fmt_duration),
-                "comms share": table["comms_share"].map(pct),
+                "comms share": table["comms_share"].map(fmt_pct),
                 "costliest collective": table["top_collective"].fillna(""),
                 "its time": table["top_collective_s"].map(fmt_duration),
             }

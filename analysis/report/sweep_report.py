@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration
+from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration, fmt_pct
 from analysis.headline import family_name, headline_sentence, headline_table
 from analysis.predictions import family_fit
 from analysis.report import figures
@@ -122,7 +122,7 @@ def build(sweep: Sweep, head: pd.DataFrame, out: Path) -> Report:
                     "latency floor": head["latency_floor_s"].map(fmt_duration),
                     "peak bus bandwidth": head["peak_busbw_Bps"].map(fmt_bandwidth),
                     "at V": head["peak_at_V_bytes"].map(fmt_bytes),
-                    "of ceiling": head["peak_share_of_ceiling"].map(lambda v: f"{v:.0%}" if pd.notna(v) else ""),
+                    "of ceiling": head["peak_share_of_ceiling"].map(fmt_pct),
                     "bandwidth-bound above": head["bandwidth_bound_above_bytes"].map(fmt_bytes),
                     "measured/model": head["measured_over_model_median"].map(
                         lambda v: f"{v:.2g}" if pd.notna(v) else ""
@@ -255,14 +255,10 @@ def fits_section(rep: Report, sweep: Sweep) -> None:
             "points": fits["n_points"],
             "α": fits.get("alpha_s", pd.Series(dtype=float)).map(fmt_duration),
             "β": fits.get("beta_Bps", pd.Series(dtype=float)).map(fmt_bandwidth),
-            "α-β error": fits.get("alpha_beta_rel_rmse", pd.Series(dtype=float)).map(
-                lambda v: f"{v:.1%}" if pd.notna(v) else ""
-            ),
+            "α-β error": fits.get("alpha_beta_rel_rmse", pd.Series(dtype=float)).map(lambda v: fmt_pct(v, 1)),
             "T_min": fits.get("T_min_s", pd.Series(dtype=float)).map(fmt_duration),
             "W": fits.get("W_Bps", pd.Series(dtype=float)).map(fmt_bandwidth),
-            "book error": fits.get("book_rel_rmse", pd.Series(dtype=float)).map(
-                lambda v: f"{v:.1%}" if pd.notna(v) else ""
-            ),
+            "book error": fits.get("book_rel_rmse", pd.Series(dtype=float)).map(lambda v: fmt_pct(v, 1)),
             "crossover": fits.get("crossover_bytes", pd.Series(dtype=float)).map(fmt_bytes),
             "note": fits.get("note", pd.Series(dtype=object)).fillna(""),
         }
@@ -310,7 +306,7 @@ def model_section(rep: Report, sweep: Sweep) -> None:
                 "step": pts["step_time_s"].map(fmt_duration),
                 "loop": pts["loop_time_s"].map(fmt_duration),
                 "busbw": pts["busbw_Bps"].map(fmt_bandwidth),
-                "of ceiling": pts["busbw_over_ceiling"].map(lambda v: f"{v:.0%}" if pd.notna(v) else ""),
+                "of ceiling": pts["busbw_over_ceiling"].map(fmt_pct),
                 "model": pts["model_time_s"].map(fmt_duration),
                 "regime": pts["model_regime"],
                 "measured/model": pts["measured_over_model"].map(lambda v: f"{v:.2g}" if pd.notna(v) else ""),
