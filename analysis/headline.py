@@ -60,7 +60,9 @@ def headline_table(summary: pd.DataFrame, points: pd.DataFrame, fits: pd.DataFra
             f = f[f[k] == fam[k]] if len(f) and k in f else f
         fit = f.iloc[0] if len(f) else None
         t_min = fit.get("T_min_s") if fit is not None else None
-        if t_min is not None and pd.notna(t_min) and pd.notna(fit.get("hops")):
+        if int(fam["group_size"]) == 1:  # nothing moves: no latency to speak of, only a copy's time
+            floor, floor_from = float(g["time_s"].min()), "no communication (group of 1): a copy"
+        elif t_min is not None and pd.notna(t_min) and pd.notna(fit.get("hops")):
             floor, floor_from = float(t_min) * float(fit["hops"]), "fit: T_min x hops"
         else:
             floor, floor_from = float(g["time_s"].min()), "smallest median measured"
@@ -100,11 +102,17 @@ def family_name(row) -> str:
     from analysis.book.collectives import BY_OP
 
     op = BY_OP[row["op"]].notation if row["op"] in BY_OP else row["op"]
-    return f"{op} over {row['axes']} ({int(row['group_size'])} devices, {row['dtype']})"
+    n = int(row["group_size"])
+    return f"{op} over {row['axes']} ({n} device{'s' if n != 1 else ''}, {row['dtype']})"
 
 
 def headline_sentence(row) -> str:
     """One family's headline in words, human units."""
+    if int(row["group_size"]) == 1:
+        return (
+            f"{family_name(row)}: no communication (group of 1): XLA runs it as a copy, "
+            f"{fmt_duration(row['latency_floor_s'])} a step; collectives need at least two devices"
+        )
     parts = [f"latency floor about {fmt_duration(row['latency_floor_s'])}"]
     if row.get("peak_busbw_Bps") is not None and pd.notna(row.get("peak_busbw_Bps")):
         share = row.get("peak_share_of_ceiling")

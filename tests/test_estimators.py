@@ -50,12 +50,18 @@ def test_loop_sits_below_step_at_small_sizes_and_agrees_when_bandwidth_bound(com
         assert r["status"] == "ok", r.get("error")
         assert r["timing"]["loop_check"]["ok"], r["timing"]["loop_check"]
         assert len(r["timing"]["rounds"]) == 2
-    es, el = small["timing"]["estimators"], large["timing"]["estimators"]
-    # 1 KiB: the loop pays the host's dispatch once per K, the blocked step every time
-    assert es["loop"]["median_s"] < 0.9 * es["step"]["median_s"]
+    es = small["timing"]["estimators"]
     assert es["loop"]["K"] >= 2
-    # 16 MiB: the collective dominates both; they agree within a third (CPU noise)
-    assert el["loop"]["median_s"] == pytest.approx(el["step"]["median_s"], rel=0.35)
+
+    # Each estimator's fastest sample: another job on these 2 cores (a parallel test run, CI's
+    # neighbours) stretches the medians of the two estimators unequally, but not their floors.
+    def fastest(r, name):
+        return min(s for rd in r["timing"]["rounds"] if rd.get(name) for s in rd[name]["samples_s"])
+
+    # 1 KiB: the loop pays the host's dispatch once per K, the blocked step every time
+    assert fastest(small, "loop") < 0.9 * fastest(small, "step")
+    # 16 MiB: the collective dominates both; they agree within a third
+    assert fastest(large, "loop") == pytest.approx(fastest(large, "step"), rel=0.35)
 
 
 def test_a_run_records_three_estimators_faults_and_its_ceiling(compose_cfg, tmp_path):

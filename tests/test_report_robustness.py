@@ -59,3 +59,31 @@ def test_truncated_trace_and_corrupt_hlo_are_skipped_and_the_report_stands(tmp_p
     assert set(pngs) == expected
     assert all((root / "report" / p).stat().st_size > 0 for p in pngs)
     assert index.read_text().count("data:image/png;base64,") == len(expected)
+
+
+def test_a_one_device_sweep_ends_with_a_report_that_says_no_communication(tmp_path, compose_cfg, monkeypatch):
+    # a lone accelerator, or hardware.device_count=1: the collective has a group of one, which XLA
+    # runs as a copy; nothing may be fitted or divided by, and the report must still build.
+    # (The suite's XLA_FLAGS ask for 8 CPU devices, and a caller's flags win: drop them here.)
+    monkeypatch.setenv("XLA_FLAGS", "")
+    root = small_sweep(tmp_path / "sweep", compose_cfg, sizes=("1KiB", "64KiB"), extra=["hardware.device_count=1"])
+
+    index = write_report(root)
+
+    summary = pd.read_csv(root / "summary.csv")
+    target = summary[summary["is_target"]]
+    assert list(target["group_size"]) == [1, 1]
+    assert list(target["flags"]) == ["no communication (group of 1)"] * 2
+    assert target["busbw_Bps"].isna().all() and target["model_time_s"].isna().all()
+    fit = json.loads((root / "fit.json").read_text())
+    (family_fit,) = fit["fits"]  # no fit: every point is left out, and says why
+    assert family_fit["n_points"] == 0 and "alpha_s" not in family_fit and "too few points" in family_fit["note"]
+    assert [x["reason"] for x in fit["left_out"]] == ["no communication (group of 1)"] * 2
+    (family,) = json.loads((root / "headline.json").read_text())["families"]
+    assert family["text"].startswith("AllGather over X (1 device, float32): no communication (group of 1)")
+    assert family["peak_busbw_Bps"] is None
+    md = (root / "report" / "report.md").read_text()
+    assert "no communication (group of 1)" in md.split("## Headline", 1)[1].split("\n## ", 1)[0]
+    # the time figure only: a group of one has no bus bandwidth to draw on a log axis
+    assert re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", md) == ["time_vs_bytes.png"]
+    assert index.read_text().count("data:image/png;base64,") == 1

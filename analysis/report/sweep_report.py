@@ -407,13 +407,19 @@ def _figures(sweep: Sweep, out: Path) -> list[tuple[Path, str]]:
             "How long does it take? Time per step against V (log-log): medians with their 95% intervals "
             "(markers), the α-β fit (dashed) and the book's model (solid).",
         ),
-        (
-            figures.busbw_vs_size(pts, cur, cross, out / "bandwidth_vs_bytes.png", title),
-            "How close to the ceiling? Bus bandwidth against V with each point's ceiling (dotted grey; on CPU "
-            "measured at the point's own size, so caches show), the model's curve, and where each family turns "
-            "bandwidth-bound (dotted vertical). Crosses: flagged points, left out of the fits.",
-        ),
     ]
+    # A group of one moves nothing (no bus bandwidth to plot on a log axis): such points are
+    # only in the time figure, and a sweep of nothing else has no bandwidth figure.
+    moved = pts[pts["busbw_Bps"].fillna(0) > 0]
+    if len(moved):
+        figs.append(
+            (
+                figures.busbw_vs_size(moved, cur, cross, out / "bandwidth_vs_bytes.png", title),
+                "How close to the ceiling? Bus bandwidth against V with each point's ceiling (dotted grey; on "
+                "CPU measured at the point's own size, so caches show), the model's curve, and where each family "
+                "turns bandwidth-bound (dotted vertical). Crosses: flagged points, left out of the fits.",
+            )
+        )
     if pts["measured_over_model"].notna().any():
         figs.append(
             (
