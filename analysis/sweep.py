@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.book.hardware import Hardware, load_hardware
+from analysis.book.hardware import Hardware, load_hardware, resolve
 from analysis.fit import GROUP_KEYS, fit_table
 from analysis.predictions import curves, hardware_for, model_constants, predict_points, unit_terms
 from analysis.rundir import expected_points, job_dirs, job_number, read_results
@@ -111,6 +111,21 @@ def _flatten(cfg, prefix: str = "") -> dict[str, str]:
     return {prefix: json.dumps(cfg, sort_keys=True, default=str)}
 
 
+def _no_model_why(summary: pd.DataFrame, hw_name: str | None) -> str:
+    """Why a sweep has no model: no point ran, or the chip it ran on has no catalogue entry
+    (the resolver's own line: which kind, and how to add an entry or calibrate one)."""
+    if not hw_name:
+        return "no successful points"
+    ok = summary[(summary["hardware"] == hw_name) & summary["device_kind"].notna()]
+    if not len(ok):
+        return f"no conf/hardware entry named {hw_name!r}, so the model has no constants"
+    row = ok.iloc[0]
+    why = resolve(str(row["device_kind"]), str(row.get("backend") or "") or None)
+    if why.known:  # the kind is known now, though the points were recorded under another name
+        return f"no conf/hardware entry named {hw_name!r}; the device kind resolves to {why.entry['name']} today"
+    return why.reason
+
+
 def load_sweep(root: str | Path, hardware: str | None = None, allow_mixed: bool = False) -> Sweep:
     """Read the sweep (or single run) in ``root`` once and analyse it.
 
@@ -134,7 +149,10 @@ def load_sweep(root: str | Path, hardware: str | None = None, allow_mixed: bool 
     ran_on = summary.loc[summary["status"] == "ok", "hardware"].dropna()
     hw_name = hardware or (ran_on.mode().iloc[0] if len(ran_on) else None)
     hw = (load_hardware(hardware) if hardware else hardware_for(hw_name)) if hw_name else None
-    model_hw, model_source = model_constants(hw, fits) if hw is not None else (None, "no successful points")
+    if hw is not None:
+        model_hw, model_source = model_constants(hw, fits)
+    else:
+        model_hw, model_source = None, _no_model_why(summary, hw_name)
     points = predict_points(points, model_hw)
     points["measured_over_model"] = points["time_s"] / points["model_time_s"]
     model = points.set_index(["job", "hlo_op"])[["model_time_s", "model_regime"]] if len(points) else None

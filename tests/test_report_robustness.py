@@ -87,3 +87,26 @@ def test_a_one_device_sweep_ends_with_a_report_that_says_no_communication(tmp_pa
     # the time figure only: a group of one has no bus bandwidth to draw on a log axis
     assert re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", md) == ["time_vs_bytes.png"]
     assert index.read_text().count("data:image/png;base64,") == 1
+
+
+def test_a_sweep_on_an_unknown_chip_reports_its_measurements_and_how_to_add_an_entry(tmp_path, compose_cfg):
+    # the points as a GPU that no conf/hardware entry covers would record them (hardware=auto)
+    root = small_sweep(tmp_path / "sweep", compose_cfg, sizes=("1KiB", "16KiB", "256KiB"))
+    for job in root.iterdir():
+        path = job / "result.json"
+        r = json.loads(path.read_text())
+        r["experiment"]["hardware"] = "unknown_gpu"
+        r["environment"].update(device_kind="NVIDIA B300", backend="gpu")
+        path.write_text(json.dumps(r))
+
+    write_report(root)
+
+    summary = pd.read_csv(root / "summary.csv")
+    target = summary[summary["is_target"]]
+    assert len(target) == 3 and target["time_s"].notna().all() and target["model_time_s"].isna().all()
+    md = (root / "report" / "report.md").read_text()
+    assert (
+        "Model constants: no conf/hardware entry covers gpu device kind 'NVIDIA B300', so the model has no "
+        "constants for it: add conf/hardware/NAME.yaml with device_kinds: ['NVIDIA B300']" in md
+    )
+    assert "no successful points" not in md
