@@ -209,17 +209,22 @@ def _counted(items: list[str]) -> str:
 
 
 def measured_C(jobs: pd.DataFrame) -> tuple[float | None, str]:
-    """C for hardware without published FLOP/s: the FLOP/s per device of the fastest matmul
-    without communication, or else of any matmul (then a lower bound), and how it was got."""
+    """C for hardware without published FLOP/s: the FLOP/s per working device of the fastest
+    matmul without communication, or else of any matmul (then a lower bound), and how it was
+    got. Per *working* device (FLOPs / (time x d), d as in T_math), so that T_math of the job
+    C came from is its measured time, not a multiple of it."""
     ok = jobs[jobs["status"] == "ok"]
-    local = ok[ok["emitted"].map(len) == 0]
-    if len(local):
-        return float(local["flops_per_s_per_device"].max()), "the fastest matmul without communication in this sweep"
-    if len(ok):
-        return float(ok["flops_per_s_per_device"].max()), (
-            "the fastest matmul of this sweep, communication included (a lower bound: no job here ran without it)"
-        )
-    return None, ""
+    if not len(ok):
+        return None, ""
+    d = [book_recipe(r, None).get("work_devices") for r in ok.to_dict("records")]
+    d = pd.Series(d, index=ok.index, dtype=float).fillna(pd.to_numeric(ok["device_count"], errors="coerce"))
+    per_worker = pd.to_numeric(ok["flops"], errors="coerce") / (pd.to_numeric(ok["time_s"], errors="coerce") * d)
+    local = ok["emitted"].map(len) == 0
+    if local.any():
+        return float(per_worker[local].max()), "the fastest matmul without communication in this sweep"
+    return float(per_worker.max()), (
+        "the fastest matmul of this sweep, communication included (a lower bound: no job here ran without it)"
+    )
 
 
 def _varying_dim(dims: pd.Series) -> str | None:

@@ -179,7 +179,8 @@ def what_ran(rep: Report, jobs: pd.DataFrame, ok: pd.DataFrame) -> None:
     rep.heading("What ran")
 
     def values(col, fmt_one=str) -> str:
-        v = sorted(set(jobs[col].dropna()), key=str) if col in jobs else []
+        # a point that failed before its mesh was known records an empty string, not a gap
+        v = sorted({x for x in jobs[col].dropna() if str(x).strip()}, key=str) if col in jobs else []
         return ", ".join(fmt_one(x) for x in v) or "(none recorded)"
 
     sizes = jobs["V_bytes"].dropna()
