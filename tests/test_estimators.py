@@ -348,3 +348,30 @@ def test_matmul_t_math_is_flops_over_d_times_c_as_the_report_prints():
     row = dict(row, expr="X[B_X, D] * Y[D, F] -> Z[B_X, F]")  # case 1: the product split 8 ways
     book = book_recipe(row, hw)
     assert book["work_devices"] == 8 and book["T_math_s"] == pytest.approx(flops / (8 * 1.97e14))
+
+
+def test_c_measured_on_cpu_gives_its_own_job_t_math_equal_to_its_time():
+    import dataclasses
+
+    from analysis.book.hardware import load_hardware
+    from analysis.matmul_cases import book_recipe, measured_C
+
+    # a case-2 job on 8 devices: the book's recipe gathers Y, so 4 devices split the product
+    # (d = 4) and each pair repeats it; the fastest job of a sweep with no local matmul
+    job = {
+        "status": "ok",
+        "emitted": ["all-gather over Y"],
+        "expr": "A[I_X, J_Y] * B[J, K] -> C[I_X, K]",
+        "mesh_axes": "X=4,Y=2",
+        "dims": "I=128 J=128 K=128",
+        "dtype": "float32",
+        "flops": 2 * 128**3,
+        "time_s": 340e-6,
+        "device_count": 8,
+        "flops_per_s_per_device": 2 * 128**3 / 340e-6 / 8,  # the roofline figure's rate: per mesh device
+    }
+    C, how = measured_C(pd.DataFrame([job]))
+    assert C == pytest.approx(2 * 128**3 / (340e-6 * 4)) and "lower bound" in how
+    hw = dataclasses.replace(load_hardware("cpu"), flops_per_s={"float32": C})
+    book = book_recipe(job, hw)
+    assert book["work_devices"] == 4 and book["T_math_s"] == pytest.approx(340e-6)
