@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogFormatter, LogLocator  # noqa: E402
 
 from analysis.book.units import fmt_bytes, fmt_duration  # noqa: E402
 
@@ -37,18 +37,37 @@ def bytes_axis(ax) -> None:
     ax.set_xlabel("V, the book's bytes (binary units)")
 
 
-def time_axis(ax, label: str) -> None:
+class _HumanLog(LogFormatter):
+    """matplotlib's log-axis labelling (which ticks get a label: decades, and some minor ticks
+    when the axis spans less than a decade or two), with our units instead of 1.5x10^9."""
+
+    def __init__(self, one):
+        super().__init__(labelOnlyBase=False)
+        self._one = one
+
+    def _num_to_string(self, x, vmin, vmax):
+        return self._one(x) if x > 0 else ""
+
+
+def human_log_labels(axis, one) -> None:
+    """Label a log axis's major and (on a narrow axis) minor ticks with ``one(value)``."""
+    axis.set_major_formatter(_HumanLog(one))
+    axis.set_minor_formatter(_HumanLog(one))
+
+
+def log_y_axis(ax, label: str, one) -> None:
+    """y on a log scale, labelled by ``one``."""
     ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_duration(v) if v > 0 else ""))
-    ax.yaxis.set_minor_formatter(FuncFormatter(lambda *_: ""))
+    human_log_labels(ax.yaxis, one)
     ax.set_ylabel(label)
+
+
+def time_axis(ax, label: str) -> None:
+    log_y_axis(ax, label, fmt_duration)
 
 
 def gbps_axis(ax, label: str) -> None:
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1e9:g}" if v > 0 else ""))
-    ax.yaxis.set_minor_formatter(FuncFormatter(lambda *_: ""))
-    ax.set_ylabel(label)
+    log_y_axis(ax, label, lambda v: f"{v / 1e9:.3g}")
 
 
 def _panels(families: list[str], title: str):

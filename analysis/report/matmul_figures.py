@@ -8,15 +8,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import seaborn as sns
-from matplotlib.ticker import FuncFormatter
 
-from analysis.report.figures import WIDTH_IN, _finish, time_axis  # also selects the headless backend
+from analysis.report.figures import (  # also selects the headless backend
+    WIDTH_IN,
+    _finish,
+    human_log_labels,
+    log_y_axis,
+    time_axis,
+)
 
 
 def _flops_axis(ax, label: str) -> None:
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1e9:g}" if v > 0 else ""))
-    ax.set_ylabel(label)
+    log_y_axis(ax, label, lambda v: f"{v / 1e9:.3g}")
 
 
 def roofline(jobs: pd.DataFrame, C: float | None, bw_Bps: float | None, path: Path, title: str) -> Path:
@@ -45,6 +48,7 @@ def roofline(jobs: pd.DataFrame, C: float | None, bw_Bps: float | None, path: Pa
             label=f"memory roof {bw_Bps / 1e9:.3g} GB/s x intensity",
         )
     ax.set_xscale("log")
+    human_log_labels(ax.xaxis, lambda v: f"{v:.3g}")
     ax.set_xlabel("arithmetic intensity (FLOPs per byte of A, B and C)")
     _flops_axis(ax, "achieved GFLOP/s per device")
     ax.grid(True, which="major", alpha=0.3)

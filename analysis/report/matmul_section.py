@@ -39,7 +39,10 @@ def add_matmul_section(rep: Report, summary: pd.DataFrame, model_hw: Hardware | 
     if hw is not None and C and not hw.flops_per_s:
         dtypes = set(jobs["dtype"].dropna())
         hw = dataclasses.replace(hw, flops_per_s={d: C for d in dtypes})
-        note = f" `{hw.name}` has no published FLOP/s: C = {fmt(C)} FLOP/s per device, from {how} (its FLOPs over its time and its d)."
+        note = (
+            f" `{hw.name}` has no published FLOP/s: C = {fmt(C)} FLOP/s per device, from {how} "
+            "(its FLOPs over its time and its d)."
+        )
     if hw is not None and hw.link_bw_bidir_Bps is None:
         note += (
             f" `{hw.name}` has no link constants, so T_comms is left out: calibrate them from an "
