@@ -286,3 +286,103 @@ def model_crossover(expr: str, dims: dict, dim: str, mesh: dict, dtype: str, hw:
             return float(2**e)  # the winner changed between 2**(e-1) and 2**e
         prev = w
     return None
+
+
+def model_hardware(jobs: pd.DataFrame, model_hw: Hardware | None) -> tuple[Hardware | None, float | None, str]:
+    """The constants the matmul tables use: ``model_hw`` (else the entry the jobs ran on), with
+    C measured here (:func:`measured_C`) where the entry publishes no FLOP/s; the measured C
+    (or None) and a note on what is measured or missing, for the report to print."""
+    hw_name = jobs["hardware"].dropna().mode()
+    hw = model_hw or (load_hardware(hw_name.iloc[0]) if len(hw_name) else None)
+    C, how = measured_C(jobs)
+    note = ""
+    if hw is not None and C and not hw.flops_per_s:
+        hw = dataclasses.replace(hw, flops_per_s={d: C for d in set(jobs["dtype"].dropna())})
+        note = (
+            f" `{hw.name}` has no published FLOP/s: C = {C:.3g} FLOP/s per device, from {how} "
+            "(its FLOPs over its time and its d)."
+        )
+    if hw is not None and hw.link_bw_bidir_Bps is None:
+        note += (
+            f" `{hw.name}` has no link constants, so T_comms is left out: calibrate them from an "
+            "AllGather sweep (`python -m analysis calibrate`) and rebuild with `--hardware NAME`."
+        )
+    return hw, C, note
+
+
+def matmul_headline(jobs: pd.DataFrame, table: pd.DataFrame) -> list[str]:
+    """The answer a matmul sweep's reader wants first, in a few sentences: how many ran, whether
+    XLA emitted the collectives the book prescribes, the best compute rate, how the measured
+    times compare with the book's max(T_math, T_comms), and Question 4's and collective
+    matmul's verdicts where the sweep ran them. ``table``: :func:`case_table` of ``jobs``."""
+    from analysis.book.units import fmt_duration
+
+    ok = table[table["status"] == "ok"]
+    said = [f"{len(table)} matmul jobs: {len(ok)} ok, {len(table) - len(ok)} failed"]
+    if len(ok):
+        differs = ok[ok["match"] == "DIFFERS"]
+        said[0] += (
+            f"; the compiled HLO has the collectives the book prescribes in {len(ok) - len(differs)} of {len(ok)}"
+            + (f" (the other {len(differs)}: by design or XLA's choice, see the case table)" if len(differs) else "")
+        )
+        rate = pd.to_numeric(ok["FLOP/s"], errors="coerce")
+        if rate.notna().any():
+            best = ok.loc[rate.idxmax()]
+            said.append(
+                f"fastest: `{best['job']}` ({best['strategy']}) at {rate.max() / 1e9:.3g} GFLOP/s "
+                f"in {fmt_duration(best['time (s)'])}"
+            )
+        bound = pd.to_numeric(ok["max (s)"], errors="coerce")
+        t_math = pd.to_numeric(ok["T_math (s)"], errors="coerce")
+        model = bound.where(bound.notna(), t_math)
+        ratio = (pd.to_numeric(ok["time (s)"], errors="coerce") / model).dropna()
+        if len(ratio):
+            what = "max(T_math, T_comms)" if bound.notna().any() else "T_math (no link constants for T_comms)"
+            said.append(f"measured / the book's {what}: median {ratio.median():.2g} over {len(ratio)} jobs")
+    q4 = q4_table(jobs)
+    for expr, g in q4.groupby("expr"):
+        cross, dim = measured_crossover(g), g["dim"].iloc[0]
+        said.append(
+            f"Question 4 (`{expr}`): multiply-then-AllReduce "
+            + (
+                f"starts to win at {dim} ≈ {cross:.0f}"
+                if cross
+                else f"{'always' if (g['ratio_2_over_1'] < 1).all() else 'never'} wins over {dim} = "
+                f"{g['value'].min():.0f}..{g['value'].max():.0f}"
+            )
+        )
+    pairs = ring_pairs(jobs)
+    if len(pairs):
+        t = pairs.pivot_table(index=["expr", "dims"], columns="kind", values="time_s")
+        r = (t["ring"] / t["naive"]).median()
+        said.append(
+            f"collective matmul: the ring takes {r:.2g}x the naive time (median of {len(t)} sizes; "
+            f"{'faster' if r < 1 else 'no faster'} here)"
+        )
+    return [x[0].upper() + x[1:] + "." for x in said]
+
+
+@dataclasses.dataclass(frozen=True)
+class Matmuls:
+    """A sweep's matmul jobs, analysed once for the headline and the report's section:
+    ``jobs`` (:func:`matmul_jobs`), ``table`` (:func:`case_table`), and the constants, the
+    measured C and the note of :func:`model_hardware`."""
+
+    jobs: pd.DataFrame
+    table: pd.DataFrame
+    hw: Hardware | None
+    C: float | None
+    note: str
+
+    @property
+    def headline(self) -> list[str]:
+        return matmul_headline(self.jobs, self.table)
+
+
+def load_matmuls(summary: pd.DataFrame, model_hw: Hardware | None) -> Matmuls | None:
+    """The sweep's matmuls (None when it ran none)."""
+    jobs = matmul_jobs(summary)
+    if not len(jobs):
+        return None
+    hw, C, note = model_hardware(jobs, model_hw)
+    return Matmuls(jobs, case_table(jobs, hw), hw, C, note)

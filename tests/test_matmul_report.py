@@ -51,3 +51,30 @@ def test_model_crossover_on_tpu_v5e_is_d_equals_2b():
         "X[B, D] * Y[D_X, F] -> Z[B, F]", {"B": 256, "D": 1024, "F": 512}, "D", {"X": 8}, "bfloat16", hw
     )
     assert mc == 512
+
+
+def test_matmul_headline_states_the_answer_of_a_question4_sweep():
+    from analysis.matmul_cases import matmul_headline
+
+    # strategy 2 loses at D=16 (2x) and wins at D=64 (0.5x): the log-space crossover is D = 32
+    jobs = _jobs([1e-3, 2e-3], [2e-3, 1e-3], [16, 64])
+    table = pd.DataFrame(
+        {
+            "job": ["a", "b", "c", "d", "e"],
+            "status": ["ok", "ok", "ok", "ok", "failed"],
+            "strategy": ["allgather_then_matmul"] * 2 + ["matmul_then_allreduce"] * 2 + [None],
+            "match": ["same", "same", "DIFFERS", "DIFFERS", ""],
+            "FLOP/s": [4e9, 8e9, 2e9, 9e9, None],
+            "time (s)": [1e-3, 2e-3, 2e-3, 1e-3, None],
+            "T_math (s)": [0.5e-3, 1e-3, 1e-3, 0.5e-3, None],
+            "max (s)": [0.5e-3, 1e-3, 2e-3, 2e-3, None],
+        }
+    )
+    assert matmul_headline(jobs, table) == [
+        "5 matmul jobs: 4 ok, 1 failed; the compiled HLO has the collectives the book prescribes in 2 of 4 "
+        "(the other 2: by design or XLA's choice, see the case table).",
+        "Fastest: `d` (matmul_then_allreduce) at 9 GFLOP/s in 1 ms.",
+        # time / max(T_math, T_comms): 2, 2, 1, 0.5
+        "Measured / the book's max(T_math, T_comms): median 1.5 over 4 jobs.",
+        "Question 4 (`X[B, D] * Y[D_X, F] -> Z[B, F]`): multiply-then-AllReduce starts to win at D ≈ 32.",
+    ]

@@ -3,52 +3,29 @@ crossover (tables from :mod:`analysis.matmul_cases`)."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pandas as pd
 
 from analysis.book.errors import BookError
-from analysis.book.hardware import Hardware, load_hardware
+from analysis.book.hardware import load_hardware
 from analysis.book.units import fmt_duration, fmt_pct
 from analysis.matmul_cases import (
+    Matmuls,
     _dims,
     _mesh,
-    case_table,
-    matmul_jobs,
-    measured_C,
     measured_crossover,
     model_crossover,
     q4_table,
     ring_pairs,
 )
 from analysis.report import matmul_figures
-from analysis.report.document import Report, fmt
+from analysis.report.document import Report
 
 
-def add_matmul_section(rep: Report, summary: pd.DataFrame, model_hw: Hardware | None, out: Path) -> pd.DataFrame | None:
-    """Append the matmul section to ``rep`` (figures saved under ``out``); return the case
-    table, or None when the sweep ran no matmul."""
-    jobs = matmul_jobs(summary)
-    if not len(jobs):
-        return None
-    hw_name = jobs["hardware"].dropna().mode()
-    hw = model_hw or (load_hardware(hw_name.iloc[0]) if len(hw_name) else None)
-    C, how = measured_C(jobs)
-    note = ""
-    if hw is not None and C and not hw.flops_per_s:
-        dtypes = set(jobs["dtype"].dropna())
-        hw = dataclasses.replace(hw, flops_per_s={d: C for d in dtypes})
-        note = (
-            f" `{hw.name}` has no published FLOP/s: C = {fmt(C)} FLOP/s per device, from {how} "
-            "(its FLOPs over its time and its d)."
-        )
-    if hw is not None and hw.link_bw_bidir_Bps is None:
-        note += (
-            f" `{hw.name}` has no link constants, so T_comms is left out: calibrate them from an "
-            "AllGather sweep (`python -m analysis calibrate`) and rebuild with `--hardware NAME`."
-        )
-    table = case_table(jobs, hw)
+def add_matmul_section(rep: Report, mm: Matmuls, out: Path) -> None:
+    """Append the matmul section to ``rep`` (figures saved under ``out``)."""
+    jobs, table, hw, C, note = mm.jobs, mm.table, mm.hw, mm.C, mm.note
     rep.heading("Sharded matmuls: the book's cases against the compiled HLO")
     rep.text(
         "Per job: the expression in the book's notation, the strategy that ran, the book's case and the "
@@ -205,4 +182,3 @@ def add_matmul_section(rep: Report, summary: pd.DataFrame, model_hw: Hardware | 
         )
     for path, caption in figs:
         rep.figure(path, caption)
-    return table

@@ -15,6 +15,7 @@ import pandas as pd
 
 from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration, fmt_pct
 from analysis.headline import family_name, headline_sentence, headline_table
+from analysis.matmul_cases import Matmuls, load_matmuls
 from analysis.predictions import family_fit
 from analysis.report import figures
 from analysis.report.claims_section import add_claims_section
@@ -41,11 +42,13 @@ def write_report(root: str | Path, hardware: str | None = None, allow_mixed: boo
     samples_table(sweep.results).to_csv(root / SAMPLES_NAME, index=False)
     head = headline_table(sweep.summary, sweep.points, sweep.fits)
     families = [dict(r, text=headline_sentence(pd.Series(r))) for r in _records(head)]
+    mm = load_matmuls(sweep.summary, sweep.model_hw)
     write_json_atomic(
         root / HEADLINE_NAME,
         {
             **stamp("headline"),
             "families": families,
+            "matmuls": mm.headline if mm is not None else [],
             "expected_points": sweep.expected,
             "missing_points": sweep.missing,
             "incomplete": bool(sweep.missing),
@@ -65,7 +68,7 @@ def write_report(root: str | Path, hardware: str | None = None, allow_mixed: boo
     out = root / REPORT_DIR
     out.mkdir(exist_ok=True)
     write_dictionary(out / "columns.md")
-    rep = build(sweep, head, out)
+    rep = build(sweep, head, mm, out)
     (out / "report.md").write_text(rep.to_markdown(out))
     index = out / "index.html"
     index.write_text(rep.to_html())
@@ -91,7 +94,7 @@ def samples_table(results: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["job", "round", "estimator", "sample", "time_s"])
 
 
-def build(sweep: Sweep, head: pd.DataFrame, out: Path) -> Report:
+def build(sweep: Sweep, head: pd.DataFrame, mm: Matmuls | None, out: Path) -> Report:
     """The report's blocks, figures saved under ``out``."""
     root, s, pts = sweep.root, sweep.summary, sweep.points
     jobs = sweep.jobs
@@ -112,8 +115,11 @@ def build(sweep: Sweep, head: pd.DataFrame, out: Path) -> Report:
         "[every column explained](columns.md))."
     )
 
-    if len(head):
+    if len(head) or mm is not None:
         rep.heading("Headline")
+    if mm is not None:
+        rep.text("**Matmuls**: " + " ".join(mm.headline))
+    if len(head):
         rep.text("\n\n".join(f"**{headline_sentence(r)}**" for _, r in head.iterrows()))
         rep.table(
             pd.DataFrame(
@@ -152,7 +158,8 @@ def build(sweep: Sweep, head: pd.DataFrame, out: Path) -> Report:
         model_section(rep, sweep)
     rep.heading("How these numbers were taken")
     rep.text(measurement_text(pts if len(pts) else s[s["status"] == "ok"]))
-    add_matmul_section(rep, s, sweep.model_hw, out)
+    if mm is not None:
+        add_matmul_section(rep, mm, out)
     add_step_section(rep, sweep.results, sweep.model_hw, sweep.model_source, out)
     add_claims_section(rep, s, root)
     add_processes_section(rep, sweep, out)  # only for sweeps with multi-process jobs
