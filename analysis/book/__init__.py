@@ -9,7 +9,10 @@ the analysis and the command line can all speak it. What lives where:
   bandwidth, backward partners);
 * :mod:`.dtypes`, :mod:`.units` - element sizes; parsing and printing sizes and times;
 * :mod:`.notation` - the sharding notation, its parser, PartitionSpec conversion;
-* :mod:`.hardware` - chips, topology, the one reader of ``conf/hardware``;
+* :mod:`.hardware` - chips and device kinds, the one reader of ``conf/hardware``
+  (:mod:`.folders`: where ``conf/`` lives in a checkout or an install);
+* :mod:`.topology` - rings or lines per axis, and which part of a group crosses a domain;
+* :mod:`.fabric_cost` - one collective over one fabric (the ring/line and switch formulas);
 * :mod:`.collective_cost`, :mod:`.matmul_cost`, :mod:`.predict` - the cost model.
 
 May import: the standard library, numpy, pyyaml; nothing else of shardlab (tests/test_layering.py).
