@@ -20,10 +20,13 @@ from runner.schema import CONF_DIR, register_configs
 
 register_configs()
 log = logging.getLogger("shardlab")
+_task_ran = False  # set once Hydra has composed a config and handed it to the task
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")  # checkout or installed copy
-def main(cfg: DictConfig) -> dict:
+def app(cfg: DictConfig) -> dict:
+    global _task_ran
+    _task_ran = True
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     # A sweep runs round 1 of each point now and interleaves the other rounds at its end
     # (runner.callbacks); a single run does all its rounds at once.
@@ -51,6 +54,18 @@ def main(cfg: DictConfig) -> dict:
         # A single run that failed exits non-zero; in a multirun the sweep goes on.
         sys.exit(2 if result["error_type"] == "ConfigError" else 1)
     return result  # Hydra hands it to the callbacks (runner.progress reads ``resumed``)
+
+
+def main() -> None:
+    """The ``shardlab`` command and ``python -m runner``. Hydra reports a config it cannot
+    compose (an unknown option, a value outside a key's choices: its message lists them) and
+    exits 1, which here means "a point failed": such an error exits 2, as every bad config."""
+    try:
+        app()
+    except SystemExit as exc:
+        if exc.code == 1 and not _task_ran:
+            raise SystemExit(2) from None
+        raise
 
 
 if __name__ == "__main__":
