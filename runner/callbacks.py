@@ -62,12 +62,9 @@ class armed:
 
 
 def resume_command(sweep_dir: Path, argv: list[str] | None = None) -> str:
-    """The exact command that finishes this sweep: the same arguments, its folder, resume."""
-    args = [
-        a
-        for a in (sys.argv[1:] if argv is None else argv)
-        if not a.startswith(("hydra.sweep.dir=", "resume=")) and a not in ("-m", "--multirun")
-    ]
+    """The exact command that finishes this sweep: the same arguments (``-m`` too: without it a
+    comma list is one value, not a sweep), its folder, resume."""
+    args = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith(("hydra.sweep.dir=", "resume="))]
     return " ".join(
         [this_command(), *map(shlex.quote, args), f"hydra.sweep.dir={shlex.quote(_rel(sweep_dir))}", "resume=true"]
     )

@@ -100,3 +100,18 @@ def test_count_jobs_is_the_product_of_the_sweep_values(compose_cfg):
     with open_dict(cfg):
         cfg.hydra.sweeper = OmegaConf.create({"_target_": "some.other.Sweeper"})
     assert count_jobs(cfg) is None
+
+
+def test_the_printed_resume_command_keeps_multirun_and_drops_the_old_folder_and_resume(tmp_path):
+    from runner.callbacks import resume_command
+
+    argv = ["-m", "op.size_bytes=1KiB,2KiB", "hydra.sweep.dir=old", "resume=false", "op=all_reduce"]
+    # without -m, Hydra would read "1KiB,2KiB" as one value of a single run, not two points
+    assert resume_command(tmp_path / "s", argv).split() == [
+        *"python -m runner".split(),
+        "-m",
+        "op.size_bytes=1KiB,2KiB",
+        "op=all_reduce",
+        f"hydra.sweep.dir={tmp_path / 's'}",
+        "resume=true",
+    ]
