@@ -150,6 +150,27 @@ def die_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, daemon=True, name="parent-watch").start()
 
 
+STARTUP_LOG_PREFIX = "shardlab-worker-"  # then the parent's pid: shardlab-worker-<pid>-<random>.log
+
+
+def reap_startup_logs() -> list[Path]:
+    """Remove the start-up logs of sweeps that no longer run (a sweep killed while its worker
+    was starting JAX leaves its log: neither could remove it); return what was removed."""
+    gone = []
+    for path in Path(tempfile.gettempdir()).glob(f"{STARTUP_LOG_PREFIX}*-*.log"):
+        pid = path.name[len(STARTUP_LOG_PREFIX) :].split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)  # the sweep that made it still runs (or another user's does)
+        except ProcessLookupError:
+            path.unlink(missing_ok=True)
+            gone.append(path)
+        except PermissionError:
+            pass
+    return gone
+
+
 def _serve(conn, env: dict, startup_log: str, parent_pid: int) -> None:
     """Worker main loop: start JAX once, then run the points sent over ``conn``."""
     die_with_parent(parent_pid)
@@ -226,7 +247,8 @@ class Worker:
         self._start_reported = False
         self.info: dict = {}  # what JAX found when it started (platform_report)
         self.own_group = env.get(MODE_ENV) == "local"
-        fd, log = tempfile.mkstemp(prefix="shardlab-worker-", suffix=".log")
+        reap_startup_logs()
+        fd, log = tempfile.mkstemp(prefix=f"{STARTUP_LOG_PREFIX}{os.getpid()}-", suffix=".log")
         os.close(fd)
         self.startup_log = Path(log)
         self._t_spawn = time.perf_counter()

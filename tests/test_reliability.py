@@ -391,3 +391,23 @@ def test_a_rerun_point_does_not_keep_the_interrupted_attempts_trace(tmp_path, co
     assert r["status"] == "ok"
     traces = list((job / "trace").rglob("*.xplane.pb"))
     assert len(traces) == 1 and traces[0].read_bytes() != b"an interrupted attempt"
+
+
+def test_a_start_up_log_left_by_a_killed_sweep_is_removed_by_the_next(tmp_path):
+    import tempfile
+
+    from runner.worker import reap_startup_logs
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a pid that no longer runs: a sweep killed while its worker started JAX
+    tmp = Path(tempfile.gettempdir())
+    stale = tmp / f"shardlab-worker-{dead.pid}-abc123.log"
+    live = tmp / f"shardlab-worker-{os.getpid()}-abc123.log"
+    stale.write_text("")
+    live.write_text("")
+    try:
+        assert stale in reap_startup_logs()
+        assert not stale.exists() and live.exists()  # a running sweep's log stays
+    finally:
+        stale.unlink(missing_ok=True)
+        live.unlink(missing_ok=True)
