@@ -29,6 +29,8 @@ TRACE_DIR = "trace"
 LOG_NAME = "worker.log"
 SUMMARY_NAME = "summary.csv"
 FIT_NAME = "fit.json"
+SAMPLES_NAME = "samples.csv"
+HEADLINE_NAME = "headline.json"
 REPORT_DIR = "report"
 SWEEP_NAME = "sweep.json"
 

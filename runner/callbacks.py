@@ -18,6 +18,7 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from analysis.rundir import HEADLINE_NAME, RESULT_NAME
 from runner.command import this_command
 from runner.compose_once import compose_each_point_once
 from runner.pool import discard_worker
@@ -90,10 +91,10 @@ def report_and_summary(sweep_dir: Path, t_start: float | None = None, interrupte
         log.exception("could not write the report; rebuild it with `python -m analysis report %s`", _rel(sweep_dir))
         return None
     try:
-        head = json.loads((sweep_dir / "headline.json").read_text())
+        head = json.loads((sweep_dir / HEADLINE_NAME).read_text())
     except (OSError, ValueError):
         head = {"families": [], "missing_points": []}
-    results = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/result.json"))]
+    results = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob(f"*/{RESULT_NAME}"))]
     ok = sum(r.get("status") == "ok" for r in results)
     failed = len(results) - ok
     fams = head.get("families") or []

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.book.dtypes import itemsize
 from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration, fmt_pct
 from analysis.headline import family_name, headline_sentence, headline_table
 from analysis.matmul_cases import Matmuls, load_matmuls
@@ -25,11 +26,19 @@ from analysis.report.matmul_section import add_matmul_section
 from analysis.report.measurement import measurement_text
 from analysis.report.processes_section import add_processes_section
 from analysis.report.step_section import add_step_section
-from analysis.rundir import FIT_NAME, REPORT_DIR, SUMMARY_NAME, stamp, sweep_command, write_json_atomic
+from analysis.rundir import (
+    FIT_NAME,
+    HEADLINE_NAME,
+    LOG_NAME,
+    REPORT_DIR,
+    RESULT_NAME,
+    SAMPLES_NAME,
+    SUMMARY_NAME,
+    stamp,
+    sweep_command,
+    write_json_atomic,
+)
 from analysis.sweep import Sweep, load_sweep
-
-SAMPLES_NAME = "samples.csv"
-HEADLINE_NAME = "headline.json"
 
 
 def write_report(root: str | Path, hardware: str | None = None, allow_mixed: bool = False) -> Path:
@@ -223,12 +232,12 @@ def nccl_tables(rep: Report, pts: pd.DataFrame) -> None:
         g = g.sort_values("V_bytes")
         rep.text(f"**{fam}**")
         size = g["S_bytes"].fillna(g["V_bytes"])
-        itemsize = g["dtype"].map(lambda d: {"bfloat16": 2, "float16": 2, "int8": 1}.get(d, 4))
+        elem = g["dtype"].map(itemsize)
         rep.table(
             pd.DataFrame(
                 {
                     "size": size.astype("int64"),
-                    "count": (size / itemsize).astype("int64"),
+                    "count": (size / elem).astype("int64"),
                     "type": g["dtype"].map(
                         lambda d: {
                             "float32": "float",
@@ -381,10 +390,10 @@ def points_section(rep: Report, sweep: Sweep) -> None:
             {
                 "job": job,
                 "status": r.get("status"),
-                "result": Link("result.json", f"../{job}/result.json"),
+                "result": Link(RESULT_NAME, f"../{job}/{RESULT_NAME}"),
                 "HLO": Link("compiled", f"../{job}/{files['hlo_compiled']}") if files.get("hlo_compiled") else "",
                 "trace": Link("xplane", f"../{job}/{files['xplane']}") if files.get("xplane") else "",
-                "log": Link("worker.log", f"../{job}/worker.log"),
+                "log": Link(LOG_NAME, f"../{job}/{LOG_NAME}"),
             }
         )
     if len(rows) > 60:  # summarise: the links of the first 50, the rest in summary.csv
