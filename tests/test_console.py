@@ -86,12 +86,36 @@ def test_time_left_grows_with_the_sizes_still_to_come():
     cb = ProgressCallback()
     cb.jobs = [[f"op.size_bytes={s}MiB"] for s in (1, 2, 4, 8, 16)]
     cb.rounds = 1
-    # three points measured: 1 s + 0.5 s per MiB
-    cb.done = [(float(s << 20), 1 + 0.5 * s, 0.5 * s) for s in (1, 2, 4)]
-    # left: 8 MiB (5 s) and 16 MiB (9 s); the mean of the measured (2.17 s) would say 4.3 s
-    assert cb.time_left(2) == pytest.approx(14.0, rel=1e-6)
-    cb.rounds = 3  # two more rounds of every point's timing phase: 2 x (0.5 x 31 MiB)
-    assert cb.time_left(2) == pytest.approx(14.0 + 2 * 15.5, rel=1e-6)
+    # three points measured, bandwidth-bound (the step doubles with V): 1 s outside the timed
+    # steps, 0.5 s of timed steps, a step of 1 ms per MiB
+    cb.done = [(float(s << 20), 1.5, 0.5, 1e-3 * s) for s in (1, 2, 4)]
+    # 8 MiB: 1 s + timed max(0.5, 100 x 8 ms) + 60 x 8 ms = 2.28 s; 16 MiB: 1 + 1.6 + 0.96 = 3.56 s
+    # (the mean of the measured, 1.5 s a point, would say 3 s)
+    assert cb.time_left(2) == pytest.approx(2.28 + 3.56, rel=1e-9)
+    cb.rounds = 3  # two more rounds of every point's timed steps: 2 x (3 x 0.5 + 0.8 + 1.6)
+    assert cb.time_left(2) == pytest.approx(2.28 + 3.56 + 2 * 3.9, rel=1e-9)
+
+
+def test_time_left_does_not_leap_from_noise_at_the_smallest_sizes():
+    from runner.progress import estimate_left
+
+    # the first six points of a default sweep here, (V, wall s, timed s, step s): their wall
+    # times wander 0.19-0.61 s while the step stays flat; a linear fit of wall on V then said
+    # "about 41:19 left" for the 11 points and 4 rounds to come (47 s in all)
+    done = [
+        (1024, 0.608, 0.306, 291e-6),
+        (2048, 0.25, 0.15, 284e-6),
+        (4096, 0.233, 0.144, 283e-6),
+        (8192, 0.188, 0.09, 319e-6),
+        (16384, 0.199, 0.097, 292e-6),
+        (32768, 0.529, 0.348, 284e-6),
+    ]
+    remaining = [float(1 << e) for e in range(16, 27)]  # 64 KiB .. 64 MiB
+    left = estimate_left(done, remaining, rounds=5, timing_cap_s=3.0)
+    assert 20 < left < 90  # 42 s were left in fact
+    # the step time is extrapolated at least as sqrt(V): the last point costs more than the first
+    first, last = (estimate_left(done, [v], rounds=1, timing_cap_s=3.0) for v in (remaining[0], remaining[-1]))
+    assert last > 5 * first
 
 
 def test_a_single_run_prints_one_line_and_no_warnings(tmp_path, repo_root):

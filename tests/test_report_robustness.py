@@ -110,3 +110,18 @@ def test_a_sweep_on_an_unknown_chip_reports_its_measurements_and_how_to_add_an_e
         "constants for it: add conf/hardware/NAME.yaml with device_kinds: ['NVIDIA B300']" in md
     )
     assert "no successful points" not in md
+
+
+def test_a_point_is_noisy_only_when_its_interval_is_wider_than_five_times_the_target(tmp_path, compose_cfg):
+    from analysis.rundir import read_results
+    from analysis.summary import summary_table
+
+    root = small_sweep(tmp_path / "sweep", compose_cfg, sizes=("1KiB", "16KiB", "256KiB"))
+    for job, half in zip(sorted(root.iterdir()), (0.15, 0.25, 0.26)):  # the default target: 5%
+        path = job / "result.json"
+        r = json.loads(path.read_text())
+        r["timing"]["summary"]["rel_ci_halfwidth"] = half
+        path.write_text(json.dumps(r))
+    s = summary_table(read_results(root))
+    # +-15% is this machine's usual spread over 5 rounds: not worth a flag; past +-25% it is
+    assert s[s["is_target"]].sort_values("V_bytes")["noisy"].tolist() == [False, False, True]

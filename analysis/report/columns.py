@@ -51,7 +51,7 @@ SUMMARY = {
     "time_n": ("count", "samples over all rounds"),
     "time_rounds": ("count", "rounds the point was timed in"),
     "rounds_disagree": ("bool", "the rounds' medians differ more than their own intervals allow (drift)"),
-    "noisy": ("bool", "the interval is wider than twice timing.target_rel_ci"),
+    "noisy": ("bool", "the 95% interval is wider than five times timing.target_rel_ci (+-25% by default)"),
     "step_time_s": ("s", "the step estimator: median wall time of one blocked step"),
     "step_ci_low_s": ("s", "its 95% interval, lower end"),
     "step_ci_high_s": ("s", "upper end"),
