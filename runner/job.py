@@ -228,7 +228,8 @@ def _log_line(result: dict, job_dir: Path) -> None:
     what = exp.get("expr") or result["config"]["op"]["name"]
     size = exp.get("size_bytes")
     if exp.get("dims"):  # a matmul: its dims and strategy say more than its bytes
-        where = f"{what} {' '.join(f'{k}={v}' for k, v in exp['dims'].items())} ({exp.get('strategy')})"
+        dims = " ".join(f"{k}={v}" for k, v in exp["dims"].items())
+        where = f"{what} {dims}" + (f" ({exp['strategy']})" if exp.get("strategy") else "")  # a block has none
     else:
         where = f"{what} {format_size(size) if size else ''}".strip()
     if result["status"] == "ok":
