@@ -231,10 +231,16 @@ def estimate_left(
     slope = min(max(slope, MIN_GROWTH), 1.0)
     v_top, s_top = V[order[-1]], step[order[-1]]
 
+    seen = (V > 0) & (step > 0)
+    logV, logS = np.log(V[seen]), np.log(step[seen])
+    by_size = np.argsort(logV)
+
     def step_at(v: float | None) -> float:
         if v is None or not v_top > 0:
             return s_top
-        return s_top * max(v / v_top, 1.0) ** slope
+        if v <= v_top and seen.any():  # a size within what was measured (another op, a later round)
+            return float(np.exp(np.interp(np.log(v), logV[by_size], logS[by_size])))
+        return s_top * (v / v_top) ** slope
 
     def timed_at(v: float | None) -> float:
         return min(max(timed, TIMED_STEPS * step_at(v)), timing_cap_s + step_at(v))

@@ -111,11 +111,23 @@ _COMPILE_SCRIPT = textwrap.dedent("""
 
 def compile_cpu_collectives() -> dict:
     """Compile five shard_map collectives on f32[512] over a 4x2 CPU mesh (X, Y) in a fresh JAX
-    process: ``{"texts": {kind: compiled HLO text}, "device_ids": ..., "axes": ["X", "Y"]}``."""
+    process: ``{"texts": {kind: compiled HLO text}, "device_ids": ..., "axes": ["X", "Y"]}``.
+
+    ``$SHARDLAB_HLO_SAMPLES_CACHE`` names a file that keeps the answer between pytest runs: the
+    mutation check (tests/bench/mutation.py) runs the HLO tests once per mutant, and the script
+    uses nothing of shardlab, so no mutant can change what it compiles."""
+    cache = os.environ.get("SHARDLAB_HLO_SAMPLES_CACHE")
+    if cache and os.path.exists(cache):
+        with open(cache) as f:
+            return json.load(f)
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     env["JAX_PLATFORMS"] = "cpu"
     proc = subprocess.run(
         [sys.executable, "-c", _COMPILE_SCRIPT], capture_output=True, text=True, env=env, timeout=300, cwd=REPO
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    if cache:
+        with open(cache, "w") as f:
+            json.dump(out, f)
+    return out

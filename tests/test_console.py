@@ -94,6 +94,11 @@ def test_time_left_grows_with_the_sizes_still_to_come():
     assert cb.time_left(2) == pytest.approx(2.28 + 3.56, rel=1e-9)
     cb.rounds = 3  # two more rounds of every point's timed steps: 2 x (3 x 0.5 + 0.8 + 1.6)
     assert cb.time_left(2) == pytest.approx(2.28 + 3.56 + 2 * 3.9, rel=1e-9)
+    # a size already measured (the next op of collectives_sizes starts small again) costs what
+    # that size cost, not what the largest did: 1 s + 0.5 s + 60 x 1 ms
+    cb.jobs += [["op=all_reduce", "op.size_bytes=1MiB"]]
+    cb.rounds = 1
+    assert cb.time_left(4) == pytest.approx(1.56, rel=1e-9)
 
 
 def test_time_left_does_not_leap_from_noise_at_the_smallest_sizes():

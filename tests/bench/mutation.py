@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import os
 import re
 import shutil
 import subprocess
@@ -54,11 +55,15 @@ def main() -> int:
     # would be counted again
     shutil.rmtree(work / "mutants", ignore_errors=True)
     copy_checkout(work)
+    # the HLO tests compile five collectives in a fresh JAX process: once for the whole run,
+    # not once per mutant (tests/hlo_samples.py)
+    env = dict(os.environ, SHARDLAB_HLO_SAMPLES_CACHE=str(work / "hlo_samples.json"))
     run = subprocess.run(
         [sys.executable, "-m", "mutmut", "run", "--max-children", str(args.children)],
         cwd=work,
         capture_output=True,
         text=True,
+        env=env,
     )
     if run.returncode:
         print(run.stdout[-3000:], run.stderr[-3000:], file=sys.stderr)
