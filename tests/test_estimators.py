@@ -375,3 +375,19 @@ def test_c_measured_on_cpu_gives_its_own_job_t_math_equal_to_its_time():
     hw = dataclasses.replace(load_hardware("cpu"), flops_per_s={"float32": C})
     book = book_recipe(job, hw)
     assert book["work_devices"] == 4 and book["T_math_s"] == pytest.approx(340e-6)
+
+
+def test_the_ceiling_doubles_its_iterations_when_a_stall_makes_the_difference_negative():
+    import itertools
+
+    import jax
+
+    from runner.ceiling import device_copy
+
+    # at 3.5 MiB a device K = 4: one stall in the shorter call made t(2K) - t(K) negative and
+    # left a 4 MiB AllGather without a ceiling. Fake clock: the first 3 repeats read t(2K) = 1 s,
+    # t(K) = 2 s; from then on t(2K) = 3 s, t(K) = 1 s
+    calls = itertools.chain([0, 1, 0, 2] * 3, itertools.cycle([0, 3, 0, 1]))
+    c = device_copy(jax.make_mesh((8,), ("X",)), 3670016, clock=lambda: float(next(calls)))
+    assert c["iterations"] == 8  # doubled once
+    assert c["busbw_Bps"] == 3670016 / ((3 - 1) / 8)
