@@ -9,6 +9,7 @@ the parent interleaves with the other points' rounds (:mod:`runner.rounds`).
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -228,11 +229,21 @@ def _measure(spec: dict, job_dir: Path, record: dict) -> None:
 
 
 def retime(spec: dict, round_no: int, K: int | None) -> dict:
-    """A later round of a point measured before: its phases' seconds and the round."""
+    """A later round of a point measured before: its phases' seconds and the round. Where the
+    device estimator is the one the fits use (TPU, GPU, or ``timing.source=device``), the
+    round traces the point again, so that its device times have rounds too; the trace goes to
+    a temporary folder (the point's own ``trace/`` keeps the first round's, for XProf)."""
     phase = timing.Phases()
     point = prepare(spec, phase)
     with phase("timing"):
         out = time_round(point, spec, round_no, K)
+    if spec["trace"]["enabled"] and timing.device_is_source(spec["timing"], jax.default_backend()):
+        with phase("trace"), tempfile.TemporaryDirectory(prefix="shardlab-round-") as tmp:
+            captured = tracing.capture(point.step, Path(tmp), spec["trace"])
+            hlo_text = point.compiled.as_text()
+            ops = trace_analysis.device_ops(trace_analysis.read_xplane(captured["xplane"]), async_pairs(hlo_text))
+            names = target_instructions(hlo_text, spec["op"]["name"], spec["op"].get("grad"))
+            out["device"] = {"samples_s": trace_analysis.device_samples(ops, names)}
     out["phases_s"] = dict(phase)
     return out
 

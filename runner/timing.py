@@ -171,6 +171,12 @@ ESTIMATORS = ("step", "loop", "device")
 AUTO_SOURCE = {"tpu": "device", "gpu": "device", "cuda": "device", "rocm": "device"}
 
 
+def device_is_source(timing: dict, backend: str) -> bool:
+    """Whether the fits use the *device* estimator (``timing.source``, or auto on TPU/GPU)."""
+    wanted = timing.get("source", "auto")
+    return (AUTO_SOURCE.get(backend, "step") if wanted == "auto" else wanted) == "device"
+
+
 def summarise(record: dict, timing: dict, backend: str) -> dict:
     """The estimators of a point's timing record (its ``rounds`` and ``device`` samples),
     combined over rounds, and the one the tables and fits use (``source``, ``summary``).
@@ -187,9 +193,12 @@ def summarise(record: dict, timing: dict, backend: str) -> dict:
     loop = [r["loop"]["samples_s"] for r in rounds if r.get("loop")]
     if loop:
         estimators["loop"] = dict(combine_rounds(loop, seed), K=rounds[-1]["loop"]["K"])
-    device = (record.get("device") or {}).get("samples_s") or []
-    if device:
-        estimators["device"] = combine_rounds([device], seed)
+    # round 1's device samples come from the point's own trace; later rounds trace again only
+    # where device is the source (runner.measure.retime)
+    device = [(record.get("device") or {}).get("samples_s") or []]
+    device += [r["device"]["samples_s"] for r in rounds[1:] if (r.get("device") or {}).get("samples_s")]
+    if device[0]:
+        estimators["device"] = combine_rounds(device, seed)
     wanted = timing.get("source", "auto")
     source = AUTO_SOURCE.get(backend, "step") if wanted == "auto" else wanted
     why = f"timing.source={wanted}" + (f" on {backend}" if wanted == "auto" else "")

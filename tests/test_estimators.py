@@ -90,6 +90,22 @@ def test_source_can_be_chosen_and_falls_back_when_missing(compose_cfg, tmp_path)
     assert dev["timing"]["source"] == "step" and "no trace" in dev["timing"]["source_reason"]
 
 
+def test_device_times_get_rounds_where_device_is_the_source(compose_cfg, tmp_path):
+    # on TPU/GPU (timing.source=auto) or when asked: every round traces again, so the device
+    # estimator's interval spans the rounds as the step estimator's does; here on CPU, by asking
+    dev = _run(compose_cfg, tmp_path / "dev", "op.size_bytes=64KiB", "timing.source=device", "timing.rounds=3")
+    t = dev["timing"]
+    assert t["source"] == "device" and t["summary"] == t["estimators"]["device"]
+    assert t["estimators"]["device"]["rounds"] == 3
+    assert [bool(r.get("device", {}).get("samples_s")) for r in t["rounds"]] == [False, True, True]
+    # one trace in the point's folder (for XProf): the later rounds' went to temporary folders
+    assert len(list((tmp_path / "dev" / "trace").rglob("*.xplane.pb"))) == 1
+    # where step is the source (CPU's default) the later rounds do not trace
+    step = _run(compose_cfg, tmp_path / "step", "op.size_bytes=64KiB", "timing.rounds=2")
+    assert step["timing"]["estimators"]["device"]["rounds"] == 1
+    assert "device" not in step["timing"]["rounds"][1]
+
+
 # ---------------------------------------------------------------- the device estimator
 def _events(rows) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=EVENT_COLUMNS).astype({"start_ns": float, "duration_ns": float})

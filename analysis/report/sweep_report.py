@@ -95,7 +95,7 @@ def samples_table(results: list[dict]) -> pd.DataFrame:
     for r in results:
         t = r.get("timing") or {}
         for rnd in t.get("rounds") or []:
-            for est in ("step", "loop"):
+            for est in ("step", "loop", "device"):  # (a later round has device samples where device is the source)
                 for i, v in enumerate((rnd.get(est) or {}).get("samples_s") or []):
                     rows.append((r["job"], rnd.get("round"), est, i, v))
         for i, v in enumerate((t.get("device") or {}).get("samples_s") or []):
