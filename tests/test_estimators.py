@@ -407,3 +407,17 @@ def test_the_ceiling_doubles_its_iterations_when_a_stall_makes_the_difference_ne
     c = device_copy(jax.make_mesh((8,), ("X",)), 3670016, clock=lambda: float(next(calls)))
     assert c["iterations"] == 8  # doubled once
     assert c["busbw_Bps"] == 3670016 / ((3 - 1) / 8)
+
+
+def test_unchecked_points_are_ringed_in_the_figures():
+    import matplotlib.pyplot as plt
+
+    from analysis.report.figures import _mark_unchecked
+
+    p = pd.DataFrame({"V_bytes": [1024.0, 2048.0], "time_s": [1e-3, 2e-3], "caveats": ["", "unchecked; noisy"]})
+    fig, ax = plt.subplots()
+    _mark_unchecked(ax, p, "time_s")
+    (ring,) = ax.collections
+    assert ring.get_label() == "unchecked (check_result=false)"
+    assert ring.get_offsets().tolist() == [[2048.0, 2e-3]]
+    plt.close(fig)

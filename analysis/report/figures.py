@@ -110,6 +110,22 @@ def _finish(fig, axes: dict, title: str, path: Path) -> Path:
     return path
 
 
+def _mark_unchecked(ax, p: pd.DataFrame, y: str) -> None:
+    """Points whose result was not checked (check_result=false): a hollow ring around them."""
+    unchecked = p[p["caveats"].fillna("").astype(str).str.contains("unchecked")] if "caveats" in p else p.iloc[0:0]
+    if len(unchecked):
+        ax.scatter(
+            unchecked["V_bytes"],
+            unchecked[y],
+            s=110,
+            facecolors="none",
+            edgecolors="black",
+            linewidths=1.0,
+            zorder=5,
+            label="unchecked (check_result=false)",
+        )
+
+
 def _palette(families) -> dict:
     return dict(zip(families, sns.color_palette("tab10", n_colors=max(len(families), 1))))
 
@@ -131,6 +147,7 @@ def time_vs_size(points: pd.DataFrame, curves: pd.DataFrame, path: Path, title: 
             capsize=2,
             label=f"{fam}: measured",
         )
+        _mark_unchecked(ax, p, "time_s")
         for kind, c in curves[curves["family"] == fam].groupby("curve", sort=False):
             ax.plot(
                 c["V_bytes"],
@@ -168,6 +185,7 @@ def busbw_vs_size(points: pd.DataFrame, curves: pd.DataFrame, crossovers: pd.Dat
             capsize=2,
             label=f"{fam}: measured",
         )
+        _mark_unchecked(ax, p, "busbw_Bps")
         flagged = p[p["flags"].fillna("").astype(str).ne("")] if "flags" in p else p.iloc[0:0]
         if len(flagged):
             ax.scatter(
