@@ -87,6 +87,10 @@ def run(cfg: DictConfig, job_dir: str | Path | None = None, rounds: int | None =
                 "is a copy, not communication (matmuls still measure)",
                 result["experiment"]["op"],
             )
+    hw = result.get("hardware") or {}
+    if result["status"] == "ok" and hw.get("known") is False and "unknown hardware" not in _warned:
+        _warned.add("unknown hardware")  # hardware=auto on a chip no entry covers: said once, on the console
+        log.warning("no model for this chip: %s", hw.get("source"))
     if result["status"] == "ok":
         result["prediction"] = predict(result)
         result["timing"]["seed"] = int(cfg.timing.seed)

@@ -122,11 +122,36 @@ OTHERS = {
         "left_out": ("", "every point not used by a fit, with the reason"),
     },
     "claims.csv": {
+        "claim": ("", "the chapter's claim, in words"),
+        "measured, expected": ("", "what was measured (the two points' medians) and what the book expects"),
         "ratio, ci_low, ci_high": ("ratio", "the two medians' ratio and its conservative 95% interval"),
         "verdict": (
             "",
             "holds (within 25% of the book), does not hold here (the whole interval outside), inconclusive",
         ),
+        "reason": ("", "why the verdict is what it is, in numbers"),
+    },
+    "report/steps.csv": {
+        "job, op, sharding, mesh, B, devices, dtype": ("", "the whole-step point: program, recipe, mesh, batch"),
+        "step_s": ("s", "the untraced step time (the report's estimator)"),
+        "T_math_s": ("s", "the book's FLOPs / (devices x C), where the hardware publishes C"),
+        "model_comms_s": ("s", "the model's time of every collective the step executed, summed per step"),
+        "traced_step_s, comms_s, exposed_s": (
+            "s",
+            "from the trace, median over steps: the step, its collective time, and the part of that "
+            "during which the device computed nothing",
+        ),
+        "comms_share": ("fraction", "comms_s / traced_step_s"),
+        "top_collective, top_collective_s": ("s", "the collective that cost the most per step, and its time"),
+        "skipped": ("", "why the point has no trace columns, if it has none"),
+    },
+    "report/step_collectives.csv": {
+        "job, name, kind, mesh_axes": ("", "the point, the HLO instruction, its opcode and the axes its groups span"),
+        "executions, executions_per_step": ("count", "how often it ran in the trace, and per step"),
+        "time_median_s, time_p90_s": ("s", "its device time per execution, over executions and devices"),
+        "time_per_step_s": ("s", "its device time per step"),
+        "model_time_s, measured_over_model": ("s, ratio", "the book's time for it, and measured / model"),
+        "last_arrival_over_model": ("ratio", "the last device's time (from the last arrival) / model"),
     },
     "across_processes.csv": {
         "device_spread_s": ("s", "per step, the longest device's op time minus the shortest (clock-free)"),

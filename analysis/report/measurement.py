@@ -28,15 +28,18 @@ def measurement_text(pts: pd.DataFrame) -> str:
             f"Each point was timed in {int(rounds.max())} round(s), interleaved across the sweep in a shuffled "
             "order; its median is the median of the rounds' medians, and its 95% interval a bootstrap "
             "over rounds and samples, so it covers drift between rounds, not only one stretch of noise. "
-            f"{int(pts['rounds_disagree'].sum())} point(s) had rounds whose own intervals do not overlap."
+            f"{int(pts['rounds_disagree'].sum())} point(s) had rounds whose medians differ more than their own "
+            "intervals allow (Cochran's Q at 99%)."
         )
     floor = pts["dispatch_floor_s"].dropna()
     if len(floor):
         small = pts.loc[pts["V_bytes"] == pts["V_bytes"].min(), "dispatch_floor_s"].dropna()
-        parts.append(
-            f"Beside it: *loop* per repetition, and the dispatch floor *step - loop* "
-            f"({fmt(float(small.median()) * 1e6) if len(small) else '?'} us at the smallest V)."
+        where = (  # matmuls have no V: then the floor's median over the points
+            f"{fmt(float(small.median()) * 1e6)} us at the smallest V"
+            if len(small)
+            else f"median {fmt(float(floor.median()) * 1e6)} us over the points"
         )
+        parts.append(f"Beside it: *loop* per repetition, and the dispatch floor *step - loop* ({where}).")
     slow = pts["profiler_slowdown"].dropna()
     if len(slow):
         parts.append(
