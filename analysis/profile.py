@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import pandas as pd
 
-from analysis.book.collectives import BY_HLO, busbw_factor, nccl_S_bytes
+from analysis.book.collectives import BY_HLO, V_from_hlo, busbw_factor, nccl_S_bytes
 from analysis.hlo import Collective, HloParseError, group_mesh_axes
 from analysis.trace.overlap import merge_intervals, op_kind, total_length
 
@@ -49,19 +49,6 @@ STEP_COLUMNS = [
     "exposed_s",
     "idle_s",
 ]
-
-
-def book_V(kind: str, operand_bytes: int, result_bytes: int, group_size: int | None) -> float:
-    """The book's V from HLO bytes (as ``analysis hlo`` takes it): the gathered result for
-    all-gather, the unreduced operand for reduce-scatter and all-reduce, the whole array
-    across the group (operand x group size) for all-to-all; NaN for the rest."""
-    if kind == "all-gather":
-        return float(result_bytes)
-    if kind in ("reduce-scatter", "all-reduce"):
-        return float(operand_bytes)
-    if kind == "all-to-all" and group_size:
-        return float(operand_bytes * group_size)
-    return float("nan")
 
 
 def _braces(groups) -> str:
@@ -93,7 +80,7 @@ def hlo_table(
                     except HloParseError:
                         where += " (not whole mesh axes)"
             n = c.group_size or 0
-            V = book_V(c.kind, c.operand_bytes, c.result_bytes, n)
+            V = V_from_hlo(c.kind, c.operand_bytes, c.result_bytes, n)
             known = c.kind in BY_HLO and n > 0
             row = {
                 "hlo_module": module,

@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 
 from analysis.book.collective_cost import predict_collective
-from analysis.book.collectives import BY_HLO
+from analysis.book.collectives import BY_HLO, V_from_hlo
 from analysis.book.errors import BookError
 from analysis.book.hardware import Hardware
-from analysis.profile import book_V, step_summary
+from analysis.profile import step_summary
 from analysis.profile_load import analyse, load_hlo
 from analysis.rundir import job_file
 from analysis.trace import TraceError
@@ -54,7 +54,7 @@ def mesh_predictor(hw: Hardware, mesh: dict[str, int]):
         sizes = [mesh[a] for a in axes] if axes else [c.group_size]
         try:
             p = predict_collective(
-                BY_HLO[c.kind].op, book_V(c.kind, c.operand_bytes, c.result_bytes, c.group_size), sizes, hw
+                BY_HLO[c.kind].op, V_from_hlo(c.kind, c.operand_bytes, c.result_bytes, c.group_size), sizes, hw
             )
         except BookError as err:
             return {"model_time_s": math.nan, "model_note": f"no model: {err}"}

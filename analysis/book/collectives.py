@@ -116,3 +116,17 @@ def busbw_factor(op: str, n: int) -> float:
 def nccl_S_bytes(op: str, V_bytes: float, n: int) -> float:
     """The bytes nccl-tests divides by the time for ``op``, from the book's V."""
     return V_bytes * kind(op).S_over_V(n)
+
+
+def V_from_hlo(hlo_kind: str, operand_bytes: float, result_bytes: float, group_size: int | None) -> float:
+    """The book's V of one HLO collective instruction, from its operand and result bytes (per
+    device): the gathered result for all-gather, the unreduced operand for reduce-scatter and
+    all-reduce, the whole array across the group (operand x group size) for all-to-all; NaN
+    for a kind the model has no V for (or an all-to-all of unknown group)."""
+    if hlo_kind == "all-gather":
+        return float(result_bytes)
+    if hlo_kind in ("reduce-scatter", "all-reduce"):
+        return float(operand_bytes)
+    if hlo_kind == "all-to-all" and group_size:
+        return float(operand_bytes * group_size)
+    return float("nan")

@@ -31,6 +31,7 @@ import json
 import re
 
 from analysis.book.collective_cost import Span, predict_collective
+from analysis.book.collectives import BY_HLO, V_from_hlo
 from analysis.book.errors import BookError
 from analysis.book.hardware import Hardware, wraparound_for, wraparound_reason
 from analysis.book.topology import fabrics_for, group_extents, parse_layout
@@ -40,13 +41,6 @@ from analysis.hlo import Collective, HloParseError, parse_collectives
 
 MAX_HLO_BYTES = 1 << 30
 
-# HLO kind -> the model's kind, and the book's V from a parsed Collective.
-_MODEL = {
-    "all-gather": ("all_gather", lambda c: c.result_bytes),
-    "reduce-scatter": ("reduce_scatter", lambda c: c.operand_bytes),
-    "all-reduce": ("all_reduce", lambda c: c.operand_bytes),
-    "all-to-all": ("all_to_all", lambda c: c.operand_bytes * c.group_size),
-}
 _PREDICTION_KEYS = ("V_bytes", "links", "wraparound_reason", "model_time_s", "regime", "formula", "note")
 _ASSUMPTION = (
     "each group taken as one mesh axis of group_size devices; V = result bytes (all-gather), "
@@ -131,10 +125,10 @@ def _spans(c: Collective, hw: Hardware, topology: str | None) -> tuple[list[Span
 def predict(c: Collective, hw: Hardware, topology: str | None = None) -> dict | None:
     """The book's prediction for one parsed collective (see the module docstring), or None
     where the model has no formula for it."""
-    if c.kind not in _MODEL or not c.group_size:
+    if c.kind not in BY_HLO or not c.group_size:
         return None
-    kind, v_of = _MODEL[c.kind]
-    v = v_of(c)
+    kind = BY_HLO[c.kind].op
+    v = V_from_hlo(c.kind, c.operand_bytes, c.result_bytes, c.group_size)
     spans, even = _spans(c, hw, topology)
     inner = spans[0].n if spans else c.group_size
     ring, why = _wraparound(hw, inner, topology)

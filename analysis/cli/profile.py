@@ -67,10 +67,9 @@ def _predictor(args, hw, mesh):
     """``predict(c, axes)`` for :func:`analysis.profile.hlo_table`: over the mesh axes the
     groups span when ``--mesh`` names them, else the group as one axis (as ``analysis hlo``)."""
     from analysis.book.collective_cost import predict_collective
-    from analysis.book.collectives import BY_HLO
+    from analysis.book.collectives import BY_HLO, V_from_hlo
     from analysis.book.topology import parse_layout
     from analysis.cli.hlo import predict as predict_group
-    from analysis.profile import book_V
 
     multi = args.topology is not None and parse_layout(args.topology).kind != "shape"
 
@@ -79,7 +78,7 @@ def _predictor(args, hw, mesh):
             if axes and not multi and c.kind in BY_HLO:
                 p = predict_collective(
                     BY_HLO[c.kind].op,
-                    book_V(c.kind, c.operand_bytes, c.result_bytes, c.group_size),
+                    V_from_hlo(c.kind, c.operand_bytes, c.result_bytes, c.group_size),
                     [mesh[a] for a in axes],
                     hw,
                 )
