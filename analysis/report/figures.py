@@ -254,9 +254,7 @@ def measured_over_model(points: pd.DataFrame, path: Path, title: str) -> Path:
         )
     ax.axhline(1.0, color="black", lw=1, linestyle="--", label="the model, exactly")
     bytes_axis(ax)
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
-    ax.set_ylabel("measured / model")
+    log_y_axis(ax, "measured / model", lambda v: f"{v:.2g}x")
     ax.grid(True, which="both", alpha=0.3)
     return _finish(fig, {"all": ax}, title, path)
 
