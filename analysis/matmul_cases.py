@@ -208,16 +208,31 @@ def _counted(items: list[str]) -> str:
     return ", ".join(k if n == 1 else f"{k} x{n}" for k, n in counts.items()) or "none"
 
 
+SPLIT_EVERY_WAY = ("matmul_then_allreduce", "matmul_then_reducescatter", "collective_matmul")
+
+
+def work_devices_as_ran(row: dict) -> float | None:
+    """The devices a job's product was split over, as it ran: every device for the strategies
+    that multiply local blocks (partial sums reduced after, or a ring), the book's recipe's d
+    for ``auto`` (XLA's choice, which the case table compares with the recipe) and for
+    ``allgather_then_matmul`` (the recipe: gather, then repeat the product along that axis)."""
+    if row.get("strategy") in SPLIT_EVERY_WAY:
+        return float(row["device_count"])
+    d = book_recipe(row, None).get("work_devices")
+    return float(d) if d else None
+
+
 def measured_C(jobs: pd.DataFrame) -> tuple[float | None, str]:
     """C for hardware without published FLOP/s: the FLOP/s per working device of the fastest
     matmul without communication, or else of any matmul (then a lower bound), and how it was
-    got. Per *working* device (FLOPs / (time x d), d as in T_math), so that T_math of the job
-    C came from is its measured time, not a multiple of it."""
+    got. Per *working* device (FLOPs / (time x d), d the devices the product was split over as
+    it ran: :func:`work_devices_as_ran`), so that an ``auto`` job C came from has a T_math equal
+    to its time, and a job that split the product 8 ways is not read as 8x faster."""
     ok = jobs[jobs["status"] == "ok"]
     if not len(ok):
         return None, ""
-    d = [book_recipe(r, None).get("work_devices") for r in ok.to_dict("records")]
-    d = pd.Series(d, index=ok.index, dtype=float).fillna(pd.to_numeric(ok["device_count"], errors="coerce"))
+    d = pd.Series([work_devices_as_ran(r) for r in ok.to_dict("records")], index=ok.index, dtype=float)
+    d = d.fillna(pd.to_numeric(ok["device_count"], errors="coerce"))
     per_worker = pd.to_numeric(ok["flops"], errors="coerce") / (pd.to_numeric(ok["time_s"], errors="coerce") * d)
     local = ok["emitted"].map(len) == 0
     if local.any():

@@ -421,3 +421,26 @@ def test_unchecked_points_are_ringed_in_the_figures():
     assert ring.get_label() == "unchecked (check_result=false)"
     assert ring.get_offsets().tolist() == [[2048.0, 2e-3]]
     plt.close(fig)
+
+
+def test_c_from_a_job_that_split_the_product_every_way_is_per_device():
+    import pandas as pd
+
+    from analysis.matmul_cases import measured_C
+
+    # Question 4's strategy 2 on 8 devices: each multiplies its block of D (d = 8), although
+    # the book's recipe for the expression (gather Y, then multiply) repeats the whole product
+    job = {
+        "status": "ok",
+        "emitted": ["all-reduce over X"],
+        "strategy": "matmul_then_allreduce",
+        "expr": "X[B, D] * Y[D_X, F] -> Z[B, F]",
+        "mesh_axes": "X=8",
+        "dims": "B=256 D=1024 F=512",
+        "dtype": "float32",
+        "flops": 2 * 256 * 1024 * 512,
+        "time_s": 1e-3,
+        "device_count": 8,
+    }
+    C, _ = measured_C(pd.DataFrame([job]))
+    assert C == pytest.approx(2 * 256 * 1024 * 512 / (1e-3 * 8))
