@@ -113,7 +113,10 @@ def headline_sentence(row) -> str:
             f"{family_name(row)}: no communication (group of 1): XLA runs it as a copy, "
             f"{fmt_duration(row['latency_floor_s'])} a step; collectives need at least two devices"
         )
-    parts = [f"latency floor about {fmt_duration(row['latency_floor_s'])}"]
+    if str(row.get("latency_floor_from", "")).startswith("fit"):
+        parts = [f"latency floor about {fmt_duration(row['latency_floor_s'])}"]
+    else:  # one bandwidth-bound point is no latency floor: say what there is
+        parts = [f"no fit (too few points), fastest median {fmt_duration(row['latency_floor_s'])}"]
     if row.get("peak_busbw_Bps") is not None and pd.notna(row.get("peak_busbw_Bps")):
         share = row.get("peak_share_of_ceiling")
         parts.append(

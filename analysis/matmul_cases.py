@@ -371,7 +371,8 @@ def matmul_headline(jobs: pd.DataFrame, table: pd.DataFrame) -> list[str]:
         t = pairs.pivot_table(index=["expr", "dims"], columns="kind", values="time_s")
         r = (t["ring"] / t["naive"]).median()
         said.append(
-            f"collective matmul: the ring takes {r:.2g}x the naive time (median of {len(t)} sizes; "
+            f"collective matmul: the ring takes {r:.2g}x the naive time (median of {len(t)} size"
+            f"{'s' if len(t) != 1 else ''}; "
             f"{'faster' if r < 1 else 'no faster'} here)"
         )
     return [x[0].upper() + x[1:] + "." for x in said]

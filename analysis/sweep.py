@@ -95,8 +95,12 @@ def mixture(results: list[dict], expected: list[dict]) -> dict[str, list[str]]:
         env = r.get("environment") or {}
         for k in ENVIRONMENT_KEYS:
             seen.setdefault(f"environment.{k}", set()).add(str(env.get(k)))
-        if expected:  # without the sweep's list there is no telling variation from mixture
-            for k, v in _flatten(r.get("config") or {}).items():
+        # A varied group that names no node of the config (``+claim=ag_x8``: a ``_global_``
+        # package) may set any key: only the environment can tell a mixture then.
+        config = r.get("config") or {}
+        global_groups = any("." not in x and x not in config for x in varied - {"resume"})
+        if expected and not global_groups:  # without the sweep's list there is no telling variation from mixture
+            for k, v in _flatten(config).items():
                 if not any(k == x or k.startswith(x + ".") for x in varied):
                     seen.setdefault(f"config.{k}", set()).add(v)
     return {k: sorted(v) for k, v in seen.items() if len(v) > 1}

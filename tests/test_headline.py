@@ -72,6 +72,10 @@ def test_headline_numbers_of_a_known_sweep():
         "1.75 GB/s at 128 KiB (70% of its ceiling), bandwidth-bound above about 78.1 KiB"
     )
     assert text.endswith("(1 failed, 1 flagged, 2 noisy)")
+    # a family without a fit (one 8 MiB point, as in book_claims) has no latency floor to speak of
+    lone = row.copy()
+    lone["latency_floor_s"], lone["latency_floor_from"] = 5.76e-3, "smallest median measured"
+    assert ": no fit (too few points), fastest median 5.76 ms, peak bus" in headline_sentence(lone)
 
 
 def test_every_summary_column_is_in_the_dictionary(tmp_path, compose_cfg):

@@ -220,6 +220,30 @@ def test_points_that_were_not_measured_alike_are_not_mixed(tmp_path, compose_cfg
     assert write_report(root, allow_mixed=True).is_file()
 
 
+def test_a_sweep_of_global_groups_is_not_a_mixture_but_another_machine_still_is():
+    from analysis.sweep import mixture
+
+    # +sweep=book_claims varies +claim=..., whose files set op and mesh at the top level: the
+    # points' configs differ in keys the sweep's overrides do not name (its report was refused)
+    def result(op, mesh, jax="0.10.2"):
+        return {
+            "status": "ok",
+            "config": {"op": {"name": op}, "mesh": {"name": mesh}, "dtype": "float32"},
+            "environment": {"jax_version": jax, "host": "vm"},
+        }
+
+    claims = [{"num": 0, "overrides": ["+claim=ag_x8"]}, {"num": 1, "overrides": ["+claim=ar_x8"]}]
+    assert mixture([result("all_gather", "x8"), result("all_reduce", "xy_4x2")], claims) == {}
+    assert mixture([result("all_gather", "x8"), result("all_reduce", "x8", jax="0.9.0")], claims) == {
+        "environment.jax_version": ["0.10.2", "0.9.0"]
+    }
+    # a sweep that varies only the size: another op in one of its folders is a mixture
+    sizes = [{"num": 0, "overrides": ["op.size_bytes=1KiB"]}, {"num": 1, "overrides": ["op.size_bytes=2KiB"]}]
+    assert mixture([result("all_gather", "x8"), result("all_reduce", "x8")], sizes) == {
+        "config.op.name": ['"all_gather"', '"all_reduce"']
+    }
+
+
 def test_a_full_disk_is_one_line_and_leaves_no_temp_file(tmp_path, monkeypatch):
     import errno
 

@@ -134,7 +134,10 @@ def build(sweep: Sweep, head: pd.DataFrame, mm: Matmuls | None, out: Path) -> Re
             pd.DataFrame(
                 {
                     "collective": [family_name(r) for _, r in head.iterrows()],
-                    "latency floor": head["latency_floor_s"].map(fmt_duration),
+                    "latency floor": [
+                        fmt_duration(t) if str(f).startswith("fit") else "(no fit)"
+                        for t, f in zip(head["latency_floor_s"], head["latency_floor_from"])
+                    ],
                     "peak bus bandwidth": head["peak_busbw_Bps"].map(fmt_bandwidth),
                     "at V": head["peak_at_V_bytes"].map(fmt_bytes),
                     "of ceiling": head["peak_share_of_ceiling"].map(fmt_pct),
@@ -153,7 +156,8 @@ def build(sweep: Sweep, head: pd.DataFrame, mm: Matmuls | None, out: Path) -> Re
         rep.text(
             "Which bandwidth to read: **bus bandwidth** (busbw, nccl-tests' convention) is the one to hold "
             "against links and ceilings; algbw (S / time) and the fits' W are beside it in the tables. The "
-            "latency floor is the fit's T_min x hops (else the smallest median); *flagged* points (above "
+            "latency floor is the fit's T_min x hops (a family with fewer than 3 points of one regime has no "
+            "fit, and its headline gives its fastest median instead); *flagged* points (above "
             "their ceiling, page-faulting) are left out of every fit."
         )
 
