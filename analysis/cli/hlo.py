@@ -128,7 +128,7 @@ def predict(c: Collective, hw: Hardware, topology: str | None = None) -> dict | 
     if c.kind not in BY_HLO or not c.group_size:
         return None
     kind = BY_HLO[c.kind].op
-    v = V_from_hlo(c.kind, c.operand_bytes, c.result_bytes, c.group_size)
+    v = int(V_from_hlo(c.kind, c.operand_bytes, c.result_bytes, c.group_size))  # whole bytes, as printed
     spans, even = _spans(c, hw, topology)
     inner = spans[0].n if spans else c.group_size
     ring, why = _wraparound(hw, inner, topology)
