@@ -19,10 +19,10 @@ import pandas as pd
 from analysis.book.collectives import BY_NOTATION
 from analysis.book.errors import BookError
 from analysis.book.hardware import Hardware, load_hardware
-from analysis.book.matmul_cost import compare_q4_strategies, predict_matmul
+from analysis.book.matmul_cost import predict_matmul
 from analysis.book.notation import parse
-
-Q4_STRATEGIES = ("allgather_then_matmul", "matmul_then_allreduce")
+from analysis.question4 import measured_crossover, q4_table, varying_dim
+from analysis.summary import dims_of, mesh_of
 
 
 def matmul_jobs(summary: pd.DataFrame) -> pd.DataFrame:
@@ -52,7 +52,7 @@ def intensity(expr, dims, dtype) -> float:
     from analysis.book.dtypes import dtype_bytes
 
     try:
-        mm, d = parse(expr), _dims(dims)
+        mm, d = parse(expr), dims_of(dims)
         size = dtype_bytes(dtype)[1]
         arrays = [mm.lhs, mm.rhs] + ([mm.out] if mm.out is not None else [])
         nbytes = size * sum(np.prod([d[x.name] for x in a.dims]) for a in arrays)
@@ -73,7 +73,7 @@ def ring_pairs(jobs: pd.DataFrame) -> pd.DataFrame:
         naive = ok[(ok["expr"] == r.expr) & (ok["dims"] == r.dims) & (ok["strategy"] != "collective_matmul")]
         if not len(naive):
             continue
-        d = _dims(r.dims)
+        d = dims_of(r.dims)
         rows.append({"expr": r.expr, "dims": r.dims, "kind": "ring", "time_s": r.time_s, "_d": d})
         rows.append(
             {"expr": r.expr, "dims": r.dims, "kind": "naive", "time_s": float(naive["time_s"].median()), "_d": d}
@@ -81,21 +81,13 @@ def ring_pairs(jobs: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(rows, columns=["expr", "dims", "kind", "time_s", "_d"])
     if not len(out):
         return out.drop(columns="_d").assign(size=[])
-    varying = _varying_dim(out["dims"])
+    varying = varying_dim(out["dims"])
     out["size"] = [d.get(varying) if varying else float(np.prod(list(d.values()))) for d in out["_d"]]
     return out.drop(columns="_d")
 
 
 def _text(value) -> str:
     return value if isinstance(value, str) else ""
-
-
-def _dims(text: str) -> dict[str, int]:
-    return {k: int(v) for k, v in (kv.split("=") for kv in str(text).split())}
-
-
-def _mesh(text: str) -> dict[str, int]:
-    return {k: int(v) for k, v in (kv.split("=") for kv in str(text).split(",") if kv)}
 
 
 def _unit(hw: Hardware) -> Hardware:
@@ -113,7 +105,7 @@ def book_recipe(row: dict, hw: Hardware | None) -> dict:
     try:
         mm = parse(row["expr"])
         base = hw or load_hardware("cpu")
-        p = predict_matmul(mm, _mesh(row["mesh_axes"]), _dims(row["dims"]), row["dtype"], _unit(base))
+        p = predict_matmul(mm, mesh_of(row["mesh_axes"]), dims_of(row["dims"]), row["dtype"], _unit(base))
     except (BookError, KeyError, ValueError) as exc:
         return {"case": None, "prescribed": [], "book_note": str(exc)}
     prescribed = sorted(f"{BY_NOTATION[c.expression.split('_')[0]].hlo} over {''.join(c.axes)}" for c in p.collectives)
@@ -240,67 +232,6 @@ def measured_C(jobs: pd.DataFrame) -> tuple[float | None, str]:
     return float(per_worker.max()), (
         "the fastest matmul of this sweep, communication included (a lower bound: no job here ran without it)"
     )
-
-
-def _varying_dim(dims: pd.Series) -> str | None:
-    parsed = pd.DataFrame([_dims(d) for d in dims])
-    varying = [c for c in parsed if parsed[c].nunique() > 1]
-    return varying[0] if len(varying) == 1 else None
-
-
-def q4_table(jobs: pd.DataFrame) -> pd.DataFrame:
-    """The two Question 4 strategies side by side per expression and dims, in order of the
-    dim the sweep varies (``ratio 2/1`` < 1: multiply-then-AllReduce is faster)."""
-    ok = jobs[(jobs["status"] == "ok") & jobs["strategy"].isin(Q4_STRATEGIES)]
-    out = []
-    for expr, g in ok.groupby("expr"):
-        if set(g["strategy"]) != set(Q4_STRATEGIES):
-            continue
-        dim = _varying_dim(g["dims"])
-        piv = g.pivot_table(index="dims", columns="strategy", values="time_s", aggfunc="median").dropna()
-        for dims, t in piv.iterrows():
-            out.append(
-                {
-                    "expr": expr,
-                    "dims": dims,
-                    "dim": dim,
-                    "value": _dims(dims).get(dim) if dim else None,
-                    "strategy1_s": t[Q4_STRATEGIES[0]],
-                    "strategy2_s": t[Q4_STRATEGIES[1]],
-                    "ratio_2_over_1": t[Q4_STRATEGIES[1]] / t[Q4_STRATEGIES[0]],
-                }
-            )
-    df = pd.DataFrame(out, columns=["expr", "dims", "dim", "value", "strategy1_s", "strategy2_s", "ratio_2_over_1"])
-    return df.sort_values(["expr", "value"]).reset_index(drop=True)
-
-
-def measured_crossover(q4: pd.DataFrame) -> float | None:
-    """The dim value where strategy 2 starts to win, interpolated in log space between the
-    last value it lost and the first it won; None if the winner never changes."""
-    r = q4["ratio_2_over_1"].to_numpy()
-    v = q4["value"].to_numpy(dtype=float)
-    for i in range(1, len(r)):
-        if (r[i - 1] - 1) * (r[i] - 1) < 0:
-            f = np.log(r[i - 1]) / (np.log(r[i - 1]) - np.log(r[i]))
-            return float(np.exp(np.log(v[i - 1]) + f * (np.log(v[i]) - np.log(v[i - 1]))))
-    return None
-
-
-def model_crossover(expr: str, dims: dict, dim: str, mesh: dict, dtype: str, hw: Hardware) -> float | None:
-    """Where the book's Question 4 model has strategy 2 start to win as ``dim`` grows: the
-    first power of 2 (up to 2^24) at which the winner has changed, or None if it never does."""
-    mm = parse(expr)
-    B, F = (d.name for d in mm.out.dims)
-    D = mm.contracting[0]
-    X = mesh[mm.rhs.dim(D).axes[0]]
-    prev = None
-    for e in range(4, 25):
-        d = dict(dims, **{dim: 2**e})
-        w = compare_q4_strategies(d[B], d[D], d[F], X, hw, dtype).winner
-        if prev is not None and w != prev:
-            return float(2**e)  # the winner changed between 2**(e-1) and 2**e
-        prev = w
-    return None
 
 
 def model_hardware(jobs: pd.DataFrame, model_hw: Hardware | None) -> tuple[Hardware | None, float | None, str]:

@@ -39,6 +39,16 @@ ABOVE_CEILING = 1.05  # ...its bus bandwidth is more than 5% above its ceiling
 PAGE_BYTES = 4096
 
 
+def dims_of(text) -> dict[str, int]:
+    """The ``dims`` column read back: ``"B=256 D=1024"`` -> ``{"B": 256, "D": 1024}``."""
+    return {k: int(v) for k, v in (kv.split("=") for kv in str(text).split())}
+
+
+def mesh_of(text) -> dict[str, int]:
+    """The ``mesh_axes`` column read back: ``"X=4,Y=2"`` -> ``{"X": 4, "Y": 2}``."""
+    return {k: int(v) for k, v in (kv.split("=") for kv in str(text).split(",") if kv)}
+
+
 # A point is *noisy* when its 95% interval is wider than this many times the per-round target
 # (timing.target_rel_ci, 5%: so +-25%). The interval spans the drift between rounds as well:
 # on this shared 2-core machine the default sweep's half-widths are 9-17% (median 15%), and

@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from analysis.book.hardware import load_hardware
-from analysis.matmul_cases import explain, measured_crossover, model_crossover, q4_table
+from analysis.matmul_cases import explain
+from analysis.question4 import measured_crossover, model_crossover, q4_table
 
 
 def test_explain_marks_and_says_why():

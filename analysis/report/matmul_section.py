@@ -10,17 +10,11 @@ import pandas as pd
 from analysis.book.errors import BookError
 from analysis.book.hardware import load_hardware
 from analysis.book.units import fmt_duration, fmt_pct
-from analysis.matmul_cases import (
-    Matmuls,
-    _dims,
-    _mesh,
-    measured_crossover,
-    model_crossover,
-    q4_table,
-    ring_pairs,
-)
+from analysis.matmul_cases import Matmuls, ring_pairs
+from analysis.question4 import measured_crossover, model_crossover, q4_table
 from analysis.report import matmul_figures
 from analysis.report.document import Report
+from analysis.summary import dims_of, mesh_of
 
 
 def add_matmul_section(rep: Report, mm: Matmuls, out: Path) -> None:
@@ -138,7 +132,7 @@ def add_matmul_section(rep: Report, mm: Matmuls, out: Path) -> None:
             ):
                 try:
                     h = h or load_hardware("tpu_v5e")
-                    mc = model_crossover(expr, _dims(first["dims"]), dim, _mesh(first["mesh_axes"]), dt, h)
+                    mc = model_crossover(expr, dims_of(first["dims"]), dim, mesh_of(first["mesh_axes"]), dt, h)
                 except (BookError, KeyError, IndexError, TypeError) as exc:
                     lines.append(f"  {label}: no model crossover ({exc}).")
                     continue
@@ -153,7 +147,7 @@ def add_matmul_section(rep: Report, mm: Matmuls, out: Path) -> None:
             try:
                 mc = (
                     model_crossover(
-                        expr, _dims(first["dims"]), g["dim"].iloc[0], _mesh(first["mesh_axes"]), first["dtype"], hw
+                        expr, dims_of(first["dims"]), g["dim"].iloc[0], mesh_of(first["mesh_axes"]), first["dtype"], hw
                     )
                     if hw is not None
                     else None
