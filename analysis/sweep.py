@@ -141,6 +141,11 @@ def load_sweep(root: str | Path, hardware: str | None = None, allow_mixed: bool 
     results = read_results(root)
     expected = expected_points(root)
     mixed = mixture(results, expected)
+    if expected:  # folders the sweep never asked for: copied in, or left by a changed sweep list under resume
+        asked = {p["num"] for p in expected}
+        extra = sorted(d.name for d in job_dirs(root) if job_number(d) not in asked)
+        if extra:
+            mixed["job folders the sweep did not ask for"] = extra
     if mixed and not allow_mixed:
         said = "; ".join(f"{k}: {', '.join(v[:4])}{' ...' if len(v) > 4 else ''}" for k, v in list(mixed.items())[:6])
         raise MixedSweepError(

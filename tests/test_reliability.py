@@ -435,3 +435,18 @@ def test_a_start_up_log_left_by_a_killed_sweep_is_removed_by_the_next(tmp_path):
     finally:
         stale.unlink(missing_ok=True)
         live.unlink(missing_ok=True)
+
+
+def test_a_job_folder_the_sweep_did_not_ask_for_is_not_mixed_in(tmp_path, compose_cfg):
+    from small_sweep import small_sweep
+
+    from analysis.report import write_report
+    from analysis.sweep import MixedSweepError
+
+    # a sweep that asked for two points (sweep.json), and a third folder copied in beside them
+    root = small_sweep(tmp_path / "s", compose_cfg, sizes=("1KiB", "2KiB", "4KiB"))
+    asked = [{"num": i, "overrides": [f"op.size_bytes={s}"]} for i, s in enumerate(("1KiB", "2KiB"))]
+    (root / "sweep.json").write_text(json.dumps({"expected_points": asked}))
+    with pytest.raises(MixedSweepError, match=r"job folders the sweep did not ask for: 2_op.size_bytes=4KiB"):
+        write_report(root)
+    assert write_report(root, allow_mixed=True).is_file()
