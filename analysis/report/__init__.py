@@ -3,7 +3,7 @@
 :func:`write_report` writes a sweep's ``summary.csv``, ``fit.json`` and ``report/``;
 :func:`write_compare_report` writes a comparison of sweeps. :mod:`.document` renders blocks
 to Markdown and HTML, :mod:`.figures` and :mod:`.compare_figures` only draw, and each
-``*_section`` module lays out one analyzer's tables.
+``*_section`` module (and :mod:`.sweep_sections`, the sweep report's own) lays out one analyzer's tables.
 
 May import: the rest of :mod:`analysis` (never :mod:`runner`), pandas, matplotlib, seaborn.
 """
