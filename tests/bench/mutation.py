@@ -8,7 +8,8 @@ mutmut (configured under ``[tool.mutmut]`` in pyproject.toml: which files, which
 in a copy of the checkout, so the working tree is never touched. Prints one row per module:
 mutants killed, survived, timed out, and not covered by the selected tests, and the score
 ``killed / (killed + survived)``; writes every survivor's diff to ``survivors.txt`` in the
-copy (``--keep`` keeps it). Not part of CI: a whole run takes about 75 minutes on 2 cores.
+copy (``--keep`` keeps it). Not part of CI: on 2 cores everything but the HLO reader takes
+about 20 minutes, the HLO reader's ~1000 mutants about two hours more.
 """
 
 from __future__ import annotations
