@@ -72,17 +72,29 @@ def device_copy(mesh, bytes_per_device: int, repeats: int = REPEATS, clock=time.
     }
 
 
-def link_roofline(hardware: dict, n_axes: int) -> dict | None:
-    """The book's bus-bandwidth roofline for a collective over ``n_axes`` torus axes (or behind
-    a switch), from the hardware entry; None where the entry has no link constants."""
+def link_roofline(
+    hardware: dict, n_axes: int, physical: dict | None = None, axes: list[str] | None = None
+) -> dict | None:
+    """The book's bus-bandwidth roofline for a collective, from the hardware entry: one GPU's
+    NVLink egress behind a switch; on a torus, W_bidi per physical axis the group spans. With
+    ``physical`` (the placement result.json records, :mod:`analysis.book.placement`) and the
+    op's mesh ``axes``, that is the x/y/z axes the group really spans (a 64-device mesh axis
+    on a 4x4x4 spans three, a mesh axis split off one physical axis shares it); without, each
+    of the ``n_axes`` mesh axes counts as one. None where the entry has no link constants."""
     if hardware.get("interconnect") == "switch" and hardware.get("link_bw_unidir_Bps"):
         bw = float(hardware["link_bw_unidir_Bps"])
         return {"kind": "link", "busbw_Bps": bw, "what": f"{hardware['name']} per-GPU NVLink egress (book constant)"}
-    if hardware.get("link_bw_bidir_Bps"):
-        bw = float(hardware["link_bw_bidir_Bps"]) * max(n_axes, 1)
-        return {
-            "kind": "link",
-            "busbw_Bps": bw,
-            "what": f"{hardware['name']} bidirectional ICI link bandwidth x {max(n_axes, 1)} axis/axes (book)",
-        }
-    return None
+    if not hardware.get("link_bw_bidir_Bps"):
+        return None
+    links, where = max(n_axes, 1), "mesh axis/axes"
+    if physical and axes:
+        from analysis.book.placement import CHIP_DIMS, Placement
+
+        spans = [d for d in Placement.from_dict(physical).group(axes) if d in CHIP_DIMS]
+        links, where = max(len(spans), 1), f"physical axis/axes ({', '.join(spans) or 'none'})"
+    return {
+        "kind": "link",
+        "busbw_Bps": float(hardware["link_bw_bidir_Bps"]) * links,
+        "physical_axes": links,
+        "what": f"{hardware['name']} bidirectional ICI link bandwidth x {links} {where} (book)",
+    }

@@ -16,6 +16,7 @@ With one process each of these does what the single-process runner always did.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import socket
 from pathlib import Path
@@ -29,43 +30,111 @@ from runner.errors import ConfigError
 AGREE_TIMEOUT_MS = 60_000  # raised on the waiting side if process 0 never decides
 
 
-def build_mesh(mesh_axes: dict[str, int], cross_process_axis: str | None = None) -> Mesh:
-    """The mesh ``mesh_axes`` (name -> size, in order) over all devices of all processes.
+def build_mesh(
+    mesh_axes: dict[str, int], cross_process_axis: str | None = None, devices=None, name: str = "mesh"
+) -> Mesh:
+    """The mesh ``mesh_axes`` (name -> size, in order) over ``devices`` (default: every device
+    of every process), with Explicit axes as ``jax.make_mesh`` gives them.
 
-    Without ``cross_process_axis``: ``jax.make_mesh``, which lays the axes on the physical
-    topology (on a TPU slice, rings on the torus; device ids are interleaved across hosts, so
-    ordering by id would not give rings). With it, that axis goes across the processes:
+    The device array comes from :func:`device_array`; a shape the devices cannot form is one
+    ConfigError naming the mesh and the devices' topology."""
+    explicit = (AxisType.Explicit,) * len(mesh_axes)  # the matmuls' out_sharding needs them
+    arr = device_array(mesh_axes, jax.devices() if devices is None else devices, cross_process_axis, name)
+    return Mesh(arr, tuple(mesh_axes), axis_types=explicit)
 
-    * a multiple of the process count (a few processes with many devices each, as
-      ``distributed=local`` or one process per TPU host): XLA's hybrid mesh, processes as
-      granules, so every group along the other axes lies within one process and, there, on
-      the topology;
-    * a divisor of it (one process per GPU, as SLURM starts them, numbered node by node): the
-      devices ordered by (process, id), the axis outermost, so it spans blocks of processes -
-      the nodes - and the other axes stay within a block.
+
+def device_array(mesh_axes: dict[str, int], devices, cross_process_axis: str | None = None, name: str = "mesh"):
+    """The devices laid out as the mesh (a NumPy object array of shape ``mesh_axes``' sizes).
+
+    * TPU, one slice: ``mesh_utils.create_device_mesh`` with ``allow_split_physical_axes``,
+      which lays each axis on the torus (rings where it can) and may spread one axis over
+      several physical axes or split one physical axis between mesh axes, so a v6e-16 (4x4)
+      makes a mesh (8, 2) and a 4x4x4 a mesh (8, 8) (``jax.make_mesh`` refuses both). The
+      slice's hosts share one torus, so ``cross_process_axis`` changes nothing there.
+    * TPU, several slices: a hybrid mesh with slices as granules (``slice_index``): one axis
+      (``cross_process_axis``, else the first whose size the slice count divides) has its outer
+      part across the slices (DCN), everything else inside each slice on its torus.
+    * GPU and CPU: as before - ``create_device_mesh`` (GPUs ordered by id), and with
+      ``cross_process_axis`` that axis across the processes: a multiple of the process count
+      is XLA's hybrid mesh with processes as granules (every group along the other axes stays
+      in one process); a divisor of it (one process per GPU, numbered node by node) takes the
+      devices ordered by (process, id) with that axis outermost, so it spans blocks of
+      processes (the nodes) and the other axes stay within a block.
     """
-    names, sizes = list(mesh_axes), list(mesh_axes.values())
-    explicit = (AxisType.Explicit,) * len(names)  # as jax.make_mesh gives: the matmuls' out_sharding needs them
-    if cross_process_axis is None:
-        return jax.make_mesh(tuple(sizes), tuple(names), axis_types=explicit)
-    size, n = mesh_axes[cross_process_axis], jax.process_count()
-    if size % n and n % size:
-        raise ConfigError(
-            f"distributed.cross_process_axis={cross_process_axis}: its size {size} and the "
-            f"{n} processes must divide one another"
-        )
-    k = names.index(cross_process_axis)
-    if size % n == 0:
-        from jax.experimental import mesh_utils
+    from jax.experimental import mesh_utils
 
-        per_process = [s // n if i == k else s for i, s in enumerate(sizes)]
-        across = [n if i == k else 1 for i in range(len(sizes))]
-        arr = mesh_utils.create_hybrid_device_mesh(per_process, across, process_is_granule=True)
-        return Mesh(arr, tuple(names), axis_types=explicit)
-    devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
-    order = [cross_process_axis] + [a for a in names if a != cross_process_axis]
-    arr = np.array(devices, dtype=object).reshape([mesh_axes[a] for a in order])
-    return Mesh(arr.transpose([order.index(a) for a in names]), tuple(names), axis_types=explicit)
+    names, sizes = list(mesh_axes), [int(s) for s in mesh_axes.values()]
+    devices = list(devices)[: math.prod(sizes)]  # as jax.make_mesh: the first devices (a smaller mesh)
+    platform = devices[0].platform if devices else "cpu"
+    try:
+        if len(devices) != math.prod(sizes):
+            raise ValueError(f"{len(devices)} devices for {math.prod(sizes)} mesh positions")
+        if platform == "tpu":
+            slices = {getattr(d, "slice_index", 0) for d in devices}
+            if len(slices) == 1:
+                return mesh_utils.create_device_mesh(sizes, devices, allow_split_physical_axes=True)
+            k = _granule_axis(mesh_axes, len(slices), cross_process_axis, "slices")
+            per = [s // len(slices) if i == k else s for i, s in enumerate(sizes)]
+            dcn = [len(slices) if i == k else 1 for i in range(len(sizes))]
+            return mesh_utils.create_hybrid_device_mesh(per, dcn, devices, allow_split_physical_axes=True)
+        n = len({d.process_index for d in devices})
+        if cross_process_axis is None or n == 1:
+            return mesh_utils.create_device_mesh(sizes, devices)
+        size = mesh_axes[cross_process_axis]
+        if size % n and n % size:
+            raise ConfigError(
+                f"distributed.cross_process_axis={cross_process_axis}: its size {size} and the "
+                f"{n} processes must divide one another"
+            )
+        if size % n == 0:
+            k = names.index(cross_process_axis)
+            per = [s // n if i == k else s for i, s in enumerate(sizes)]
+            across = [n if i == k else 1 for i in range(len(sizes))]
+            return mesh_utils.create_hybrid_device_mesh(per, across, devices, process_is_granule=True)
+        ordered = sorted(devices, key=lambda d: (d.process_index, d.id))
+        order = [cross_process_axis] + [a for a in names if a != cross_process_axis]
+        arr = np.array(ordered, dtype=object).reshape([mesh_axes[a] for a in order])
+        return arr.transpose([order.index(a) for a in names])
+    except ConfigError:
+        raise
+    except (ValueError, NotImplementedError, AssertionError) as exc:  # mesh_utils' refusals
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        shape = ",".join(f"{a}={s}" for a, s in mesh_axes.items())
+        raise ConfigError(
+            f"mesh={name} ({shape}) cannot be laid on the devices ({device_topology(devices)}): {why}"
+        ) from None
+
+
+def _granule_axis(mesh_axes: dict[str, int], granules: int, axis: str | None, what: str) -> int:
+    """Which mesh axis crosses the ``granules`` (slices): ``axis`` if given, else the first
+    (outermost, the least network-intensive in JAX's convention) whose size they divide."""
+    names = list(mesh_axes)
+    candidates = [axis] if axis is not None else names
+    for a in candidates:
+        if mesh_axes[a] % granules == 0:
+            return names.index(a)
+    which = f"distributed.cross_process_axis={axis} (size {mesh_axes[axis]})" if axis else "no mesh axis"
+    raise ValueError(f"{which} is a multiple of the {granules} {what}, so none can cross them")
+
+
+def device_topology(devices) -> str:
+    """The devices in words: count, kind, and on TPU the chips' shape, cores per chip and slices
+    (``16 TPU v6 lite devices: chips 4x4x1, 1 core per chip, 1 slice``)."""
+    devices = list(devices)
+    if not devices:
+        return "no devices"
+    kind = getattr(devices[0], "device_kind", devices[0].platform)
+    text = f"{len(devices)} {kind} device{'s' if len(devices) != 1 else ''}"
+    coords = [tuple(getattr(d, "coords", None) or ()) for d in devices]
+    if all(coords):
+        extent = "x".join(str(max(c[i] for c in coords) - min(c[i] for c in coords) + 1) for i in range(len(coords[0])))
+        cores = len({getattr(d, "core_on_chip", 0) for d in devices})
+        slices = len({getattr(d, "slice_index", 0) for d in devices})
+        plural = {1: ""}
+        text += f": chips {extent}, {cores} core{plural.get(cores, 's')} per chip"
+        text += f", {slices} slice{plural.get(slices, 's')}"
+    processes = len({d.process_index for d in devices})
+    return text + (f", {processes} processes" if processes > 1 else "")
 
 
 def device_coords(mesh: Mesh) -> list[dict]:
@@ -80,6 +149,19 @@ def device_coords(mesh: Mesh) -> list[dict]:
             rec["core_on_chip"] = getattr(d, "core_on_chip", None)
         out.append(rec)
     return out
+
+
+def physical_placement(mesh: Mesh) -> dict | None:
+    """Where each mesh axis lies on the physical axes (x, y, z, core, slice), read from the
+    devices' coordinates (:mod:`analysis.book.placement`), as result.json records it; None on
+    devices without coordinates (CPU, GPU)."""
+    from analysis.book.placement import from_positions
+
+    devices = list(mesh.devices.flat)
+    if not all(getattr(d, "coords", None) is not None for d in devices):
+        return None
+    pos = [(*d.coords, getattr(d, "core_on_chip", 0) or 0, getattr(d, "slice_index", 0) or 0) for d in devices]
+    return from_positions(pos, dict(mesh.shape), f"devices: {device_topology(devices)}").to_dict()
 
 
 def describe(mesh: Mesh, op_axes: list[str]) -> dict:
