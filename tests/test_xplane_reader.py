@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from analysis.trace import (
     EVENT_COLUMNS,
+    TABLE_COLUMNS,
     TraceError,
     count_events,
     device_ops,
@@ -31,7 +32,7 @@ def _same(path, candidates_only=True) -> pd.DataFrame:
     ours = read_xplane(path, candidates_only)
     ref = _read_with_profiledata(path, candidates_only)
     pd.testing.assert_frame_equal(ours, ref, check_exact=True)
-    assert list(ours.columns) == EVENT_COLUMNS
+    assert list(ours.columns) == TABLE_COLUMNS
     return ours
 
 
@@ -358,12 +359,14 @@ def test_same_table_on_random_xspaces(tmp_path, planes, candidates_only):
         1: "hlo_module",
         2: "device_ordinal",
         3: "scope_range_id",
-        4: "other",
+        4: "device_offset_ps",
         5: "fusion.1",
         6: "jit_g",
         7: "hlo_op",
         8: "device_ordinal",
-        9: "z",
+        9: "device_duration_ps",
+        10: "program_id",
+        11: "hlo_category",
     }
     blob = _space(
         [
@@ -415,3 +418,70 @@ def test_a_trace_whose_events_are_all_runtime_bookkeeping_gives_the_empty_table(
     path = tmp_path / "wait.xplane.pb"
     path.write_bytes(blob)
     assert _same(path, True).empty
+
+
+# --- what XProf reads beyond ProfileData: display names, metadata stats, device timespans ----
+
+
+def _metadata_entry(key: int, name: str, display: str | None = None, stats=()) -> bytes:
+    meta = _vf(1, key) + _lf(2, name) + (b"" if display is None else _lf(4, display))
+    return _lf(4, _vf(1, key) + _lf(2, meta + b"".join(_lf(5, s) for s in stats)))
+
+
+def _texts(col) -> list:
+    """A text column's values, None where missing (pandas may type missing text as NaN)."""
+    return [v if isinstance(v, str) else None for v in col.tolist()]
+
+
+def test_tpu_encoding_display_name_metadata_stats_and_device_timespan(tmp_path):
+    """A TPU plane as a real v6e trace has it: the metadata name is the instruction text,
+    ``display_name`` the instruction name, ``program_id`` / ``hlo_category`` stats on the
+    metadata, ``device_offset_ps`` / ``device_duration_ps`` on the events."""
+    stat_names = {
+        1: "device_offset_ps",
+        2: "device_duration_ps",
+        3: "program_id",
+        4: "hlo_category",
+        5: "all-reduce fusion",  # a category given by reference
+        6: "flops",
+    }
+    pid = 17342868964687645945  # a uint64 an int64 cannot hold
+    text = "%all-reduce.3 = f32[8]{0} all-reduce(f32[8]{0} %p), replica_groups={}, to_apply=%add"
+    fusion, copy = "%fusion.1 = f32[8]{0} fusion(...)", "%copy.2 = f32[8]{0} copy(f32[8]{0} %x)"
+    metadata = (
+        _metadata_entry(1, text, "all-reduce.3", [_stat(3, "uint64", pid), _stat(4, "str", "all-reduce")])
+        + _metadata_entry(2, fusion, "fusion.1", [_stat(4, "ref", 5), _stat(3, "int64", -7)])
+        + _metadata_entry(3, "jit_f(17342868964687645945)")
+        # the same id twice: the later entry replaces the earlier one whole (map semantics)
+        + _metadata_entry(4, "old", "old.1", [_stat(4, "str", "old")])
+        + _metadata_entry(4, copy)
+    )
+    events = [
+        # device timespan wins over offset/duration: 81311052500 ps -> 81311052 ns; 75566250 ps -> 75566 ns
+        _event(1, 81_311_052_656, 75_566_172, [_stat(1, "int64", 81_311_052_500), _stat(2, "uint64", 75_566_250)]),
+        # only the offset: the event's own timespan (line 1000 ns + 5,000,999 ps -> 6000 ns)
+        _event(2, 5_000_999, 2_000, [_stat(1, "int64", 9_999_000), _stat(6, "int64", 10)]),
+        # a duration that is not an integer: the event's own timespan; the event's own program_id wins
+        _event(2, 7_000, 3_000, [_stat(1, "int64", 1_000), _stat(2, "double", 5.0), _stat(3, "int64", 42)]),
+        _event(3, 0, 9_000),
+        _event(4, 10_000, 1_000),
+    ]
+    plane = (
+        _vf(1, 1)
+        + _lf(2, "/device:TPU:0")
+        + _lf(3, _line("XLA Ops", 1000, events))
+        + metadata
+        + b"".join(_lf(5, _vf(1, k) + _lf(2, _vf(1, k) + _lf(2, v))) for k, v in stat_names.items())
+    )
+    path = tmp_path / "tpu.xplane.pb"
+    path.write_bytes(_space([plane]))
+    t = read_xplane(path)
+    assert t["name"].tolist() == [text, fusion, fusion, "jit_f(17342868964687645945)", copy]
+    assert t["start_ns"].tolist() == [81_311_052, 1000 + 5_000, 1000 + 7, 1000, 1000 + 10]
+    assert t["duration_ns"].tolist() == [75_566, 2, 3, 9, 1]
+    assert _texts(t["display_name"]) == ["all-reduce.3", "fusion.1", "fusion.1", None, None]
+    assert _texts(t["program_id"]) == [str(pid), "-7", "42", None, None]
+    assert _texts(t["hlo_category"]) == ["all-reduce", "all-reduce fusion", "all-reduce fusion", None, None]
+    # the columns ProfileData shows are still its own
+    ref = _read_with_profiledata(path)
+    pd.testing.assert_frame_equal(t[EVENT_COLUMNS], ref[EVENT_COLUMNS], check_exact=True)

@@ -9,11 +9,13 @@ May import: :mod:`analysis.book`, numpy, pandas, and ``jax.profiler`` (the reade
 """
 
 from analysis.trace.ops import device_ops, device_samples, op_steps, op_summary
-from analysis.trace.xplane import EVENT_COLUMNS, TraceError, count_events, read_xplane
+from analysis.trace.xplane import EVENT_COLUMNS, TABLE_COLUMNS, XPROF_COLUMNS, TraceError, count_events, read_xplane
 
 __all__ = [
     "EVENT_COLUMNS",
+    "TABLE_COLUMNS",
     "TraceError",
+    "XPROF_COLUMNS",
     "count_events",
     "device_ops",
     "device_samples",

@@ -6,12 +6,35 @@ decoder, :mod:`.xspace_wire`); it yields one row per event. Everything after it 
 and GPU profiles have:
 
 * CPU: plane ``/host:CPU``, lines ``tf_XLAPjRtCpuClient/<thread>``, op events named after
-  the HLO instruction with stats ``hlo_op``, ``hlo_module``, ``device_ordinal``.
-* TPU: planes ``/device:TPU:N``, line ``XLA Ops``, events named after the HLO instruction.
-* GPU: planes ``/device:GPU:N``, one line per stream, kernel events (``nccl...``, cuBLAS)
-  carrying ``hlo_op`` / ``hlo_module`` stats. One HLO op may launch several kernels (seen on
-  an H100: a cuBLAS matmul is a ``Memset`` then the GEMM kernel); they share a
-  ``scope_range_id``, which groups them into one execution.
+  the HLO instruction with stats ``hlo_op``, ``hlo_module``, ``program_id``, ``device_ordinal``.
+* TPU (seen in a real v6e trace): planes ``/device:TPU:N``, lines ``XLA Modules`` (one event
+  per module execution, named ``jit_f(<program_id>)``), ``XLA Ops`` and ``Async XLA Ops``. An
+  op event's metadata ``name`` is the whole HLO instruction text (``%fusion.3 = bf16[...]
+  fusion(...), kind=kOutput, ...``), its metadata ``display_name`` the instruction name
+  (``fusion.3``); per-op facts (``hlo_category``, ``program_id``, ``tf_op``, ``flops``) are
+  stats on the *metadata*, and the events carry ``device_offset_ps``/``device_duration_ps``.
+  No ``hlo_op``/``hlo_module`` stat.
+* GPU: planes ``/device:GPU:N``, one line per stream, kernel events (``nccl...``, cuBLAS,
+  ROCm ``*.kd``) carrying ``hlo_op`` / ``hlo_module`` / ``program_id`` stats. One HLO op may
+  launch several kernels (seen on an H100: a cuBLAS matmul is a ``Memset`` then the GEMM
+  kernel); they share a ``scope_range_id``, which groups them into one execution.
+
+The columns (:data:`TABLE_COLUMNS`: :data:`EVENT_COLUMNS`, then :data:`XPROF_COLUMNS`):
+
+* ``plane``, ``line``, ``name`` (the event metadata's name), as ProfileData gives them.
+* ``start_ns``, ``duration_ns``: the event's timespan as XProf reads it (tsl
+  ``GetEventTimespan``): where the event has both ``device_offset_ps`` and
+  ``device_duration_ps`` stats with integer values, those (the offset is absolute, not from the
+  line's timestamp); else the line's timestamp plus the event's offset, and its duration. Whole
+  ns, truncated toward zero as ProfileData truncates.
+* ``hlo_op``, ``hlo_module``, ``device_ordinal``, ``scope_range_id``: the event's stats of
+  those names (None where absent), as ProfileData gives them.
+* ``display_name``: the event metadata's ``display_name`` (None where unset): on TPU the HLO
+  instruction name. XProf names the op by it where set (``SetOpMetadataFromHloEventMetadata``).
+* ``program_id``: the module's program id as decimal text (a uint64 that may not fit an
+  int64), from the event's stat, else its metadata's; None where neither has one.
+* ``hlo_category``: XProf's op category (``all-gather``, ``all-reduce fusion``,
+  ``convolution``, ...), from the event's stat, else its metadata's; None where neither has one.
 """
 
 from __future__ import annotations
@@ -34,8 +57,16 @@ EVENT_COLUMNS = [
     "device_ordinal",
     "scope_range_id",
 ]
-_STATS = EVENT_COLUMNS[5:]
+# What XProf reads and ProfileData does not show; the table's last columns. Apart from
+# EVENT_COLUMNS so that tables built by hand in the older shape stay valid input to .ops.
+XPROF_COLUMNS = ["display_name", "program_id", "hlo_category"]
+TABLE_COLUMNS = EVENT_COLUMNS + XPROF_COLUMNS
+_PLAIN_STATS = EVENT_COLUMNS[5:9]  # event stats that are columns as they are
+_TEXT_STATS = ("program_id", "hlo_category")  # event stat, else metadata stat; as text
+_DEVICE_SPAN = ("device_offset_ps", "device_duration_ps")
+_STATS = [*_PLAIN_STATS, *_TEXT_STATS, *_DEVICE_SPAN]  # the event stats decoded
 _STAT_SET = frozenset(_STATS)
+_METADATA_STATS = frozenset(_TEXT_STATS)
 
 
 class TraceError(ValueError):
@@ -43,7 +74,7 @@ class TraceError(ValueError):
 
 
 def read_xplane(path: str | Path, candidates_only: bool = True) -> pd.DataFrame:
-    """The events of an xplane file as a DataFrame with :data:`EVENT_COLUMNS`.
+    """The events of an xplane file as a DataFrame with :data:`TABLE_COLUMNS` (module doc).
 
     With ``candidates_only`` (the default) it keeps just the events that can be device ops:
     everything on ``/device:*`` planes, and on host planes the events named like an HLO
@@ -54,12 +85,14 @@ def read_xplane(path: str | Path, candidates_only: bool = True) -> pd.DataFrame:
     The file is the serialized ``XSpace`` protobuf; :mod:`.xspace_wire` decodes it (the C
     protobuf parser for planes, lines and metadata, numpy for the events' fields, all events
     at once). An event's name lives in its plane's metadata, so which events are candidates
-    is decided per metadata entry, and only those events' stats are decoded. The table is
-    exactly the one ``jax.profiler.ProfileData`` gives (:func:`_read_with_profiledata`, kept
-    as the reference the tests compare against): ``start_ns`` is the line's timestamp plus
+    is decided per metadata entry, and only those events' stats are decoded. Its
+    :data:`EVENT_COLUMNS` are exactly what ``jax.profiler.ProfileData`` gives
+    (:func:`_read_with_profiledata`, kept as the reference the tests compare against), with
+    the device timespan preferred as XProf does: ``start_ns`` is the line's timestamp plus
     the event's offset in whole ns, ``duration_ns`` whole ns, a stat whose metadata is
     missing or that has no value is skipped, a reference stat is the referenced metadata's
-    name, and of two stats with one name the later wins.
+    name, and of two stats with one name the later wins. :data:`XPROF_COLUMNS` come from the
+    event metadata, which ProfileData does not show.
 
     Where it is laxer than ProfileData: bytes inside an event that is not read (a host event
     that is no candidate) are not checked, and a name that is not UTF-8 is decoded with
@@ -72,7 +105,7 @@ def read_xplane(path: str | Path, candidates_only: bool = True) -> pd.DataFrame:
     except OSError as exc:
         raise TraceError(f"{path}: not a readable xplane trace ({exc})") from exc
     try:
-        return _table(wire.read_space(data), candidates_only)
+        return _table(wire.read_space(data, _METADATA_STATS), candidates_only)
     except (wire.WireError, IndexError) as exc:  # IndexError: a field running off the end
         raise TraceError(f"{path}: not a readable xplane trace ({exc})") from exc
 
@@ -146,7 +179,7 @@ def _table(space: wire.Space, candidates_only: bool) -> pd.DataFrame:
     counts = np.array([ln.count for _, ln in lines], np.int64)
     n = int(counts.sum())
     if n == 0:
-        return _frame({c: [] for c in EVENT_COLUMNS})
+        return _frame({c: [] for c in TABLE_COLUMNS})
     line_plane = np.array([pi for pi, _ in lines], np.int64)
     ev_line = np.repeat(np.arange(len(lines)), counts)
     bounds = np.concatenate([[0], np.cumsum(np.bincount(line_plane, weights=counts, minlength=len(planes)))])
@@ -197,7 +230,7 @@ def _table(space: wire.Space, candidates_only: bool) -> pd.DataFrame:
     duration = d.value[(3, 0)].view(np.int64)
     rows = np.flatnonzero(cand) if candidates_only else np.arange(keep.size)
     if rows.size == 0:  # no event kept: the same empty table as a file without events
-        return _frame({c: [] for c in EVENT_COLUMNS})
+        return _frame({c: [] for c in TABLE_COLUMNS})
     ev = keep[rows]
     kept_line = ev_line[ev]
     plane_names = np.array([p.name for p in planes] + [None], object)[:-1]
@@ -211,8 +244,76 @@ def _table(space: wire.Space, candidates_only: bool) -> pd.DataFrame:
     }
     row_of = np.full(keep.size, -1, np.int64)
     row_of[rows] = np.arange(rows.size)
-    cols.update(_stats(space, d, keep, cand, bounds, row_of, rows.size))
+    parts, refs = _stats(space, d, keep, cand, bounds, row_of, rows.size)
+    for name in _PLAIN_STATS:
+        cols[name] = _stat_column(rows.size, *parts[name], buf, refs)
+    _device_span(cols, parts)
+    row_plane = line_plane[kept_line]
+    row_mid = d.value[(1, 0)].view(np.int64)[rows]
+    cols["display_name"] = _from_metadata(planes, row_plane, row_mid, lambda p: p.event_display)
+    for name in _TEXT_STATS:
+        col = _from_metadata(planes, row_plane, row_mid, lambda p, name=name: _named(p.event_stats, name))
+        _text_into(col, parts[name], buf, refs)  # the event's own stat first, as XProf's visitor
+        cols[name] = col
     return _frame(cols)
+
+
+def _named(stats: dict[int, dict], name: str) -> dict[int, str]:
+    """{metadata id: the stat ``name`` as text} of the metadata that have it."""
+    return {k: _as_text(v[name]) for k, v in stats.items() if name in v}
+
+
+def _as_text(value) -> str:
+    return value if isinstance(value, str) else str(value)
+
+
+def _from_metadata(planes, row_plane: np.ndarray, row_mid: np.ndarray, texts_of) -> np.ndarray:
+    """Per row: ``texts_of(plane)[metadata id]`` (a str), None where the row's metadata has none."""
+    out = np.full(row_plane.size, None, object)
+    with_texts = [pi for pi, p in enumerate(planes) if texts_of(p)]
+    if not with_texts:
+        return out
+    present = np.bincount(row_plane, minlength=len(planes))
+    for pi in with_texts:
+        if not present[pi]:
+            continue
+        texts = texts_of(planes[pi])
+        values = [None, *texts.values()]
+        lookup = _Lookup(dict(zip(texts, range(1, len(values)))), 0, lambda c: c)
+        m = np.flatnonzero(row_plane == pi)
+        out[m] = np.array(values + [None], object)[:-1][lookup(row_mid[m])]
+    return out
+
+
+def _device_span(cols: dict, parts: dict) -> None:
+    """Where an event has both device-timespan stats with integer values, its start and
+    duration are those (tsl ``GetEventTimespan``); whole ns, truncated toward zero."""
+    got = []
+    for name in _DEVICE_SPAN:
+        rows, kind, raw = parts[name][:3]
+        ok = ((kind == 4) | (kind == 3)) & ((kind == 4) | (raw < np.uint64(2**63)))  # an int64 holds it
+        got.append((rows[ok], raw[ok].view(np.int64)))
+    (off_rows, off), (dur_rows, dur) = got
+    both, i, j = np.intersect1d(off_rows, dur_rows, assume_unique=True, return_indices=True)
+    if both.size:
+        cols["start_ns"][both] = _trunc_div(off[i], 1000).astype(np.float64)
+        cols["duration_ns"][both] = _trunc_div(dur[j], 1000).astype(np.float64)
+
+
+def _text_into(out: np.ndarray, parts: tuple, buf: wire.Buf, refs) -> None:
+    """Write a stats column as text (ints in decimal) into ``out`` at the rows that have it."""
+    rows, kind, raw = parts[:3]
+    for signed in (False, True):  # few distinct values (program ids): the text of each once
+        m = np.flatnonzero(kind == (4 if signed else 3))
+        if m.size:
+            uniq, inv = np.unique(raw[m], return_inverse=True)
+            texts = [str(v - (1 << 64) if signed and v >= 1 << 63 else v) for v in uniq.tolist()]
+            out[rows[m]] = np.array(texts + [None], object)[:-1][inv.ravel()]
+    rest = np.flatnonzero((kind != 3) & (kind != 4))
+    if rest.size:
+        sub = tuple(x[rest] for x in parts)
+        col = np.asarray(_stat_column(out.size, *sub, buf, refs), object)
+        out[sub[0]] = [_as_text(v) for v in col[sub[0]].tolist()]
 
 
 def _stats(
@@ -224,8 +325,10 @@ def _stats(
     row_of: np.ndarray,
     n_rows: int,
 ) -> dict:
-    """The stats columns, from the stats of the candidate events only (as ProfileData's reader
-    did): a stat whose metadata is missing or that has no value is skipped."""
+    """The stats named in :data:`_STATS`, from the stats of the candidate events only (as
+    ProfileData's reader did): a stat whose metadata is missing or that has no value is
+    skipped. Per name: ``(rows, kind, raw, value start, value stop, plane)`` of the rows that
+    have it (see :func:`_stat_column`), and the reference resolver."""
     planes, buf = space.planes, space.buf
     column = {name: i for i, name in enumerate(_STATS)}
     stat_lookup = [_Lookup(p.stat_names, -1, lambda s: column.get(s, -1)) for p in planes]
@@ -285,10 +388,8 @@ def _stats(
     for c, name in enumerate(_STATS):
         sel = _last_per(owner, np.flatnonzero((col == c) & (kind > 0)), keep.size)
         where = plane_of[sel] if plane_of is not None else np.full(sel.size, used[0] if used else 0)
-        out[name] = _stat_column(
-            n_rows, row_of[owner[sel]], kind[sel], raw[sel], v_start[sel], v_stop[sel], buf, refs, where
-        )
-    return out
+        out[name] = (row_of[owner[sel]], kind[sel], raw[sel], v_start[sel], v_stop[sel], where)
+    return out, refs
 
 
 def _line_ts(lines) -> np.ndarray:
@@ -302,9 +403,9 @@ def _stat_column(
     raw: np.ndarray,
     start: np.ndarray,
     stop: np.ndarray,
+    plane_of: np.ndarray,
     buf: wire.Buf,
     refs,
-    plane_of: np.ndarray,
 ):
     """One stats column: the values ProfileData gives (float, int, str), None where a row has
     no such stat, typed as pandas types a list of them."""
@@ -360,7 +461,10 @@ def _frame(cols: dict) -> pd.DataFrame:
 def _read_with_profiledata(path: str | Path, candidates_only: bool = True) -> pd.DataFrame:
     """The reference reader: :func:`read_xplane` through ``jax.profiler.ProfileData`` (the
     reader that ships with jaxlib), one Python step per event. The tests and the benchmark
-    compare the fast reader with it."""
+    compare the fast reader with it. ProfileData shows neither an event metadata's
+    ``display_name`` nor its stats: here ``display_name`` is None and ``program_id`` /
+    ``hlo_category`` come from the event's own stats only, so the tables are equal where the
+    metadata carry neither (CPU traces); the tests check those columns on TPU files apart."""
     from jax.profiler import ProfileData
 
     path = Path(path)
@@ -368,10 +472,19 @@ def _read_with_profiledata(path: str | Path, candidates_only: bool = True) -> pd
         data = ProfileData.from_serialized_xspace(path.read_bytes())
     except Exception as exc:  # the C++ reader raises a bare RuntimeError on bad bytes
         raise TraceError(f"{path}: not a readable xplane trace ({exc})") from exc
-    cols: dict[str, list] = {c: [] for c in EVENT_COLUMNS}
+    cols: dict[str, list] = {c: [] for c in TABLE_COLUMNS}
     add_plane, add_line, add_name = cols["plane"].append, cols["line"].append, cols["name"].append
     add_start, add_dur = cols["start_ns"].append, cols["duration_ns"].append
-    add_stats = [(key, cols[key].append) for key in _STATS]
+    add_stats = [(key, cols[key].append) for key in _PLAIN_STATS]
+    add_texts = [(key, cols[key].append) for key in _TEXT_STATS]
+    add_display = cols["display_name"].append
+
+    def whole_ns(ps: int) -> int:  # C++ division, toward zero
+        return -(-ps // 1000) if ps < 0 else ps // 1000
+
+    def device_int(v) -> bool:
+        return type(v) is int and v < 2**63  # an int64 or a uint64 an int64 holds
+
     for plane in data.planes:
         pname = plane.name
         on_device = pname.startswith("/device:")
@@ -386,8 +499,17 @@ def _read_with_profiledata(path: str | Path, candidates_only: bool = True) -> pd
                 add_plane(pname)
                 add_line(lname)
                 add_name(name)
-                add_start(ev.start_ns)
-                add_dur(ev.duration_ns)
+                off, dur = kept.get("device_offset_ps"), kept.get("device_duration_ps")
+                if device_int(off) and device_int(dur):
+                    add_start(whole_ns(off))
+                    add_dur(whole_ns(dur))
+                else:
+                    add_start(ev.start_ns)
+                    add_dur(ev.duration_ns)
                 for key, add in add_stats:
                     add(kept.get(key))
+                for key, add in add_texts:
+                    v = kept.get(key)
+                    add(None if v is None else _as_text(v))
+                add_display(None)
     return _frame(cols)

@@ -67,7 +67,28 @@ def _message_classes():
     )
     # The two metadata maps as their wire form: repeated {key, value} entries (last one wins).
     message("MetadataEntry", ("key", 1, F.TYPE_INT64, one, None), ("value", 2, F.TYPE_MESSAGE, one, "Metadata"))
-    message("Metadata", ("id", 1, F.TYPE_INT64, one, None), ("name", 2, F.TYPE_BYTES, one, None))
+    # XEventMetadata's display_name (4) and stats (5) too (XStatMetadata has neither: both empty there)
+    message(
+        "Metadata",
+        ("id", 1, F.TYPE_INT64, one, None),
+        ("name", 2, F.TYPE_BYTES, one, None),
+        ("display_name", 4, F.TYPE_BYTES, one, None),
+        ("stats", 5, F.TYPE_MESSAGE, many, "Stat"),
+    )
+    message(
+        "Stat",
+        ("metadata_id", 1, F.TYPE_INT64, one, None),
+        ("double_value", 2, F.TYPE_DOUBLE, one, None),
+        ("uint64_value", 3, F.TYPE_UINT64, one, None),
+        ("int64_value", 4, F.TYPE_INT64, one, None),
+        ("str_value", 5, F.TYPE_BYTES, one, None),
+        ("bytes_value", 6, F.TYPE_BYTES, one, None),
+        ("ref_value", 7, F.TYPE_UINT64, one, None),
+    )
+    stat = fdp.message_type[-1]
+    stat.oneof_decl.add(name="value")
+    for f in stat.field[1:]:
+        f.oneof_index = 0
     message(
         "Line",
         ("id", 1, F.TYPE_INT64, one, None),
@@ -117,6 +138,8 @@ class Plane:
     lines: list[Line]
     event_names: dict[int, str]  # event metadata id -> name
     stat_names: dict[int, str]  # stat metadata id -> name
+    event_display: dict[int, str] = field(default_factory=dict)  # event metadata id -> display_name, where set
+    event_stats: dict[int, dict] = field(default_factory=dict)  # event metadata id -> {stat name: value}
 
 
 @dataclass
@@ -143,8 +166,54 @@ def count_events(data: bytes) -> int:
     return sum(len(ln.events) for p in _parse(data).planes for ln in p.lines)
 
 
-def read_space(data: bytes) -> Space:
-    """The planes of a serialized XSpace and where each event's bytes are (module doc)."""
+def _stat_value(stat, stat_names: dict[int, str]):
+    """An XStat's value as ProfileData gives one: float, int, str (bytes decoded), a reference
+    as the referenced stat metadata's name ("" if none); None when no value is set."""
+    kind = stat.WhichOneof("value")
+    if kind is None:
+        return None
+    value = getattr(stat, kind)
+    if kind == "ref_value":
+        return stat_names.get(value, "")
+    return _text(value) if isinstance(value, bytes) else value
+
+
+def _event_metadata(entries, stat_names: dict[int, str], wanted: frozenset) -> tuple[dict, dict, dict]:
+    """Of a plane's event metadata, one pass: {id: name}, {id: display name} where set, and
+    {id: {stat name: value}} of the stats named in ``wanted`` (of two with one name the later
+    wins; a stat without metadata or value is skipped, as on events). Map semantics: a later
+    entry of an id replaces the earlier one whole."""
+    ids = {k for k, v in stat_names.items() if v in wanted}
+    names: dict[int, str] = {}
+    display: dict[int, str] = {}
+    stats: dict[int, dict] = {}
+    for e in entries:
+        key, meta = e.key, e.value
+        names[key] = _text(meta.name)
+        shown = meta.display_name
+        if shown:
+            display[key] = _text(shown)
+        elif key in display:
+            del display[key]
+        if not ids:
+            continue
+        got = {}
+        for st in meta.stats:
+            if st.metadata_id in ids:
+                value = _stat_value(st, stat_names)
+                if value is not None:
+                    got[stat_names[st.metadata_id]] = value
+        if got:
+            stats[key] = got
+        elif key in stats:
+            del stats[key]
+    return names, display, stats
+
+
+def read_space(data: bytes, metadata_stats: frozenset = frozenset()) -> Space:
+    """The planes of a serialized XSpace and where each event's bytes are (module doc). Each
+    plane's event metadata give their names, display names (where set) and the stats named in
+    ``metadata_stats`` (the metadata are few: a plain loop over them)."""
     space = _parse(data)
     try:
         firsts = _first_events(data, [len(p.lines) for p in space.planes])
@@ -174,14 +243,9 @@ def read_space(data: bytes) -> Space:
             tags.append(extra_at + np.cumsum(n) - n - hdr)
             extra.append(blob)
             extra_at += len(blob)
-        planes.append(
-            Plane(
-                _text(p.name),
-                lines,
-                {e.key: _text(e.value.name) for e in p.event_metadata},
-                {e.key: _text(e.value.name) for e in p.stat_metadata},
-            )
-        )
+        stat_names = {e.key: _text(e.value.name) for e in p.stat_metadata}
+        names, display, stats = _event_metadata(p.event_metadata, stat_names, metadata_stats)
+        planes.append(Plane(_text(p.name), lines, names, stat_names, display, stats))
     if not lens:
         empty = np.zeros(0, np.int64)
         return Space(planes, Buf(b""), empty, empty)
