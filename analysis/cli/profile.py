@@ -132,6 +132,7 @@ def main(args: argparse.Namespace) -> int:
     from analysis.trace import TraceError
 
     logdir = Path(args.logdir)
+    slowdown = None  # traced step / untraced step, known where the folder is a shardlab run's
     try:
         if not logdir.exists():
             raise ValueError(f"{logdir} does not exist")
@@ -148,6 +149,7 @@ def main(args: argparse.Namespace) -> int:
                 raise ValueError(f"{logdir}: the run has no trace (trace.enabled=false?)")
             args.hlo = args.hlo or str(job_file(run, "hlo_compiled"))
             mesh = mesh or (run.get("experiment") or {}).get("mesh", {}).get("axes")
+            slowdown = (run.get("trace") or {}).get("profiler_slowdown")
         else:
             xplanes = find_xplanes(logdir)
         texts, hlo_source = load_hlo(args.hlo, xplanes)
@@ -168,6 +170,7 @@ def main(args: argparse.Namespace) -> int:
         "hardware": hw.name if hw else None,
         "topology": args.topology,
         "cpu": on_cpu,
+        "profiler_slowdown": slowdown,
     }
     try:
         write_profile_report(out, table, steps, ops, info)

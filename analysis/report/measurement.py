@@ -44,12 +44,18 @@ def measurement_text(pts: pd.DataFrame) -> str:
     if len(slow):
         parts.append(
             f"The *device* estimator comes from the traced steps; tracing slowed a step {slow.median():.2g}x "
-            f"(range {slow.min():.2g}x to {slow.max():.2g}x: traced step / untraced step)"
+            f"(range {slow.min():.2g}x to {slow.max():.2g}x: traced step / untraced step, measured per point)"
             + (", which is why on CPU the step, not the trace, is timed." if src == "step" else ".")
         )
+        parts.append(slowdown_text(pts))
     share = pts["dispatch_share"].dropna()
     if len(share):
         parts.append(f"Dispatch share (step - device) / step: median {share.median():.0%}.")
+    elif (pts["backend"] == "cpu").any():
+        parts.append(
+            "No dispatch share on CPU: there the trace's device time is the traced host thread's, which "
+            "includes waiting for the other devices and the profiler's slowdown, so it is no device time."
+        )
     faults = pts["page_faults_per_step"].dropna()
     if len(faults):
         parts.append(
@@ -58,3 +64,25 @@ def measurement_text(pts: pd.DataFrame) -> str:
             "quarter of the bytes its devices write is flagged)."
         )
     return " ".join(parts)
+
+
+def slowdown_text(pts: pd.DataFrame) -> str:
+    """Which points' traces ran so much slower than their untraced steps that their trace
+    columns are unrepresentative (``summary.TRACE_SLOWDOWN_LIMIT``), each with its factor."""
+    from analysis.book.units import fmt_bytes
+    from analysis.summary import TRACE_SLOWDOWN_LIMIT
+
+    slow = pts[pd.to_numeric(pts["profiler_slowdown"], errors="coerce") > TRACE_SLOWDOWN_LIMIT]
+    if not len(slow):
+        return f"No trace ran more than {TRACE_SLOWDOWN_LIMIT:g}x its untraced step."
+    slow = slow.drop_duplicates("job").sort_values("profiler_slowdown", ascending=False)
+    each = ", ".join(
+        f"{r.op} {fmt_bytes(r.V_bytes)} {r.profiler_slowdown:.3g}x"
+        if r.V_bytes == r.V_bytes
+        else f"{r.job} {r.profiler_slowdown:.3g}x"
+        for r in slow.itertuples()
+    )
+    return (
+        f"{len(slow)} point(s) traced more than {TRACE_SLOWDOWN_LIMIT:g}x slower than untraced, so their traces "
+        f"(trace columns, overlap) are marked unrepresentative: {each}. Their timings are untraced and stand."
+    )

@@ -107,6 +107,17 @@ def timeline_figure(rows: pd.DataFrame, path: Path, title: str) -> Path:
     return path
 
 
+def slowdown_words(slowdown: float | None) -> str:
+    """What the profiler did to this trace's step, as measured (traced step / untraced step of
+    the same run), or that this trace alone cannot tell."""
+    if slowdown is None or not slowdown == slowdown:
+        return (
+            "the profiler slows ops on the CPU backend by a factor this trace alone cannot tell (a shardlab run "
+            "folder measures it: traced step / untraced step)"
+        )
+    return f"the profiler slowed this run's step {slowdown:.3g}x (traced step / untraced step, measured)"
+
+
 def write_profile_report(out: Path, table: pd.DataFrame, steps: pd.DataFrame, ops: pd.DataFrame, info: dict) -> Path:
     """Write ``collectives.csv``, ``steps.csv``, ``timeline.png``, ``report.md`` and
     ``index.html`` to ``out``; return the HTML's path. ``info`` says where the inputs came
@@ -127,7 +138,7 @@ def write_profile_report(out: Path, table: pd.DataFrame, steps: pd.DataFrame, op
     if info.get("cpu"):
         r.banner(
             "incomplete",
-            "CPU trace: the profiler slows ops on the CPU backend (about 2x here), and a "
+            f"CPU trace: {slowdown_words(info.get('profiler_slowdown'))}, and a "
             "device's collective time includes waiting for the last device to arrive (`arrival skew`). "
             "Use these times to attribute a step, and untraced runs for absolute times.",
         )
