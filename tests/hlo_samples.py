@@ -79,6 +79,18 @@ MULTILINE = _read("multiline")
 # Operand shapes come from the computation signature only where no instruction defines them.
 COMMENTS_AND_LOOPS = _read("comments_and_loops")
 
+# Every shape a TPU runs a collective in (XLA's TPU printing: tiled layouts, backend_config):
+# an async all-gather pair; the all-reduce-scatter fusion of seed 003 (an all-reduce sliced by
+# a dynamic-slice inside a kCustom fusion); an all-to-all wrapped by async-start/async-done;
+# a psum (an all-reduce named by JAX) in a while body. 4 partitions.
+TPU_COLLECTIVE_SHAPES = _read("tpu_collective_shapes")
+# A SparseCore offload: call-start/call-done running an all-gather on the "sparsecore" thread,
+# then an all-reduce fusion (XProf's "all-reduce fusion": the all-reduce and a multiply).
+TPU_SPARSECORE = _read("tpu_sparsecore")
+# PyTorch/XLA SPMD style: a header without num_partitions or replica_count, and an all-reduce
+# with replica_groups={} (every device, one group, of a size the module does not state).
+PYTORCH_XLA_SPMD = _read("pytorch_xla_spmd")
+
 # ----------------------------------------------------------------------------- compiled here
 
 _COMPILE_SCRIPT = textwrap.dedent("""

@@ -157,10 +157,11 @@ def test_bare_instruction_snippet():
         parse_collectives(snippet.splitlines()[1])
 
 
-def test_groups_without_header_or_num_devices_are_unknown():
+def test_group_size_without_header_or_num_devices_is_unknown_but_it_is_one_group():
     text = "ENTRY e {\n  p = f32[8]{0} parameter(0)\n  ROOT ar = f32[8]{0} all-reduce(p), to_apply=add\n}\n"
     c = only(text)
-    assert (c.replica_groups, c.group_size, c.num_groups) == (None, None, None)
+    # no replica_groups: every device in ONE group, of a size nothing here states
+    assert (c.replica_groups, c.group_size, c.num_groups) == (None, None, 1)
     assert only(text, num_devices=16).group_size == 16
 
 

@@ -12,8 +12,8 @@ records. Only stdlib and numpy; pandas is imported lazily by :func:`collectives_
 Decisions worth knowing:
 
 * ``replica_groups={}`` or no attribute means one group of all devices: ``replica_groups`` is
-  None and ``group_size`` is ``num_devices`` when given, else the module header's
-  ``replica_count * num_partitions`` when the header states either, else None.
+  None, ``num_groups`` is 1, and ``group_size`` is ``num_devices`` when given, else the module
+  header's ``replica_count * num_partitions`` when the header states either, else None.
 * collective-permute has pairs, not groups: ``replica_groups`` and ``group_size`` are None and
   ``num_groups`` is the number of pairs. :func:`permute_groups` turns the pairs into the
   connected sets of devices they link, which :func:`group_mesh_axes` accepts.
@@ -132,8 +132,10 @@ def _collective(
     else:
         groups = parse_groups(attrs.get("replica_groups", "{}"), "replica_groups") or None
         if groups is None:
+            # One group of every device, however many there are: the count is 1 even where
+            # only the size is unknown (PyTorch/XLA SPMD headers state no device count).
             n = num_devices if num_devices is not None else mod.num_devices
-            group_size, num_groups = n, (1 if n is not None else None)
+            group_size, num_groups = n, 1
         else:
             sizes = {len(g) for g in groups}
             group_size = sizes.pop() if len(sizes) == 1 else None  # XLA allows ragged all-reduce groups

@@ -28,6 +28,12 @@ def strip_comments(text: str) -> str:
     return _COMMENTS_RE.sub(lambda m: m.group(1) or " ", text)
 
 
+def blank_strings(text: str) -> str:
+    """Every string literal emptied (``op_name="a body=b"`` -> ``op_name=""``): what is left
+    are the instruction's own attributes."""
+    return _STR_RE.sub('""', text)
+
+
 def parse_int(text: str, what: str) -> int:
     text = text.strip()
     # Length cap: Python refuses to convert > 4300 digits with a ValueError of its own.

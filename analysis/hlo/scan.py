@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from analysis.book.collectives import HLO_OPCODES
-from analysis.hlo.lex import HloParseError, balance, close_bracket, parse_int, split_top, strip_comments
+from analysis.hlo.lex import HloParseError, balance, blank_strings, close_bracket, parse_int, split_top, strip_comments
 from analysis.hlo.shapes import shape_end
 
 __all__ = ["KINDS", "Instr", "Module", "scan", "instruction_opcodes", "async_pairs"]
@@ -53,7 +53,19 @@ class Module:
     instrs: list = field(default_factory=list)  # collective/async Instr, in text order
     opcodes: dict = field(default_factory=dict)  # instruction name -> opcode, every instruction
     started_by: dict = field(default_factory=dict)  # an async *-done's name -> its *-start's name
+    entry: str | None = None  # the ENTRY computation (else the last one printed, as XLA prints it last)
+    comps: list = field(default_factory=list)  # computation names in text order
+    comp_of: dict = field(default_factory=dict)  # instruction name -> its computation
+    called: dict = field(default_factory=dict)  # instruction name -> ((attribute, computation), ...)
 
+
+# Attributes that name a computation an instruction runs: fusions and async wrappers (calls),
+# call/call-start and reducers (to_apply), while loops, conditionals.
+_CALLED_RE = re.compile(
+    r"\b(calls|to_apply|body|condition|true_computation|false_computation)=%?([A-Za-z_][\w.\-]*)"
+    r"|\b(branch_computations)=\{([^{}]*)\}"
+)
+_CALLED_HINT_RE = re.compile(r"(?:calls|to_apply|body|condition|_computation|branch_computations)=")
 
 _RELEVANT = {k + suffix for k in KINDS for suffix in ("", "-start", "-done")} | {"async-start", "async-done"}
 
@@ -63,6 +75,19 @@ def _header_devices(line: str) -> int | None:
     if not found:
         return None
     return found.get("num_partitions", 1) * found.get("replica_count", 1)
+
+
+def _called(stmt: str) -> tuple:
+    """The computations ``stmt`` names as called (``calls=%c``, ``body=%b``, ...), strings left out."""
+    if not _CALLED_HINT_RE.search(stmt):  # most instructions call nothing
+        return ()
+    out = []
+    for m in _CALLED_RE.finditer(blank_strings(stmt) if '"' in stmt else stmt):
+        if m.group(1):
+            out.append((m.group(1), m.group(2)))
+        else:
+            out += [(m.group(3), c.strip().lstrip("%")) for c in m.group(4).split(",") if c.strip()]
+    return tuple(out)
 
 
 def _comp_header(line: str) -> tuple[str, dict] | None:
@@ -109,7 +134,12 @@ def _parse_instr(stmt: str, comp: str, mod: Module) -> None:
             raise HloParseError(f"no opcode in {stmt[:80]!r}")
         opcode = om.group(1)
         mod.opcodes[name] = opcode
-        if opcode.endswith("-done"):  # all-gather-done, async-done, call-done, ...: its operand is the start
+        mod.comp_of[name] = comp
+        called = _called(stmt)
+        if called:
+            mod.called[name] = called
+        # all-gather-done, async-done, call-done, ...: its operand is the start (or an update of it)
+        if opcode.endswith(("-done", "-update")):
             first = split_top(stmt[om.end() : close_bracket(stmt, om.end() - 1) - 1])
             if first and first[0].split():
                 mod.started_by[name] = first[0].split()[-1].lstrip("%")
@@ -167,6 +197,9 @@ def scan(text: str) -> list[Module]:
             if head is not None:
                 comp = head[0]
                 mods[-1].params[comp] = head[1]
+                mods[-1].comps.append(comp)
+                if st.startswith("ENTRY"):
+                    mods[-1].entry = comp
             elif bal == 0 and _INSTR_START_RE.match(st):
                 _parse_instr(st, "", mods[-1])  # a bare snippet of instructions
             elif _ANY_COLLECTIVE_RE.search(st) and _INSTR_START_RE.match(st):
@@ -180,7 +213,24 @@ def scan(text: str) -> list[Module]:
             pending, pending_bal = [line], bal
     if pending:
         _parse_instr(" ".join(pending), comp or "", mods[-1])
+    for mod in mods:
+        _resolve_updates(mod)
     return mods
+
+
+def _resolve_updates(mod: Module) -> None:
+    """``started_by`` names each done's start: a chain ``start -> *-update -> done`` is
+    followed back to the start, and the updates themselves are left out."""
+    for name in list(mod.started_by):
+        if mod.opcodes.get(name, "").endswith("-update"):
+            continue
+        seen, start = {name}, mod.started_by[name]
+        while mod.opcodes.get(start, "").endswith("-update") and start in mod.started_by and start not in seen:
+            seen.add(start)
+            start = mod.started_by[start]
+        mod.started_by[name] = start
+    for name in [n for n in mod.started_by if mod.opcodes.get(n, "").endswith("-update")]:
+        del mod.started_by[name]
 
 
 def instruction_opcodes(text: str) -> dict[str, str]:
