@@ -8,7 +8,7 @@ only its own shards, so four things change when a mesh spans processes:
 * inputs are assembled from each process's own part of a host array (:func:`global_array`);
 * the result check compares only the shards this process holds (:func:`shard_pairs`);
 * every process must run the same number of steps, or one waits forever inside a collective:
-  the timing loop's stop decisions are taken by process 0 and shared (:func:`agree`).
+  every loop's stop decision and trip count is taken by process 0 and shared (:func:`agree`).
 
 With one process each of these does what the single-process runner always did.
 """
@@ -16,6 +16,7 @@ With one process each of these does what the single-process runner always did.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import os
 import socket
@@ -215,23 +216,26 @@ def shard_pairs(got: jax.Array, want: np.ndarray):
 _decisions = itertools.count()
 
 
-def agree(flag: bool) -> bool:
-    """Process 0's ``flag``, in every process: the timing loop's stop decisions.
+def agree(value):
+    """Process 0's ``value``, in every process: the decisions that set how many collectives each
+    process runs (a loop's stop, a trip count K, the traced steps, the ceiling's retries).
 
-    Each process times its own iterations, so their local stopping rules could disagree;
-    one that stopped early would leave the others blocked in the next collective. Uses the
-    coordination service's key-value store (no device work, nothing in the traces).
+    Each process times its own iterations, so their local rules could disagree; one that
+    stopped early would leave the others blocked in the next collective. ``value`` is anything
+    JSON holds (a flag, a count); every process must call this the same number of times, in
+    the same order. Uses the coordination service's key-value store (no device work, nothing
+    in the traces).
     """
     if jax.process_count() == 1:
-        return flag
+        return value
     from jax._src import distributed  # the client JAX already holds; no public accessor
 
     client = distributed.global_state.client
     key = f"shardlab/agree/{next(_decisions)}"
     if jax.process_index() == 0:
-        client.key_value_set(key, "1" if flag else "0")
-        return flag
-    return client.blocking_key_value_get(key, AGREE_TIMEOUT_MS) == "1"
+        client.key_value_set(key, json.dumps(value))
+        return value
+    return json.loads(client.blocking_key_value_get(key, AGREE_TIMEOUT_MS))
 
 
 def trace_dir(base: Path) -> Path:

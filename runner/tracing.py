@@ -13,6 +13,7 @@ from pathlib import Path
 
 import jax
 
+from runner import meshes
 from runner.timing import wait
 
 # The cheapest host tracer level that keeps every device-op event, per backend. CPU ops are
@@ -21,8 +22,13 @@ from runner.timing import wait
 HOST_TRACER_LEVEL = {"cpu": 1, "gpu": 0, "tpu": 1}
 
 
-def capture(step, trace_dir: Path, trace: dict) -> dict:
+def capture(step, trace_dir: Path, trace: dict, agree=meshes.agree, clock=time.perf_counter) -> dict:
     """Trace ``trace['iters']`` blocked iterations of ``step`` into ``trace_dir``.
+
+    ``agree`` turns the local "stop now" into the decision every process follows
+    (:func:`runner.meshes.agree`): each process starts its clock at its own moment, and one
+    that ran one more traced step than its peers would wait inside the collective for ever.
+    ``clock()`` returns seconds (injectable, for tests).
 
     Returns the wall time of each traced iteration (to set beside the untraced samples),
     the time spent writing the trace, and the path of the xplane file written.
@@ -37,15 +43,15 @@ def capture(step, trace_dir: Path, trace: dict) -> dict:
     before = set(trace_dir.glob("plugins/profile/*/*.xplane.pb"))
     jax.profiler.start_trace(str(trace_dir), profiler_options=options)
     walls = []
-    t_end = time.perf_counter() + trace["max_s"]
+    t_end = clock() + trace["max_s"]
     try:
         # Up to trace.iters steps, but none that would end after trace.max_s (at least 2
         # steps): on CPU a traced 64 MiB step took 0.37-0.7 s against 24 ms untraced.
         for i in range(trace["iters"]):
-            t0 = time.perf_counter()
+            t0 = clock()
             wait(step())
-            walls.append(time.perf_counter() - t0)
-            if i >= 1 and time.perf_counter() + walls[-1] > t_end:
+            walls.append(clock() - t0)
+            if i >= 1 and i + 1 < trace["iters"] and agree(clock() + walls[-1] > t_end):
                 break
     finally:
         t_stop = time.perf_counter()

@@ -189,3 +189,70 @@ def test_a_process_that_dies_mid_point_takes_its_peers_down(compose_cfg, tmp_pat
     # process 0 waits in its first collective for the dead peer until distributed.timeout_s
     assert "process 0: did not finish within 3 s" in r["error"]
     assert groups and all(_gone(pid) for g in groups for pid in g.pids())
+
+
+# --- agreement under load ----------------------------------------------------------------
+
+BUSY = "import time\nt = time.time() + {s}\nwhile time.time() < t:\n    pass\n"
+
+
+@pytest.fixture
+def cpu_load():
+    """Two busy-loop processes (as many as this machine has cores), each ending by itself after
+    90 s and killed, by pid, when the test ends: the JAX processes run at unequal speeds."""
+    busy = [subprocess.Popen([sys.executable, "-c", BUSY.format(s=90)]) for _ in range(2)]
+    yield busy
+    for p in busy:
+        p.kill()
+        p.wait(timeout=10)
+
+
+def test_processes_agree_on_every_loop_under_cpu_load(compose_cfg, tmp_path, cpu_load, groups):
+    # Every loop whose length decides how many collectives a process runs - warm-up, timing,
+    # the loop estimator's trip counts and repetitions, the traced steps, the ceiling - ends on
+    # process 0's decision. Traced steps are the sharpest case: 200 allowed, stopped by a 0.1 s
+    # wall clock that each process started at its own moment; a process that ran one more
+    # traced step than its peer waited in the collective until distributed.timeout_s.
+    from runner.job import run
+
+    for i in range(3):
+        cfg = compose_cfg(
+            [
+                "distributed=local",
+                "distributed.timeout_s=10",
+                "op.size_bytes=1KiB",
+                "op.grad=true",  # a collective program the CPU ceiling is not measured for (35 s here)
+                "timing.rounds=1",
+                "timing.budget_s=0.2",
+                "timing.min_iters=5",
+                "timing.warmup_max_s=0.3",
+                "timing.loop_target_s=0.1",
+                "trace.iters=500",
+                "trace.max_s=0.05",
+            ]
+        )
+        r = run(cfg, tmp_path / str(i))
+        assert r["status"] == "ok", r["error"]
+        assert len({p["timing_summary"]["n"] for p in r["processes"]}) == 1
+    assert len(groups) == 1  # one process group served all three points: none was killed
+
+
+def test_traced_steps_stop_on_the_shared_decision_not_the_local_clock(tmp_path):
+    import jax.numpy as jnp
+
+    from runner import tracing
+
+    ticks = iter(range(10_000))
+    clock = lambda: float(next(ticks))  # noqa: E731 - every reading 1 s later: the local clock says stop at once
+    trace = {"iters": 6, "max_s": 0.5, "python_tracer_level": 0, "host_tracer_level": 1}
+    asked = []
+
+    def go_on(flag):  # process 0 says: go on
+        asked.append(flag)
+        return False
+
+    out = tracing.capture(lambda: jnp.ones(4) + 1, tmp_path / "a", trace, agree=go_on, clock=clock)
+    # all 6 steps although each local decision (asked after steps 2..5) was "stop"
+    assert out["iters"] == 6 and asked == [True] * 4
+    out = tracing.capture(lambda: jnp.ones(4) + 1, tmp_path / "b", trace, agree=lambda flag: True, clock=clock)
+    assert out["iters"] == 2  # process 0 said stop at the first decision (after the 2 steps always run)
