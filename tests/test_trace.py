@@ -9,7 +9,16 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis.trace import EVENT_COLUMNS, TraceError, device_ops, op_steps, op_summary, read_xplane
+from analysis.trace import (
+    EVENT_COLUMNS,
+    TABLE_COLUMNS,
+    TraceError,
+    device_ops,
+    device_samples,
+    op_steps,
+    op_summary,
+    read_xplane,
+)
 
 
 def _events(rows) -> pd.DataFrame:
@@ -204,3 +213,171 @@ def test_per_host_plane_numbers_become_global_device_ids():
     # numbers that are already global (not local ordinals) stay as they are
     assert global_device_ids(pd.Series([4, 7]), [4, 5, 6, 7]).tolist() == [4, 7]
     assert global_device_ids(local, None).tolist() == [0, 1, 2, 3, 0]
+
+
+# --- collectives in the real TPU encoding (metadata name = the instruction text, display_name,
+# --- program_id / hlo_category on the metadata, device timespans, no hlo_op) ---------------
+
+
+def _tpu_events(ops, devices=4, steps=2, program="77"):
+    """Event rows in TABLE_COLUMNS: per device and step (10 us apart), ``ops`` as
+    ``(text, display_name, category, start_ns, duration_ns)``, a duration may be a function of
+    the device; each step under one ``XLA Modules`` event ``jit_step(77)``."""
+    rows = []
+    for dev in range(devices):
+        plane = f"/device:TPU:{dev}"
+        for step in range(steps):
+            t0 = 10_000.0 * step
+            rows.append((plane, "XLA Modules", f"jit_step({program})", t0, 9_000.0, *[None] * 4, None, None, None))
+            for text, display, category, start, dur in ops:
+                d = dur(dev) if callable(dur) else dur
+                rows.append((plane, "XLA Ops", text, t0 + start, float(d), *[None] * 4, display, program, category))
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS).astype({"start_ns": float, "duration_ns": float})
+
+
+_AR = "%all-reduce.5 = f32[1024]{0} all-reduce(f32[1024]{0} %p.1), replica_groups={{0,1,2,3}}, to_apply=%add"
+_FUSION = "%fusion.2 = f32[1024]{0} fusion(f32[1024]{0} %p.2), kind=kLoop, calls=%fused_computation"
+
+
+def test_a_plain_all_reduce_is_named_by_its_display_name_and_its_module_by_program_id():
+    # devices take 100, 110, 120, 130 ns: the median over devices is 115 ns
+    ev = _tpu_events(
+        [(_AR, "all-reduce.5", "all-reduce", 0, lambda d: 100 + 10 * d), (_FUSION, "fusion.2", "loop fusion", 500, 50)]
+    )
+    ops = device_ops(ev)
+    assert set(ops["hlo_op"]) == {"all-reduce.5", "fusion.2"}
+    assert set(ops["hlo_module"]) == {"jit_step"}
+    assert device_samples(ops, {"all-reduce.5"}) == pytest.approx([115e-9] * 2)
+
+
+def test_without_display_name_the_instruction_name_comes_from_the_text():
+    ev = _tpu_events([(_AR, None, None, 0, 100)])
+    assert set(device_ops(ev)["hlo_op"]) == {"all-reduce.5"}
+    # a module the XLA Modules line does not name comes from the HLO protos' names, else ""
+    no_line = ev[ev["line"] != "XLA Modules"]
+    assert set(device_ops(no_line)["hlo_module"]) == {""}
+    assert set(device_ops(no_line, modules={"77": "jit_step"})["hlo_module"]) == {"jit_step"}
+
+
+def test_an_async_all_gather_is_one_execution_from_start_to_done_with_compute_between():
+    start = "%all-gather-start.2 = (f32[256]{0}, f32[1024]{0}) all-gather-start(f32[256]{0} %p.3), dimensions={0}"
+    done = "%all-gather-done.2 = f32[1024]{0} all-gather-done((f32[256]{0}, f32[1024]{0}) %all-gather-start.2)"
+    ev = _tpu_events(
+        [
+            (start, "all-gather-start.2", "all-gather", 0, 20),
+            (_FUSION, "fusion.2", "loop fusion", 30, 200),
+            (done, "all-gather-done.2", "all-gather", 250, 50),
+        ]
+    )
+    ops = device_ops(ev)
+    ag = ops[ops["hlo_op"] == "all-gather-start.2"]
+    assert ag["is_async"].all() and set(ag["done_op"]) == {"all-gather-done.2"}
+    assert len(ag) == 8  # 4 devices x 2 steps, the done folded in
+    # the set a point gives holds both names: one sample per execution, start to done: 300 ns
+    assert device_samples(ops, {"all-gather-start.2", "all-gather-done.2"}) == pytest.approx([300e-9] * 2)
+
+
+def test_async_start_and_done_wrapping_a_collective_pair_by_the_done_operand():
+    # names that do not say "start"/"done": the opcode in the text does
+    start = "%rs.1 = ((f32[8]{0}), f32[2]{0}) async-start(f32[8]{0} %p), calls=%wrapped_reduce_scatter"
+    done = "%rs.2 = f32[2]{0} async-done(((f32[8]{0}), f32[2]{0}) %rs.1)"
+    ev = _tpu_events(
+        [
+            (start, "rs.1", "reduce-scatter", 0, 10),
+            (_FUSION, "fusion.2", "loop fusion", 20, 100),
+            (done, "rs.2", "reduce-scatter", 130, 40),
+        ]
+    )
+    ops = device_ops(ev)
+    assert device_samples(ops, {"rs.1", "rs.2"}) == pytest.approx([170e-9] * 2)
+
+
+def test_an_all_gather_fusion_is_timed_by_the_fusion_name():
+    text = "%fusion.7 = bf16[4096]{0} fusion(bf16[1024]{0} %p.4), kind=kCustom, calls=%all-gather-fusion.1"
+    ev = _tpu_events([(text, "fusion.7", "all-gather fusion", 0, 640), (_FUSION, "fusion.2", "loop fusion", 700, 5)])
+    ops = device_ops(ev)
+    assert device_samples(ops, {"fusion.7"}) == pytest.approx([640e-9] * 2)
+
+
+def test_a_sparsecore_offload_call_start_to_call_done_is_one_execution():
+    start = "%call-start.2 = ((f32[8]{0}), f32[8]{0}, u32[]) call-start(f32[8]{0} %p), to_apply=%offloaded_all_reduce"
+    done = "%call-done.2 = f32[8]{0} call-done(((f32[8]{0}), f32[8]{0}, u32[]) %call-start.2)"
+    ev = _tpu_events(
+        [
+            (start, "call-start.2", "all-reduce", 0, 5),
+            (_FUSION, "fusion.2", "loop fusion", 10, 300),
+            (done, "call-done.2", "all-reduce", 400, 100),
+        ]
+    )
+    ops = device_ops(ev)
+    assert device_samples(ops, {"call-start.2", "call-done.2"}) == pytest.approx([500e-9] * 2)
+
+
+def test_two_collectives_in_flight_each_get_their_own_span():
+    """Two all-gathers overlap and finish in the other order: the done's operand pairs them
+    (the earliest open start of the kind would pair them wrong), and an all-reduce runs
+    asynchronously alongside."""
+
+    def ag(i, what):
+        shape = "(f32[8]{0}, f32[32]{0})"
+        if what == "start":
+            return f"%all-gather-start.{i} = {shape} all-gather-start(f32[8]{{0}} %p.{i})", f"all-gather-start.{i}"
+        return (
+            f"%all-gather-done.{i} = f32[32]{{0}} all-gather-done({shape} %all-gather-start.{i})",
+            f"all-gather-done.{i}",
+        )
+
+    ar_start = "%all-reduce-start.4 = f32[8]{0} all-reduce-start(f32[8]{0} %q), to_apply=%add"
+    ar_done = "%all-reduce-done.4 = f32[8]{0} all-reduce-done(f32[8]{0} %all-reduce-start.4)"
+    ev = _tpu_events(
+        [
+            (*ag(1, "start"), "all-gather", 0, 10),
+            (*ag(3, "start"), "all-gather", 10, 10),
+            (ar_start, "all-reduce-start.4", "all-reduce", 20, 10),
+            (*ag(3, "done"), "all-gather", 150, 50),  # all-gather 3: 10 .. 200
+            (*ag(1, "done"), "all-gather", 350, 50),  # all-gather 1: 0 .. 400
+            (ar_done, "all-reduce-done.4", "all-reduce", 400, 100),  # all-reduce: 20 .. 500
+        ]
+    )
+    ops = device_ops(ev)
+    assert device_samples(ops, {"all-gather-start.1", "all-gather-done.1"}) == pytest.approx([400e-9] * 2)
+    assert device_samples(ops, {"all-gather-start.3", "all-gather-done.3"}) == pytest.approx([190e-9] * 2)
+    assert device_samples(ops, {"all-reduce-start.4", "all-reduce-done.4"}) == pytest.approx([480e-9] * 2)
+
+
+def test_gpu_nccl_and_rccl_kernels_are_joined_to_their_hlo_op():
+    rows = []
+    for dev in range(2):
+        for step in range(2):
+            t0 = 1e6 * step
+            for kernel, op, dur in (
+                (
+                    "ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+                    "all-gather-start.1",
+                    40_000,
+                ),
+                ("rccl_main_kernel_AllReduce_RING_SIMPLE_Sum_f32", "all-reduce.2", 25_000 + 1000 * dev),
+                ("gemm_fusion_dot.kd", "gemm_fusion_dot", 5_000),
+            ):
+                rows.append(
+                    (
+                        f"/device:GPU:{dev}",
+                        "Stream #14",
+                        kernel,
+                        t0,
+                        float(dur),
+                        op,
+                        "jit_step",
+                        None,
+                        None,
+                        None,
+                        "5",
+                        None,
+                    )
+                )
+                t0 += 100_000
+    ops = device_ops(pd.DataFrame(rows, columns=TABLE_COLUMNS))
+    assert set(ops["hlo_module"]) == {"jit_step"}
+    # the async all-gather's done runs no kernel: its sample is the kernel's time
+    assert device_samples(ops, {"all-gather-start.1", "all-gather-done.1"}) == pytest.approx([40e-6] * 2)
+    assert device_samples(ops, {"all-reduce.2"}) == pytest.approx([25.5e-6] * 2)

@@ -1,8 +1,8 @@
 """Per-device HLO-op executions from a trace's event table, and their per-step summary.
 
 :func:`device_ops` picks the events that are device ops in each backend's shape (see
-:mod:`.xplane`), :func:`op_steps` lines up the k-th execution of an op across devices, and
-:func:`op_summary` takes medians over steps.
+:mod:`.xplane`), names each by its HLO instruction and module, :func:`op_steps` lines up the
+k-th execution of an op across devices, and :func:`op_summary` takes medians over steps.
 """
 
 from __future__ import annotations
@@ -13,11 +13,61 @@ import numpy as np
 import pandas as pd
 
 _DEVICE_PLANE = re.compile(r"^/device:(TPU|GPU):(\d+)")
+# A TPU op's metadata name is its whole instruction text: "%fusion.3 = bf16[8]{0} fusion(...), ..."
+_INSTR_NAME = r"^%?([^\s=%]+) = "
+# an async opcode in that text: the first "<x>-start(" / "<x>-done(" after a space (shapes hold neither)
+_ASYNC_OPCODE = r"\s([a-z][a-z0-9\-]*-(?:start|done))\("
+# a done's first operand is its start: "... all-gather-done(f32[8]{0} %all-gather-start.1)"
+_DONE_OPERAND = r"-done\([^%]*%([^\s,)]+)"
+# an XLA Modules event: "jit_step(17342868964687645945)", the module and its program id
+_MODULE_EVENT = r"^(?P<module>.+)\((?P<program_id>\d+)\)$"
+
+OPS_COLUMNS = [
+    "device",
+    "hlo_module",
+    "hlo_op",
+    "name",
+    "start_ns",
+    "end_ns",
+    "duration_ns",
+    "kernels",
+    "is_async",
+    "done_op",
+    "program_id",
+    "hlo_category",
+    "iteration",
+]
 
 
-def device_ops(events: pd.DataFrame, pairs: dict[str, str] | None = None) -> pd.DataFrame:
-    """The HLO-op executions per device: columns ``device, hlo_module, hlo_op, name,
-    start_ns, end_ns, duration_ns, kernels, is_async, iteration``.
+def _column(events: pd.DataFrame, name: str) -> pd.Series:
+    """A column of the event table, all None where a hand-built table lacks it."""
+    return events[name] if name in events else pd.Series(None, index=events.index, dtype=object)
+
+
+def _present(col: pd.Series) -> pd.Series:
+    return col.notna() & (col.astype(str) != "")
+
+
+def program_modules(events: pd.DataFrame) -> dict[str, str]:
+    """``{program_id: module name}`` from the ``XLA Modules`` lines' events (TPU), whose names
+    are ``module(program_id)``."""
+    mods = events.loc[events["line"] == "XLA Modules", "name"].drop_duplicates()
+    found = mods.astype(str).str.extract(_MODULE_EVENT).dropna()
+    return dict(zip(found["program_id"], found["module"]))
+
+
+def device_ops(
+    events: pd.DataFrame, pairs: dict[str, str] | None = None, modules: dict[str, str] | None = None
+) -> pd.DataFrame:
+    """The HLO-op executions per device: :data:`OPS_COLUMNS`.
+
+    ``hlo_op`` is the op's HLO instruction name: the event's ``hlo_op`` stat (GPU, CPU), else
+    its metadata's ``display_name`` (TPU), else the name before `` = `` in the metadata name
+    (a TPU op's metadata name is its whole instruction text), else the event's name.
+    ``hlo_module`` is the ``hlo_module`` stat where present (GPU, CPU), else the module of the
+    op's ``program_id`` (TPU): from ``modules`` (``{program_id: module}``, e.g. from the HLO
+    protos the trace carries), else from the ``XLA Modules`` line (:func:`program_modules`);
+    "" where neither is known.
 
     ``iteration`` counts the executions of one op on one device in time order, so the
     k-th all-gather on every device belongs to the same step (no reliance on run ids,
@@ -26,10 +76,11 @@ def device_ops(events: pd.DataFrame, pairs: dict[str, str] | None = None) -> pd.
     An asynchronous collective (``all-gather-start`` ... ``all-gather-done``; on TPU on the
     ``XLA Ops`` and ``Async XLA Ops`` lines, offloaded ones ending in ``async-done`` or
     ``call-done``) is ONE execution from its start's start to its done's end, named after the
-    start (as the HLO's collective is): the start event alone is only the issue, the done the
-    wait. ``pairs`` (``done -> start`` names, :func:`analysis.hlo.async_pairs` of the compiled
-    module) joins them; without it, a ``*-done`` joins the earliest open ``*-start`` of its
-    kind on the device, and a ``call-done``/``async-done`` the earliest open start of any kind.
+    start (as the HLO's collective is), with ``done_op`` the done's name: the start event alone
+    is only the issue, the done the wait. Which start a done closes: ``pairs`` (``done ->
+    start`` names, :func:`analysis.hlo.async_pairs` of the compiled module), else the done's
+    first operand in its instruction text (TPU), else the earliest open ``*-start`` of its kind
+    on the device (for a ``call-done``/``async-done``, of any kind).
     """
     plane_dev = events["plane"].str.extract(_DEVICE_PLANE)
     on_device_plane = plane_dev[1].notna()
@@ -38,11 +89,21 @@ def device_ops(events: pd.DataFrame, pairs: dict[str, str] | None = None) -> pd.
     cpu_ops = (events["plane"] == "/host:CPU") & events["hlo_op"].notna() & events["device_ordinal"].notna()
     keep = tpu_ops | gpu_ops | cpu_ops
     ops = events.loc[keep].copy()
+    for c in ("display_name", "program_id", "hlo_category"):
+        ops[c] = _column(events, c).loc[keep].astype(object)
     dev_from_plane = pd.to_numeric(plane_dev.loc[keep, 1], errors="coerce")
     ops["device"] = np.where(cpu_ops[keep], pd.to_numeric(ops["device_ordinal"], errors="coerce"), dev_from_plane)
     ops["device"] = ops["device"].astype(int)
-    ops["hlo_op"] = ops["hlo_op"].where(ops["hlo_op"].notna(), ops["name"])
-    ops["hlo_module"] = ops["hlo_module"].fillna("")
+    text = ops["name"].astype(str)
+    instr = text.str.extract(_INSTR_NAME)[0]
+    named = ops["hlo_op"].where(_present(ops["hlo_op"]), ops["display_name"].where(_present(ops["display_name"])))
+    ops["hlo_op"] = named.where(named.notna(), instr.where(instr.notna(), ops["name"])).astype(str)
+    by_program = {**program_modules(events), **(modules or {})}
+    from_program = ops["program_id"].map(lambda p: by_program.get(p, "") if isinstance(p, str) else "")
+    ops["hlo_module"] = ops["hlo_module"].where(_present(ops["hlo_module"]), from_program).fillna("").astype(str)
+    ops["opcode"] = text.str.extract(_ASYNC_OPCODE)[0]
+    done_of = {d: s for d, s in zip(ops["hlo_op"], text.str.extract(_DONE_OPERAND)[0]) if isinstance(s, str)}
+    pairs = {**done_of, **(pairs or {})}
     ops["end_ns"] = ops["start_ns"] + ops["duration_ns"]
     ops["kernels"] = 1
     launched = ops["scope_range_id"].notna()
@@ -59,6 +120,9 @@ def device_ops(events: pd.DataFrame, pairs: dict[str, str] | None = None) -> pd.
                 end_ns=("end_ns", "max"),
                 duration_ns=("duration_ns", "sum"),
                 kernels=("kernels", "sum"),
+                program_id=("program_id", "first"),
+                hlo_category=("hlo_category", "first"),
+                opcode=("opcode", "first"),
             )
             .reset_index()
         )
@@ -66,20 +130,7 @@ def device_ops(events: pd.DataFrame, pairs: dict[str, str] | None = None) -> pd.
     ops = ops.sort_values(["device", "start_ns"], kind="stable")
     ops = _join_async(ops, pairs)
     ops["iteration"] = ops.groupby(["device", "hlo_module", "hlo_op"]).cumcount()
-    return ops[
-        [
-            "device",
-            "hlo_module",
-            "hlo_op",
-            "name",
-            "start_ns",
-            "end_ns",
-            "duration_ns",
-            "kernels",
-            "is_async",
-            "iteration",
-        ]
-    ].reset_index(drop=True)
+    return ops[OPS_COLUMNS].reset_index(drop=True)
 
 
 _START = re.compile(r"^(?P<kind>[a-z\-]+?)-start(?:[._].*)?$")
@@ -89,20 +140,22 @@ _DONE = re.compile(r"^(?P<kind>[a-z\-]+?)-done(?:[._].*)?$")
 def _join_async(ops: pd.DataFrame, pairs: dict[str, str] | None) -> pd.DataFrame:
     """Each async start and its done as one row spanning both (see :func:`device_ops`);
     events of the pair's own op in between (TPU's ``Async XLA Ops`` line) fall inside it."""
-    ops = ops.assign(is_async=False)
+    ops = ops.assign(is_async=False, done_op=None)
     names = ops["hlo_op"].astype(str)
-    if not (names.str.contains("-start", regex=False).any() and names.str.contains("-done", regex=False).any()):
+    # the async opcode where the instruction text gives it (an instruction's name need not say)
+    kinds = ops["opcode"].where(ops["opcode"].notna(), names).astype(str) if "opcode" in ops else names
+    if not (kinds.str.contains("-start", regex=False).any() and kinds.str.contains("-done", regex=False).any()):
         return ops
     keep, rows = np.ones(len(ops), bool), []
     for _device, idx in ops.groupby("device", sort=False).indices.items():
         open_starts: list[tuple[int, str, str]] = []  # (row, name, kind) of starts not yet done
         for i in idx:
             name = names.iloc[i]
-            m = _START.match(name)
+            m = _START.match(kinds.iloc[i])
             if m:
                 open_starts.append((i, name, m.group("kind")))
                 continue
-            d = _DONE.match(name)
+            d = _DONE.match(kinds.iloc[i])
             if not d or not open_starts:
                 continue
             want = (pairs or {}).get(name)
@@ -123,6 +176,7 @@ def _join_async(ops: pd.DataFrame, pairs: dict[str, str] | None) -> pd.DataFrame
                     "duration_ns": d_row["end_ns"] - s_row["start_ns"],
                     "kernels": s_row["kernels"] + d_row["kernels"],
                     "is_async": True,
+                    "done_op": name,
                 }
             )
             keep[j] = keep[i] = False
