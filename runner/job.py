@@ -199,11 +199,12 @@ def predict(result: dict) -> dict:
     """The book's prediction for this run on its hardware's published constants, or why
     there is none (the report models every point again, with fitted or calibrated constants
     where the hardware publishes none)."""
-    from analysis.book.collective_cost import predict_collective
+    from analysis.book.collective_cost import placed_group, predict_collective
     from analysis.book.errors import BookError
     from analysis.book.hardware import load_hardware, wraparound_for
     from analysis.book.matmul_cost import predict_matmul
     from analysis.book.notation import parse
+    from analysis.book.placement import Placement
 
     exp = result["experiment"]
     sizes = [exp["mesh"]["axes"][a] for a in exp["axes"]]
@@ -211,7 +212,12 @@ def predict(result: dict) -> dict:
         hw = load_hardware(result["hardware"]["name"])
         if exp["op"] == "matmul":
             return predict_matmul(parse(exp["expr"]), exp["mesh"]["axes"], exp["dims"], exp["dtype"], hw).to_dict()
-        p = predict_collective(exp["op"], exp["V_bytes"], sizes, hw, wraparound_for(hw, sizes))
+        physical = exp["mesh"].get("physical")  # where the devices put the axes (TPU)
+        if physical and hw.interconnect == "torus":
+            sizes, rings, spans = placed_group(hw, Placement.from_dict(physical), exp["axes"])
+            p = predict_collective(exp["op"], exp["V_bytes"], sizes, hw, rings, spans)
+        else:
+            p = predict_collective(exp["op"], exp["V_bytes"], sizes, hw, wraparound_for(hw, sizes))
     except BookError as exc:
         # cpu has no published W or T_min: the report fits them from the sweep instead.
         return {"time_s": None, "note": str(exc)}

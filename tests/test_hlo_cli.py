@@ -132,7 +132,8 @@ def test_prediction_on_a_ring_of_16(tmp_path, capsys):
     ag = json.loads(out)[0]
     assert (ag["links"], ag["regime"]) == ("ring", "bandwidth")
     assert ag["model_time_s"] == pytest.approx(33554432 / 9e10)
-    assert ag["wraparound_reason"].startswith("axis 0 of topology 16x16")
+    # ids 0..15 sit at chips (0, 0..15) of the 16x16: the whole y axis
+    assert ag["wraparound_reason"].startswith("on y (16 of 16) of topology 16x16")
 
 
 def test_real_cpu_module_with_predictions(cpu_collectives_hlo, tmp_path, capsys):

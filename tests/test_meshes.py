@@ -209,3 +209,17 @@ def test_cpu_devices_keep_the_order_jax_make_mesh_gives():
         assert ids(got.devices) == ids(want.devices)
         assert got.axis_types == want.axis_types
     assert ids(build_mesh({"X": 4}).devices) == [0, 1, 2, 3]  # a smaller mesh: the first devices
+
+
+def test_result_json_prediction_uses_the_recorded_placement():
+    from runner.job import predict
+
+    # tpu_v5p, V = 2^25 B over X=64 on a 4x4x4: three rings, max(6 us, V / (1.8e11 * 3)) = 62.14 us;
+    # taken as one ring of 64 it would be max(32 us, V / 1.8e11) = 186.41 us
+    mesh = build_mesh({"X": 64}, devices=fake_tpus(4, 4, 4, "TPU v5"))
+    exp = {"op": "all_gather", "axes": ["X"], "V_bytes": 2**25, "mesh": {"axes": {"X": 64}}}
+    result = {"experiment": exp, "hardware": {"name": "tpu_v5p"}}
+    assert predict(result)["time_s"] == pytest.approx(2**25 / 1.8e11)
+    exp["mesh"]["physical"] = physical_placement(mesh)
+    got = predict(result)
+    assert got["time_s"] == pytest.approx(2**25 / (1.8e11 * 3)) and got["axis_sizes"] == (4, 4, 4)

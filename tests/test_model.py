@@ -142,7 +142,9 @@ def test_host_uses_the_ring_formula_with_caller_constants():
 
 def test_wraparound_rules_and_topology():
     assert wraparound_for(V4P, [4, 4, 4], "4x4x4") == [True, True, True]
-    assert wraparound_for(V4P, [2, 4]) == [False, True]
+    # v4p wraps only a slice of full 4x4x4 cubes: the mesh stands in for the slice without a topology
+    assert wraparound_for(V4P, [2, 4]) == [False, False]
+    assert wraparound_for(V4P, [4, 8]) == [True, True]
     assert wraparound_for(V5E, [8, 16], "8x16") == [False, True]
     assert wraparound_for(load_hardware("tpu_v3"), [4, 8]) == [True, True]
     with pytest.raises(BookError, match="4x8"):

@@ -225,3 +225,85 @@ def test_hlo_cli_places_groups_by_device_id(tmp_path, capsys):
     assert "device i lies in node/slice i // (devices per node/slice)" in out
     assert main(["hlo", str(f), "--hardware", "h100"]) == 0  # no topology: the 16-group is flagged
     assert "note (ag): a group of 16 devices is larger than h100's largest domain" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- physical axes of a slice
+# tpu_v5p: T_min = 1e-6 s, W_unidir = 9e10, W_bidi = 1.8e11; tpu_v6e the same links; tpu_v5e
+# W_unidir = 4.5e10, W_bidi = 9e10. A[I_Z] with I = 2^24 bf16: V = 33,554,432 B.
+VBIG = 2**25
+
+
+def predict_json(capsys, expr, hardware, mesh, topology, dims="I=16777216"):
+    argv = ["predict", expr, "--hardware", hardware, "--mesh", mesh, "--dims", dims, "--json"]
+    assert main(argv + (["--topology", topology] if topology else [])) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_v5p_2x2x4_has_no_wraparound_and_4x4x4_does(capsys):
+    # 2x2x4 is no full cube: Z=4 (z, 4 of 4) is a line: max(1e-6 * 3, 3 * (V/4) / 9e10) = 279.62 us
+    d = predict_json(capsys, "AllGather_Z(A[I_Z])", "tpu_v5p", "X=2,Y=2,Z=4", "2x2x4")
+    assert (d["topology"], d["hops"], d["wraparound"]) == ("line", 3, [False])
+    assert d["time_s"] == pytest.approx(3 * (VBIG / 4) / 9e10, **rel)
+    assert d["axis_notes"][0].startswith("Z=4: on z (4 of 4) of slice 2x2x4: line")
+    # without --topology the mesh stands for the slice: the same 2x2x4, the same line
+    assert predict_json(capsys, "AllGather_Z(A[I_Z])", "tpu_v5p", "X=2,Y=2,Z=4", None)["topology"] == "line"
+    # 4x4x4 is a full cube: a ring, max(1e-6 * ceil(4/2), V / 1.8e11) = 186.41 us
+    d = predict_json(capsys, "AllGather_Z(A[I_Z])", "tpu_v5p", "X=4,Y=4,Z=4", "4x4x4")
+    assert (d["topology"], d["hops"]) == ("ring", 2)
+    assert d["time_s"] == pytest.approx(VBIG / 1.8e11, **rel)
+
+
+def test_a_64_device_axis_spans_all_three_axes_of_4x4x4(capsys):
+    # X=64 takes x, y and z: three rings, max(1e-6 * (2 + 2 + 2), V / (1.8e11 * 3)) = 62.14 us
+    d = predict_json(capsys, "AllGather_X(A[I_X])", "tpu_v5p", "X=64", "4x4x4")
+    assert (d["axis_sizes"], d["wraparound"], d["hops"]) == ([4, 4, 4], [True, True, True], 6)
+    assert d["time_s"] == pytest.approx(VBIG / (1.8e11 * 3), **rel)
+    assert d["axis_notes"][0].startswith("X=64: on x (4 of 4), y (4 of 4), z (4 of 4) of slice 4x4x4: ring")
+    # X=16 over x and y, Y=4 on z; an AllReduce over both is all three rings: 2 * V / (1.8e11 * 3)
+    d = predict_json(capsys, "AllReduce_XY(A[I]{U_XY})", "tpu_v5p", "X=16,Y=4", "4x4x4")
+    assert d["axis_sizes"] == [4, 4, 4] and d["time_s"] == pytest.approx(2 * VBIG / (1.8e11 * 3), **rel)
+
+
+def test_v6e_16_as_8x2_spans_parts_of_axes(capsys):
+    # X=8 on 4x4 takes x (4 of 4) and half of y; v6e wraps only an axis of 16, so two lines:
+    # hops 3 + 1 = 4, V / (9e10 * 4/3 + 9e10 * 2/1) = 111.85 us
+    d = predict_json(capsys, "AllGather_X(A[I_X])", "tpu_v6e", "X=8,Y=2", "4x4")
+    assert (d["axis_sizes"], d["wraparound"], d["hops"]) == ([4, 2], [False, False], 4)
+    assert d["time_s"] == pytest.approx(VBIG / (9e10 * 4 / 3 + 9e10 * 2), **rel)
+    # v5e 8x16: X=128 spans x (8, a line) and y (16, a ring): V / (4.5e10 * 8/7 + 9e10)
+    d = predict_json(capsys, "AllGather_X(A[I_X])", "tpu_v5e", "X=128", "8x16")
+    assert (d["axis_sizes"], d["wraparound"], d["topology"]) == ([8, 16], [False, True], "mixed")
+    assert d["time_s"] == pytest.approx(VBIG / (4.5e10 * 8 / 7 + 9e10), **rel)
+
+
+def test_a_recorded_placement_prices_what_the_devices_did():
+    # A run on a 2x2x4 v5p recorded Z on the x-y plane (JAX's choice): two lines of 2, not z's
+    # line of 4: hops 1 + 1, V / (9e10 * 2 + 9e10 * 2) = 93.21 us
+    from analysis.book.collective_cost import CostContext
+    from analysis.book.notation import parse
+    from analysis.book.placement import Placement
+
+    place = Placement((2, 2, 4), {"X": {"z": 2}, "Y": {"z": 2}, "Z": {"x": 2, "y": 2}})
+    ctx = CostContext.build({"X": 2, "Y": 2, "Z": 4}, {"I": 2**24}, "bfloat16", load_hardware("tpu_v5p"), None, place)
+    p = ctx.cost(parse("AllGather_Z(A[I_Z])")).prediction
+    assert (p.axis_sizes, p.wraparound, p.hops) == ((2, 2), (False, False), 2)
+    assert p.time_s == pytest.approx(VBIG / (9e10 * 2 + 9e10 * 2), **rel)
+
+
+def test_a_recorded_placement_across_two_slices_prices_the_dcn():
+    # Two v5e 4x2 slices, X across them (DCN), Y=8 inside each (x 4, y 2: two lines).
+    # AllGather_X: DCN only, V / (2 * 3.125e9) = 5.37 ms. AllGather_XY: ICI on V,
+    # max(1e-6 * 4, V / (4.5e10 * 4/3 + 4.5e10 * 2)) = 223.70 us; DCN on V/8: 671.09 us -> 671.09 us
+    from analysis.book.collective_cost import CostContext
+    from analysis.book.notation import parse
+    from analysis.book.placement import Placement
+
+    place = Placement((4, 2, 1), {"X": {"slice": 2}, "Y": {"x": 4, "y": 2}}, 1, 2)
+    ctx = CostContext.build({"X": 2, "Y": 8}, {"I": 2**24}, "bfloat16", V5E, None, place)
+    x = ctx.cost(parse("AllGather_X(A[I_X])"))
+    assert x.prediction.time_s == pytest.approx(VBIG / (2 * 3.125e9), **rel)
+    assert x.axis_notes == ("X=2: across 2 slices (DCN)",)
+    xy = ctx.cost(parse("AllGather_XY(A[I_XY])")).prediction
+    assert [(lv["network"], lv["devices"]) for lv in xy.levels] == [("ICI", 8), ("DCN", 2)]
+    assert xy.levels[0]["time_s"] == pytest.approx(VBIG / (4.5e10 * 4 / 3 + 4.5e10 * 2), **rel)
+    assert xy.time_s == pytest.approx(VBIG / 8 / (2 * 3.125e9), **rel)

@@ -35,7 +35,8 @@ from analysis.book.errors import HardwareError, NotationError
 from analysis.book.fabric_cost import ring_line_cost, switch_cost
 from analysis.book.hardware import Hardware, calibrated_for, wraparound_for, wraparound_reason
 from analysis.book.notation import check, mesh_sizes
-from analysis.book.topology import Fabric, fabrics_for, parse_layout, split_axes
+from analysis.book.placement import CHIP_DIMS, Placement, from_topology
+from analysis.book.topology import Fabric, Layout, fabrics_for, parse_layout, split_axes
 from analysis.book.units import fmt_bytes, fmt_num, fmt_time
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "CollectiveCost",
     "CostContext",
     "cost_collective",
+    "placed_group",
 ]
 
 
@@ -332,15 +334,24 @@ class CostContext:
     rings: dict
     fabrics: tuple[Fabric, ...] = ()
     parts: dict = field(default_factory=dict)
+    placement: Placement | None = None  # on a torus: where each mesh axis lies on the slice's axes
 
     @classmethod
-    def build(cls, mesh, sizes, dtype: str, hw: Hardware, topology: str | None) -> CostContext:
+    def build(
+        cls, mesh, sizes, dtype: str, hw: Hardware, topology: str | None, placement: Placement | None = None
+    ) -> CostContext:
+        """The context for ``mesh`` on ``hw``; ``placement`` (recorded from the devices) or a
+        slice ``topology`` says where the mesh axes lie on a torus."""
         m = mesh_sizes(mesh)
         name, b = dtype_bytes(dtype)
         rings = dict(zip(m, wraparound_for(hw, list(m.values()), topology))) if hw.interconnect else {}
         layout = parse_layout(topology) if topology is not None else None
         if layout is None or layout.kind == "shape" or not hw.interconnect:
-            return cls(m, dict(sizes or {}), name, b, hw, rings)
+            if placement is None and layout is not None and hw.interconnect == "torus":
+                placement = from_topology(m, list(layout.shape), topology)
+            if placement is not None and hw.interconnect == "torus":
+                rings = {a: _all_rings(hw, placement, [a]) for a in m}
+            return cls(m, dict(sizes or {}), name, b, hw, rings, placement=placement)
         fabrics = fabrics_for(hw, layout, math.prod(m.values()))
         parts = dict(zip(m, split_axes(list(m.values()), [f.block for f in fabrics])))
         return cls(m, dict(sizes or {}), name, b, hw, rings, tuple(fabrics), parts)
@@ -359,6 +370,9 @@ class CostContext:
             spans = [
                 Span(f, tuple(self.parts[a][i] for a in coll.axes), tuple(rings)) for i, f in enumerate(self.fabrics)
             ]
+        if self.placement is not None and not self.fabrics:
+            # the physical axes the group spans, not the mesh axes
+            sizes, rings, spans = placed_group(self.hw, self.placement, coll.axes)
         pred = predict_collective(coll.kind, v, sizes, self.hw, rings, spans)
         notes = tuple(f"{a}={self.mesh[a]}: {self._why(a)}" for a in coll.axes)
         return CollectiveCost(str(coll), str(coll.result()), tuple(coll.axes), v_txt, pred, notes)
@@ -367,6 +381,8 @@ class CostContext:
         """How one mesh axis lies on the network, in words."""
         size = self.mesh[axis]
         inner = self.parts[axis][0] if self.fabrics else size
+        if self.hw.interconnect == "torus" and self.placement is not None and not self.fabrics:
+            return _placed_why(self.hw, self.placement, axis)
         if self.hw.interconnect == "torus":
             why = f"{'ring' if self.rings[axis] else 'line'} ({wraparound_reason(self.hw, inner)})"
         elif self.hw.interconnect == "switch":
@@ -383,6 +399,44 @@ class CostContext:
             )
             or why
         )
+
+
+def placed_group(
+    hw: Hardware, placement: Placement, axes: Sequence[str]
+) -> tuple[list[int], list[bool], list[Span] | None]:
+    """A group over mesh ``axes`` as :func:`predict_collective` takes it, from where the axes
+    lie (``placement``): the chip axes it spans and whether each is a ring; and where it also
+    spans slices, the two levels (ICI inside each slice, DCN across them) as spans."""
+    sizes, rings = placement.links(hw.wraparound, axes)
+    across = placement.group(axes).get("slice", 1)
+    if across == 1:
+        return sizes, rings, None
+    inner = math.prod(sizes)
+    layout = Layout("(recorded)", "slices", None, across, inner)
+    fabrics = fabrics_for(hw, layout, inner * across)
+    return sizes, rings, [Span(fabrics[0], tuple(sizes), tuple(rings)), Span(fabrics[1], (across,), (True,))]
+
+
+def _placed_why(hw: Hardware, place: Placement, axis: str) -> str:
+    """Where one mesh axis lies on the slice's physical axes, and why each is a ring or line."""
+    g = place.group([axis])
+    sizes, rings = place.links(hw.wraparound, [axis])
+    parts = []
+    if sizes:
+        what = "ring" if all(rings) else "line" if not any(rings) else "rings and lines"
+        chips = ", ".join(f"{d} ({e} of {place.size(d)})" for d, e in g.items() if d in CHIP_DIMS)
+        shape = place.shape
+        parts.append(
+            f"on {chips} of slice {'x'.join(map(str, shape))}: {what} ({wraparound_reason(hw, max(sizes), shape)})"
+        )
+    if "slice" in g:
+        parts.append(f"across {g['slice']} slices ({getattr(hw, 'scaleout_network', None) or 'DCN'})")
+    return "; ".join(parts) or "one device"
+
+
+def _all_rings(hw: Hardware, placement: Placement, axes: list[str]) -> bool:
+    """Whether every physical axis a group over ``axes`` spans is a ring."""
+    return all(placement.ring(hw.wraparound, d, e) for d, e in placement.group(axes).items() if d in CHIP_DIMS)
 
 
 def cost_collective(coll, mesh, sizes, dtype: str, hw: Hardware, topology: str | None = None) -> CollectiveCost:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from analysis.book.errors import NotationError
 
-__all__ = ["DIMS", "CHIP_DIMS", "Placement", "from_positions", "from_topology", "axis_wraps", "position"]
+__all__ = ["DIMS", "CHIP_DIMS", "Placement", "from_positions", "from_topology", "axis_wraps", "position", "spread"]
 
 CHIP_DIMS = ("x", "y", "z")
 DIMS = (*CHIP_DIMS, "core", "slice")
@@ -79,6 +79,12 @@ class Placement:
             return False
         return extent == self.size(dim) and axis_wraps(rule, self.shape, self.size(dim))
 
+    def links(self, rule: str | None, axes: Sequence[str]) -> tuple[list[int], list[bool]]:
+        """A group over mesh ``axes`` as the cost model takes it: its extent along each chip
+        axis it spans (x, y, z), and whether each is a ring."""
+        chip = [(d, e) for d, e in self.group(axes).items() if d in CHIP_DIMS]
+        return [e for _, e in chip], [self.ring(rule, d, e) for d, e in chip]
+
     def describe(self, axes: Sequence[str]) -> str:
         """``z (4 of 4)`` / ``x (4 of 4), y (2 of 4)``: where a group over ``axes`` lies."""
         g = self.group(axes)
@@ -127,6 +133,15 @@ def from_positions(positions: Sequence[Sequence[int]], mesh: dict[str, int], sou
             ext = [max(e, len({p[k] for p in members})) for k, e in enumerate(ext)]
         axes[name] = {d: e for d, e in zip(DIMS, ext) if e > 1}
     return Placement(shape, axes, len({p[3] for p in pos}), len({p[4] for p in pos}), source)
+
+
+def spread(positions: Sequence[Sequence[int]]) -> dict[str, int]:
+    """How many distinct values a set of device positions takes along each dimension (more
+    than 1): a group's extent along the physical axes."""
+    pos = [tuple(p) for p in positions]
+    width = max((len(p) for p in pos), default=0)
+    ext = {DIMS[k]: len({p[k] for p in pos}) for k in range(width)}
+    return {d: e for d, e in ext.items() if e > 1}
 
 
 def position(index: int, shape: Sequence[int]) -> tuple[int, ...]:

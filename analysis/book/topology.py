@@ -5,8 +5,9 @@ collective's group crosses a domain boundary (NVLink domain, TPU slice) onto a s
 
 * ``4x4x4`` / ``8x16`` - one TPU slice (or one switch domain): the physical axes, which decide
   rings vs lines. Whether an axis wraps around depends on the chip (the YAML's
-  ``wraparound``): ``always`` (v3), ``never``, ``multiple_of_4`` (v4p/v5p: axes that span full
-  4x4x4 cubes) or ``only_16`` (v5e/v6e: only a full edge of 16).
+  ``wraparound``): ``always`` (v3), ``never``, ``multiple_of_4`` (v4p/v5p: only a slice of full
+  4x4x4 cubes, every dimension a multiple of 4) or ``only_16`` (v5e/v6e: only a full edge of
+  16); a mesh axis may span several physical axes (:mod:`analysis.book.placement`).
 * ``nodes=4,gpus_per_node=8`` - GPU nodes joined by a scale-out network (InfiniBand/RoCE). A
   node is one NVLink domain, as the book uses the word (GB200 NVL72: ``gpus_per_node=72``); a
   node larger than the entry's NVLink domain (PCIe cards, H100 NVL pairs) adds a PCIe level.
@@ -29,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from analysis.book.errors import HardwareError, NotationError
+from analysis.book.placement import axis_wraps, from_topology
 
 __all__ = [
     "Layout",
@@ -227,24 +229,16 @@ def group_extents(ids: Sequence[int], blocks: Sequence[int]) -> tuple[list[int],
     return ext, even
 
 
-def _ring(rule: str | None, size: int) -> bool:
-    if rule == "always":
-        return True
-    if rule == "multiple_of_4":
-        return size % 4 == 0
-    if rule == "only_16":
-        return size == 16
-    return False
-
-
 def wraparound_for(hw, axis_sizes: Sequence[int], topology: str | None = None) -> list[bool]:
     """Per mesh axis: True if it is a ring (wraparound), False if a line.
 
-    With a slice topology, mesh axes map onto its physical axes in order and must match their
-    sizes; without one, each mesh axis is taken as its own physical axis of that size. With
-    ``slices=``/``nodes=``, the rule applies to each axis' part inside one slice (mapped onto
-    ``slice=AxB`` when given). A switch counts as all-to-all connected and the host as a ring
-    (its W and T_min are fitted to the ring formula), so both return True.
+    With a slice topology, the mesh axes take its physical axes in order
+    (:func:`analysis.book.placement.from_topology`: an axis may span several, or share one
+    with the next mesh axis), and an axis is a ring when every physical axis it spans is (the
+    whole axis, and the chip wraps it). Without one, the mesh's own axes stand in for the
+    slice's. With ``slices=``/``nodes=``, the rule applies to each axis' part inside one slice
+    (mapped onto ``slice=AxB`` when given). A switch counts as all-to-all connected and the
+    host as a ring (its W and T_min are fitted to the ring formula), so both return True.
     """
     sizes = [int(s) for s in axis_sizes]
     layout = parse_layout(topology) if topology is not None else None
@@ -257,32 +251,27 @@ def wraparound_for(hw, axis_sizes: Sequence[int], topology: str | None = None) -
         act = [n for n in inner if n > 1]
         rings = iter(wraparound_for(hw, act, "x".join(map(str, layout.shape)) if layout.shape else None))
         return [next(rings) if n > 1 else True for n in inner]
-    if layout is not None:
-        phys = list(layout.shape)
-        if len(phys) < len(sizes) or any(p != s for p, s in zip(phys, sizes)):
-            raise NotationError(
-                f"mesh axes {'x'.join(map(str, sizes))} do not map onto topology {topology!r} "
-                "(mesh axes take the topology's axes in order, with equal sizes)"
-            )
-        if math.prod(phys) != math.prod(sizes):
-            raise NotationError(
-                f"topology {topology!r} has {math.prod(phys)} chips but the mesh has {math.prod(sizes)}"
-            )
-        sizes = phys[: len(sizes)]
     if hw.interconnect in ("switch", "host"):
         return [True] * len(sizes)
-    return [_ring(hw.wraparound, s) for s in sizes]
+    if layout is None:
+        return [axis_wraps(hw.wraparound, sizes, s) for s in sizes]
+    names = [str(i) for i in range(len(sizes))]
+    place = from_topology(dict(zip(names, sizes)), list(layout.shape), topology)
+    return [all(place.ring(hw.wraparound, d, e) for d, e in place.group([a]).items()) for a in names]
 
 
-def wraparound_reason(hw, size: int) -> str:
-    """Why an axis of ``size`` on ``hw`` is a ring or a line, in words."""
+def wraparound_reason(hw, size: int, shape: Sequence[int] | None = None) -> str:
+    """Why an axis of ``size`` on ``hw`` is a ring or a line, in words (``shape``: the slice's
+    chips, by default the axis alone)."""
     rule = hw.wraparound
     if rule == "always":
         return f"{hw.name} wraps around every axis"
     if rule == "multiple_of_4":
+        shape = [int(s) for s in (shape or [size])]
+        cube = axis_wraps(rule, shape, size)
         return (
-            f"{hw.name} wraps around an axis that spans full cubes (a multiple of 4); "
-            f"{size} {'is' if size % 4 == 0 else 'is not'}"
+            f"{hw.name} wraps around only a slice of full 4x4x4 cubes (every dimension a multiple of 4); "
+            f"{'x'.join(map(str, shape))} {'is' if cube else 'is not'}"
         )
     if rule == "only_16":
         return f"{hw.name} wraps around only an axis of 16; this one is {size}"

@@ -13,9 +13,11 @@ taken as the book does: the result bytes for all-gather (the gathered array), th
 for reduce-scatter and all-reduce (the unreduced array), and operand bytes * group_size for
 all-to-all (the whole array across the group, as the runner's V and the notation's; each
 device's operand is 1/group_size of it). Whether that axis wraps around follows the hardware's
-rule for an axis of that size; with ``--topology``, a group as large as one of the topology's
-axes is taken to be that axis (the reason names it; the rules in conf/hardware depend on the
-size alone, so the answer is the same). With a multi-node or multi-slice ``--topology``
+rule for an axis of that size. With a slice ``--topology`` (``4x4x4``) on a torus, a group's
+device ids place it: device ``i`` sits at chip ``i`` of the slice, row-major (as ``predict``
+lays a mesh on it), so a group spans the physical axes its ids vary along - several, where
+one mesh axis spans them - each a ring only when the group covers the whole axis and the chip
+wraps it (v4/v5p: only a slice of full 4x4x4 cubes; v5e/v6e: only an axis of 16). With a multi-node or multi-slice ``--topology``
 (``nodes=2,gpus_per_node=8``, ``slices=2[,slice=16x16]``), a group's device ids say where it
 lies: device ``i`` sits in node (or slice) ``i // devices_per_node``, and a group spanning
 several is priced level by level (inside each node over its own W, across nodes over the
@@ -28,12 +30,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import re
 
 from analysis.book.collective_cost import Span, predict_collective
 from analysis.book.collectives import BY_HLO, V_from_hlo
 from analysis.book.errors import BookError
 from analysis.book.hardware import Hardware, wraparound_for, wraparound_reason
+from analysis.book.placement import Placement, position, spread
 from analysis.book.topology import fabrics_for, group_extents, parse_layout
 from analysis.book.units import fmt_time
 from analysis.cli.options import add_constant_arguments, fail, hardware_from_args
@@ -122,6 +126,32 @@ def _spans(c: Collective, hw: Hardware, topology: str | None) -> tuple[list[Span
     return [Span(f, (n,), (_wraparound(hw, n, topology)[0],)) for f, n in zip(fabrics, ext)], even
 
 
+def _physical(c: Collective, hw: Hardware, topology: str | None) -> tuple[list[int], list[bool], str] | None:
+    """On a torus with a slice ``--topology``: the physical axes a group spans, from its device
+    ids (device ``i`` at position ``i`` of the slice's chips, row-major, as ``predict`` lays a
+    mesh), whether each is a ring, and why. None where that does not apply: no slice shape, not
+    a torus, ids beyond the slice, or a group that is no sub-grid (then: one axis, as before)."""
+    layout = parse_layout(topology) if topology is not None else None
+    if layout is None or layout.kind != "shape" or hw.interconnect != "torus" or len(layout.shape) > 3:
+        return None
+    shape = list(layout.shape)
+    ids = list(c.replica_groups[0]) if c.replica_groups else list(range(c.group_size))
+    if not ids or max(ids) >= math.prod(shape):
+        return None
+    ext = spread([position(i, shape) for i in ids])
+    if math.prod(ext.values()) != len(set(ids)):
+        return None
+    place = Placement(tuple(shape))
+    rings = [place.ring(hw.wraparound, d, e) for d, e in ext.items()]
+    what = "ring" if all(rings) else "line" if not any(rings) else "rings and lines"
+    where = ", ".join(f"{d} ({e} of {place.size(d)})" for d, e in ext.items())
+    why = (
+        f"on {where} of topology {'x'.join(map(str, shape))} (device i at chip i, row-major): {what} "
+        f"({wraparound_reason(hw, max(ext.values(), default=1), shape)})"
+    )
+    return list(ext.values()), rings, why
+
+
 def predict(c: Collective, hw: Hardware, topology: str | None = None) -> dict | None:
     """The book's prediction for one parsed collective (see the module docstring), or None
     where the model has no formula for it."""
@@ -134,7 +164,12 @@ def predict(c: Collective, hw: Hardware, topology: str | None = None) -> dict | 
     ring, why = _wraparound(hw, inner, topology)
     if spans and any(s.n > 1 for s in spans[1:]):
         why = " x ".join(f"{s.n} {s.fabric.where} ({s.fabric.name})" for s in spans if s.n > 1) + "; " + why
-    p = predict_collective(kind, v, [c.group_size], hw, [ring], spans)
+    physical = _physical(c, hw, topology)
+    if physical is not None:
+        sizes, rings, why = physical
+        p = predict_collective(kind, v, sizes, hw, rings)
+    else:
+        p = predict_collective(kind, v, [c.group_size], hw, [ring], spans)
     uneven = "the group spreads unevenly over the nodes/slices: priced as if even, with its extents rounded up"
     note = p.note if even else "; ".join(filter(None, [p.note, uneven]))
     return {

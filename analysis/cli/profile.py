@@ -63,24 +63,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_constant_arguments(parser, flops=False)
 
 
-def _predictor(args, hw, mesh):
+def _predictor(args, hw, mesh, physical: dict | None = None):
     """``predict(c, axes)`` for :func:`analysis.profile.hlo_table`: over the mesh axes the
-    groups span when ``--mesh`` names them, else the group as one axis (as ``analysis hlo``)."""
-    from analysis.book.collective_cost import predict_collective
+    groups span when ``--mesh`` names them, else the group as one axis (as ``analysis hlo``).
+    On a torus, the mesh axes lie on the physical axes the run recorded (``physical``, from
+    its devices) or a slice ``--topology`` implies (mesh axes take its axes in order)."""
+    from analysis.book.collective_cost import placed_group, predict_collective
     from analysis.book.collectives import BY_HLO, V_from_hlo
+    from analysis.book.placement import Placement, from_topology
     from analysis.book.topology import parse_layout
     from analysis.cli.hlo import predict as predict_group
 
     multi = args.topology is not None and parse_layout(args.topology).kind != "shape"
+    place = None
+    if hw.interconnect == "torus" and mesh and not multi:
+        if args.topology is not None:  # the user's hardware, which the run may not have been on
+            place = from_topology(mesh, list(parse_layout(args.topology).shape), args.topology)
+        elif physical and set(physical.get("axes") or {}) == set(mesh):
+            place = Placement.from_dict(physical)
 
     def predict(c, axes):
         try:
             if axes and not multi and c.kind in BY_HLO:
+                sizes, rings, spans = placed_group(hw, place, axes) if place else ([mesh[a] for a in axes], None, None)
                 p = predict_collective(
                     BY_HLO[c.kind].op,
                     V_from_hlo(c.kind, c.operand_bytes, c.result_bytes, c.group_size),
-                    [mesh[a] for a in axes],
+                    sizes,
                     hw,
+                    rings,
+                    spans,
                 )
                 return {"model_time_s": p.time_s, "model_note": f"{p.regime}-bound, {p.topology} over {','.join(axes)}"}
             p = predict_group(c, hw, args.topology)
@@ -139,6 +151,7 @@ def main(args: argparse.Namespace) -> int:
         if args.topology is not None and args.hardware is None:
             raise BookError("--topology goes with --hardware")
         mesh = parse_mesh(args.mesh) if args.mesh else None
+        physical = None  # where a run's mesh axes lay on the physical axes (TPU), as it recorded
         hw = hardware_from_args(args) if args.hardware else None
         if (logdir / RESULT_NAME).is_file():  # a shardlab run folder: its trace, HLO and mesh
             run = read_result(logdir)
@@ -149,11 +162,12 @@ def main(args: argparse.Namespace) -> int:
                 raise ValueError(f"{logdir}: the run has no trace (trace.enabled=false?)")
             args.hlo = args.hlo or str(job_file(run, "hlo_compiled"))
             mesh = mesh or (run.get("experiment") or {}).get("mesh", {}).get("axes")
+            physical = (run.get("experiment") or {}).get("mesh", {}).get("physical")
             slowdown = (run.get("trace") or {}).get("profiler_slowdown")
         else:
             xplanes = find_xplanes(logdir)
         texts, hlo_source = load_hlo(args.hlo, xplanes)
-        predict = _predictor(args, hw, mesh) if hw is not None else None
+        predict = _predictor(args, hw, mesh, physical) if hw is not None else None
         found = analyse(xplanes, texts, mesh, predict)
     except (OSError, ValueError, TraceError, HloParseError, BookError) as err:
         return fail(str(err).splitlines()[0] if str(err) else type(err).__name__)
