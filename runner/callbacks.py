@@ -79,6 +79,7 @@ def report_and_summary(sweep_dir: Path, t_start: float | None = None, interrupte
     from analysis.report import write_report
     from analysis.sweep import MixedSweepError
 
+    written = time.time()
     try:
         index = write_report(sweep_dir)
     except MixedSweepError as exc:
@@ -116,11 +117,30 @@ def report_and_summary(sweep_dir: Path, t_start: float | None = None, interrupte
     )
     for f in fams:
         log.info("  %s", f.get("text"))
+    for line in claim_lines(sweep_dir, written):
+        log.info("  %s", line)
     log.info("report: %s", _rel(index))
     log.info("traces: python -m analysis view %s", _rel(sweep_dir))
     if failed or missing:
         log.info("resume: %s", resume_command(sweep_dir))
     return index
+
+
+def claim_lines(sweep_dir: Path, since: float) -> list[str]:
+    """The chapter's claims and their verdicts (holds, fails, cannot tell at this noise), from
+    the ``claims.csv`` the report just wrote (one from an earlier report is not this one's)."""
+    import pandas as pd
+
+    from analysis.claims import console_lines
+
+    path = sweep_dir / "claims.csv"
+    try:
+        if path.stat().st_mtime < since - 1:
+            return []
+        lines = console_lines(pd.read_csv(path))
+    except (OSError, ValueError, KeyError):
+        return []
+    return ["the chapter's claims, checked here:", *lines] if lines else []
 
 
 def _status(path: Path) -> str | None:

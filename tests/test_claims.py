@@ -15,19 +15,40 @@ from runner import run
     "ratio,lo,hi,expected,want",
     [
         (1.0, 0.9, 1.1, 1.0, HOLDS),
-        (1.2, 1.1, 1.3, 1.0, HOLDS),  # within 25%
+        (1.2, 1.1, 1.25, 1.0, HOLDS),  # the whole interval within 25% (band 0.8 to 1.25)
+        (1.2, 1.1, 1.3, 1.0, UNSURE),  # the ratio within 25%, its interval reaching past 1.25
+        (1.5, 0.84, 2.16, 1.0, UNSURE),  # an interval this wide cannot tell (it once read "holds")
+        (2.0, 0.84, 2.16, 2.0, UNSURE),
         (1.6, 1.5, 1.7, 1.0, FAILS),  # whole CI above the band
+        (0.7, 0.6, 0.79, 1.0, FAILS),  # whole CI below it (0.8)
         (1.4, 1.1, 1.7, 1.0, UNSURE),  # point outside, CI straddles the band's edge
-        (0.26, 0.2, 0.3, 0.25, HOLDS),
+        (0.26, 0.2, 0.3, 0.25, HOLDS),  # band 0.2 to 0.3125
         (1.0, 0.95, 1.05, 0.25, FAILS),
         (1.7, 1.5, 1.8, ">1", HOLDS),
         (0.9, 0.8, 1.0, ">1", FAILS),
         (1.05, 0.97, 1.1, ">1", UNSURE),
+        (1.0, np.nan, np.nan, 1.0, UNSURE),  # no interval: nothing to tell it by
+        (1.0, None, None, 1.0, UNSURE),
         (np.nan, np.nan, np.nan, 1.0, MISSING),
     ],
 )
 def test_verdict(ratio, lo, hi, expected, want):
     assert verdict(ratio, lo, hi, expected) == want
+
+
+def test_the_verdict_words_and_why_a_claim_cannot_be_told():
+    from analysis.claims import why
+
+    assert (HOLDS, FAILS, UNSURE) == ("holds", "fails", "cannot tell at this noise")
+    assert why(UNSURE, "AllReduce costs twice an AllGather", 1.5, 0.84, 2.16, 2.0, "cpu") == (
+        "measured 1.50x, but its 95% interval 0.84-2.16 reaches inside and outside the band 1.6-2.5: more "
+        "rounds, or a quieter machine, would tell"
+    )
+    assert why(UNSURE, "small buffers", 1.05, 0.97, 1.1, ">1", "cpu").startswith(
+        "measured 1.05x, but its 95% interval 0.97-1.1 reaches both sides of 1"
+    )
+    assert why(HOLDS, "AllReduce costs twice an AllGather", 2.0, 1.9, 2.1, 2.0, "cpu") == ""
+    assert why(FAILS, "AllReduce costs twice an AllGather", 1.2, 1.1, 1.3, 2.0, "cpu").startswith("in host memory")
 
 
 def _row(job, op, group, V, t, axes="X", grad=False, kind=None, backend="cpu"):
@@ -119,3 +140,66 @@ def test_grad_of_other_collectives_is_refused(compose_cfg):
 
     with pytest.raises(ConfigError, match="op.grad=true: allowed only for all_gather and reduce_scatter"):
         build_spec(compose_cfg(["op=all_reduce", "op.grad=true"]))
+
+
+def _claims() -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "claim": "ReduceScatter costs what AllGather costs",
+                "expected": 1.0,
+                "ratio": 1.02,
+                "ci_low": 0.95,
+                "ci_high": 1.1,
+                "verdict": HOLDS,
+                "reason": "",
+            },
+            {
+                "claim": "AllReduce costs twice an AllGather",
+                "expected": 2.0,
+                "ratio": 1.5,
+                "ci_low": 0.84,
+                "ci_high": 2.16,
+                "verdict": UNSURE,
+                "reason": "measured 1.50x, but its 95% interval 0.84-2.16 reaches both",
+            },
+            {
+                "claim": "the backward pass of an AllGather is a ReduceScatter",
+                "expected": 1.0,
+                "ratio": np.nan,
+                "ci_low": np.nan,
+                "ci_high": np.nan,
+                "verdict": FAILS,
+                "reason": "the backward pass compiled to ['all-reduce']",
+            },
+            {
+                "claim": "collective matmul approaches max(T_math, T_comms)",
+                "expected": 1.0,
+                "ratio": np.nan,
+                "ci_low": np.nan,
+                "ci_high": np.nan,
+                "verdict": MISSING,
+                "reason": "no job",
+            },
+        ]
+    )
+
+
+def test_the_verdicts_reach_the_console_at_the_end_of_a_claims_sweep(tmp_path):
+    import os
+
+    from analysis.claims import console_lines
+    from runner.callbacks import claim_lines
+
+    want = [
+        "holds: ReduceScatter costs what AllGather costs (1.02x, 95% interval 0.95-1.1; book 1.0)",
+        "cannot tell at this noise: AllReduce costs twice an AllGather (1.5x, 95% interval 0.84-2.16; book 2.0): "
+        "measured 1.50x, but its 95% interval 0.84-2.16 reaches both",
+        "fails: the backward pass of an AllGather is a ReduceScatter: the backward pass compiled to ['all-reduce']",
+    ]
+    assert console_lines(_claims()) == want  # the claim without points is left out
+    _claims().to_csv(tmp_path / "claims.csv", index=False)  # as the report writes it, read back
+    now = os.stat(tmp_path / "claims.csv").st_mtime
+    assert claim_lines(tmp_path, since=now) == ["the chapter's claims, checked here:", *want]
+    assert claim_lines(tmp_path, since=now + 60) == []  # an earlier report's file is not this one's
+    assert claim_lines(tmp_path / "none", since=now) == []

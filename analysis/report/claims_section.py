@@ -21,8 +21,9 @@ def add_claims_section(rep: Report, summary: pd.DataFrame, root: Path) -> pd.Dat
     rep.heading("The chapter's claims, checked here")
     rep.text(
         f"Each claim is a ratio of two untraced medians (the interval combines their 95% CIs "
-        f"conservatively) against the book's value. **{HOLDS}**: within {TOLERANCE:.0%} of it; "
-        f"**{FAILS}**: the whole interval is outside that band; **{UNSURE}**: in between. The two "
+        f"conservatively) against the book's value. A verdict only where the whole interval gives it: "
+        f"**{HOLDS}**: the interval lies within {TOLERANCE:.0%} of the book's value; **{FAILS}**: it lies "
+        f"wholly outside that band; **{UNSURE}**: it reaches both. The two "
         "backward-pass claims are decided by the compiled HLO; their ratio is the cost side. Also in "
         "`claims.csv`."
     )
