@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -81,6 +81,25 @@ def hlo_from_xplane(path: Path) -> dict[str, str]:
         return {}
 
     texts: dict[str, str] = {}
+    for name, module in _hlo_protos(path):
+        try:  # a proto this jaxlib cannot read (another XLA's): its text says so
+            texts[name] = xla_client.XlaComputation(bytes(module)).as_hlo_text()
+        except Exception as err:  # noqa: BLE001 - the C++ binding raises bare errors
+            texts[name] = f"// unreadable by this jaxlib: {str(err).splitlines()[0] if str(err) else err!r}"
+    return texts
+
+
+_PROGRAM = re.compile(r"^(?P<module>.+)\((?P<program_id>\d+)\)$")
+
+
+def program_modules(path: Path) -> dict[str, str]:
+    """``{program_id: module name}`` of the HLO protos the file carries (each named
+    ``module(program_id)``), without printing them."""
+    return {m.group("program_id"): m.group("module") for name, _ in _hlo_protos(path) if (m := _PROGRAM.match(name))}
+
+
+def _hlo_protos(path: Path):
+    """(name, HloModuleProto bytes) of each ``Hlo Proto`` stat on the file's metadata plane."""
     for field, plane in _fields(memoryview(path.read_bytes())):
         if field != 1:
             continue
@@ -102,13 +121,8 @@ def hlo_from_xplane(path: Path) -> dict[str, str]:
                 st = dict(_fields(stat)) if k == 5 else {}
                 if st.get(1) in stat_ids and 6 in st:
                     module = dict(_fields(st[6])).get(1)
-                    if module is None:
-                        continue
-                    try:  # a proto this jaxlib cannot read (another XLA's): its text says so
-                        texts[name] = xla_client.XlaComputation(bytes(module)).as_hlo_text()
-                    except Exception as err:  # noqa: BLE001 - the C++ binding raises bare errors
-                        texts[name] = f"// unreadable by this jaxlib: {str(err).splitlines()[0] if str(err) else err!r}"
-    return texts
+                    if module is not None:
+                        yield name, module
 
 
 def _by_module(texts: list[tuple[str, str]]) -> dict[str, str]:
@@ -165,6 +179,28 @@ def _name_modules(ops, texts: dict[str, str]):
     return ops
 
 
+def _groups_from_trace(module: str, records: list, hlo: str, ops: pd.DataFrame, ndev: int) -> list:
+    """``records`` with the replica groups of the instruction text the trace carries (a TPU
+    op's metadata name) where the HLO prints ``replica_groups={}`` but the trace's text names
+    groups: an HLO printed back from a trace's proto may have lost them."""
+    texts = ops.loc[(ops["hlo_module"] == module), ["hlo_op", "name"]].drop_duplicates("hlo_op")
+    carried = {
+        op: text
+        for op, text in zip(texts["hlo_op"], texts["name"].astype(str))
+        if " = " in text and "replica_groups=" in text and "replica_groups={}" not in text
+    }
+    out = []
+    for c in records:
+        text = carried.get(c.name)
+        empty = re.search(rf"(?m)^\s*(?:ROOT\s+)?%?{re.escape(c.name)} = [^\n]*replica_groups=\{{\}}", hlo)
+        found = parse_collectives(text, num_devices=ndev) if text is not None and empty else []
+        if len(found) == 1 and found[0].replica_groups:
+            g = found[0]
+            c = replace(c, replica_groups=g.replica_groups, group_size=g.group_size, num_groups=g.num_groups)
+        out.append(c)
+    return out
+
+
 @dataclass
 class Profile:
     """What :func:`analyse` found: ``table`` (one row per collective instruction, see
@@ -187,7 +223,7 @@ def analyse(xplanes: list[Path], texts: dict[str, str], mesh: dict[str, int] | N
     for path in xplanes:
         events = read_xplane(path)
         on_cpu |= bool(((events["plane"] == "/host:CPU") & events["hlo_op"].notna()).any())
-        ops = device_ops(events, pairs)
+        ops = device_ops(events, pairs, program_modules(path))  # TPU ops name their module by program_id
         if len(parts) and ops["device"].isin(pd.concat(parts)["device"]).any():  # local ordinals per host
             ops["device"] += int(pd.concat(parts)["device"].max()) + 1
         parts.append(ops.assign(host=path.name.removesuffix(".xplane.pb")))
@@ -209,6 +245,7 @@ def analyse(xplanes: list[Path], texts: dict[str, str], mesh: dict[str, int] | N
         raise ValueError(f"--mesh has {math.prod(mesh.values())} devices, the trace {ndev}")
     sized = re.compile(r"\b(num_partitions|replica_count)=")  # else replica_groups={} spans the trace's devices
     colls = {m: parse_collectives(t, num_devices=None if sized.search(t) else ndev) for m, t in matched.items()}
+    colls = {m: _groups_from_trace(m, c, matched[m], ops, ndev) for m, c in colls.items()}
     if not any(colls.values()):
         raise ValueError(f"the HLO of {', '.join(sorted(matched))} holds no collectives: nothing to profile")
     colls = {m: c for m, c in colls.items() if c}  # a step is an execution of a module with collectives

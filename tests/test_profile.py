@@ -250,3 +250,162 @@ def test_overlap_with_counts_only_the_covered_part():
     spans = np.array([[10.0, 20.0], [30.0, 40.0]])
     got = prof.overlap_with([0, 15, 25, 0, 35], [5, 35, 28, 100, 36], spans)
     assert got.tolist() == [0, 5 + 5, 0, 20, 1]
+
+
+# ---------------------------------------------------------------- a TPU trace, as TPUs write it
+
+
+def _v(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _f(number: int, value) -> bytes:
+    """A protobuf field: a varint for an int, length-delimited for str/bytes."""
+    if isinstance(value, int):
+        return _v(number << 3) + _v(value)
+    value = value.encode() if isinstance(value, str) else value
+    return _v(number << 3 | 2) + _v(len(value)) + value
+
+
+_STAT_IDS = {"device_offset_ps": 1, "device_duration_ps": 2, "program_id": 3, "hlo_category": 4}
+
+
+def _tpu_xplane(devices: int, steps: int, ops: list[tuple], program: int = 77) -> bytes:
+    """An XSpace in the real TPU encoding: per device a plane ``/device:TPU:N`` with an ``XLA
+    Modules`` line (``jit_step(77)`` per step) and an ``XLA Ops`` line whose events' metadata
+    name is the instruction text, ``display_name`` the instruction name, ``program_id`` and
+    ``hlo_category`` stats on the metadata, and ``device_offset_ps`` / ``device_duration_ps``
+    on the events (ops: ``(text, name, category, start_ns, duration_ns)``, per step 10 us apart)."""
+
+    def stat(key: str, value) -> bytes:
+        return _f(1, _STAT_IDS[key]) + (_f(3, value) if isinstance(value, int) else _f(5, value))
+
+    def event(mid: int, start_ns: int, dur_ns: int) -> bytes:
+        stats = _f(4, stat("device_offset_ps", start_ns * 1000)) + _f(4, stat("device_duration_ps", dur_ns * 1000))
+        return _f(1, mid) + _f(2, start_ns * 1000 + 7) + _f(3, dur_ns * 1000 + 3) + stats  # own timespan off by ps
+
+    metadata = _f(4, _f(1, 1) + _f(2, _f(1, 1) + _f(2, f"jit_step({program})")))
+    for i, (text, name, category, _, _) in enumerate(ops, start=2):
+        meta = (
+            _f(1, i)
+            + _f(2, text)
+            + _f(4, name)
+            + _f(5, stat("program_id", program))
+            + _f(5, stat("hlo_category", category))
+        )
+        metadata += _f(4, _f(1, i) + _f(2, meta))
+    stat_meta = b"".join(_f(5, _f(1, k) + _f(2, _f(1, k) + _f(2, n))) for n, k in _STAT_IDS.items())
+    planes = b""
+    for dev in range(devices):
+        modules = b"".join(_f(4, event(1, 10_000 * s, 9_000)) for s in range(steps))
+        xla_ops = b"".join(
+            _f(4, event(i, 10_000 * s + start, dur))
+            for s in range(steps)
+            for i, (_, _, _, start, dur) in enumerate(ops, start=2)
+        )
+        lines = _f(3, _f(1, 1) + _f(2, "XLA Modules") + _f(3, 0) + modules)
+        lines += _f(3, _f(1, 2) + _f(2, "XLA Ops") + _f(3, 0) + xla_ops)
+        planes += _f(1, _f(1, dev) + _f(2, f"/device:TPU:{dev}") + lines + metadata + stat_meta)
+    return planes
+
+
+_TPU_HLO = """HloModule jit_other, entry_computation_layout={(f32[1024]{0})->f32[1024]{0}}
+
+ENTRY %main (p.1: f32[1024]) -> f32[1024] {
+  %p.1 = f32[1024]{0} parameter(0)
+  %fusion.1 = f32[1024]{0} add(f32[1024]{0} %p.1, f32[1024]{0} %p.1)
+  %all-reduce.5 = f32[1024]{0} add(f32[1024]{0} %fusion.1, f32[1024]{0} %fusion.1)
+  %all-gather-start.2 = f32[1024]{0} add(f32[1024]{0} %p.1, f32[1024]{0} %p.1)
+  %fusion.2 = f32[1024]{0} add(f32[1024]{0} %p.1, f32[1024]{0} %p.1)
+  ROOT %all-gather-done.2 = f32[1024]{0} add(f32[1024]{0} %p.1, f32[1024]{0} %p.1)
+}
+
+HloModule jit_step, entry_computation_layout={(f32[1024]{0})->f32[4096]{0}}
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(f32[] %a, f32[] %b)
+}
+
+ENTRY %main (p.1: f32[1024]) -> f32[4096] {
+  %p.1 = f32[1024]{0} parameter(0)
+  %fusion.1 = f32[1024]{0} add(f32[1024]{0} %p.1, f32[1024]{0} %p.1)
+  %all-reduce.5 = f32[1024]{0} all-reduce(f32[1024]{0} %fusion.1), replica_groups={}, to_apply=%add
+  %all-gather-start.2 = (f32[1024]{0}, f32[4096]{0}) all-gather-start(f32[1024]{0} %all-reduce.5),
+      replica_groups={{0,1,2,3}}, dimensions={0}
+  %fusion.2 = f32[1024]{0} multiply(f32[1024]{0} %p.1, f32[1024]{0} %p.1)
+  ROOT %all-gather-done.2 = f32[4096]{0} all-gather-done((f32[1024]{0}, f32[4096]{0}) %all-gather-start.2)
+}
+"""
+
+
+def test_profile_of_a_tpu_trace_names_the_module_by_program_id_and_times_its_collectives(tmp_path, capsys):
+    """Per step (ns): compute 0-100, a sync all-reduce 100-300 (its groups only in the trace's
+    instruction text: the HLO says ``replica_groups={}``), an async all-gather 300-600 whose
+    start and done enclose compute 320-520. A second module in the HLO shares every instruction
+    name but holds no collective: only ``program_id`` tells which one ran."""
+    ar = "%all-reduce.5 = f32[1024]{0} all-reduce(f32[1024]{0} %fusion.1), replica_groups={{0,1},{2,3}}, to_apply=%add"
+    ag, ag4 = "(f32[1024]{0}, f32[4096]{0})", "{{0,1,2,3}}"
+    ops = [
+        ("%fusion.1 = f32[1024]{0} fusion(f32[1024]{0} %p.1), kind=kLoop", "fusion.1", "loop fusion", 0, 100),
+        (ar, "all-reduce.5", "all-reduce", 100, 200),
+        (
+            f"%all-gather-start.2 = {ag} all-gather-start(f32[1024]{{0}} %all-reduce.5), replica_groups={ag4}",
+            "all-gather-start.2",
+            "all-gather",
+            300,
+            20,
+        ),
+        ("%fusion.2 = f32[1024]{0} fusion(f32[1024]{0} %p.1), kind=kLoop", "fusion.2", "loop fusion", 320, 200),
+        (
+            f"%all-gather-done.2 = f32[4096]{{0}} all-gather-done({ag} %all-gather-start.2)",
+            "all-gather-done.2",
+            "all-gather",
+            520,
+            80,
+        ),
+    ]
+    trace = tmp_path / "plugins" / "profile" / "s1" / "tpu.xplane.pb"
+    trace.parent.mkdir(parents=True)
+    trace.write_bytes(_tpu_xplane(4, 2, ops))
+    hlo = tmp_path / "hlo.txt"
+    hlo.write_text(_TPU_HLO)
+    out = tmp_path / "report"
+    rc, text, err = _run(capsys, tmp_path, "--hlo", hlo, "--out", out)
+    assert rc == 0, err
+    assert "jit_step: 2 steps on 4 devices, step 600 ns (collectives 500 ns, exposed 300 ns)" in text
+    table = pd.read_csv(out / "collectives.csv").set_index("name")
+    ar_row, ag_row = table.loc["all-reduce.5"], table.loc["all-gather-start.2"]
+    assert (ar_row["hlo_module"], ar_row["replica_groups"], ar_row["group_size"], ar_row["num_groups"]) == (
+        "jit_step",
+        "{{0,1},{2,3}}",
+        2,
+        2,
+    )
+    assert ag_row["replica_groups"] == "{{0,1,2,3}}" and ag_row["group_size"] == 4
+    for row, t, hidden in ((ar_row, 200e-9, 0.0), (ag_row, 300e-9, 200e-9)):
+        # once a step on each device: 4 devices x 2 steps
+        assert (row["executions"], row["devices"], row["executions_per_step"]) == (8, 4, 1)
+        assert row["time_median_s"] == pytest.approx(t)
+        assert row["hidden_per_step_s"] == pytest.approx(hidden)
+    steps = pd.read_csv(out / "steps.csv")
+    assert len(steps) == 8 and set(steps["hlo_module"]) == {"jit_step"}
+    for col, v in (("step_s", 600e-9), ("collective_s", 500e-9), ("compute_s", 300e-9), ("hidden_s", 200e-9)):
+        assert steps[col].tolist() == pytest.approx([v] * 8), col
+
+
+def test_profile_of_the_real_tpu_trace_finds_its_module_and_says_it_holds_no_collective(capsys):
+    from pathlib import Path
+
+    trace = Path(__file__).resolve().parents[2] / "shared" / "traces" / "tpu_v6e1_pallas_matmul.xplane.pb"
+    if not trace.is_file():
+        pytest.skip(f"no real traces at {trace.parent}")
+    rc, _, err = _run(capsys, trace)
+    assert rc == 2
+    assert err.strip() == "error: the HLO of jit_matmul_optimized holds no collectives: nothing to profile"
