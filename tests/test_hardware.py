@@ -29,7 +29,9 @@ KNOWN = [
     ("gpu", "NVIDIA H100 PCIe", "h100_pcie"),
     ("gpu", "NVIDIA H100 NVL", "h100_nvl"),
     ("gpu", "NVIDIA H200", "h200"),
+    ("gpu", "NVIDIA H200 NVL", "h200_nvl"),
     ("gpu", "NVIDIA GH200 480GB", "gh200"),
+    ("gpu", "NVIDIA GH200 144G HBM3e", "gh200_144g"),
     ("gpu", "NVIDIA B200", "b200"),
     ("gpu", "NVIDIA GB200", "gb200"),
     ("gpu", "NVIDIA A100-SXM4-80GB", "a100"),
@@ -39,7 +41,7 @@ KNOWN = [
     ("gpu", "AMD Instinct MI300X", "mi300x"),
     ("cpu", "cpu", "cpu"),
 ]
-UNKNOWN = [("tpu", "TPU v4 lite"), ("gpu", "NVIDIA B300"), ("gpu", "NVIDIA H200 NVL"), ("gpu", "AMD Instinct MI250X")]
+UNKNOWN = [("tpu", "TPU v4 lite"), ("gpu", "NVIDIA B300"), ("gpu", "NVIDIA H20"), ("gpu", "AMD Instinct MI250X")]
 
 
 @pytest.mark.parametrize("platform, kind, name", KNOWN)
@@ -155,6 +157,21 @@ def test_cli_json_for_a_kind(capsys, kind, platform, name, known, matched_by):
         assert d["domain_size"] == hw.domain_size and d["source"] == hw.source
     else:
         assert "calibrate" in d["source"] and d["kind"] == "tpu"
+
+
+def test_h200_nvl_and_gh200_144g_have_entries_of_their_own(capsys):
+    # JAX's kinds for the PCIe H200 with NVLink bridges and the HBM3e Grace Hopper
+    code, out, _ = run(capsys, "--device-kind", "NVIDIA H200 NVL", "--platform", "cuda", "--json")
+    d = json.loads(out)
+    assert code == 0 and (d["name"], d["matched_by"]) == ("h200_nvl", "exact")
+    # a 4-way NVLink bridge (900 GB/s per GPU), PCIe Gen5 (128 GB/s) beyond it, 1,671 TFLOPS sparse
+    assert (d["domain_size"], d["link_bw_unidir_Bps"], d["node_bw_unidir_Bps"]) == (4, 4.5e11, 6.4e10)
+    assert d["flops_per_s"] == {"bfloat16": 8.355e14, "float16": 8.355e14} and d["memory_bytes"] == 141e9
+    code, out, _ = run(capsys, "--device-kind", "NVIDIA GH200 144G HBM3e")
+    assert code == 0
+    assert out.startswith("'NVIDIA GH200 144G HBM3e' (gpu) -> gh200_144g (exact)")
+    assert "HBM 4.9e+12 B/s, 144 GB" in out
+    assert resolve("NVIDIA GH200 480GB", "gpu").entry["name"] == "gh200"  # the HBM3 part keeps its own
 
 
 def test_cli_text_and_catalogue(capsys):
