@@ -106,11 +106,19 @@ def hlo_table(
     return pd.DataFrame(rows)
 
 
+# XProf's hlo_category of a collective, plain or fused ("all-gather fusion", "all-reduce
+# fusion", "all-reduce-scatter fusion", ...): a TPU fusion that runs a collective
+_COLLECTIVE_CATEGORY = r"^(?:all-gather|all-reduce|reduce-scatter|all-to-all|collective-permute|all-reduce-scatter)\b"
+
+
 def label_ops(ops: pd.DataFrame, collective_names: set[str], opcodes: dict[str, str] | None) -> pd.DataFrame:
-    """``ops`` with ``is_collective``: a collective of the HLO (by name, as parsed) or an op
-    whose opcode is a collective's (by :func:`analysis.trace.overlap.op_kind`)."""
+    """``ops`` with ``is_collective``: a collective of the HLO (by name, as parsed), an op
+    whose opcode is a collective's (by :func:`analysis.trace.overlap.op_kind`), or an op XProf
+    puts in a collective's category (``hlo_category`` on TPU, e.g. ``all-gather fusion``)."""
     names = ops["hlo_op"].astype(str)
     coll = names.isin(collective_names) | names.map(lambda n: op_kind(n, opcodes) == "collective")
+    if "hlo_category" in ops:
+        coll |= ops["hlo_category"].astype(str).str.contains(_COLLECTIVE_CATEGORY, regex=True, na=False)
     return ops.assign(is_collective=coll.to_numpy(bool))
 
 

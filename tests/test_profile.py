@@ -246,6 +246,16 @@ def test_split_per_device_steps_and_median_over_devices():
     assert table.iloc[0]["executions"] == 4 and table.iloc[0]["time_median_s"] == pytest.approx(60e-9)
 
 
+def test_a_fusion_xprof_files_under_a_collective_category_is_collective_time():
+    # fusion.7 runs an all-gather inside (TPU category "all-gather fusion"): 0-100 ns; compute 100-150
+    ops = _ops([(0, "fusion.7", 0, 100), (0, "fusion.1", 100, 150)])
+    ops["hlo_category"] = ["all-gather fusion", "loop fusion"]
+    labelled = prof.label_ops(ops, set(), {"fusion.7": "fusion", "fusion.1": "fusion"})
+    assert labelled["is_collective"].tolist() == [True, False]
+    s = prof.step_table(prof.assign_steps(labelled)).iloc[0]
+    assert (s["collective_s"], s["compute_s"]) == pytest.approx((100e-9, 50e-9))
+
+
 def test_overlap_with_counts_only_the_covered_part():
     spans = np.array([[10.0, 20.0], [30.0, 40.0]])
     got = prof.overlap_with([0, 15, 25, 0, 35], [5, 35, 28, 100, 36], spans)

@@ -275,6 +275,7 @@ def test_an_async_all_gather_is_one_execution_from_start_to_done_with_compute_be
     assert len(ag) == 8  # 4 devices x 2 steps, the done folded in
     # the set a point gives holds both names: one sample per execution, start to done: 300 ns
     assert device_samples(ops, {"all-gather-start.2", "all-gather-done.2"}) == pytest.approx([300e-9] * 2)
+    assert device_samples(ops, {"all-gather-done.2"}) == pytest.approx([300e-9] * 2)  # named by its done alone
 
 
 def test_async_start_and_done_wrapping_a_collective_pair_by_the_done_operand():

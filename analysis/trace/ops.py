@@ -246,13 +246,22 @@ def device_samples(ops: pd.DataFrame, names: set[str] | None = None) -> list[flo
     """The *device* estimator's samples: one per traced step, the median over devices of that
     device's time in seconds.
 
-    With ``names`` (the instructions of one collective), a device's time is the sum of those
-    ops' durations in the step; without, it is the union of all its op intervals in the step
-    (a whole program, its idle gaps left out). Step k is the k-th execution of each op.
+    With ``names`` (the top-level instructions that run one collective: a plain op, a fusion,
+    or an async pair's start and done), a device's time is the sum of those ops' durations in
+    the step, an async pair counted once from its start to its done (:func:`device_ops`
+    joined them into one row named after the start, ``done_op`` the done); without, it is the
+    union of all its op intervals in the step (a whole program, its idle gaps left out). Step
+    k is the k-th execution of each op.
     """
     from analysis.trace.overlap import merge_intervals, total_length
 
-    sub = ops if names is None else ops[ops["hlo_op"].isin(names)]
+    if names is None:
+        sub = ops
+    else:
+        hit = ops["hlo_op"].isin(names)
+        if "done_op" in ops:  # a joined pair named by its done alone
+            hit |= ops["done_op"].isin(names)
+        sub = ops[hit]
     if sub.empty:
         return []
     if names is not None:
