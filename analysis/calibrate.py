@@ -14,21 +14,24 @@ the AllGather fit as the headline constants, and a ``calibrated:`` list that
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from analysis.book.hardware import hardware_dir, load_hardware
-from analysis.fit import MIN_POINTS, fit_max_model, regime_break
+from analysis.fit import SEED, fit_points
 from analysis.predictions import unit_terms
 
 CALIBRATION_COLUMNS = [
     "op",
     "n_axes",
     "W_Bps",
+    "W_ci_low_Bps",
+    "W_ci_high_Bps",
     "T_min_s",
+    "T_min_ci_low_s",
+    "T_min_ci_high_s",
     "rel_rms_error",
     "n_points",
     "V_min_bytes",
@@ -39,46 +42,37 @@ CALIBRATION_COLUMNS = [
 WARN_REL_ERROR = 0.25  # calibrate warns when the fitted model stays further than this from the medians
 
 
-def calibration_table(points: pd.DataFrame, base: str) -> pd.DataFrame:
-    """One row per (op, n_axes) with the fitted ``W_Bps``, ``T_min_s`` and their relative
-    RMS error over the ``n_points`` medians. As in the sweep's fits, flagged points and points
-    in another bandwidth regime are left out (``left_out`` says which and why), groups with
-    fewer than 3 points are skipped, and a group with no bandwidth-bound point is too.
+def calibration_table(points: pd.DataFrame, base: str, rounds: dict | None = None, seed: int = SEED) -> pd.DataFrame:
+    """One row per (op, n_axes) with the fitted ``W_Bps``, ``T_min_s``, their 95% bootstrap
+    intervals (``W_ci_low_Bps`` ...) and the relative RMS error over the ``n_points`` medians.
+
+    The fit is the report's own (:func:`analysis.fit.fit_points` grouped by op and n_axes, so
+    regime selection, intervals and seed are the same): flagged points and points in another
+    bandwidth regime are left out (``left_out`` says which and why), groups with fewer than 3
+    points are skipped, and a group without a bandwidth regime (no W to write) too.
 
     ``points`` are a sweep's ok target rows (:func:`analysis.report.target_points`);
-    ``base`` is the hardware (name or YAML path) whose topology rules give the unit terms.
+    ``base`` is the hardware (name or YAML path) whose topology rules give the unit terms;
+    ``rounds``: each job's samples (:func:`analysis.resample.rounds_by_job`) for the intervals.
     """
     pts = unit_terms(points.assign(hardware=base))
     pts = pts.dropna(subset=["time_s", "latency_unit", "bandwidth_unit"])
+    if not len(pts):
+        return pd.DataFrame(columns=CALIBRATION_COLUMNS)
+    fitted = fit_points(pts, rounds, seed, by=["op", "n_axes"])
     rows = []
-    for (op, k), g in pts.groupby(["op", "n_axes"], sort=True):
-        flagged = g["flags"].fillna("").astype(str).ne("") if "flags" in g else pd.Series(False, index=g.index)
-        left = [f"{r.job}: {r.flags}" for r in g[flagged].itertuples()]
-        g = g[~flagged]
-        if len(g) < MIN_POINTS:
-            continue
-        fit = fit_max_model(g["time_s"], g["latency_unit"], g["bandwidth_unit"])
-        brk = regime_break(
-            g["V_bytes"], g["time_s"], g["bandwidth_unit"], g["latency_unit"], fit["T_min_s"], fit["W_Bps"]
-        )
-        if brk is not None and (~brk[0]).sum() >= MIN_POINTS:
-            left += [f"{r.job}: {brk[1]}" for r in g[brk[0]].itertuples()]
-            g = g[~brk[0]]
-            fit = fit_max_model(g["time_s"], g["latency_unit"], g["bandwidth_unit"])
-        if not math.isfinite(fit["W_Bps"]):
-            continue  # every point latency-bound: no W to write
+    for f in fitted.fits.to_dict("records"):
+        if f.get("W_Bps") is None or pd.isna(f.get("W_Bps")):
+            continue  # too few points, or every point latency-bound: no W to write
+        mine = (pts["op"] == f["op"]) & (pts["n_axes"] == f["n_axes"])
+        gone = fitted.left_out[(fitted.left_out["op"] == f["op"]) & (fitted.left_out["n_axes"] == f["n_axes"])]
         rows.append(
             {
-                "op": op,
-                "n_axes": int(k),
-                "W_Bps": fit["W_Bps"],
-                "T_min_s": fit["T_min_s"],
-                "rel_rms_error": fit["rel_rmse"],
-                "n_points": len(g),
-                "V_min_bytes": g["V_bytes"].min(),
-                "V_max_bytes": g["V_bytes"].max(),
-                "meshes": ", ".join(sorted(set(g["mesh_axes"].astype(str)))),
-                "left_out": "; ".join(left),
+                **{k: f[k] for k in CALIBRATION_COLUMNS if k in f},
+                "n_axes": int(f["n_axes"]),
+                "rel_rms_error": f["book_rel_rmse"],
+                "meshes": ", ".join(sorted(set(pts.loc[mine, "mesh_axes"].astype(str)))),
+                "left_out": "; ".join(f"{r.job}: {r.reason}" for r in gone.itertuples()),
             }
         )
     return pd.DataFrame(rows, columns=CALIBRATION_COLUMNS)

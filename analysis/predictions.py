@@ -67,13 +67,8 @@ def model_constants(hw: Hardware, fits: pd.DataFrame) -> tuple[Hardware | None, 
         )
     if hw.link_bw_bidir_Bps is not None and hw.hop_latency_s is not None:
         return hw, f"published constants of `{hw.name}` ({hw.source})"
-    ag = (
-        fits[(fits["op"] == "all_gather") & fits["W_Bps"].notna() & fits["T_min_s"].notna()]
-        if len(fits) and "W_Bps" in fits
-        else fits.iloc[0:0]
-    )
-    if len(ag):
-        best = ag.sort_values("n_points").iloc[-1]
+    best = calibration_fit(fits)
+    if best is not None:
         fitted = dataclasses.replace(
             hw,
             link_bw_bidir_Bps=float(best["W_Bps"]),
@@ -84,7 +79,33 @@ def model_constants(hw: Hardware, fits: pd.DataFrame) -> tuple[Hardware | None, 
             f"`{hw.name}` has no published constants: W and T_min were fitted to the "
             f"AllGather points (mesh {best['mesh']}, axes {best['axes']}) and predict every collective"
         )
-    return None, f"`{hw.name}` has no published constants and the sweep has no AllGather to calibrate them"
+    return None, (
+        f"`{hw.name}` has no published constants and the sweep has no AllGather fit with a bandwidth "
+        "regime to calibrate them"
+    )
+
+
+def calibration_fit(fits: pd.DataFrame) -> pd.Series | None:
+    """The fit whose W and T_min stand in for hardware without published constants: the
+    AllGather family with a W (a bandwidth regime) and the most points; None if there is none."""
+    if not len(fits) or "W_Bps" not in fits:
+        return None
+    ag = fits[(fits["op"] == "all_gather") & fits["W_Bps"].notna() & fits["T_min_s"].notna()]
+    return ag.sort_values("n_points", kind="stable").iloc[-1] if len(ag) else None
+
+
+def self_fit(points: pd.DataFrame, hw: Hardware | None, fits: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """Per point, whether the model's constants were fitted to the point's own family in this
+    sweep (``hw`` has neither measured nor published constants, so :func:`model_constants`
+    took them from :func:`calibration_fit`): measured/model there agrees by construction."""
+    published = hw is not None and hw.link_bw_bidir_Bps is not None and hw.hop_latency_s is not None
+    best = calibration_fit(fits) if hw is not None and not hw.calibrated and not published else None
+    if best is None or not len(points):
+        return pd.Series(False, index=points.index)
+    same = pd.Series(True, index=points.index)
+    for k in keys:
+        same &= points[k].astype(str) == str(best[k])
+    return same
 
 
 def predict_points(points: pd.DataFrame, hw: Hardware | None) -> pd.DataFrame:

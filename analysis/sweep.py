@@ -16,8 +16,9 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.book.hardware import Hardware, load_hardware, resolve
-from analysis.fit import GROUP_KEYS, fit_table
-from analysis.predictions import curves, hardware_for, model_constants, predict_points, unit_terms
+from analysis.fit import GROUP_KEYS, fit_points
+from analysis.predictions import curves, hardware_for, model_constants, predict_points, self_fit, unit_terms
+from analysis.resample import rounds_by_job
 from analysis.rundir import expected_points, job_dirs, job_number, read_results
 from analysis.summary import summary_table
 
@@ -154,7 +155,8 @@ def load_sweep(root: str | Path, hardware: str | None = None, allow_mixed: bool 
         )
     summary = summary_table(results)
     points = unit_terms(target_points(summary))
-    fits, left_out = fit_table(points) if len(points) else (pd.DataFrame(columns=GROUP_KEYS), pd.DataFrame())
+    fitted = fit_points(points, rounds_by_job(results)) if len(points) else None
+    fits, left_out = (fitted.fits, fitted.left_out) if fitted else (pd.DataFrame(columns=GROUP_KEYS), pd.DataFrame())
     ran_on = summary.loc[summary["status"] == "ok", "hardware"].dropna()
     hw_name = hardware or (ran_on.mode().iloc[0] if len(ran_on) else None)
     hw = (load_hardware(hardware) if hardware else hardware_for(hw_name)) if hw_name else None
@@ -164,6 +166,13 @@ def load_sweep(root: str | Path, hardware: str | None = None, allow_mixed: bool 
         model_hw, model_source = None, _no_model_why(summary, hw_name)
     points = predict_points(points, model_hw)
     points["measured_over_model"] = points["time_s"] / points["model_time_s"]
+    # measured/model against constants fitted to the same points agrees by construction: such a
+    # point is marked, and its out-of-sample ratio is against its family's fit without its size
+    points["model_self_fit"] = self_fit(points, hw, fits, GROUP_KEYS)
+    points["cv_model_time_s"] = fitted.cv_model_time_s if fitted else float("nan")
+    points["measured_over_model_cv"] = points["measured_over_model"].where(
+        ~points["model_self_fit"], points["time_s"] / points["cv_model_time_s"]
+    )
     model = points.set_index(["job", "hlo_op"])[["model_time_s", "model_regime"]] if len(points) else None
     if model is not None:  # the summary carries the same model columns for its target rows
         summary = summary.join(model, on=["job", "hlo_op"])

@@ -147,3 +147,58 @@ def test_errors_exit_2_and_leave_existing_files_alone(tiny_sweeps, tmp_path, cap
     err = capsys.readouterr().err
     assert "not written by calibrate" in err and len(err.strip().splitlines()) == 1
     assert published.read_text() == before
+
+
+def _cache_family(op, axis_sizes, n_axes, dtype):
+    """T = max(10 us x hops, bandwidth term / W): W 4e9 B/s in cache (up to 1 MiB), 1e9 beyond; the
+    64 MiB point flagged. As the report's fit leaves out 64 KiB .. 1 MiB, so must calibrate."""
+    V = np.array([2.0**k for k in range(10, 27)])
+    pts = unit_terms(pd.DataFrame({"hardware": "cpu", "op": op, "V_bytes": V, "axis_sizes": axis_sizes}))
+    W = np.where(V <= 2**20, 4e9, 1e9)
+    return pts.assign(
+        time_s=np.maximum(1e-5 * pts["latency_unit"], pts["bandwidth_unit"] / W),
+        job=[f"{op}{i:02d}" for i in range(len(V))],
+        flags=[""] * (len(V) - 1) + ["above its ceiling"],
+        axes="X" if n_axes == 1 else "XY",
+        n_axes=n_axes,
+        group_size=8,
+        dtype=dtype,
+        mesh="auto",
+        mesh_axes="X=8" if n_axes == 1 else "X=4,Y=2",
+    )
+
+
+def test_calibrate_fits_as_the_report_does():
+    # The old calibrate made one regime pass where the report made up to three: on this sweep
+    # it kept 64 KiB (1.64x the large messages' bandwidth) and read W from it.
+    from analysis.calibrate import calibration_table
+    from analysis.fit import fit_table
+
+    pts = pd.concat(
+        [_cache_family("all_gather", "8", 1, "float32"), _cache_family("all_reduce", "8", 1, "bfloat16")],
+        ignore_index=True,
+    )
+    table = calibration_table(pts.drop(columns=["latency_unit", "bandwidth_unit"]), "cpu")
+    fits, left = fit_table(pts)
+    assert list(zip(table["op"], table["n_axes"])) == [("all_gather", 1), ("all_reduce", 1)]
+    assert table["W_Bps"].to_numpy() == pytest.approx([1e9, 1e9], rel=1e-9)
+    assert table["T_min_s"].to_numpy() == pytest.approx([1e-5, 1e-5], rel=1e-9)
+    for r in table.itertuples():
+        f = fits[fits["op"] == r.op].iloc[0]
+        assert (r.W_Bps, r.T_min_s, r.n_points) == (f["W_Bps"], f["T_min_s"], f["n_points"])
+        gone = left[left["op"] == r.op]
+        assert r.left_out == "; ".join(f"{j}: {why}" for j, why in zip(gone["job"], gone["reason"]))
+        assert r.left_out.count("another bandwidth regime") == 5  # 64 KiB .. 1 MiB
+    assert table["W_ci_low_Bps"].isna().all()  # no samples, no intervals claimed
+
+
+def test_calibrate_prints_the_intervals_and_agrees_with_the_report(calibrated):
+    from analysis.sweep import load_sweep
+
+    out, sweep, printed = calibrated
+    fits = load_sweep(sweep).fits
+    for e in yaml.safe_load(out.read_text())["calibrated"]:
+        f = fits[fits["op"] == e["op"]].iloc[0]
+        assert (e["link_bw_bidir_Bps"], e["hop_latency_s"]) == (f["W_Bps"], f["T_min_s"])
+        assert f["W_ci_low_Bps"] <= f["W_Bps"] <= f["W_ci_high_Bps"]
+    assert "W (95% interval)" in printed and "1000 bootstrap replicates over rounds and samples, seed 0" in printed

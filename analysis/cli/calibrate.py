@@ -60,7 +60,9 @@ def main(args: argparse.Namespace) -> int:
         return fail(str(err))
     if base_hw.interconnect is None:
         return fail(f"base hardware {base_hw.name!r} names no interconnect; pick one with --base (e.g. cpu)")
-    table = calibrate.calibration_table(points, base)
+    from analysis.resample import rounds_by_job
+
+    table = calibrate.calibration_table(points, base, rounds_by_job(sweep.results))
     if not len(table):
         return fail(
             f"{args.dir}: no collective has 3 or more usable points to fit (flagged points and points "
@@ -91,12 +93,15 @@ def main(args: argparse.Namespace) -> int:
     out.write_text(calibrate.entry_yaml(entry, header))
     calibrate.check_round_trip(out, table)
 
-    print(f"{'op':<15} {'axes':>4} {'W (B/s)':>10} {'T_min (s)':>10} {'rel RMS':>8} {'points':>6}")
+    from analysis.book.units import fmt_bandwidth, fmt_duration
+    from analysis.fit import BOOTSTRAP, SEED
+
+    print(f"{'op':<15} {'axes':>4} {'W (95% interval)':>34} {'T_min (95% interval)':>30} {'rel RMS':>8} {'points':>6}")
     for r in table.itertuples():
-        print(
-            f"{r.op:<15} {r.n_axes:>4} {fmt(r.W_Bps):>10} {fmt(r.T_min_s):>10} {fmt(r.rel_rms_error):>8} "
-            f"{r.n_points:>6}"
-        )
+        W = f"{fmt_bandwidth(r.W_Bps)} ({_span(r.W_ci_low_Bps, r.W_ci_high_Bps, fmt_bandwidth)})"
+        t = f"{fmt_duration(r.T_min_s)} ({_span(r.T_min_ci_low_s, r.T_min_ci_high_s, fmt_duration)})"
+        print(f"{r.op:<15} {r.n_axes:>4} {W:>34} {t:>30} {fmt(r.rel_rms_error):>8} {r.n_points:>6}")
+    print(f"intervals: {BOOTSTRAP} bootstrap replicates over rounds and samples, seed {SEED}")
     for r in table.itertuples():
         if r.left_out:
             print(f"left out of {r.op} over {r.n_axes} axis/axes: {r.left_out}")
@@ -110,6 +115,13 @@ def main(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     return 0
+
+
+def _span(lo, hi, fmt) -> str:
+    """``1.1 GB/s to 2.3 GB/s``, an unbounded side as ``or more``."""
+    if lo is None or lo != lo:
+        return "no interval"
+    return f"{fmt(lo)} or more" if hi is None or hi != hi else f"{fmt(lo)} to {fmt(hi)}"
 
 
 def _sweep_date(results: list[dict]) -> str:

@@ -1,0 +1,77 @@
+"""Bootstrap replicates of a sweep's medians, for the intervals of everything fitted to them.
+
+A point's time is the median of its rounds' medians (:func:`analysis.stats.combine_rounds`);
+a replicate redraws it the same way, from the samples ``result.json`` keeps for the estimator
+the fits use (``timing.source``): rounds with replacement, samples within each round.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.stats import Z95, bootstrap_medians
+
+
+def source_rounds(result: dict) -> list[list[float]]:
+    """The samples of a result's *source* estimator, one list per round (empty rounds dropped),
+    as :func:`runner.timing.summarise` combined them: step and loop from every round; device
+    from the point's own trace (round 1) and the later rounds' traces."""
+    t = result.get("timing") or {}
+    source = t.get("source") or "step"
+    rounds = t.get("rounds") or []
+    if source == "device":
+        found = [(t.get("device") or {}).get("samples_s") or []]
+        found += [(r.get("device") or {}).get("samples_s") or [] for r in rounds[1:]]
+    else:
+        found = [(r.get(source) or {}).get("samples_s") or [] for r in rounds]
+    return [[float(x) for x in r] for r in found if r]
+
+
+def rounds_by_job(results: list[dict]) -> dict[str, list[list[float]]]:
+    """``{job: source_rounds}`` of a sweep's ok results that kept samples."""
+    out = {}
+    for r in results:
+        if r.get("status") == "ok" and r.get("job") is not None:
+            found = source_rounds(r)
+            if found:
+                out[str(r["job"])] = found
+    return out
+
+
+def replicate_times(
+    points: pd.DataFrame, rounds: dict | None, n_boot: int, rng: np.random.Generator
+) -> tuple[np.ndarray | None, str]:
+    """``(n_boot, len(points))`` bootstrap draws of the points' ``time_s``, and what they were
+    drawn from (said in fit.json); None instead of draws when no point has samples or an
+    interval (nothing to draw from: the fits then carry no intervals rather than empty ones).
+
+    A point with samples in ``rounds`` (keyed by its ``job``) is redrawn from them
+    (:func:`analysis.stats.bootstrap_medians`). One without (a table built by hand, a result
+    that kept none) is drawn log-normally from its 95% interval (``time_ci_low_s``,
+    ``time_ci_high_s``), and one without an interval is held at its median.
+    """
+    rounds = rounds or {}
+    T = points["time_s"].to_numpy(float)
+    draws = np.tile(T, (n_boot, 1))
+    used = set()
+    jobs = points["job"].astype(str) if "job" in points else pd.Series([None] * len(points))
+    lo = points["time_ci_low_s"].to_numpy(float) if "time_ci_low_s" in points else np.full(len(T), np.nan)
+    hi = points["time_ci_high_s"].to_numpy(float) if "time_ci_high_s" in points else np.full(len(T), np.nan)
+    for i, job in enumerate(jobs):
+        if job in rounds:
+            draws[:, i] = bootstrap_medians(rounds[job], n_boot, rng)
+            used.add("rounds")
+        elif lo[i] > 0 and hi[i] >= lo[i]:
+            sigma = (np.log(hi[i]) - np.log(lo[i])) / (2 * Z95)
+            draws[:, i] = T[i] * np.exp(rng.normal(0.0, sigma, n_boot))
+            used.add("intervals")
+        else:
+            used.add("none")
+    if used <= {"none"}:
+        return None, "nothing: no point kept samples or an interval"
+    how = {
+        frozenset({"rounds"}): "each point's rounds and the samples within them",
+        frozenset({"intervals"}): "each point's 95% interval (log-normal; no samples kept)",
+    }.get(frozenset(used), "rounds and samples where kept, else the point's interval")
+    return draws, how
