@@ -97,6 +97,7 @@ def test_a_device_source_without_its_collective_has_no_time_and_says_why(planted
     (line,) = [ln for ln in model.splitlines() if ln.startswith("| all_gather ")]
     assert line.startswith("| all_gather | X | 64 KiB |  |  | ") and f"| {REASON} |" in line
     assert "## Figures" not in md
+    assert "no point has a time (the report lists why, under Points without a time)" in md  # the headline
 
 
 def test_without_a_trace_the_device_source_says_it_was_not_traced(compose_cfg, tmp_path):
