@@ -1,6 +1,7 @@
 """The answer a sweep's reader wants first: per collective family, its latency floor, its
 peak bus bandwidth (and how close that is to the ceiling), the size where it turns
-bandwidth-bound, how it compares with the book's model, and how many points to doubt.
+bandwidth-bound, how it compares with the book's model, and how many points to doubt:
+each number with its 95% interval, and only what the data shows.
 
 A table in, a table out (:func:`headline_table`); the report shows it on top and writes it
 as ``headline.json``; :func:`headline_sentence` says one row in words.
@@ -14,6 +15,7 @@ import pandas as pd
 from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration
 
 FAMILY_KEYS = ["op", "axes", "group_size", "dtype"]
+REGIMES = ("latency", "bandwidth")
 HEADLINE_COLUMNS = [
     *FAMILY_KEYS,
     "mesh",
@@ -24,28 +26,93 @@ HEADLINE_COLUMNS = [
     "unchecked",
     "flagged",
     "latency_floor_s",
+    "latency_floor_ci_low_s",
+    "latency_floor_ci_high_s",
     "latency_floor_from",
     "peak_busbw_Bps",
+    "peak_busbw_ci_low_Bps",
+    "peak_busbw_ci_high_Bps",
     "peak_at_V_bytes",
+    "peak_from",
     "peak_share_of_ceiling",
+    "bandwidth_regime",
+    "V_max_bytes",
     "bandwidth_bound_above_bytes",
+    "bandwidth_bound_above_ci_low_bytes",
+    "bandwidth_bound_above_ci_high_bytes",
     "measured_over_model_median",
+    "model_self_fit",
+    *[f"out_of_sample_{r}_{s}" for r in REGIMES for s in ("median", "min", "max", "points")],
 ]
 
 
-def _count(g: pd.DataFrame, column: str, word: str) -> int:
-    return int(g[column].fillna("").astype(str).str.contains(word, regex=False).sum()) if column in g else 0
+def _count(g: pd.DataFrame, column: str, word: str) -> pd.Series:
+    return g[column].fillna("").astype(str).str.contains(word, regex=False) if column in g else g.index.isna()
+
+
+def _num(value):
+    """A float, or None for a missing value."""
+    return float(value) if value is not None and pd.notna(value) else None
+
+
+def _peak(g: pd.DataFrame) -> dict:
+    """The largest bus bandwidth of a point that is neither flagged nor noisy, with its interval
+    (``busbw_ci_*`` where the summary has them, else from the time's interval: busbw ~ 1/time);
+    a family whose unflagged points are all noisy gives its best one, saying so."""
+    unflagged = g[g["flags"].fillna("").astype(str).eq("")] if "flags" in g else g
+    steady = unflagged[~_count(unflagged, "caveats", "noisy")]
+    pool, source = (steady, "steady points") if steady["busbw_Bps"].notna().any() else (unflagged, "noisy points")
+    if not pool["busbw_Bps"].notna().any():
+        return {}
+    p = pool.loc[pool["busbw_Bps"].idxmax()]
+    lo, hi = p.get("busbw_ci_low_Bps"), p.get("busbw_ci_high_Bps")
+    if not (pd.notna(lo) and pd.notna(hi)) and pd.notna(p.get("time_ci_low_s")) and pd.notna(p.get("time_ci_high_s")):
+        lo, hi = p["busbw_Bps"] * p["time_s"] / p["time_ci_high_s"], p["busbw_Bps"] * p["time_s"] / p["time_ci_low_s"]
+    return {
+        "peak_busbw_Bps": float(p["busbw_Bps"]),
+        "peak_busbw_ci_low_Bps": _num(lo),
+        "peak_busbw_ci_high_Bps": _num(hi),
+        "peak_at_V_bytes": float(p["V_bytes"]),
+        "peak_from": source,
+        "peak_share_of_ceiling": _num(p.get("busbw_over_ceiling")),
+    }
+
+
+def _by_regime(g: pd.DataFrame) -> dict:
+    """The spread of the out-of-sample measured/model (``measured_over_model_cv``, else
+    ``measured_over_model``) among the points the model calls latency-bound and bandwidth-bound."""
+    col = "measured_over_model_cv" if "measured_over_model_cv" in g else "measured_over_model"
+    out = {}
+    for regime in REGIMES:
+        r = (
+            g.loc[g.get("model_regime", pd.Series(index=g.index, dtype=object)) == regime, col]
+            if col in g
+            else pd.Series(dtype=float)
+        )
+        r = r.replace([np.inf, -np.inf], np.nan).dropna()
+        out.update(
+            {
+                f"out_of_sample_{regime}_median": float(r.median()) if len(r) else None,
+                f"out_of_sample_{regime}_min": float(r.min()) if len(r) else None,
+                f"out_of_sample_{regime}_max": float(r.max()) if len(r) else None,
+                f"out_of_sample_{regime}_points": int(len(r)),
+            }
+        )
+    return out
 
 
 def headline_table(summary: pd.DataFrame, points: pd.DataFrame, fits: pd.DataFrame) -> pd.DataFrame:
     """One row per collective family (:data:`FAMILY_KEYS`).
 
-    ``latency_floor_s``: the fit's latency term (T_min x hops, the book's form) where the
-    family has a fit, else the smallest median measured (``latency_floor_from`` says which).
-    ``peak_busbw_Bps``: the largest bus bandwidth of a point the fits trust (no flag), with
-    its V and its share of that point's ceiling. ``bandwidth_bound_above_bytes``: the fit's
-    crossover. ``failed`` counts the failed jobs of the same op and dtype (a failed job may
-    not know its group).
+    ``latency_floor_s``: the median time of the points the fit calls latency-bound (the fit's
+    ``latency_floor_s``, with its bootstrap interval), else the smallest median measured
+    (``latency_floor_from`` says which). ``peak_busbw_Bps``: see :func:`_peak`.
+    ``bandwidth_bound_above_bytes``: the fit's crossover, only when the family has a bandwidth
+    regime (``bandwidth_regime``; else None, and the sentence says "no bandwidth regime in
+    range"). ``measured_over_model_median`` is against the model as the report uses it (a
+    self-fit where ``model_self_fit``); ``out_of_sample_*`` give the out-of-sample ratio's
+    median, range and count by the model's regime. ``failed`` counts the failed jobs of the
+    same op and dtype (a failed job may not know its group).
     """
     failed = summary[(summary["status"] != "ok")].drop_duplicates("job")
     rows = []
@@ -54,46 +121,51 @@ def headline_table(summary: pd.DataFrame, points: pd.DataFrame, fits: pd.DataFra
         fam_failed = failed
         for k in ("op", "dtype"):
             fam_failed = fam_failed[fam_failed[k] == fam[k]]
-        trusted = g[g["flags"].fillna("").astype(str).eq("")] if "flags" in g else g
         f = fits
         for k in FAMILY_KEYS:
             f = f[f[k] == fam[k]] if len(f) and k in f else f
-        fit = f.iloc[0] if len(f) else None
-        t_min = fit.get("T_min_s") if fit is not None else None
+        fit = f.iloc[0] if len(f) else pd.Series(dtype=object)
+        row = {**fam, "latency_floor_ci_low_s": None, "latency_floor_ci_high_s": None}
         if int(fam["group_size"]) == 1:  # nothing moves: no latency to speak of, only a copy's time
-            floor, floor_from = float(g["time_s"].min()), "no communication (group of 1): a copy"
-        elif t_min is not None and pd.notna(t_min) and pd.notna(fit.get("hops")):
-            floor, floor_from = float(t_min) * float(fit["hops"]), "fit: T_min x hops"
+            row.update(
+                latency_floor_s=float(g["time_s"].min()), latency_floor_from="no communication (group of 1): a copy"
+            )
+        elif pd.notna(fit.get("latency_floor_s")):
+            row.update(
+                latency_floor_s=float(fit["latency_floor_s"]),
+                latency_floor_ci_low_s=_num(fit.get("latency_floor_ci_low_s")),
+                latency_floor_ci_high_s=_num(fit.get("latency_floor_ci_high_s")),
+                latency_floor_from="fit: median of its latency-bound points",
+            )
         else:
-            floor, floor_from = float(g["time_s"].min()), "smallest median measured"
-        peak = trusted.loc[trusted["busbw_Bps"].idxmax()] if trusted["busbw_Bps"].notna().any() else None
-        cross = fit.get("crossover_bytes") if fit is not None else None
+            row.update(latency_floor_s=float(g["time_s"].min()), latency_floor_from="smallest median measured")
+        regime = bool(fit.get("bandwidth_regime")) if pd.notna(fit.get("bandwidth_regime")) else False
         ratio = (
             g["measured_over_model"].replace([np.inf, -np.inf], np.nan).dropna()
             if "measured_over_model" in g
             else pd.Series(dtype=float)
         )
-        rows.append(
+        row.update(
             {
-                **fam,
                 "mesh": ", ".join(sorted(set(g["mesh"].astype(str)))),
                 "points": int(len(g)) + int(len(fam_failed)),
                 "ok": int(len(g)),
                 "failed": int(len(fam_failed)),
-                "noisy": _count(g, "caveats", "noisy"),
-                "unchecked": _count(g, "caveats", "unchecked"),
+                "noisy": int(_count(g, "caveats", "noisy").sum()),
+                "unchecked": int(_count(g, "caveats", "unchecked").sum()),
                 "flagged": int(g["flags"].fillna("").astype(str).ne("").sum()) if "flags" in g else 0,
-                "latency_floor_s": floor,
-                "latency_floor_from": floor_from,
-                "peak_busbw_Bps": float(peak["busbw_Bps"]) if peak is not None else None,
-                "peak_at_V_bytes": float(peak["V_bytes"]) if peak is not None else None,
-                "peak_share_of_ceiling": float(peak["busbw_over_ceiling"])
-                if peak is not None and pd.notna(peak.get("busbw_over_ceiling"))
-                else None,
-                "bandwidth_bound_above_bytes": float(cross) if cross is not None and pd.notna(cross) else None,
+                **_peak(g),
+                "bandwidth_regime": regime if "bandwidth_regime" in fit else None,
+                "V_max_bytes": float(g["V_bytes"].max()),
+                "bandwidth_bound_above_bytes": _num(fit.get("crossover_bytes")) if regime else None,
+                "bandwidth_bound_above_ci_low_bytes": _num(fit.get("crossover_ci_low_bytes")) if regime else None,
+                "bandwidth_bound_above_ci_high_bytes": _num(fit.get("crossover_ci_high_bytes")) if regime else None,
                 "measured_over_model_median": float(ratio.median()) if len(ratio) else None,
+                "model_self_fit": bool(g["model_self_fit"].any()) if "model_self_fit" in g else False,
+                **_by_regime(g),
             }
         )
+        rows.append(row)
     return pd.DataFrame(rows, columns=HEADLINE_COLUMNS)
 
 
@@ -106,28 +178,75 @@ def family_name(row) -> str:
     return f"{op} over {row['axes']} ({n} device{'s' if n != 1 else ''}, {row['dtype']})"
 
 
+def within(lo, hi, fmt) -> str:
+    """`` (95%: 1.2 to 1.5 GB/s)``; an unbounded side says so; nothing without an interval."""
+    if lo is None or pd.isna(lo):
+        return ""
+    if hi is None or pd.isna(hi):
+        return f" (95%: {fmt(lo)} or more)"
+    return f" (95%: {fmt(lo)} to {fmt(hi)})"
+
+
+def _spread(row, regime: str) -> str | None:
+    n = row.get(f"out_of_sample_{regime}_points")
+    if not n or pd.isna(n):
+        return None
+    lo, hi, med = (row[f"out_of_sample_{regime}_{s}"] for s in ("min", "max", "median"))
+    span = f"{lo:.2g}" if int(n) == 1 else f"{lo:.2g}-{hi:.2g} (median {med:.2g}, {int(n)} points)"
+    return f"{regime}-bound {span}"
+
+
+def _is_false(value) -> bool:
+    return value is not None and not (isinstance(value, float) and np.isnan(value)) and not bool(value)
+
+
 def headline_sentence(row) -> str:
-    """One family's headline in words, human units."""
+    """One family's headline in words, human units, each number with its 95% interval."""
     if int(row["group_size"]) == 1:
         return (
             f"{family_name(row)}: no communication (group of 1): XLA runs it as a copy, "
             f"{fmt_duration(row['latency_floor_s'])} a step; collectives need at least two devices"
         )
     if str(row.get("latency_floor_from", "")).startswith("fit"):
-        parts = [f"latency floor about {fmt_duration(row['latency_floor_s'])}"]
+        parts = [
+            f"latency floor about {fmt_duration(row['latency_floor_s'])}"
+            + within(row.get("latency_floor_ci_low_s"), row.get("latency_floor_ci_high_s"), fmt_duration)
+        ]
+    elif row.get("latency_floor_s") is None or pd.isna(row.get("latency_floor_s")):
+        parts = ["no point has a time (the report lists why, under Points without a time)"]
     else:  # one bandwidth-bound point is no latency floor: say what there is
         parts = [f"no fit (too few points), fastest median {fmt_duration(row['latency_floor_s'])}"]
     if row.get("peak_busbw_Bps") is not None and pd.notna(row.get("peak_busbw_Bps")):
         share = row.get("peak_share_of_ceiling")
         parts.append(
-            f"peak bus bandwidth {fmt_bandwidth(row['peak_busbw_Bps'])} at {fmt_bytes(row['peak_at_V_bytes'])}"
+            f"peak bus bandwidth {fmt_bandwidth(row['peak_busbw_Bps'])}"
+            + within(row.get("peak_busbw_ci_low_Bps"), row.get("peak_busbw_ci_high_Bps"), fmt_bandwidth)
+            + f" at {fmt_bytes(row['peak_at_V_bytes'])}"
+            + (" (of noisy points only)" if row.get("peak_from") == "noisy points" else "")
             + (f" ({share:.0%} of its ceiling)" if share is not None and pd.notna(share) else "")
         )
     cross = row.get("bandwidth_bound_above_bytes")
     if cross is not None and pd.notna(cross):
-        parts.append(f"bandwidth-bound above about {fmt_bytes(cross)}")
+        parts.append(
+            f"bandwidth-bound above about {fmt_bytes(cross)}"
+            + within(
+                row.get("bandwidth_bound_above_ci_low_bytes"), row.get("bandwidth_bound_above_ci_high_bytes"), fmt_bytes
+            )
+        )
+    elif _is_false(row.get("bandwidth_regime")):
+        parts.append(f"no bandwidth regime in range (up to {fmt_bytes(row['V_max_bytes'])})")
     ratio = row.get("measured_over_model_median")
     if ratio is not None and pd.notna(ratio):
-        parts.append(f"measured/model {ratio:.2g}")
+        said = f"measured/model {ratio:.2g}" + (
+            " (a self-fit: the model's constants were fitted to these points)" if row.get("model_self_fit") else ""
+        )
+        spread = [s for s in (_spread(row, r) for r in REGIMES) if s]
+        if spread:
+            said += (
+                "; out of sample (each size against a fit without it): "
+                if row.get("model_self_fit")
+                else "; by regime: "
+            ) + ", ".join(spread)
+        parts.append(said)
     doubt = [f"{row[k]} {k}" for k in ("failed", "flagged", "noisy", "unchecked") if row.get(k)]
     return f"{family_name(row)}: " + ", ".join(parts) + (f" ({', '.join(doubt)})" if doubt else "")

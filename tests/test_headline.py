@@ -59,8 +59,8 @@ def test_headline_numbers_of_a_known_sweep():
     fits, _ = fit_table(pts)
     head = headline_table(summary, pts, fits)
     row = head.iloc[0]
-    assert row["latency_floor_s"] == pytest.approx(40e-6, rel=1e-6)  # T_min 10 us x 4 hops
-    assert row["latency_floor_from"] == "fit: T_min x hops"
+    assert row["latency_floor_s"] == pytest.approx(40e-6, rel=1e-6)  # the latency-bound points' median
+    assert row["latency_floor_from"] == "fit: median of its latency-bound points"
     # the peak of the trusted points: 2e9 * 7/8, first reached at 128 KiB (the first V above 80 kB)
     assert row["peak_busbw_Bps"] == pytest.approx(1.75e9) and row["peak_at_V_bytes"] == 2**17
     assert row["peak_share_of_ceiling"] == pytest.approx(0.7)
@@ -91,3 +91,80 @@ def test_every_summary_column_is_in_the_dictionary(tmp_path, compose_cfg):
     assert set(SUMMARY) - cols == set(), "entries for columns summary.csv no longer has"
     md = write_dictionary(tmp_path / "columns.md").read_text()
     assert all(f"`{c}`" in md for c in cols) and len(read_results(root)) == 2
+
+
+def _two_families():
+    """AllGather float32 (as _points, with intervals, regimes and out-of-sample ratios; a self-fit)
+    and an AllReduce bfloat16 sweep that stops at 4 KiB (250, 240, 260 us)."""
+    ag = _points()
+    ag["time_ci_low_s"], ag["time_ci_high_s"] = ag["time_s"] * 0.9, ag["time_s"] * 1.1
+    ag.loc[7, "caveats"] = "noisy"  # 128 KiB: the first point at the peak, but its interval is wide
+    ag["model_regime"] = np.where(ag["V_bytes"] <= 8e4, "latency", "bandwidth")
+    ag["model_self_fit"] = True
+    # out of sample: 0.9, 1.0, 1.1, ... over the 7 latency-bound points; 0.3, 0.35, 0.4 ... bandwidth-bound
+    ag["measured_over_model_cv"] = np.where(
+        ag["model_regime"] == "latency", 0.9 + 0.1 * (np.arange(15) % 3), 0.3 + 0.05 * (np.arange(15) % 3)
+    )
+    ar = pd.DataFrame(
+        {
+            "op": "all_reduce",
+            "axes": "X",
+            "group_size": 8,
+            "dtype": "bfloat16",
+            "mesh": "auto",
+            "job": ["a", "b", "c"],
+            "V_bytes": [1024.0, 2048.0, 4096.0],
+            "time_s": [250e-6, 240e-6, 260e-6],
+            "busbw_Bps": np.array([1024.0, 2048.0, 4096.0]) / np.array([250e-6, 240e-6, 260e-6]) * 1.75,
+            "latency_unit": 8.0,
+            "bandwidth_unit": [2048.0, 4096.0, 8192.0],
+            "flags": "",
+            "caveats": "",
+            "measured_over_model": [1.2, 1.1, 1.3],
+            "model_regime": "latency",
+            "model_self_fit": False,
+        }
+    )
+    ar["measured_over_model_cv"] = ar["measured_over_model"]
+    return pd.concat([ag, ar], ignore_index=True)
+
+
+def test_headline_claims_only_what_the_data_shows():
+    pts = _two_families()
+    fits, _ = fit_table(pts)
+    head = headline_table(pts.assign(status="ok"), pts, fits)
+    ag, ar = head.iloc[0], head.iloc[1]
+    assert (ag["op"], ar["op"]) == ("all_gather", "all_reduce")
+    # the peak skips the flagged 64 MiB and the noisy 128 KiB: 1.75 GB/s at 256 KiB, +-10% in time
+    assert (ag["peak_busbw_Bps"], ag["peak_at_V_bytes"], ag["peak_from"]) == (
+        pytest.approx(1.75e9),
+        2**18,
+        "steady points",
+    )
+    assert ag["peak_busbw_ci_low_Bps"] == pytest.approx(1.75e9 / 1.1) and ag["peak_busbw_ci_high_Bps"] == pytest.approx(
+        1.75e9 / 0.9
+    )
+    # out of sample by regime: latency 0.9, 1.0, 1.1 cycling over 7 points; bandwidth 0.3 .. 0.4 over 8
+    assert [ag[f"out_of_sample_latency_{s}"] for s in ("min", "median", "max", "points")] == pytest.approx(
+        [0.9, 1.0, 1.1, 7]
+    )
+    assert [ag[f"out_of_sample_bandwidth_{s}"] for s in ("min", "median", "max", "points")] == pytest.approx(
+        [0.3, 0.35, 0.4, 8]
+    )
+    text = headline_sentence(ag)
+    assert "peak bus bandwidth 1.75 GB/s (95%: 1.59 GB/s to 1.94 GB/s) at 256 KiB" in text
+    assert text.endswith(
+        "measured/model 1 (a self-fit: the model's constants were fitted to these points); out of sample (each "
+        "size against a fit without it): latency-bound 0.9-1.1 (median 1, 7 points), bandwidth-bound 0.3-0.4 "
+        "(median 0.35, 8 points) (1 flagged, 3 noisy)"
+    )
+    # the sweep that stops at 4 KiB: a latency floor (the median, 250 us), no bandwidth claim
+    assert ar["bandwidth_regime"] in (False,) and ag["bandwidth_regime"] in (True,)
+    assert pd.isna(ar["bandwidth_bound_above_bytes"]) and ar["latency_floor_s"] == pytest.approx(250e-6)
+    text = headline_sentence(ar)
+    assert text == (
+        "AllReduce over X (8 devices, bfloat16): latency floor about 250 us, peak bus bandwidth 0.0276 GB/s at 4 KiB, "
+        "no bandwidth regime in range (up to 4 KiB), measured/model 1.2; by regime: latency-bound 1.1-1.3 "
+        "(median 1.2, 3 points)"
+    )
+    assert "bandwidth-bound above" not in text
