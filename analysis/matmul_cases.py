@@ -228,47 +228,70 @@ def measured_C(jobs: pd.DataFrame) -> tuple[float | None, str]:
     got. Per *working* device (FLOPs / (time x d), d the devices the product was split over as
     it ran: :func:`work_devices_as_ran`), so that an ``auto`` job C came from has a T_math equal
     to its time, and a job that split the product 8 ways is not read as 8x faster."""
+    C, how, _ = _fastest(jobs)
+    return C, how
+
+
+def C_source_job(jobs: pd.DataFrame) -> str | None:
+    """The job :func:`measured_C` took C from: its T_math equals its own time by construction,
+    so it is no evidence for the model (the headline leaves it out of measured / T_math)."""
+    return _fastest(jobs)[2]
+
+
+def _fastest(jobs: pd.DataFrame) -> tuple[float | None, str, str | None]:
+    """(C, how it was got, the job it came from): see :func:`measured_C`."""
     ok = jobs[jobs["status"] == "ok"]
     if not len(ok):
-        return None, ""
+        return None, "", None
     d = pd.Series([work_devices_as_ran(r) for r in ok.to_dict("records")], index=ok.index, dtype=float)
     d = d.fillna(pd.to_numeric(ok["device_count"], errors="coerce"))
     per_worker = pd.to_numeric(ok["flops"], errors="coerce") / (pd.to_numeric(ok["time_s"], errors="coerce") * d)
+    if not per_worker.notna().any():
+        return None, "", None
     local = ok["emitted"].map(len) == 0
-    if local.any():
-        return float(per_worker[local].max()), "the fastest matmul without communication in this sweep"
-    return float(per_worker.max()), (
-        "the fastest matmul of this sweep, communication included (a lower bound: no job here ran without it)"
+    pool = per_worker[local] if local.any() and per_worker[local].notna().any() else per_worker
+    best = pool.idxmax()
+    how = (
+        "the fastest matmul without communication in this sweep"
+        if pool is not per_worker
+        else "the fastest matmul of this sweep, communication included (a lower bound: no job here ran without it)"
     )
+    return float(pool[best]), how, str(ok.at[best, "job"])
 
 
-def model_hardware(jobs: pd.DataFrame, model_hw: Hardware | None) -> tuple[Hardware | None, float | None, str]:
+def model_hardware(
+    jobs: pd.DataFrame, model_hw: Hardware | None
+) -> tuple[Hardware | None, float | None, str, str | None]:
     """The constants the matmul tables use: ``model_hw`` (else the entry the jobs ran on), with
     C measured here (:func:`measured_C`) where the entry publishes no FLOP/s; the measured C
-    (or None) and a note on what is measured or missing, for the report to print."""
+    (or None), a note on what is measured or missing, for the report to print, and the job C
+    came from where the tables use it (None where C is published)."""
     hw_name = jobs["hardware"].dropna().mode()
     hw = model_hw or (load_hardware(hw_name.iloc[0]) if len(hw_name) else None)
-    C, how = measured_C(jobs)
-    note = ""
+    C, how, source = _fastest(jobs)
+    note, c_job = "", None
     if hw is not None and C and not hw.flops_per_s:
         hw = dataclasses.replace(hw, flops_per_s={d: C for d in set(jobs["dtype"].dropna())})
+        c_job = source
         note = (
-            f" `{hw.name}` has no published FLOP/s: C = {C:.3g} FLOP/s per device, from {how} "
-            "(its FLOPs over its time and its d)."
+            f" `{hw.name}` has no published FLOP/s: C = {C:.3g} FLOP/s per device, from `{source}`, {how} "
+            "(its FLOPs over its time and its d); its own T_math equals its time by construction, so the "
+            "headline's measured / model leaves it out."
         )
     if hw is not None and hw.link_bw_bidir_Bps is None:
         note += (
             f" `{hw.name}` has no link constants, so T_comms is left out: calibrate them from an "
             "AllGather sweep (`python -m analysis calibrate`) and rebuild with `--hardware NAME`."
         )
-    return hw, C, note
+    return hw, C, note, c_job
 
 
-def matmul_headline(jobs: pd.DataFrame, table: pd.DataFrame) -> list[str]:
+def matmul_headline(jobs: pd.DataFrame, table: pd.DataFrame, c_job: str | None = None) -> list[str]:
     """The answer a matmul sweep's reader wants first, in a few sentences: how many ran, whether
     XLA emitted the collectives the book prescribes, the best compute rate, how the measured
     times compare with the book's max(T_math, T_comms), and Question 4's and collective
-    matmul's verdicts where the sweep ran them. ``table``: :func:`case_table` of ``jobs``."""
+    matmul's verdicts where the sweep ran them. ``table``: :func:`case_table` of ``jobs``;
+    ``c_job``: the job C was measured from (:func:`C_source_job`), left out of measured / model."""
     from analysis.book.units import fmt_duration
 
     ok = table[table["status"] == "ok"]
@@ -289,10 +312,17 @@ def matmul_headline(jobs: pd.DataFrame, table: pd.DataFrame) -> list[str]:
         bound = pd.to_numeric(ok["max (s)"], errors="coerce")
         t_math = pd.to_numeric(ok["T_math (s)"], errors="coerce")
         model = bound.where(bound.notna(), t_math)
-        ratio = (pd.to_numeric(ok["time (s)"], errors="coerce") / model).dropna()
+        ratio = (pd.to_numeric(ok["time (s)"], errors="coerce") / model)[ok["job"] != c_job].dropna()
         if len(ratio):
             what = "max(T_math, T_comms)" if bound.notna().any() else "T_math (no link constants for T_comms)"
-            said.append(f"measured / the book's {what}: median {ratio.median():.2g} over {len(ratio)} jobs")
+            said.append(
+                f"measured / the book's {what}: median {ratio.median():.2g} over {len(ratio)} jobs"
+                + (
+                    f" (leaving out `{c_job}`, whose time gave C)"
+                    if c_job is not None and (ok["job"] == c_job).any()
+                    else ""
+                )
+            )
     q4 = q4_table(jobs)
     for expr, g in q4.groupby("expr"):
         cross, dim = measured_crossover(g), g["dim"].iloc[0]
@@ -328,10 +358,11 @@ class Matmuls:
     hw: Hardware | None
     C: float | None
     note: str
+    C_job: str | None = None  # the job C was measured from, where the tables use a measured C
 
     @property
     def headline(self) -> list[str]:
-        return matmul_headline(self.jobs, self.table)
+        return matmul_headline(self.jobs, self.table, self.C_job)
 
 
 def load_matmuls(summary: pd.DataFrame, model_hw: Hardware | None) -> Matmuls | None:
@@ -339,5 +370,5 @@ def load_matmuls(summary: pd.DataFrame, model_hw: Hardware | None) -> Matmuls | 
     jobs = matmul_jobs(summary)
     if not len(jobs):
         return None
-    hw, C, note = model_hardware(jobs, model_hw)
-    return Matmuls(jobs, case_table(jobs, hw), hw, C, note)
+    hw, C, note, c_job = model_hardware(jobs, model_hw)
+    return Matmuls(jobs, case_table(jobs, hw), hw, C, note, c_job)

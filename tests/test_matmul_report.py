@@ -79,3 +79,44 @@ def test_matmul_headline_states_the_answer_of_a_question4_sweep():
         "Measured / the book's max(T_math, T_comms): median 1.5 over 4 jobs.",
         "Question 4 (`X[B, D] * Y[D_X, F] -> Z[B, F]`): multiply-then-AllReduce starts to win at D ≈ 32.",
     ]
+
+
+def test_T_math_names_the_job_C_came_from_and_leaves_it_out_of_the_median():
+    from analysis.matmul_cases import C_source_job, matmul_headline, measured_C
+
+    # C per working device: a 8e9 / (1 ms x 8) = 1e12 and b 5e11 without communication; c is
+    # faster (2e12) but communicates, so C comes from a
+    jobs = pd.DataFrame(
+        {
+            "job": ["a", "b", "c"],
+            "status": "ok",
+            "strategy": "matmul_then_allreduce",
+            "device_count": 8,
+            "flops": [8e9, 4e9, 16e9],
+            "time_s": [1e-3, 1e-3, 1e-3],
+            "emitted": [[], [], ["all-reduce over X"]],
+            "expr": "X[B, D] * Y[D_X, F] -> Z[B, F]",
+            "dims": ["B=256 D=64 F=512", "B=256 D=32 F=512", "B=256 D=128 F=512"],
+        }
+    )
+    assert measured_C(jobs) == (1e12, "the fastest matmul without communication in this sweep")
+    assert C_source_job(jobs) == "a"
+    table = pd.DataFrame(
+        {
+            "job": ["a", "b", "c"],
+            "status": "ok",
+            "strategy": "matmul_then_allreduce",
+            "match": "same",
+            "FLOP/s": [8e9, 4e9, 16e9],
+            "time (s)": [1e-3, 1e-3, 1e-3],
+            # a's T_math is its own time (C came from it); b and c read 2x and 3x the model
+            "T_math (s)": [1e-3, 0.5e-3, 1e-3 / 3],
+            "max (s)": [None, None, None],
+        }
+    )
+    said = matmul_headline(jobs, table, c_job="a")
+    assert said[2] == (
+        "Measured / the book's T_math (no link constants for T_comms): median 2.5 over 2 jobs "
+        "(leaving out `a`, whose time gave C)."
+    )
+    assert matmul_headline(jobs, table)[2].endswith("median 2 over 3 jobs.")  # with a: pulled to 1 by construction
