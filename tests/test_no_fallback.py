@@ -99,6 +99,13 @@ def test_a_device_source_without_its_collective_has_no_time_and_says_why(planted
     assert "## Figures" not in md
     assert "no point has a time (the report lists why, under Points without a time)" in md  # the headline
 
+    # a comparison has nothing to hold it against: one clear error, not a figure of nothing
+    from analysis.compare import CompareError
+    from analysis.report import write_compare_report
+
+    with pytest.raises(CompareError, match="^no point of these sweeps has a time"):
+        write_compare_report([tmp_path, tmp_path], tmp_path / "cmp")
+
 
 def test_without_a_trace_the_device_source_says_it_was_not_traced(compose_cfg, tmp_path):
     r = run(compose_cfg([*QUICK, "timing.source=device", "trace.enabled=false", "timing.rounds=1"]), tmp_path)

@@ -27,6 +27,12 @@ def write_compare_report(dirs: list[Path], out: Path) -> Path:
     """Compute the comparison and write every file under ``out``; returns ``index.html``.
     Raises :class:`analysis.compare.CompareError` for sweeps it cannot compare."""
     points, fits, diff, labels = compare.load_sweeps(dirs)
+    # a point without a time (its device estimator found nothing) has nothing to compare
+    points = points[points["time_s"].notna()]
+    if not len(points):
+        raise compare.CompareError(
+            "no point of these sweeps has a time (each report lists why, under Points without a time)"
+        )
     keys, varied = compare.match_keys(points)
     ratios = compare.ratio_table(points, keys, labels[0])
     if not len(ratios):
