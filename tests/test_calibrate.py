@@ -202,3 +202,31 @@ def test_calibrate_prints_the_intervals_and_agrees_with_the_report(calibrated):
         assert (e["link_bw_bidir_Bps"], e["hop_latency_s"]) == (f["W_Bps"], f["T_min_s"])
         assert f["W_ci_low_Bps"] <= f["W_Bps"] <= f["W_ci_high_Bps"]
     assert "W (95% interval)" in printed and "1000 bootstrap replicates over rounds and samples, seed 0" in printed
+
+
+def test_measured_over_model_says_self_fit_and_adds_an_out_of_sample_ratio(tiny_sweeps, tmp_path):
+    # On cpu the model's W and T_min are the AllGather fit's: its points agree with the model by
+    # construction, so they are marked and each is held against a fit without its size; the
+    # AllReduce points were not fitted (their model is the AllGather's constants) and keep theirs.
+    from analysis.report.sweep_report import write_report
+    from analysis.sweep import load_sweep
+
+    root = tmp_path / "s"
+    shutil.copytree(tiny_sweeps["float32"], root)
+    s = load_sweep(root)
+    pts = s.points.set_index("op")
+    assert pts.loc["all_gather", "model_self_fit"].all() and not pts.loc["all_reduce", "model_self_fit"].any()
+    ag, ar = pts.loc["all_gather"], pts.loc["all_reduce"]
+    assert ag["measured_over_model_cv"].to_numpy() == pytest.approx((ag["time_s"] / ag["cv_model_time_s"]).to_numpy())
+    assert ar["measured_over_model_cv"].to_numpy() == pytest.approx(ar["measured_over_model"].to_numpy())
+    write_report(root)
+    fit = json.loads((root / "fit.json").read_text())
+    assert fit["bootstrap"]["seed"] == 0 and fit["bootstrap"]["replicates"] == 1000
+    for f in fit["fits"]:  # an upper end is null where some replicates had no bandwidth regime (W unbounded)
+        assert f["W_ci_low_Bps"] <= f["W_Bps"] and (f["W_ci_high_Bps"] is None or f["W_Bps"] <= f["W_ci_high_Bps"])
+    families = json.loads((root / "headline.json").read_text())["families"]
+    text = {f["op"]: f["text"] for f in families}
+    assert "(a self-fit: the model's constants were fitted to these points); out of sample" in text["all_gather"]
+    assert "self-fit" not in text["all_reduce"] and "; by regime: " in text["all_reduce"]
+    md = (root / "report" / "report.md").read_text()
+    assert "(self-fit)" in md and "out of sample" in md
