@@ -86,15 +86,23 @@ def link_roofline(
         return {"kind": "link", "busbw_Bps": bw, "what": f"{hardware['name']} per-GPU NVLink egress (book constant)"}
     if not hardware.get("link_bw_bidir_Bps"):
         return None
-    links, where = max(n_axes, 1), "mesh axis/axes"
-    if physical and axes:
-        from analysis.book.placement import CHIP_DIMS, Placement
+    w_bi = float(hardware["link_bw_bidir_Bps"])
+    if not (physical and axes):
+        links = max(n_axes, 1)
+        what = f"{hardware['name']} bidirectional ICI link bandwidth x {links} mesh axis/axes (book)"
+        return {"kind": "link", "busbw_Bps": w_bi * links, "physical_axes": links, "what": what}
+    from analysis.book.placement import CHIP_DIMS, Placement
 
-        spans = [d for d in Placement.from_dict(physical).group(axes) if d in CHIP_DIMS]
-        links, where = max(len(spans), 1), f"physical axis/axes ({', '.join(spans) or 'none'})"
+    group = Placement.from_dict(physical).group(axes)
+    spans = [d for d in group if d in CHIP_DIMS]
+    core = float(hardware.get("core_bw_unidir_Bps") or 0) if "core" in group else 0.0
+    links = len(spans) if spans or core else 1
+    parts = [f"bidirectional ICI link bandwidth x {links} physical axis/axes ({', '.join(spans)})"] if links else []
+    if core:  # the two cores of one chip: on-chip, at their own W, both ways
+        parts.append("2 x the on-chip W between a chip's two cores")
     return {
         "kind": "link",
-        "busbw_Bps": float(hardware["link_bw_bidir_Bps"]) * links,
+        "busbw_Bps": w_bi * links + 2 * core,
         "physical_axes": links,
-        "what": f"{hardware['name']} bidirectional ICI link bandwidth x {links} {where} (book)",
+        "what": f"{hardware['name']} {' + '.join(parts)} (book constants)",
     }

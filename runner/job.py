@@ -214,8 +214,8 @@ def predict(result: dict) -> dict:
             return predict_matmul(parse(exp["expr"]), exp["mesh"]["axes"], exp["dims"], exp["dtype"], hw).to_dict()
         physical = exp["mesh"].get("physical")  # where the devices put the axes (TPU)
         if physical and hw.interconnect == "torus":
-            sizes, rings, spans = placed_group(hw, Placement.from_dict(physical), exp["axes"])
-            p = predict_collective(exp["op"], exp["V_bytes"], sizes, hw, rings, spans)
+            placed = placed_group(hw, Placement.from_dict(physical), exp["axes"])
+            p = predict_collective(exp["op"], exp["V_bytes"], hw=hw, **placed)
         else:
             p = predict_collective(exp["op"], exp["V_bytes"], sizes, hw, wraparound_for(hw, sizes))
     except BookError as exc:

@@ -70,6 +70,7 @@ class HardwareConf:
     memory_bytes: float | None = None  # HBM capacity per JAX device
     domain_size: int | None = None  # devices in one fast domain: NVLink domain, TPU pod/slice limit
     node_bw_unidir_Bps: float | None = None  # per GPU, to GPUs of its node outside its NVLink domain (PCIe)
+    core_bw_unidir_Bps: float | None = None  # between the two JAX devices (cores) of one chip: TPU v3, TPU7x
     scaleout_network: str | None = None  # beyond a domain, e.g. "InfiniBand NDR", "DCN"
     scaleout_bw_unidir_Bps: float | None = None  # per device, one direction
     scaleout_latency_s: float | None = None

@@ -223,3 +223,12 @@ def test_result_json_prediction_uses_the_recorded_placement():
     exp["mesh"]["physical"] = physical_placement(mesh)
     got = predict(result)
     assert got["time_s"] == pytest.approx(2**25 / (1.8e11 * 3)) and got["axis_sizes"] == (4, 4, 4)
+
+
+def test_the_ici_ceiling_of_a_core_axis_is_the_on_chip_bandwidth():
+    mesh = build_mesh({"X": 8, "Y": 2}, devices=fake_tpus(2, 2, 2, "TPU7x", cores=2))
+    hw = {"name": "tpu_v7x", "interconnect": "torus", "link_bw_bidir_Bps": 9e10, "core_bw_unidir_Bps": 1.85e12}
+    place = physical_placement(mesh)
+    assert link_roofline(hw, 1, place, ["Y"])["busbw_Bps"] == 2 * 1.85e12  # no ICI link between the cores
+    assert link_roofline(hw, 1, place, ["X"])["busbw_Bps"] == 3 * 9e10  # x, y and z
+    assert link_roofline(hw, 2, place, ["X", "Y"])["busbw_Bps"] == 3 * 9e10 + 2 * 1.85e12

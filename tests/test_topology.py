@@ -307,3 +307,51 @@ def test_a_recorded_placement_across_two_slices_prices_the_dcn():
     assert [(lv["network"], lv["devices"]) for lv in xy.levels] == [("ICI", 8), ("DCN", 2)]
     assert xy.levels[0]["time_s"] == pytest.approx(VBIG / (4.5e10 * 4 / 3 + 4.5e10 * 2), **rel)
     assert xy.time_s == pytest.approx(VBIG / 8 / (2 * 3.125e9), **rel)
+
+
+# ---------------------------------------------------------------- two devices per chip
+# tpu_v7x per device: W_unidir = 4.5e10, W_bidi = 9e10, T_min = 1e-6, W_core = 1.85e12 (HBM-bound,
+# no published figure). A 2x2x2 slice of two-core chips as mesh (8, 2): X on the chips, Y the cores.
+V7X = load_hardware("tpu_v7x")
+CORES = {"X": {"x": 2, "y": 2, "z": 2}, "Y": {"core": 2}}
+
+
+def v7x_cost(expr):
+    from analysis.book.collective_cost import CostContext
+    from analysis.book.notation import parse
+    from analysis.book.placement import Placement
+
+    place = Placement((2, 2, 2), CORES, cores=2)
+    return CostContext.build({"X": 8, "Y": 2}, {"I": 2**24}, "bfloat16", V7X, None, place).cost(parse(expr))
+
+
+def test_a_chips_two_cores_are_priced_at_their_own_bandwidth():
+    # Y: a line of 2 at W_core: max(1e-6 * 1, (2-1) * (V/2) / 1.85e12) = 9.07 us (over ICI: 372.82 us)
+    y = v7x_cost("AllGather_Y(A[I_Y])")
+    assert (y.prediction.axis_sizes, y.prediction.hops) == ((2,), 1)
+    assert y.time_s == pytest.approx((VBIG / 2) / 1.85e12, **rel)
+    assert "W_core" in y.prediction.formula and "not an ICI link" in y.prediction.note
+    # X and Y: three lines of 2 (a 2x2x2 is no full cube) and the cores:
+    # V / (3 * 4.5e10 * 2 + 1.85e12 * 2) = 8.45 us, hops 4 -> max(4 us, 8.45 us)
+    xy = v7x_cost("AllGather_XY(A[I_XY])")
+    assert xy.prediction.hops == 4
+    assert xy.time_s == pytest.approx(VBIG / (3 * 4.5e10 * 2 + 1.85e12 * 2), **rel)
+    # an entry without the on-chip figure says so instead of pricing the cores as an ICI link
+    import dataclasses
+
+    from analysis.book.collective_cost import placed_group, predict_collective
+    from analysis.book.placement import Placement
+
+    bare = dataclasses.replace(V7X, core_bw_unidir_Bps=None)
+    with pytest.raises(BookError, match="core_bw_unidir_Bps"):
+        predict_collective("all_gather", VBIG, hw=bare, **placed_group(bare, Placement((2, 2, 2), CORES, 2), ["Y"]))
+
+
+def test_tpu_v3_constants_are_per_core():
+    # the book's per-chip v3 numbers (1.4e14 FLOP/s, 9e11 B/s HBM, 1e11 one-way per link,
+    # 6.25e9 DCN per TPU) halved: a JAX device on v3 is one of the chip's two TensorCores
+    v3 = load_hardware("tpu_v3")
+    assert v3.flops("bfloat16") == 7e13 and v3.hbm_bw_Bps == 4.5e11
+    assert (v3.link_bw_unidir_Bps, v3.link_bw_bidir_Bps, v3.scaleout_bw_unidir_Bps) == (5e10, 1e11, 3.125e9)
+    assert v3.core_bw_unidir_Bps == v3.hbm_bw_Bps / 2 and "HBM-bound" in v3.source
+    assert V7X.core_bw_unidir_Bps == V7X.hbm_bw_Bps / 2 and "publishes no die-to-die figure" in V7X.source

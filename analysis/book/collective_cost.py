@@ -89,6 +89,7 @@ class Span:
     fabric: Fabric
     sizes: tuple[int, ...]
     rings: tuple[bool, ...] = ()
+    own_w: tuple = ()  # per axis: None (the chip's links) or a W of its own (a chip's two cores)
 
     @property
     def n(self) -> int:
@@ -102,6 +103,7 @@ def predict_collective(
     hw: Hardware,
     wraparound: Sequence[bool] | None = None,
     spans: Sequence[Span] | None = None,
+    own_w: Sequence[float | None] | None = None,
 ) -> CollectivePrediction:
     """Predict one collective over mesh axes of ``axis_sizes`` (``wraparound`` per axis; by
     default from the hardware's rule with each mesh axis its own physical axis). ``spans``
@@ -117,7 +119,9 @@ def predict_collective(
     if len(rings) != len(sizes):
         raise NotationError(f"wraparound {list(rings)} does not match axis sizes {sizes}")
     # Axes of size 1 move nothing; dropping them keeps k (the axis count) honest.
+    own = list(own_w) if own_w is not None else [None] * len(sizes)
     act = [(n, r) for n, r in zip(sizes, rings) if n > 1]
+    act_own = [o for n, o in zip(sizes, own) if n > 1]  # W_core for a chip's two cores, else None
     hw = calibrated_for(hw, k, len(act))  # measured constants for this collective, if hw has them
     note = ""
     if spans is None:
@@ -136,7 +140,9 @@ def predict_collective(
             base, V_bytes, math.prod(n for n, _ in act), hw.require("hop_latency_s"), hw.require("link_bw_unidir_Bps")
         )
     else:
-        hops, lat, bw, lat_txt, bw_txt = ring_line_cost(base, V_bytes, [n for n, _ in act], [r for _, r in act], hw)
+        hops, lat, bw, lat_txt, bw_txt = ring_line_cost(
+            base, V_bytes, [n for n, _ in act], [r for _, r in act], hw, act_own
+        )
     mult = 2 if k == "all_reduce" else 1
     formula = f"max({lat_txt}, {bw_txt}) = max({fmt_time(lat)}, {fmt_time(bw)})"
     if mult == 2:
@@ -163,11 +169,16 @@ def predict_collective(
         _, blat, bbw, blat_txt, bbw_txt = ring_line_cost(base, V_bytes, [n for n, _ in act], [True] * len(act), hw)
         pred["book_time_s"] = mult * max(blat, bbw)
         pred["book_formula"] = f"{'2 * ' if mult == 2 else ''}max({blat_txt}, {bbw_txt})"
-        lines = [str(n) for n, r in act if not r]
-        pred["note"] = (
-            f"axis of {', '.join(lines)} has no wraparound on {hw.name}: a line, so data crosses "
-            "N-1 hops one way at the unidirectional bandwidth (about 2x the book's ring formula)"
-        )
+        lines = [str(n) for (n, r), o in zip(act, act_own) if not r and o is None]
+        notes = []
+        if any(o is not None for o in act_own):
+            notes.append("the two cores of one chip: on-chip at W_core, not an ICI link")
+        if lines:
+            notes.append(
+                f"axis of {', '.join(lines)} has no wraparound on {hw.name}: a line, so data crosses "
+                "N-1 hops one way at the unidirectional bandwidth (about 2x the book's ring formula)"
+            )
+        pred["note"] = "; ".join(notes)
     return CollectivePrediction(**pred)
 
 
@@ -225,8 +236,11 @@ def _across(
         v = V * (s.n / n_all) ** 2 if base == "all_to_all" else V / done
         t_name, w_name = _NAMES[f.bw_attr]
         if f.interconnect == "torus":
-            act = [(n, r) for n, r in zip(s.sizes, s.rings) if n > 1]
-            hops, lat, bw, lat_txt, bw_txt = ring_line_cost(base, v, [n for n, _ in act], [r for _, r in act], hw)
+            own = s.own_w or (None,) * len(s.sizes)
+            act = [(n, r, o) for n, r, o in zip(s.sizes, s.rings, own) if n > 1]
+            hops, lat, bw, lat_txt, bw_txt = ring_line_cost(
+                base, v, [n for n, _, _ in act], [r for _, r, _ in act], hw, [o for _, _, o in act]
+            )
             if base == "all_to_all":
                 primed = bw_txt.replace("V ", "V' ", 1)  # the slice's share: V/N^2 to each in-slice peer
                 bw_txt = f"V' = V * ({s.n}/{n_all})^2 = {fmt_num(v)} B: {primed}"
@@ -372,8 +386,9 @@ class CostContext:
             ]
         if self.placement is not None and not self.fabrics:
             # the physical axes the group spans, not the mesh axes
-            sizes, rings, spans = placed_group(self.hw, self.placement, coll.axes)
-        pred = predict_collective(coll.kind, v, sizes, self.hw, rings, spans)
+            pred = predict_collective(coll.kind, v, hw=self.hw, **placed_group(self.hw, self.placement, coll.axes))
+        else:
+            pred = predict_collective(coll.kind, v, sizes, self.hw, rings, spans)
         notes = tuple(f"{a}={self.mesh[a]}: {self._why(a)}" for a in coll.axes)
         return CollectiveCost(str(coll), str(coll.result()), tuple(coll.axes), v_txt, pred, notes)
 
@@ -401,20 +416,26 @@ class CostContext:
         )
 
 
-def placed_group(
-    hw: Hardware, placement: Placement, axes: Sequence[str]
-) -> tuple[list[int], list[bool], list[Span] | None]:
-    """A group over mesh ``axes`` as :func:`predict_collective` takes it, from where the axes
-    lie (``placement``): the chip axes it spans and whether each is a ring; and where it also
-    spans slices, the two levels (ICI inside each slice, DCN across them) as spans."""
+def placed_group(hw: Hardware, placement: Placement, axes: Sequence[str]) -> dict:
+    """A group over mesh ``axes``, from where the axes lie (``placement``), as keyword
+    arguments of :func:`predict_collective`: the chip axes it spans and whether each is a
+    ring; the two cores of one chip as a line at ``core_bw_unidir_Bps`` (its own W, not an
+    ICI link); and where it also spans slices, the two levels (ICI inside each slice, DCN
+    across them) as spans."""
     sizes, rings = placement.links(hw.wraparound, axes)
-    across = placement.group(axes).get("slice", 1)
-    if across == 1:
-        return sizes, rings, None
-    inner = math.prod(sizes)
-    layout = Layout("(recorded)", "slices", None, across, inner)
-    fabrics = fabrics_for(hw, layout, inner * across)
-    return sizes, rings, [Span(fabrics[0], tuple(sizes), tuple(rings)), Span(fabrics[1], (across,), (True,))]
+    own: list = [None] * len(sizes)
+    g = placement.group(axes)
+    if g.get("core", 1) > 1:
+        sizes, rings, own = [*sizes, g["core"]], [*rings, False], [*own, hw.require("core_bw_unidir_Bps")]
+    out = {"axis_sizes": sizes, "wraparound": rings, "own_w": own, "spans": None}
+    if g.get("slice", 1) > 1:
+        inner = math.prod(sizes)
+        fabrics = fabrics_for(hw, Layout("(recorded)", "slices", None, g["slice"], inner), inner * g["slice"])
+        out["spans"] = [
+            Span(fabrics[0], tuple(sizes), tuple(rings), tuple(own)),
+            Span(fabrics[1], (g["slice"],), (True,)),
+        ]
+    return out
 
 
 def _placed_why(hw: Hardware, place: Placement, axis: str) -> str:

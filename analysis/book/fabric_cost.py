@@ -5,6 +5,8 @@ fabric, combines levels and doubles AllReduce.
 
 * Rings (wraparound), k axes: ``max(T_min * sum(ceil(N_i/2)), V / (W_bidi * k))``; the book
   writes ``sum N_i / 2``, the same for even axes.
+* The two cores of a chip (TPU v3, TPU7x: two JAX devices each) are a line of 2 at their own
+  ``W_core`` (``core_bw_unidir_Bps``), not an ICI link.
 * Lines (no wraparound): ``max(T_min * (N-1), (N-1) * (V/N) / W_unidir)``; mixed ring/line
   axes add their bandwidths, ``V / sum(W_eff_i)``, ``W_eff = W_bidi`` (ring) or
   ``W_unidir * N / (N-1)`` (line). AllToAll: ``V * max_i(N_i / W_i) / (4 * N)``.
@@ -22,12 +24,17 @@ from analysis.book.units import fmt_num
 __all__ = ["ring_line_cost", "switch_cost"]
 
 
-def ring_line_cost(kind: str, V: float, sizes: list[int], rings: list[bool], hw: Hardware):
+def ring_line_cost(kind: str, V: float, sizes: list[int], rings: list[bool], hw: Hardware, own_w=None):
     """(hops, latency s, bandwidth s, latency text, bandwidth text) of one ReduceScatter /
-    AllGather / AllToAll over torus (or host) axes."""
+    AllGather / AllToAll over torus (or host) axes. ``own_w``: per axis None (the chip's
+    links) or a one-way W of its own, a line (the two cores of one chip: ``W_core``)."""
+    own = list(own_w) if own_w is not None else [None] * len(sizes)
+    links = [r for r, o in zip(rings, own) if o is None]
     t_min = hw.require("hop_latency_s")
-    w_bi = hw.require("link_bw_bidir_Bps") if any(rings) else None
-    w_uni = hw.require("link_bw_unidir_Bps") if not all(rings) else None
+    w_bi = hw.require("link_bw_bidir_Bps") if any(links) else None
+    w_link = hw.require("link_bw_unidir_Bps") if not all(links) else None
+    unis = [w_link if o is None else float(o) for o in own]  # one-way W of each axis
+    w_uni = unis[0] if unis else None
     hops = sum(math.ceil(n / 2) if r else n - 1 for n, r in zip(sizes, rings))
     lat = t_min * hops
     if all(rings):
@@ -39,7 +46,7 @@ def ring_line_cost(kind: str, V: float, sizes: list[int], rings: list[bool], hw:
         lat_txt = f"T_min * hops = {fmt_num(t_min)} s * {hops}"
     if kind == "all_to_all":
         n_all = math.prod(sizes)
-        per = [n / (w_bi if r else w_uni) for n, r in zip(sizes, rings)]
+        per = [n / (w_bi if r else u) for n, r, u in zip(sizes, rings, unis)]
         bw = V * max(per) / (4 * n_all)
         if all(rings):
             bw_txt = (
@@ -51,7 +58,7 @@ def ring_line_cost(kind: str, V: float, sizes: list[int], rings: list[bool], hw:
                 f"= {fmt_num(V)} B * {fmt_num(max(per))} s/B / (4 * {n_all})"
             )
         return hops, lat, bw, lat_txt, bw_txt
-    if all(rings):
+    if all(rings) and not any(o is not None for o in own):
         k = len(sizes)
         return hops, lat, V / (w_bi * k), lat_txt, f"V / (W_bidi * k) = {fmt_num(V)} B / ({fmt_num(w_bi)} B/s * {k})"
     if len(sizes) == 1:
@@ -61,15 +68,18 @@ def ring_line_cost(kind: str, V: float, sizes: list[int], rings: list[bool], hw:
             lat,
             (n - 1) * (V / n) / w_uni,
             lat_txt,
-            f"(N-1) * (V/N) / W_unidir = {n - 1} * ({fmt_num(V)} B / {n}) / {fmt_num(w_uni)} B/s",
+            f"(N-1) * (V/N) / {'W_core' if own[0] is not None else 'W_unidir'} = {n - 1} * ({fmt_num(V)} B / {n}) "
+            f"/ {fmt_num(w_uni)} B/s",
         )
-    w_eff = sum(w_bi if r else w_uni * n / (n - 1) for n, r in zip(sizes, rings))
+    w_eff = sum(w_bi if r else u * n / (n - 1) for n, r, u in zip(sizes, rings, unis))
     return (
         hops,
         lat,
         V / w_eff,
         lat_txt,
-        f"V / sum(W_eff), W_eff = W_bidi on a ring, W_unidir*N/(N-1) on a line = {fmt_num(V)} B / {fmt_num(w_eff)} B/s",
+        f"V / sum(W_eff), W_eff = W_bidi on a ring, W_unidir*N/(N-1) on a line"
+        f"{' (W_core between the cores of a chip)' if any(o is not None for o in own) else ''} "
+        f"= {fmt_num(V)} B / {fmt_num(w_eff)} B/s",
     )
 
 

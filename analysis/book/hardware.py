@@ -88,6 +88,7 @@ class Hardware:
     memory_bytes: float | None = None  # HBM capacity per JAX device
     domain_size: int | None = None  # devices one fast domain joins: NVLink domain, TPU pod/slice limit
     node_bw_unidir_Bps: float | None = None  # per GPU, to GPUs of its node outside its NVLink domain (PCIe)
+    core_bw_unidir_Bps: float | None = None  # one way, between the two devices (cores) of a chip (v3, TPU7x)
     scaleout_network: str | None = None  # beyond a domain: "InfiniBand NDR", "DCN", ...
     scaleout_bw_unidir_Bps: float | None = None  # per device, one direction
     scaleout_latency_s: float | None = None
@@ -169,6 +170,7 @@ _NUMBERS = (
     "hbm_bw_Bps",
     "memory_bytes",
     "node_bw_unidir_Bps",
+    "core_bw_unidir_Bps",
     "scaleout_bw_unidir_Bps",
     "scaleout_latency_s",
 )

@@ -72,7 +72,9 @@ def _constants(hw: Hardware) -> list[str]:
             else ""
         )
         node = f"; PCIe in a node {_num(hw.node_bw_unidir_Bps, ' B/s')}" if hw.node_bw_unidir_Bps else ""
-        lines.append(f"domain {hw.domain_size} devices{node}{beyond}")
+        core_bw = hw.core_bw_unidir_Bps
+        cores = f"; the two cores of a chip {_num(core_bw, ' B/s')} one way" if core_bw else ""
+        lines.append(f"domain {hw.domain_size} devices{node}{cores}{beyond}")
     return lines
 
 

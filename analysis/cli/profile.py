@@ -85,14 +85,9 @@ def _predictor(args, hw, mesh, physical: dict | None = None):
     def predict(c, axes):
         try:
             if axes and not multi and c.kind in BY_HLO:
-                sizes, rings, spans = placed_group(hw, place, axes) if place else ([mesh[a] for a in axes], None, None)
+                where = placed_group(hw, place, axes) if place else {"axis_sizes": [mesh[a] for a in axes]}
                 p = predict_collective(
-                    BY_HLO[c.kind].op,
-                    V_from_hlo(c.kind, c.operand_bytes, c.result_bytes, c.group_size),
-                    sizes,
-                    hw,
-                    rings,
-                    spans,
+                    BY_HLO[c.kind].op, V_from_hlo(c.kind, c.operand_bytes, c.result_bytes, c.group_size), hw=hw, **where
                 )
                 return {"model_time_s": p.time_s, "model_note": f"{p.regime}-bound, {p.topology} over {','.join(axes)}"}
             p = predict_group(c, hw, args.topology)
