@@ -177,3 +177,31 @@ def test_analysis_hlo_prints_one_group_for_a_pytorch_xla_module(capsys):
     assert main(["hlo", path, "--json"]) == 0
     (rec,) = json.loads(capsys.readouterr().out)
     assert (rec["group_size"], rec["num_groups"]) == (None, 1)
+
+
+def test_conditional_branches_and_called_computations_run_their_collectives_at_top_level():
+    # a conditional (branch_computations={...}) and a call (to_apply=) run their computations'
+    # instructions as ops of their own; the reducer %add of an all-reduce is not run that way,
+    # and %never, which nothing calls, is not run at all
+    text = (
+        "HloModule m, num_partitions=4\n\n"
+        "%add (x: f32[], y: f32[]) -> f32[] {\n  %x = f32[] parameter(0)\n  %y = f32[] parameter(1)\n"
+        "  ROOT %s = f32[] add(%x, %y)\n}\n\n"
+        "%gather_branch (a: f32[4]) -> f32[16] {\n  %a = f32[4]{0} parameter(0)\n"
+        "  ROOT %ag.1 = f32[16]{0} all-gather(%a), replica_groups={{0,1,2,3}}, dimensions={0}\n}\n\n"
+        "%tile_branch (b: f32[4]) -> f32[16] {\n  %b = f32[4]{0} parameter(0)\n"
+        "  ROOT %bc = f32[16]{0} broadcast(%b), dimensions={0}\n}\n\n"
+        "%reduce_call (c: f32[16]) -> f32[16] {\n  %c = f32[16]{0} parameter(0)\n"
+        "  ROOT %psum.3 = f32[16]{0} all-reduce(%c), replica_groups={{0,1,2,3}}, to_apply=%add\n}\n\n"
+        "%never (d: f32[16]) -> f32[16] {\n  %d = f32[16]{0} parameter(0)\n"
+        "  ROOT %a2a = f32[16]{0} all-to-all(%d), replica_groups={{0,1,2,3}}, dimensions={0}\n}\n\n"
+        "ENTRY %main (i: s32[], p: f32[4]) -> f32[16] {\n  %i = s32[] parameter(0)\n  %p = f32[4]{0} parameter(1)\n"
+        "  %cond = f32[16]{0} conditional(%i, %p, %p), branch_computations={%gather_branch, %tile_branch}\n"
+        "  ROOT %call.1 = f32[16]{0} call(%cond), to_apply=%reduce_call\n}\n"
+    )
+    assert collective_executions(text) == {"ag.1": ("all-gather",), "psum.3": ("all-reduce",)}
+    assert target_instructions(text, "all_to_all") == set()
+    # a string never names a called computation: op_name="... true_computation=%x" is metadata
+    quoted = text.replace("%tile_branch}\n", '%tile_branch}, metadata={op_name="if true_computation=%never"}\n')
+    assert quoted != text
+    assert collective_executions(quoted) == collective_executions(text)
