@@ -7,7 +7,14 @@ from hlo_samples import COMMENTS_AND_LOOPS, CPU_REDUCE_SCATTER, GPU_ASYNC, MULTI
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis.hlo import KINDS, HloParseError, expand_iota_groups, parse_collectives, shape_bytes
+from analysis.hlo import (
+    KINDS,
+    HloParseError,
+    collective_executions,
+    expand_iota_groups,
+    parse_collectives,
+    shape_bytes,
+)
 
 VALID = "\n".join([CPU_REDUCE_SCATTER, OLD_STYLE, NEW_STYLE, TPU_MODULE, GPU_ASYNC, MULTILINE, COMMENTS_AND_LOOPS])
 HLO_BITS = [
@@ -57,7 +64,7 @@ def _only_parse_errors(fn, *args) -> None:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.one_of(st.sampled_from(HLO_BITS), st.characters()), max_size=120).map("".join))
 def test_random_text_raises_only_hlo_parse_error(text):
-    for fn in (parse_collectives, shape_bytes, expand_iota_groups):
+    for fn in (parse_collectives, collective_executions, shape_bytes, expand_iota_groups):
         _only_parse_errors(fn, text)
 
 
@@ -87,6 +94,11 @@ def test_mutated_modules_raise_only_hlo_parse_error(text):
     except HloParseError:
         found = []
     assert all(c.kind in KINDS and c.operand_bytes >= 0 and c.result_bytes >= 0 for c in found)
+    try:  # what runs the collectives: every name maps to collective kinds, never anything else
+        runs = collective_executions(text)
+    except HloParseError:
+        runs = {}
+    assert all(kinds and set(kinds) <= set(KINDS) for kinds in runs.values())
 
 
 def test_valid_corpus_parses_and_scales():
