@@ -56,24 +56,28 @@ def _num(value):
 
 
 def _peak(g: pd.DataFrame) -> dict:
-    """The largest bus bandwidth of a point that is neither flagged nor noisy, with its interval
-    (``busbw_ci_*`` where the summary has them, else from the time's interval: busbw ~ 1/time);
-    a family whose unflagged points are all noisy gives its best one, saying so."""
-    unflagged = g[g["flags"].fillna("").astype(str).eq("")] if "flags" in g else g
-    steady = unflagged[~_count(unflagged, "caveats", "noisy")]
-    pool, source = (steady, "steady points") if steady["busbw_Bps"].notna().any() else (unflagged, "noisy points")
-    if not pool["busbw_Bps"].notna().any():
+    """The peak bus bandwidth a family's data vouches for: among the unflagged points, the one
+    whose 95% interval has the highest lower end (``busbw_ci_*`` where the summary has them, else
+    from the time's interval: busbw ~ 1/time; a point without one counts at its value), with
+    its value and interval. A noisy point wins only when even its lower end beats every
+    steady point's (``peak_from`` then says "noisy point"): a wide interval is no peak."""
+    pool = g[g["flags"].fillna("").astype(str).eq("")] if "flags" in g else g
+    pool = pool[pool["busbw_Bps"].notna()]
+    if not len(pool):
         return {}
-    p = pool.loc[pool["busbw_Bps"].idxmax()]
-    lo, hi = p.get("busbw_ci_low_Bps"), p.get("busbw_ci_high_Bps")
-    if not (pd.notna(lo) and pd.notna(hi)) and pd.notna(p.get("time_ci_low_s")) and pd.notna(p.get("time_ci_high_s")):
-        lo, hi = p["busbw_Bps"] * p["time_s"] / p["time_ci_high_s"], p["busbw_Bps"] * p["time_s"] / p["time_ci_low_s"]
+    lo = pool["busbw_ci_low_Bps"] if "busbw_ci_low_Bps" in pool else pd.Series(np.nan, index=pool.index)
+    hi = pool["busbw_ci_high_Bps"] if "busbw_ci_high_Bps" in pool else pd.Series(np.nan, index=pool.index)
+    if {"time_ci_low_s", "time_ci_high_s"} <= set(pool):
+        lo = lo.fillna(pool["busbw_Bps"] * pool["time_s"] / pool["time_ci_high_s"])
+        hi = hi.fillna(pool["busbw_Bps"] * pool["time_s"] / pool["time_ci_low_s"])
+    best = lo.fillna(pool["busbw_Bps"]).idxmax()
+    p = pool.loc[best]
     return {
         "peak_busbw_Bps": float(p["busbw_Bps"]),
-        "peak_busbw_ci_low_Bps": _num(lo),
-        "peak_busbw_ci_high_Bps": _num(hi),
+        "peak_busbw_ci_low_Bps": _num(lo[best]),
+        "peak_busbw_ci_high_Bps": _num(hi[best]),
         "peak_at_V_bytes": float(p["V_bytes"]),
-        "peak_from": source,
+        "peak_from": "noisy point" if _count(pool.loc[[best]], "caveats", "noisy").any() else "steady point",
         "peak_share_of_ceiling": _num(p.get("busbw_over_ceiling")),
     }
 
@@ -106,7 +110,8 @@ def headline_table(summary: pd.DataFrame, points: pd.DataFrame, fits: pd.DataFra
 
     ``latency_floor_s``: the median time of the points the fit calls latency-bound (the fit's
     ``latency_floor_s``, with its bootstrap interval), else the smallest median measured
-    (``latency_floor_from`` says which). ``peak_busbw_Bps``: see :func:`_peak`.
+    (``latency_floor_from`` says which). ``peak_busbw_Bps``: the unflagged point whose interval
+    has the highest lower end (:func:`_peak`).
     ``bandwidth_bound_above_bytes``: the fit's crossover, only when the family has a bandwidth
     regime (``bandwidth_regime``; else None, and the sentence says "no bandwidth regime in
     range"). ``measured_over_model_median`` is against the model as the report uses it (a
@@ -222,7 +227,11 @@ def headline_sentence(row) -> str:
             f"peak bus bandwidth {fmt_bandwidth(row['peak_busbw_Bps'])}"
             + within(row.get("peak_busbw_ci_low_Bps"), row.get("peak_busbw_ci_high_Bps"), fmt_bandwidth)
             + f" at {fmt_bytes(row['peak_at_V_bytes'])}"
-            + (" (of noisy points only)" if row.get("peak_from") == "noisy points" else "")
+            + (
+                " (a noisy point: the largest lower end of an interval)"
+                if row.get("peak_from") == "noisy point"
+                else ""
+            )
             + (f" ({share:.0%} of its ceiling)" if share is not None and pd.notna(share) else "")
         )
     cross = row.get("bandwidth_bound_above_bytes")

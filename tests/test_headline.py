@@ -99,6 +99,7 @@ def _two_families():
     ag = _points()
     ag["time_ci_low_s"], ag["time_ci_high_s"] = ag["time_s"] * 0.9, ag["time_s"] * 1.1
     ag.loc[7, "caveats"] = "noisy"  # 128 KiB: the first point at the peak, but its interval is wide
+    ag.loc[7, "time_ci_high_s"] = ag.loc[7, "time_s"] * 1.4
     ag["model_regime"] = np.where(ag["V_bytes"] <= 8e4, "latency", "bandwidth")
     ag["model_self_fit"] = True
     # out of sample: 0.9, 1.0, 1.1, ... over the 7 latency-bound points; 0.3, 0.35, 0.4 ... bandwidth-bound
@@ -135,11 +136,12 @@ def test_headline_claims_only_what_the_data_shows():
     head = headline_table(pts.assign(status="ok"), pts, fits)
     ag, ar = head.iloc[0], head.iloc[1]
     assert (ag["op"], ar["op"]) == ("all_gather", "all_reduce")
-    # the peak skips the flagged 64 MiB and the noisy 128 KiB: 1.75 GB/s at 256 KiB, +-10% in time
+    # the peak skips the flagged 64 MiB; 128 KiB's lower end (1.75 / 1.4 GB/s) is below the steady
+    # points' (1.75 / 1.1): 1.75 GB/s at 256 KiB, +-10% in time
     assert (ag["peak_busbw_Bps"], ag["peak_at_V_bytes"], ag["peak_from"]) == (
         pytest.approx(1.75e9),
         2**18,
-        "steady points",
+        "steady point",
     )
     assert ag["peak_busbw_ci_low_Bps"] == pytest.approx(1.75e9 / 1.1) and ag["peak_busbw_ci_high_Bps"] == pytest.approx(
         1.75e9 / 0.9
@@ -158,6 +160,12 @@ def test_headline_claims_only_what_the_data_shows():
         "size against a fit without it): latency-bound 0.9-1.1 (median 1, 7 points), bandwidth-bound 0.3-0.4 "
         "(median 0.35, 8 points) (1 flagged, 3 noisy)"
     )
+    # a noisy point whose lower end beats every steady point's is the peak, and says so
+    louder = pts.copy()
+    louder.loc[7, "busbw_Bps"] = 3e9  # lower end 3 / 1.4 = 2.14 GB/s
+    row = headline_table(louder.assign(status="ok"), louder, fits).iloc[0]
+    assert (row["peak_busbw_Bps"], row["peak_at_V_bytes"], row["peak_from"]) == (3e9, 2**17, "noisy point")
+    assert "peak bus bandwidth 3 GB/s (95%: 2.14 GB/s to 3.33 GB/s) at 128 KiB (a noisy point" in headline_sentence(row)
     # the sweep that stops at 4 KiB: a latency floor (the median, 250 us), no bandwidth claim
     assert ar["bandwidth_regime"] in (False,) and ag["bandwidth_regime"] in (True,)
     assert pd.isna(ar["bandwidth_bound_above_bytes"]) and ar["latency_floor_s"] == pytest.approx(250e-6)
