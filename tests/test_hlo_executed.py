@@ -111,6 +111,8 @@ def test_matmuls_and_grads_are_timed_whole_and_a_program_without_the_collective_
     if PALLAS.exists():  # a real TPU module (CI has ../shared/traces) with no collective at all
         assert target_instructions(PALLAS.read_text(), "all_gather") == set()
     assert target_instructions(TPU_SPARSECORE, "all_to_all") == set()  # empty, not None: nothing runs it
+    # a group of 1: XLA runs a copy, the point is flagged (no communication) and timed whole
+    assert target_instructions(TPU_SPARSECORE, "all_gather", group=1) is None
 
 
 def test_the_device_estimator_times_the_fusion_not_the_program():

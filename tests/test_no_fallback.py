@@ -125,7 +125,7 @@ STEPS = [{"step": {"samples_s": [1e-3, 1.1e-3, 0.9e-3, 1e-3, 1e-3]}}]
         (None, "the point was not traced (trace.enabled=false, or its trace failed: see result.json's trace)"),
         (
             {"samples_s": [], "instructions": []},
-            "the compiled program runs no instruction of the collective (a group of 1 is a copy)",
+            "the compiled program runs no instruction of the collective",
         ),
         ({"samples_s": [], "instructions": None}, "the trace held no device op of the program"),
         (
@@ -156,3 +156,14 @@ def test_a_device_time_is_the_summary_and_a_missing_loop_still_falls_back_to_ste
     assert (loop["source"], loop["missing_reason"]) == ("step", None)
     assert loop["source_reason"] == "timing.source=loop; no loop samples (XLA unrolled it), so step"
     assert loop["summary"] == loop["estimators"]["step"]
+
+
+def test_a_group_of_one_has_the_copys_device_time(compose_cfg, tmp_path):
+    # XLA runs a collective over one device as a copy: no collective to find, so the device
+    # estimator times the whole program, and the point is flagged as no communication
+    over = [*QUICK, "timing.source=device", "timing.rounds=1", "mesh=xy_4x2", "mesh.axes.X=8", "mesh.axes.Y=1"]
+    r = run(compose_cfg([*over, "op.axes=[Y]"]), tmp_path)
+    t = r["timing"]
+    assert r["status"] == "ok" and r["experiment"]["group_size"] == 1, r.get("error")
+    assert (t["source"], t["missing_reason"], t["device"]["instructions"]) == ("device", None, None)
+    assert t["device"]["what"] == "the program's device time" and t["summary"]["median_s"] > 0
