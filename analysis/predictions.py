@@ -10,19 +10,32 @@ predicted from its own fit, and the report says so.
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pandas as pd
 
-from analysis.book.collective_cost import predict_collective
+from analysis.book.collective_cost import placed_group, predict_collective
 from analysis.book.collectives import OPS
 from analysis.book.errors import BookError
 from analysis.book.hardware import Hardware, load_hardware, wraparound_for
+from analysis.book.placement import Placement
 
 
 def axis_sizes(row) -> list[int]:
     """``"4x2"`` (a summary row's ``axis_sizes``) -> ``[4, 2]``."""
     return [int(s) for s in str(row["axis_sizes"]).split("x") if s]
+
+
+def group_args(row, hw: Hardware) -> dict:
+    """How the model takes a point's group (keyword arguments of ``predict_collective``): over
+    the physical axes the run recorded (``placement``, on a torus), else its mesh axes with the
+    chip's wraparound rule."""
+    placement = row.get("placement")
+    if isinstance(placement, str) and placement and hw.interconnect == "torus":
+        return placed_group(hw, Placement.from_dict(json.loads(placement)), list(str(row["axes"])))
+    sizes = axis_sizes(row)
+    return {"axis_sizes": sizes, "wraparound": wraparound_for(hw, sizes)}
 
 
 def hardware_for(name: str) -> Hardware | None:
@@ -53,7 +66,7 @@ def unit_terms(points: pd.DataFrame) -> pd.DataFrame:
         if not any(n > 1 for n in sizes):  # a group of one moves nothing: no terms to fit
             lat.append(np.nan), bw.append(np.nan)
             continue
-        p = predict_collective(row["op"], float(row["V_bytes"]), sizes, _unit_hw(hw), wraparound_for(hw, sizes))
+        p = predict_collective(row["op"], float(row["V_bytes"]), hw=_unit_hw(hw), **group_args(row, hw))
         lat.append(p.latency_time_s), bw.append(p.bandwidth_time_s)
     return points.assign(latency_unit=lat, bandwidth_unit=bw)
 
@@ -118,7 +131,7 @@ def predict_points(points: pd.DataFrame, hw: Hardware | None) -> pd.DataFrame:
         if not any(n > 1 for n in sizes):  # a group of one: the model has nothing to predict
             t.append(np.nan), regime.append(None)
             continue
-        p = predict_collective(row["op"], float(row["V_bytes"]), sizes, hw, wraparound_for(hw, sizes))
+        p = predict_collective(row["op"], float(row["V_bytes"]), hw=hw, **group_args(row, hw))
         t.append(p.time_s), regime.append(p.regime)
     return points.assign(model_time_s=t, model_regime=regime)
 

@@ -8,6 +8,7 @@ constants to model with are known.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -91,6 +92,8 @@ def _run_columns(r: dict) -> dict:
         "mesh_axes": ",".join(f"{k}={v}" for k, v in (mesh.get("axes") or {}).items()),
         "axes": "".join(exp.get("axes") or op_cfg.get("axes") or []),
         "axis_sizes": "x".join(str((mesh.get("axes") or {}).get(a, "")) for a in exp.get("axes") or []),
+        # where the mesh axes lay on the physical axes (TPU; analysis.book.placement), for the model
+        "placement": json.dumps(mesh["physical"], sort_keys=True) if mesh.get("physical") else None,
         "n_axes": active_axes([(mesh.get("axes") or {}).get(a, 1) for a in exp.get("axes") or []]),
         "group_size": exp.get("group_size"),
         "num_groups": exp.get("num_groups"),

@@ -355,3 +355,16 @@ def test_tpu_v3_constants_are_per_core():
     assert (v3.link_bw_unidir_Bps, v3.link_bw_bidir_Bps, v3.scaleout_bw_unidir_Bps) == (5e10, 1e11, 3.125e9)
     assert v3.core_bw_unidir_Bps == v3.hbm_bw_Bps / 2 and "HBM-bound" in v3.source
     assert V7X.core_bw_unidir_Bps == V7X.hbm_bw_Bps / 2 and "publishes no die-to-die figure" in V7X.source
+
+
+def test_the_report_prices_a_point_over_its_recorded_placement():
+    # a summary row of a v5p run whose X=64 lay on a 4x4x4 (three rings): V / (1.8e11 * 3);
+    # without the placement column, X is one ring of 64: max(32 us, V / 1.8e11)
+    import pandas as pd
+
+    from analysis.predictions import predict_points
+
+    place = {"slice_shape": [4, 4, 4], "axes": {"X": {"x": 4, "y": 4, "z": 4}}, "cores_per_chip": 1, "slices": 1}
+    row = {"op": "all_gather", "V_bytes": VBIG, "axes": "X", "axis_sizes": "64", "placement": json.dumps(place)}
+    got = predict_points(pd.DataFrame([row, {**row, "placement": None}]), load_hardware("tpu_v5p"))
+    assert got["model_time_s"].tolist() == pytest.approx([VBIG / (1.8e11 * 3), VBIG / 1.8e11], rel=1e-9)

@@ -22,6 +22,11 @@ SUMMARY = {
     "mesh_axes": ("", "the resolved mesh, e.g. X=4,Y=2"),
     "axes": ("", "the mesh axes the collective runs over, e.g. XY"),
     "axis_sizes": ("", "their sizes, e.g. 4x2"),
+    "placement": (
+        "",
+        "where the mesh axes lay on the physical axes (TPU: JSON of result.json's experiment.mesh.physical, "
+        "each axis' extent along x, y, z, core, slice); the model prices the group over these; empty elsewhere",
+    ),
     "n_axes": ("count", "axes of size > 1 the collective runs over (the book's k)"),
     "group_size": ("devices", "devices in one collective group (n)"),
     "num_groups": ("count", "groups running at once"),
