@@ -368,3 +368,21 @@ def test_the_report_prices_a_point_over_its_recorded_placement():
     row = {"op": "all_gather", "V_bytes": VBIG, "axes": "X", "axis_sizes": "64", "placement": json.dumps(place)}
     got = predict_points(pd.DataFrame([row, {**row, "placement": None}]), load_hardware("tpu_v5p"))
     assert got["model_time_s"].tolist() == pytest.approx([VBIG / (1.8e11 * 3), VBIG / 1.8e11], rel=1e-9)
+
+
+def test_profile_prices_a_runs_collectives_over_its_recorded_placement():
+    # analysis profile on a run folder: the mesh axes a group spans, on the physical axes the
+    # run recorded (X=64 on a 4x4x4: three rings, V / (1.8e11 * 3)); --topology overrides it
+    import argparse
+    import types
+
+    from analysis.cli.profile import _predictor
+
+    place = {"slice_shape": [4, 4, 4], "axes": {"X": {"x": 4, "y": 4, "z": 4}}, "cores_per_chip": 1, "slices": 1}
+    ag = types.SimpleNamespace(kind="all-gather", operand_bytes=VBIG // 64, result_bytes=VBIG, group_size=64)
+    args = argparse.Namespace(topology=None)
+    hw = load_hardware("tpu_v5p")
+    got = _predictor(args, hw, {"X": 64}, place)(ag, ["X"])
+    assert got["model_time_s"] == pytest.approx(VBIG / (1.8e11 * 3), **rel)
+    flat = _predictor(argparse.Namespace(topology="64"), hw, {"X": 64}, place)(ag, ["X"])  # one axis of 64
+    assert flat["model_time_s"] == pytest.approx(VBIG / 1.8e11, **rel)
