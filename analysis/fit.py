@@ -73,31 +73,38 @@ def fit_alpha_beta(V_bytes, time_s) -> dict:
 def _max_model_rows(T, L, B, keep):
     """``T = max(T_min * L, B / W)`` per row over its ``keep`` points: (T_min, W) arrays.
 
-    Exact search over where the regime switches: for each split of the points (sorted by B)
-    into a latency-bound head and a bandwidth-bound tail, the best T_min and W in log space are
-    geometric means; the split with the smallest log error of the full max() model wins. Points
-    on the corner fit either regime equally: among equal errors no latency term or no
-    bandwidth term at all is preferred over one fitted to a single corner point, so pure
-    latency data gives no W (not a W from its largest point) and pure bandwidth data T_min 0.
+    Exact search over where the regime switches: for each split of the points (sorted by B,
+    between distinct values of B) into a latency-bound head and a bandwidth-bound tail, the
+    best T_min and W in log space are geometric means; the split with the smallest log error of
+    the full max() model wins. Points on the corner fit either regime equally: among equal
+    errors no latency term or no bandwidth term at all is preferred over one fitted to a single
+    corner point, so pure latency data gives no W (not a W from its largest point) and pure
+    bandwidth data T_min 0.
     """
     order = np.argsort(B, kind="stable")
     L, B, T, keep = L[order], B[order], T[:, order], keep[:, order]
+    n = T.shape[1]
+    splits = np.concatenate([[0], np.flatnonzero(B[1:] != B[:-1]) + 1, [n]])
     logT, k = np.log(T), keep.astype(float)
     zero = np.zeros((T.shape[0], 1))
-    head = np.concatenate([zero, np.cumsum(np.where(keep, logT - np.log(L), 0), 1)], 1)
-    head_n = np.concatenate([zero, np.cumsum(k, 1)], 1)
+    head = np.concatenate([zero, np.cumsum(np.where(keep, logT - np.log(L), 0), 1)], 1)[:, splits]
+    head_n = np.concatenate([zero, np.cumsum(k, 1)], 1)[:, splits]
     tail_terms = np.where(keep, np.log(B) - logT, 0)
-    tail = tail_terms.sum(1, keepdims=True) - np.concatenate([zero, np.cumsum(tail_terms, 1)], 1)
+    tail = tail_terms.sum(1, keepdims=True) - np.concatenate([zero, np.cumsum(tail_terms, 1)], 1)[:, splits]
     tail_n = k.sum(1, keepdims=True) - head_n
     with np.errstate(divide="ignore", invalid="ignore"):
         t_min = np.where(head_n > 0, np.exp(head / np.maximum(head_n, 1)), 0.0)  # (rows, splits)
         W = np.where(tail_n > 0, np.exp(tail / np.maximum(tail_n, 1)), np.inf)
-        pred = np.maximum(t_min[:, :, None] * L, B / W[:, :, None])  # (rows, splits, points)
-        err = np.where(keep[:, None, :], (np.log(pred) - logT[:, None, :]) ** 2, 0).sum(2)
+        err = np.empty_like(t_min)
+        step = max(1, 2_000_000 // (len(splits) * n))  # rows at a time: (rows, splits, points) stays small
+        for a in range(0, T.shape[0], step):
+            pred = np.maximum(t_min[a : a + step, :, None] * L, B / W[a : a + step, :, None])
+            sq = (np.log(pred) - logT[a : a + step, None, :]) ** 2
+            err[a : a + step] = np.where(keep[a : a + step, None, :], sq, 0).sum(2)
     least = err.min(1, keepdims=True)
     tied = err <= least * (1 + 1e-9) + 1e-300
-    n = T.shape[1]
-    pick = np.where(tied[:, n], n, np.where(tied[:, 0], 0, np.argmax(tied, 1)))
+    last = len(splits) - 1
+    pick = np.where(tied[:, last], last, np.where(tied[:, 0], 0, np.argmax(tied, 1)))
     rows = np.arange(T.shape[0])
     return t_min[rows, pick], W[rows, pick]
 
@@ -251,9 +258,13 @@ def fit_family(
                 f"no bandwidth regime in range: every point latency-bound (none takes {BANDWIDTH_REGIME:g}x "
                 "the latency term)"
             )
-        if n - 1 >= MIN_POINTS:  # leave each size out in turn, refit, and predict it
-            loo = _fit_rows(V, L, B, np.tile(T0, (n, 1)), ~np.eye(n, dtype=bool), has_units)
-            cv[:] = np.maximum(loo["T_min_s"] * L, B / loo["W_Bps"])
+        # leave each size out in turn (every point of it: repeats of a size are no test), refit,
+        # and predict that size's points from the fit that never saw them
+        sizes, which = np.unique(V, return_inverse=True)
+        others = V[None, :] != sizes[:, None]
+        loo = _fit_rows(V, L, B, np.tile(T0, (len(sizes), 1)), others, has_units)
+        enough = (others.sum(1) >= MIN_POINTS)[which]
+        cv[:] = np.where(enough, np.maximum(loo["T_min_s"][which] * L, B / loo["W_Bps"][which]), np.nan)
     return FamilyFit(row, left, cv)
 
 

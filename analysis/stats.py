@@ -171,14 +171,19 @@ def resampled_medians(samples, n_boot: int, rng: np.random.Generator) -> np.ndar
     ``x_(j)`` exactly when at least m of the n draws are, which is Binomial(n, j/n) >= m, i.e.
     the regularised incomplete beta ``I_{j/n}(m, n-m+1)``. A uniform draw through that CDF picks j.
     """
+    x = np.sort(np.asarray(samples, dtype=float))
+    j = np.searchsorted(_median_rank_cdf(x.size), rng.random(n_boot), side="left")
+    return x[np.minimum(j, x.size - 1)]
+
+
+@functools.lru_cache(maxsize=256)
+def _median_rank_cdf(n: int) -> np.ndarray:
+    """P(the median of a size-n resample is at most the j-th smallest sample), j = 1..n: the
+    same for every point with n samples, so computed once per n."""
     from scipy.special import betainc  # scipy comes with jax
 
-    x = np.sort(np.asarray(samples, dtype=float))
-    n = x.size
     m = (n + 1) // 2
-    cdf = betainc(m, n - m + 1, np.arange(1, n + 1) / n)
-    j = np.searchsorted(cdf, rng.random(n_boot), side="left")
-    return x[np.minimum(j, n - 1)]
+    return betainc(m, n - m + 1, np.arange(1, n + 1) / n)
 
 
 def bootstrap_medians(rounds: list, n_boot: int, rng: np.random.Generator) -> np.ndarray:

@@ -250,3 +250,15 @@ def test_bootstrap_medians_follow_the_order_statistics():
     assert [np.mean(x == v) for v in (1, 2, 3)] == pytest.approx([7 / 27, 13 / 27, 7 / 27], abs=0.003)
     assert percentile_interval([1.0] * 10 + [np.inf] * 10 + [np.nan], 1.0) == (1.0, np.inf)
     assert percentile_interval(np.arange(1, 40.0), 50.0) == (1.0, 50.0)  # widened to hold the estimate
+
+
+def test_leave_one_size_out_leaves_out_every_repeat_of_the_size():
+    # each size measured twice (two seeds): leaving out one 2 KiB point would keep its twin in
+    # the fit, and the "out of sample" 2 KiB would be half in sample
+    from analysis.fit import fit_points
+
+    V = np.repeat(_CACHE_V, 2)
+    T = np.maximum(4e-5, V / 1e9)
+    T[2:4] = 6e-5  # both 2 KiB points took 1.5x the floor
+    ratio = T / fit_points(_family(V, T)).cv_model_time_s.to_numpy()
+    assert ratio[2:4] == pytest.approx([1.5, 1.5], rel=1e-9)
