@@ -14,8 +14,8 @@ collective's group crosses a domain boundary (NVLink domain, TPU slice) onto a s
 * ``slices=2`` or ``slices=2,slice=16x16`` - TPU slices joined by the data-center network (DCN).
 
 Devices are numbered row-major over the mesh (the first mesh axis varies slowest) and fill
-nodes/slices in that order, as ``jax.make_mesh`` and ``mesh_utils.create_hybrid_device_mesh``
-lay them out: so the outer part of a mesh axis crosses nodes, its inner part stays inside.
+nodes/slices in that order, as the runner's meshes (``mesh_utils.create_device_mesh`` and
+``create_hybrid_device_mesh``) lay them out: so the outer part of a mesh axis crosses nodes, its inner part stays inside.
 
 This module knows no chip: it reads a hardware entry's fields by name (``interconnect``,
 ``wraparound``, ``domain_size``, ``node_bw_unidir_Bps``), so :mod:`analysis.book.hardware` can
