@@ -195,7 +195,7 @@ def _ops(rows):
     return df
 
 
-def _analyse(rows, opcodes):
+def _analyse(rows, opcodes, predict=None):
     from analysis.hlo import parse_collectives
 
     hlo_text = "p = f32[8]{0} parameter(0)\n" + "\n".join(
@@ -204,7 +204,7 @@ def _analyse(rows, opcodes):
     colls = {"m": parse_collectives(hlo_text, num_devices=2)}
     ops = prof.assign_steps(prof.label_ops(_ops(rows), {c.name for c in colls["m"]}, opcodes))
     steps = prof.step_table(ops)
-    return steps, prof.collective_table(ops, prof.hlo_table(colls), steps)
+    return steps, prof.collective_table(ops, prof.hlo_table(colls, None, predict), steps)
 
 
 def test_half_of_a_collective_under_compute_is_hidden():
@@ -254,6 +254,19 @@ def test_a_fusion_xprof_files_under_a_collective_category_is_collective_time():
     assert labelled["is_collective"].tolist() == [True, False]
     s = prof.step_table(prof.assign_steps(labelled)).iloc[0]
     assert (s["collective_s"], s["compute_s"]) == pytest.approx((100e-9, 50e-9))
+
+
+def test_a_collective_across_devices_is_timed_after_arrival_and_with_waiting():
+    # device 0: 0-1000 ns, device 1: 100-5000, device 2: 200-3000. The last to arrive (200 ns)
+    # is not the shortest device (device 0, 1000 ns, the old "last arrival" figure).
+    rows = [(0, "psum.1", 0, 1000), (1, "psum.1", 100, 5000), (2, "psum.1", 200, 3000)]
+    _, table = _analyse(rows, {"psum.1": "all-reduce"}, lambda c, axes: {"model_time_s": 1e-6, "model_note": ""})
+    row = table.iloc[0]
+    assert row["time_after_arrival_s"] == pytest.approx(4800e-9)  # 5000 - 200
+    assert row["measured_over_model"] == pytest.approx(4.8)  # after arrival / the model's 1 us
+    assert row["time_with_waiting_s"] == pytest.approx(5000e-9)  # 5000 - 0
+    assert row["arrival_skew_s"] == pytest.approx(200e-9)
+    assert row["time_last_arrival_s"] == row["time_after_arrival_s"]
 
 
 def test_overlap_with_counts_only_the_covered_part():

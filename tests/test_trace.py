@@ -382,3 +382,15 @@ def test_gpu_nccl_and_rccl_kernels_are_joined_to_their_hlo_op():
     # the async all-gather's done runs no kernel: its sample is the kernel's time
     assert device_samples(ops, {"all-gather-start.1", "all-gather-done.1"}) == pytest.approx([40e-6] * 2)
     assert device_samples(ops, {"all-reduce.2"}) == pytest.approx([25.5e-6] * 2)
+
+
+def test_op_steps_time_a_collective_after_arrival_and_with_waiting():
+    # device 0: 0-1000 ns, device 1: 100-5000, device 2: 200-3000: the last arrives at 200 ns
+    rows = [
+        (f"/device:TPU:{d}", "XLA Ops", "all-gather.1", s, e - s, None, None, None, None)
+        for d, s, e in ((0, 0, 1000), (1, 100, 5000), (2, 200, 3000))
+    ]
+    st = op_steps(device_ops(_events(rows))).iloc[0]
+    assert st["after_arrival_s"] == pytest.approx(4800e-9) and st["op_time_s"] == st["after_arrival_s"]
+    assert st["with_waiting_s"] == pytest.approx(5000e-9)
+    assert op_summary(op_steps(device_ops(_events(rows)))).iloc[0]["with_waiting_s"] == pytest.approx(5000e-9)

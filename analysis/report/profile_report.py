@@ -55,6 +55,8 @@ def _human(table: pd.DataFrame, full: bool) -> pd.DataFrame:
         out["result"] = table["result_bytes"].map(fmt_bytes)
         out["groups"] = table["replica_groups"].map(lambda g: g if len(str(g)) <= 60 else str(g)[:57] + "...")
         out["arrival skew"] = table["arrival_skew_s"].map(fmt_duration)
+        out["after arrival"] = table["time_after_arrival_s"].map(fmt_duration)  # last start -> last end
+        out["with waiting"] = table["time_with_waiting_s"].map(fmt_duration)  # first start -> last end
         out["model note"] = table["model_note"]
     return out
 

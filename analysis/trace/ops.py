@@ -205,13 +205,20 @@ def _inflight(ops: pd.DataFrame) -> np.ndarray:
 
 
 def op_steps(ops: pd.DataFrame) -> pd.DataFrame:
-    """One row per (module, op, iteration) across the devices that ran it.
+    """One row per (module, op, iteration) across the devices that ran it, with a
+    collective's time across devices defined two ways:
 
-    ``op_time_s`` runs from the last device's start to the last device's end: on the CPU
-    backend each device thread waits inside the collective until every participant has
-    arrived, so a device's own duration includes that wait (``arrival_skew_s``).
-    ``device_time_s`` is the median per-device duration, which is what TPU/GPU profiles
-    report per op (for a GPU op, the sum of its kernels).
+    * ``after_arrival_s``: from the last device's start to the last device's end, the
+      collective's own time once every participant has arrived (a device waits inside the
+      collective for the last one: on the CPU backend its duration includes that wait).
+      Capped by the longest device time: a GPU op of several kernels spans host gaps that
+      are not its own. ``op_time_s`` is the same figure (its older name).
+    * ``with_waiting_s``: from the first device's start to the last device's end, the time
+      the collective held the devices, waiting for the last arrival included.
+
+    ``arrival_skew_s`` is the last start minus the first; ``device_time_s`` the median
+    per-device duration, which is what TPU/GPU profiles report per op (for a GPU op, the sum
+    of its kernels).
     """
     g = ops.groupby(["hlo_module", "hlo_op", "iteration"])
     out = g.agg(
@@ -222,12 +229,13 @@ def op_steps(ops: pd.DataFrame) -> pd.DataFrame:
         device_ns=("duration_ns", "median"),
         device_max=("duration_ns", "max"),
     )
-    # Capped by the longest device time: a GPU op of several kernels spans host gaps that
-    # are not its own.
-    out["op_time_s"] = np.minimum(out["end_max"] - out["start_max"], out["device_max"]) * 1e-9
+    out["after_arrival_s"] = np.minimum(out["end_max"] - out["start_max"], out["device_max"]) * 1e-9
+    out["with_waiting_s"] = (out["end_max"] - out["start_min"]) * 1e-9
+    out["op_time_s"] = out["after_arrival_s"]
     out["device_time_s"] = out["device_ns"] * 1e-9
     out["arrival_skew_s"] = (out["start_max"] - out["start_min"]) * 1e-9
-    return out[["devices", "op_time_s", "device_time_s", "arrival_skew_s"]].reset_index()
+    cols = ["devices", "op_time_s", "after_arrival_s", "with_waiting_s", "device_time_s", "arrival_skew_s"]
+    return out[cols].reset_index()
 
 
 def op_summary(steps: pd.DataFrame) -> pd.DataFrame:
@@ -237,6 +245,8 @@ def op_summary(steps: pd.DataFrame) -> pd.DataFrame:
         iterations=("iteration", "count"),
         devices=("devices", "max"),
         op_time_s=("op_time_s", "median"),
+        after_arrival_s=("after_arrival_s", "median"),
+        with_waiting_s=("with_waiting_s", "median"),
         device_time_s=("device_time_s", "median"),
         arrival_skew_s=("arrival_skew_s", "median"),
     ).reset_index()
