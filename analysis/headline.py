@@ -201,6 +201,12 @@ def _spread(row, regime: str) -> str | None:
     return f"{regime}-bound {span}"
 
 
+def _notes(*notes: str) -> str:
+    """`` (a; b)`` of the non-empty notes, or nothing."""
+    said = [n for n in notes if n]
+    return f" ({'; '.join(said)})" if said else ""
+
+
 def _is_false(value) -> bool:
     return value is not None and not (isinstance(value, float) and np.isnan(value)) and not bool(value)
 
@@ -227,12 +233,10 @@ def headline_sentence(row) -> str:
             f"peak bus bandwidth {fmt_bandwidth(row['peak_busbw_Bps'])}"
             + within(row.get("peak_busbw_ci_low_Bps"), row.get("peak_busbw_ci_high_Bps"), fmt_bandwidth)
             + f" at {fmt_bytes(row['peak_at_V_bytes'])}"
-            + (
-                " (a noisy point: the largest lower end of an interval)"
-                if row.get("peak_from") == "noisy point"
-                else ""
+            + _notes(
+                "a noisy point, picked by its interval's lower end" if row.get("peak_from") == "noisy point" else "",
+                f"{share:.0%} of its ceiling" if share is not None and pd.notna(share) else "",
             )
-            + (f" ({share:.0%} of its ceiling)" if share is not None and pd.notna(share) else "")
         )
     cross = row.get("bandwidth_bound_above_bytes")
     if cross is not None and pd.notna(cross):
