@@ -15,7 +15,8 @@ collective's group crosses a domain boundary (NVLink domain, TPU slice) onto a s
 
 Devices are numbered row-major over the mesh (the first mesh axis varies slowest) and fill
 nodes/slices in that order, as the runner's meshes (``mesh_utils.create_device_mesh`` and
-``create_hybrid_device_mesh``) lay them out: so the outer part of a mesh axis crosses nodes, its inner part stays inside.
+``create_hybrid_device_mesh``) lay them out: so the outer part of a mesh axis crosses nodes,
+its inner part stays inside.
 
 This module knows no chip: it reads a hardware entry's fields by name (``interconnect``,
 ``wraparound``, ``domain_size``, ``node_bw_unidir_Bps``), so :mod:`analysis.book.hardware` can

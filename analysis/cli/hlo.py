@@ -17,7 +17,8 @@ rule for an axis of that size. With a slice ``--topology`` (``4x4x4``) on a toru
 device ids place it: device ``i`` sits at chip ``i`` of the slice, row-major (as ``predict``
 lays a mesh on it), so a group spans the physical axes its ids vary along - several, where
 one mesh axis spans them - each a ring only when the group covers the whole axis and the chip
-wraps it (v4/v5p: only a slice of full 4x4x4 cubes; v5e/v6e: only an axis of 16). With a multi-node or multi-slice ``--topology``
+wraps it (v4/v5p: only a slice of full 4x4x4 cubes; v5e/v6e: only an axis of 16). With a
+multi-node or multi-slice ``--topology``
 (``nodes=2,gpus_per_node=8``, ``slices=2[,slice=16x16]``), a group's device ids say where it
 lies: device ``i`` sits in node (or slice) ``i // devices_per_node``, and a group spanning
 several is priced level by level (inside each node over its own W, across nodes over the
