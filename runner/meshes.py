@@ -152,17 +152,25 @@ def device_coords(mesh: Mesh) -> list[dict]:
     return out
 
 
-def physical_placement(mesh: Mesh) -> dict | None:
+def physical_placement(mesh: Mesh, wraparound: str | None = None) -> dict | None:
     """Where each mesh axis lies on the physical axes (x, y, z, core, slice), read from the
-    devices' coordinates (:mod:`analysis.book.placement`), as result.json records it; None on
-    devices without coordinates (CPU, GPU)."""
-    from analysis.book.placement import from_positions
+    devices' coordinates (:mod:`analysis.book.placement`), as result.json records it; with the
+    hardware's ``wraparound`` rule, also whether each axis' part of each chip axis is a ring.
+    None on devices without coordinates (CPU, GPU)."""
+    from analysis.book.placement import CHIP_DIMS, from_positions
 
     devices = list(mesh.devices.flat)
     if not all(getattr(d, "coords", None) is not None for d in devices):
         return None
     pos = [(*d.coords, getattr(d, "core_on_chip", 0) or 0, getattr(d, "slice_index", 0) or 0) for d in devices]
-    return from_positions(pos, dict(mesh.shape), f"devices: {device_topology(devices)}").to_dict()
+    place = from_positions(pos, dict(mesh.shape), f"devices: {device_topology(devices)}")
+    out = place.to_dict()
+    if wraparound is not None:
+        out["wraparound"] = {
+            a: {d: place.ring(wraparound, d, e) for d, e in ext.items() if d in CHIP_DIMS}
+            for a, ext in place.axes.items()
+        }
+    return out
 
 
 def describe(mesh: Mesh, op_axes: list[str]) -> dict:

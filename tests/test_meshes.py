@@ -232,3 +232,15 @@ def test_the_ici_ceiling_of_a_core_axis_is_the_on_chip_bandwidth():
     assert link_roofline(hw, 1, place, ["Y"])["busbw_Bps"] == 2 * 1.85e12  # no ICI link between the cores
     assert link_roofline(hw, 1, place, ["X"])["busbw_Bps"] == 3 * 9e10  # x, y and z
     assert link_roofline(hw, 2, place, ["X", "Y"])["busbw_Bps"] == 3 * 9e10 + 2 * 1.85e12
+
+
+def test_the_record_says_which_axis_parts_wrap_around():
+    # v5e 16x16 as (16, 16): both axes whole, both of 16: rings; v5p 2x2x4: no full cube, lines
+    square = physical_placement(build_mesh({"X": 16, "Y": 16}, devices=fake_v5e(16, 16)), "only_16")
+    assert square["wraparound"] == {"X": {"y": True}, "Y": {"x": True}}
+    cube = physical_placement(
+        build_mesh({"X": 2, "Y": 2, "Z": 4}, devices=fake_tpus(2, 2, 4, "TPU v5")), "multiple_of_4"
+    )
+    assert cube["wraparound"] == {"X": {"z": False}, "Y": {"z": False}, "Z": {"x": False, "y": False}}
+    full = physical_placement(build_mesh({"X": 64}, devices=fake_tpus(4, 4, 4, "TPU v5")), "multiple_of_4")
+    assert full["wraparound"] == {"X": {"x": True, "y": True, "z": True}}
