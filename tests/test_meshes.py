@@ -244,3 +244,11 @@ def test_the_record_says_which_axis_parts_wrap_around():
     assert cube["wraparound"] == {"X": {"z": False}, "Y": {"z": False}, "Z": {"x": False, "y": False}}
     full = physical_placement(build_mesh({"X": 64}, devices=fake_tpus(4, 4, 4, "TPU v5")), "multiple_of_4")
     assert full["wraparound"] == {"X": {"x": True, "y": True, "z": True}}
+
+
+def test_cpu_processes_keep_process_granules():
+    # distributed=local: 2 processes x 4 CPU devices, as jax.devices() lists them
+    cpus = [FakeDevice(p * 4 + i, "cpu", "cpu", p) for p in range(2) for i in range(4)]
+    assert ids(device_array({"X": 2, "Y": 4}, cpus, "X")) == [[0, 1, 2, 3], [4, 5, 6, 7]]  # X across
+    assert ids(device_array({"X": 4, "Y": 2}, cpus, "Y")) == [[0, 4], [1, 5], [2, 6], [3, 7]]  # Y across
+    assert ids(device_array({"X": 4, "Y": 2}, cpus)) == [[0, 1], [2, 3], [4, 5], [6, 7]]  # no axis named
