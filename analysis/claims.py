@@ -286,14 +286,15 @@ def _ms(row) -> str:
 def console_lines(table: pd.DataFrame) -> list[str]:
     """The claims' verdicts for the console at the end of a sweep, one line each, verdict first:
     ``holds: AllReduce costs twice an AllGather (2.04x, 95% interval 1.9-2.2; book 2)``; a claim
-    that fails or cannot be told carries its reason. Claims the sweep has no points for are left
-    out."""
+    that fails carries its reason (one that cannot be told, its interval). Claims the sweep has
+    no points for are left out."""
     lines = []
     for r in table.itertuples():
         if r.verdict == MISSING:
             continue
         interval = f", 95% interval {r.ci_low:.3g}-{r.ci_high:.3g}" if r.ci_low == r.ci_low else ""
         numbers = f" ({float(r.ratio):.3g}x{interval}; book {r.expected})" if r.ratio == r.ratio else ""
-        reason_text = str(r.reason) if isinstance(r.reason, str) and r.reason else ""
+        # the numbers say why it cannot be told; the report's reason repeats them in words
+        reason_text = str(r.reason) if isinstance(r.reason, str) and r.reason and r.verdict != UNSURE else ""
         lines.append(f"{r.verdict}: {r.claim}{numbers}" + (f": {reason_text}" if reason_text else ""))
     return lines
