@@ -7,6 +7,11 @@ programs that state every collective: gather then multiply, multiply then AllRed
 ReduceScatter, or a ``ppermute`` ring that multiplies one block while the next is in flight
 (collective matmul). Inputs are small integers, so float32 results are exact and every
 strategy can be checked against NumPy.
+
+Every product runs at ``precision=HIGHEST`` (the reference is NumPy in float64): a float32
+matmul is then float32 arithmetic on TPU and GPU too, not bfloat16 passes or TF32, so a check
+there fails only for a wrong result, and a float32 point times the float32 product it names.
+On bfloat16 inputs HIGHEST changes nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from jax.sharding import NamedSharding
 from analysis.book.notation import Array, Matmul, to_partition_spec
 from runner.matmul_plan import Plan, flops, parse_matmul, plan, used_axes
 from runner.programs.base import Program
+
+HIGHEST = jax.lax.Precision.HIGHEST
 
 
 def _host(shape: tuple[int, ...], period: int, dtype) -> np.ndarray:
@@ -48,7 +55,7 @@ def build(op: dict, mesh: jax.sharding.Mesh, dtype: str) -> Program:
     out_sharding = NamedSharding(mesh, specs[2])
 
     if steps.strategy == "auto":
-        fn = jax.jit(lambda x, y: jnp.einsum(eq, x, y, out_sharding=out_sharding))
+        fn = jax.jit(lambda x, y: jnp.einsum(eq, x, y, out_sharding=out_sharding, precision=HIGHEST))
     else:
         body = _ring_body(mm, steps, eq, mesh) if steps.ring else _steps_body(mm, steps, eq, mesh)
         # check_vma=False: replication after the gathers and sums is by construction.
@@ -99,7 +106,7 @@ def _steps_body(mm: Matmul, p: Plan, eq: str, mesh):
             for d, axes in p.slice[side].items():
                 v = _slice(v, axes, _axis_of(arr, d), mesh)
             x, y = (v, y) if side == "lhs" else (x, v)
-        z = jnp.einsum(eq, x, y)
+        z = jnp.einsum(eq, x, y, precision=HIGHEST)
         for d, axes in p.scatter.items():
             z = jax.lax.psum_scatter(z, axes, scatter_dimension=_axis_of(mm.out, d), tiled=True)
         if p.psum:
@@ -127,14 +134,15 @@ def _ring_body(mm: Matmul, p: Plan, eq: str, mesh):
         def body(x, y):
             idx = jax.lax.axis_index(axis)
             rows = x.shape[_axis_of(mm.lhs, dim)]
-            out_shape = list(jnp.einsum(eq, x, y).shape)
+            out_shape = list(jax.eval_shape(lambda a, b: jnp.einsum(eq, a, b), x, y).shape)
             out_shape[row_axis] = rows * n
             out = jnp.zeros(out_shape, x.dtype)
             block = x
             for step in range(n):
                 nxt = jax.lax.ppermute(block, axis, to_left) if step < n - 1 else None
                 src = (idx + step) % n  # after `step` shifts left, this device holds block idx+step
-                out = jax.lax.dynamic_update_slice_in_dim(out, jnp.einsum(eq, block, y), src * rows, row_axis)
+                product = jnp.einsum(eq, block, y, precision=HIGHEST)
+                out = jax.lax.dynamic_update_slice_in_dim(out, product, src * rows, row_axis)
                 block = nxt
             return out
 
@@ -147,7 +155,7 @@ def _ring_body(mm: Matmul, p: Plan, eq: str, mesh):
         cols = y.shape[col_axis] // n
 
         def partial(block):
-            return jnp.einsum(eq, x, jax.lax.dynamic_slice_in_dim(y, block * cols, cols, col_axis))
+            return jnp.einsum(eq, x, jax.lax.dynamic_slice_in_dim(y, block * cols, cols, col_axis), precision=HIGHEST)
 
         # The accumulator for block t visits devices t+1, t+2, ..., t and ends at device t.
         acc = partial((idx + n - 1) % n)
