@@ -36,7 +36,9 @@ _DEVICE_COUNT_FLAG = re.compile(r"--xla_force_host_platform_device_count=\S*")
 # 186 ms: XLA's device threads allocate from per-thread arenas, whose heaps stop at 64 MiB,
 # so a 64 MiB buffer still came from mmap. One arena and a 1 GiB top pad: 7k faults and
 # 28 ms, 54 ms at 128 MiB (glibc 2.36, jax 0.10.2). glibc reads these once, when the process
-# starts, so the worker is started with them.
+# starts, so the worker is started with them - on the CPU backend only (:func:`cpu_backend`):
+# TPU and GPU buffers live in device memory, and one arena would serialise the host threads
+# that feed the device for nothing.
 MALLOC_ENV = {
     "MALLOC_MMAP_THRESHOLD_": "1073741824",
     "MALLOC_TRIM_THRESHOLD_": "4294967296",
@@ -65,7 +67,8 @@ def process_env(hardware: dict, distributed: dict | None = None, command_buffers
         # Harmless on TPU/GPU hosts: it only shapes the CPU backend, which JAX then does not pick.
         flags = f"{flags} --xla_force_host_platform_device_count={count}".strip()
     env = {"XLA_FLAGS": flags}
-    if not any(k in os.environ for k in MALLOC_ENV):  # the caller's own malloc settings win
+    # the caller's own malloc settings win
+    if cpu_backend(hardware, dist) and not any(k in os.environ for k in MALLOC_ENV):
         env.update(MALLOC_ENV)
     if hardware["kind"] == "cpu" or dist["mode"] == "local":
         env["JAX_PLATFORMS"] = "cpu"
@@ -82,6 +85,46 @@ def process_env(hardware: dict, distributed: dict | None = None, command_buffers
             if dist.get(name) is not None:
                 env[key] = str(dist[name])
     return env
+
+
+# What makes JAX pick an accelerator when JAX_PLATFORMS does not say: the TPU runtime, or a
+# PJRT plugin (jax-cuda*-plugin, jax-rocm*-plugin) under the `jax_plugins` namespace package or
+# entry point, as jax._src.xla_bridge discovers them.
+_TPU_RUNTIME = "libtpu"
+_PLUGIN_NAMESPACE = "jax_plugins"
+
+
+def _accelerator_installed() -> bool:
+    """Whether a TPU runtime or a PJRT accelerator plugin is installed (nothing is imported)."""
+    import importlib.metadata
+    import importlib.util
+
+    if importlib.util.find_spec(_TPU_RUNTIME) is not None:
+        return True
+    if importlib.metadata.entry_points(group=_PLUGIN_NAMESPACE):
+        return True
+    namespace = importlib.util.find_spec(_PLUGIN_NAMESPACE)
+    if namespace is None or not namespace.submodule_search_locations:
+        return False
+    import pkgutil
+
+    return any(True for _ in pkgutil.iter_modules(list(namespace.submodule_search_locations)))
+
+
+def cpu_backend(hardware: dict, distributed: dict | None = None) -> bool:
+    """Whether a worker for ``hardware`` will run JAX on the CPU backend, decided before it
+    starts (glibc reads the malloc settings only then): ``distributed=local`` and
+    ``hardware=cpu`` are CPU, a TPU or GPU entry is not; ``hardware=auto`` follows
+    ``JAX_PLATFORMS`` (its first platform) where set, else whether an accelerator runtime is
+    installed for JAX to find."""
+    if (distributed or {}).get("mode") == "local" or hardware.get("kind") == "cpu":
+        return True
+    if hardware.get("kind") not in (None, "auto"):
+        return False
+    platforms = os.environ.get("JAX_PLATFORMS", "").strip()
+    if platforms:
+        return platforms.split(",")[0].strip() == "cpu"
+    return not _accelerator_installed()
 
 
 def start_jax(env: dict[str, str]):
