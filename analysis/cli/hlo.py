@@ -263,6 +263,11 @@ def main(args: argparse.Namespace) -> int:
         print(
             f"model: {hw.name} ({hw.interconnect}){where}; {_ASSUMPTION}"
             + ("; device i lies in node/slice i // (devices per node/slice)" if multi else "")
+            + (
+                "; on the slice, device i at chip i (row-major): a group spans the physical axes its ids vary along"
+                if args.topology is not None and not multi and hw.interconnect == "torus"
+                else ""
+            )
         )
     if records:
         print(render(records, hw is not None))
