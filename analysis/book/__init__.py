@@ -12,6 +12,8 @@ the analysis and the command line can all speak it. What lives where:
 * :mod:`.hardware` - chips and device kinds, the one reader of ``conf/hardware``
   (:mod:`.folders`: where ``conf/`` lives in a checkout or an install);
 * :mod:`.topology` - rings or lines per axis, and which part of a group crosses a domain;
+* :mod:`.placement` - where each mesh axis lies on a slice's physical axes (x, y, z, core,
+  slice), from the devices' coordinates or ``--topology``;
 * :mod:`.fabric_cost` - one collective over one fabric (the ring/line and switch formulas);
 * :mod:`.collective_cost`, :mod:`.matmul_cost`, :mod:`.predict` - the cost model.
 
