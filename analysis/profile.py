@@ -37,7 +37,7 @@ import pandas as pd
 
 from analysis.book.collectives import BY_HLO, V_from_hlo, busbw_factor, nccl_S_bytes
 from analysis.hlo import Collective, HloParseError, group_mesh_axes
-from analysis.trace.overlap import merge_intervals, op_kind, total_length
+from analysis.trace.overlap import merge_intervals, op_kind
 
 STEP_COLUMNS = [
     "hlo_module",
@@ -156,36 +156,62 @@ def overlap_with(starts, ends, spans: np.ndarray) -> np.ndarray:
     return _covered(spans, e) - _covered(spans, s)
 
 
+def _union_lengths(starts: np.ndarray, ends: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
+    """Per group ``0..n-1``: the length of the union of its ``[start, end)`` intervals (empty
+    ones left out), for all groups at once: sorted by group then start, an interval opens a
+    new merged span where it starts past the furthest end so far in its group."""
+    keep = ends > starts
+    s, e, g = starts[keep], ends[keep], group[keep]
+    out = np.zeros(n)
+    if not s.size:
+        return out
+    order = np.lexsort((s, g))
+    s, e, g = s[order], e[order], g[order]
+    reach = pd.Series(e).groupby(g).cummax().to_numpy()  # the furthest end so far, per group
+    first = np.ones(s.size, bool)
+    first[1:] = (g[1:] != g[:-1]) | (s[1:] > reach[:-1])
+    span_start = s[first]
+    span_end = np.maximum.reduceat(e, np.flatnonzero(first))
+    np.add.at(out, g[first], span_end - span_start)
+    return out
+
+
 def step_table(ops: pd.DataFrame) -> pd.DataFrame:
     """One row per (module, step, device) of labelled, stepped ops: the step's span, time
     busy with any op, computing, in collectives (their union), hidden under compute,
-    exposed, and idle (span minus busy)."""
-    rows = []
+    exposed, and idle (span minus busy).
+
+    All groups at once (a per-group loop took minutes on a 1 M-event trace): with C the
+    union of collective intervals and K that of compute, hidden = |C and K| = |C| + |K| -
+    |C or K|, where C or K is the busy union."""
     stepped = ops[ops["step"] >= 0]
-    for (module, step, device), g in stepped.groupby(["hlo_module", "step", "device"], sort=True):
-        comp = merge_intervals(g.loc[~g["is_collective"], "start_ns"], g.loc[~g["is_collective"], "end_ns"])
-        coll = merge_intervals(g.loc[g["is_collective"], "start_ns"], g.loc[g["is_collective"], "end_ns"])
-        busy = total_length(merge_intervals(g["start_ns"], g["end_ns"]))
-        span = g["end_ns"].max() - g["start_ns"].min()
-        hidden = float(overlap_with(coll[:, 0], coll[:, 1], comp).sum()) if len(coll) else 0.0
-        coll_ns = total_length(coll)
-        rows.append(
-            [
-                module,
-                int(step),
-                int(device),
-                g["start_ns"].min(),
-                g["end_ns"].max(),
-                span * 1e-9,
-                busy * 1e-9,
-                total_length(comp) * 1e-9,
-                coll_ns * 1e-9,
-                hidden * 1e-9,
-                (coll_ns - hidden) * 1e-9,
-                (span - busy) * 1e-9,
-            ]
-        )
-    return pd.DataFrame(rows, columns=STEP_COLUMNS)
+    keys = ["hlo_module", "step", "device"]
+    if stepped.empty:
+        return pd.DataFrame(columns=STEP_COLUMNS)
+    g = stepped.groupby(keys, sort=True)
+    gid = g.ngroup().to_numpy()
+    n = int(gid.max()) + 1
+    bounds = g.agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max")).reset_index()
+    s = stepped["start_ns"].to_numpy(float)
+    e = stepped["end_ns"].to_numpy(float)
+    coll = stepped["is_collective"].to_numpy(bool)
+    busy = _union_lengths(s, e, gid, n)
+    comp = _union_lengths(s[~coll], e[~coll], gid[~coll], n)
+    coll_ns = _union_lengths(s[coll], e[coll], gid[coll], n)
+    hidden = np.clip(coll_ns + comp - busy, 0.0, coll_ns)  # rounding aside, within [0, |C|]
+    span = (bounds["end_ns"] - bounds["start_ns"]).to_numpy(float)
+    out = bounds[keys].copy()
+    out["step"] = out["step"].astype(int)
+    out["device"] = out["device"].astype(int)
+    out["start_ns"], out["end_ns"] = bounds["start_ns"], bounds["end_ns"]
+    out["step_s"] = span * 1e-9
+    out["busy_s"] = busy * 1e-9
+    out["compute_s"] = comp * 1e-9
+    out["collective_s"] = coll_ns * 1e-9
+    out["hidden_s"] = hidden * 1e-9
+    out["exposed_s"] = (coll_ns - hidden) * 1e-9
+    out["idle_s"] = (span - busy) * 1e-9
+    return out[STEP_COLUMNS].reset_index(drop=True)
 
 
 def step_summary(steps: pd.DataFrame) -> pd.DataFrame:

@@ -269,6 +269,50 @@ def test_a_collective_across_devices_is_timed_after_arrival_and_with_waiting():
     assert row["time_last_arrival_s"] == row["time_after_arrival_s"]
 
 
+def _step_table_one_group_at_a_time(ops):
+    """The step table as first written: one (module, step, device) at a time."""
+    from analysis.trace.overlap import merge_intervals, total_length
+
+    rows = []
+    for (module, step, device), g in ops[ops["step"] >= 0].groupby(["hlo_module", "step", "device"], sort=True):
+        c, k = g["is_collective"], ~g["is_collective"]
+        comp = merge_intervals(g.loc[k, "start_ns"], g.loc[k, "end_ns"])
+        coll = merge_intervals(g.loc[c, "start_ns"], g.loc[c, "end_ns"])
+        busy = total_length(merge_intervals(g["start_ns"], g["end_ns"]))
+        span = g["end_ns"].max() - g["start_ns"].min()
+        hidden = float(prof.overlap_with(coll[:, 0], coll[:, 1], comp).sum()) if len(coll) else 0.0
+        cl = total_length(coll)
+        t0, t1 = g["start_ns"].min(), g["end_ns"].max()
+        rows.append(
+            [module, step, device, t0, t1, span, busy, total_length(comp), cl, hidden, cl - hidden, span - busy]
+        )
+    out = pd.DataFrame(rows, columns=prof.STEP_COLUMNS)
+    for c in prof.STEP_COLUMNS[5:]:
+        out[c] *= 1e-9
+    return out
+
+
+def test_the_step_table_of_all_groups_at_once_is_the_one_group_at_a_time():
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        n = int(rng.integers(1, 50))
+        start = rng.integers(0, 5_000, n).astype(float)
+        ops = pd.DataFrame(
+            {
+                "hlo_module": rng.choice(["a", "b"], n),
+                "step": rng.integers(-1, 3, n),
+                "device": rng.integers(0, 3, n),
+                "start_ns": start,
+                "end_ns": start + rng.integers(0, 900, n),  # some empty
+                "is_collective": rng.random(n) < 0.4,
+            }
+        )
+        got, want = prof.step_table(ops), _step_table_one_group_at_a_time(ops)
+        assert len(got) == len(want)
+        if len(want):
+            pd.testing.assert_frame_equal(got, want, check_dtype=False, rtol=1e-9, atol=1e-18)
+
+
 def test_overlap_with_counts_only_the_covered_part():
     spans = np.array([[10.0, 20.0], [30.0, 40.0]])
     got = prof.overlap_with([0, 15, 25, 0, 35], [5, 35, 28, 100, 36], spans)
