@@ -252,3 +252,13 @@ def test_cpu_processes_keep_process_granules():
     assert ids(device_array({"X": 2, "Y": 4}, cpus, "X")) == [[0, 1, 2, 3], [4, 5, 6, 7]]  # X across
     assert ids(device_array({"X": 4, "Y": 2}, cpus, "Y")) == [[0, 4], [1, 5], [2, 6], [3, 7]]  # Y across
     assert ids(device_array({"X": 4, "Y": 2}, cpus)) == [[0, 1], [2, 3], [4, 5], [6, 7]]  # no axis named
+
+
+def test_a_group_over_two_folded_axes_spans_at_most_the_slice():
+    # JAX folds v5e's ring of 8 into (2, 4): X touches x twice and both rows, Y four columns;
+    # together they are the whole 4x2 slice, not 8 along x
+    from analysis.book.placement import Placement
+
+    place = Placement.from_dict(physical_placement(build_mesh({"X": 2, "Y": 4}, devices=fake_v5e(4, 2))))
+    assert place.axes == {"X": {"x": 2, "y": 2}, "Y": {"x": 4}}
+    assert place.group(["X", "Y"]) == {"x": 4, "y": 2}

@@ -66,12 +66,13 @@ class Placement:
     def group(self, axes: Sequence[str]) -> dict[str, int]:
         """A group over mesh ``axes``: its extent along each physical dimension (more than 1),
         the product of the axes' parts (two mesh axes that split one physical axis together
-        span their product of it)."""
+        span their product of it), at most the whole dimension (JAX folds a v5e ring of 8
+        into two mesh axes that each touch both of its rows)."""
         out: dict[str, int] = {}
         for a in axes:
             for d, e in self.axes[a].items():
                 out[d] = out.get(d, 1) * int(e)
-        return {d: out[d] for d in DIMS if out.get(d, 1) > 1}
+        return {d: min(out[d], self.size(d)) for d in DIMS if out.get(d, 1) > 1}
 
     def ring(self, rule: str | None, dim: str, extent: int) -> bool:
         """Whether a group of ``extent`` along ``dim`` is a ring (the whole axis, wrapped)."""
