@@ -29,9 +29,10 @@ GROUP_KEYS = ["op", "axes", "group_size", "dtype", "mesh"]
 MIN_POINTS = 3  # fewer points than this are not fitted: two points fit any two-parameter model
 REGIME_JUMP = 1.5  # a point moving its bytes this much faster than the largest messages is in another regime
 LARGEST = 3  # the largest messages' bandwidth: the median over this many of the largest points
-BANDWIDTH_REGIME = (
-    2.0  # a sweep has a bandwidth regime when a point the fit calls bandwidth-bound takes this x its latency term
-)
+# A sweep has a bandwidth regime when a point the fit calls bandwidth-bound takes this many times
+# its latency term: beyond the +-25% a noisy point may drift, so a sweep that stops at 4 KiB has none
+BANDWIDTH_REGIME = 1.5
+CLEARLY_BANDWIDTH = 2.0  # the large messages' reference bandwidth comes from points this far above the floor
 BOOTSTRAP = 1000  # replicates behind each interval
 SEED = 0  # the bootstrap's seed (fit.json records it): the same files give the same intervals
 
@@ -140,7 +141,7 @@ def regime_keep(V, L, B, T, mask):
     The rule: the book's max() says no point moves its bytes faster than W (``c*V / T <= W``),
     and W is what the largest messages see. The reference is the median effective bandwidth
     ``c*V / T`` of the :data:`LARGEST` (3) largest points that are clearly bandwidth-bound
-    (at least :data:`BANDWIDTH_REGIME` (2x) the smallest sizes' latency: the median of T/hops
+    (at least :data:`CLEARLY_BANDWIDTH` (2x) the smallest sizes' latency: the median of T/hops
     over the 3 smallest points, times the point's hops; a latency-bound point's c*V/T says
     nothing about W). Any point more than :data:`REGIME_JUMP` (1.5x) faster than the reference
     is in another regime (a cache edge) and left out; slower points stay (latency adds to their
@@ -151,7 +152,7 @@ def regime_keep(V, L, B, T, mask):
     """
     w = B / T
     floor = _nanmedian(np.where(_ranked(V, mask, largest=False), T / L, np.nan))
-    clear = mask & (T >= BANDWIDTH_REGIME * floor[:, None] * L)
+    clear = mask & (T >= CLEARLY_BANDWIDTH * floor[:, None] * L)
     ref = _nanmedian(np.where(_ranked(V, clear, largest=True), w, np.nan))
     ratio = w / ref[:, None]
     keep = mask & ~(ratio > REGIME_JUMP)
@@ -164,7 +165,7 @@ def _fit_rows(V, L, B, T, mask, has_units: bool) -> dict:
     regime selection, both fits, whether there is a bandwidth regime, and the latency floor.
 
     A bandwidth regime needs a point that the fit calls bandwidth-bound taking at least
-    :data:`BANDWIDTH_REGIME` (2x) its latency term: a time that grew with V, not noise around a
+    :data:`BANDWIDTH_REGIME` (1.5x) its latency term: a time that grew with V, not noise around a
     floor (a sweep that stops at 4 KiB has none, whatever split fits its noise best). Without
     one, W is infinite (none) and T_min the geometric mean of every point's T/hops."""
     keep, ratio = regime_keep(V, L, B if has_units else V, T, mask)
@@ -213,7 +214,7 @@ def fit_family(
     (``rounds``: job -> the source estimator's samples per round, :func:`analysis.resample.rounds_by_job`;
     a point without them is drawn from its own interval) and repeats the whole fit, regime
     selection included; seeded from ``seed`` and the family ``key``. Without a bandwidth regime
-    (fewer than two points taking twice the latency term) W is None and the crossover too.
+    (no bandwidth-bound point taking 1.5x its latency term) W is None and the crossover too.
     """
     V, T0 = g["V_bytes"].to_numpy(float), g["time_s"].to_numpy(float)
     n = len(g)
