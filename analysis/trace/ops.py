@@ -45,7 +45,7 @@ def _column(events: pd.DataFrame, name: str) -> pd.Series:
 
 
 def _present(col: pd.Series) -> pd.Series:
-    return col.notna() & (col.astype(str) != "")
+    return col.notna() & col.ne("")
 
 
 def program_modules(events: pd.DataFrame) -> dict[str, str]:
@@ -94,16 +94,21 @@ def device_ops(
     dev_from_plane = pd.to_numeric(plane_dev.loc[keep, 1], errors="coerce")
     ops["device"] = np.where(cpu_ops[keep], pd.to_numeric(ops["device_ordinal"], errors="coerce"), dev_from_plane)
     ops["device"] = ops["device"].astype(int)
-    text = ops["name"].astype(str)
-    instr = text.str.extract(_INSTR_NAME)[0]
+    # the instruction text's parts, parsed once per distinct name (names repeat every step)
+    codes, uniq = pd.factorize(ops["name"].astype(str))
+    texts = pd.Series(uniq, dtype=object)
+    instr, opcode, operand = (
+        texts.str.extract(rx)[0].to_numpy(object)[codes] for rx in (_INSTR_NAME, _ASYNC_OPCODE, _DONE_OPERAND)
+    )
     named = ops["hlo_op"].where(_present(ops["hlo_op"]), ops["display_name"].where(_present(ops["display_name"])))
-    ops["hlo_op"] = named.where(named.notna(), instr.where(instr.notna(), ops["name"])).astype(str)
+    from_text = pd.Series(instr, index=ops.index).where(pd.notna(instr), ops["name"])
+    ops["hlo_op"] = named.where(named.notna(), from_text).astype(str)
     by_program = {**program_modules(events), **(modules or {})}
-    from_program = ops["program_id"].map(lambda p: by_program.get(p, "") if isinstance(p, str) else "")
+    from_program = ops["program_id"].map(by_program).fillna("") if by_program else ""
     ops["hlo_module"] = ops["hlo_module"].where(_present(ops["hlo_module"]), from_program).fillna("").astype(str)
-    ops["opcode"] = text.str.extract(_ASYNC_OPCODE)[0]
-    done_of = {d: s for d, s in zip(ops["hlo_op"], text.str.extract(_DONE_OPERAND)[0]) if isinstance(s, str)}
-    pairs = {**done_of, **(pairs or {})}
+    ops["opcode"] = opcode
+    done = pd.DataFrame({"done": ops["hlo_op"].to_numpy(), "start": operand}).dropna().drop_duplicates()
+    pairs = {**dict(zip(done["done"], done["start"])), **(pairs or {})}
     ops["end_ns"] = ops["start_ns"] + ops["duration_ns"]
     ops["kernels"] = 1
     launched = ops["scope_range_id"].notna()
