@@ -210,11 +210,13 @@ def predict(result: dict) -> dict:
     sizes = [exp["mesh"]["axes"][a] for a in exp["axes"]]
     try:
         hw = load_hardware(result["hardware"]["name"])
-        if exp["op"] == "matmul":
-            return predict_matmul(parse(exp["expr"]), exp["mesh"]["axes"], exp["dims"], exp["dtype"], hw).to_dict()
         physical = exp["mesh"].get("physical")  # where the devices put the axes (TPU)
-        if physical and hw.interconnect == "torus":
-            placed = placed_group(hw, Placement.from_dict(physical), exp["axes"])
+        place = Placement.from_dict(physical) if physical and hw.interconnect == "torus" else None
+        if exp["op"] == "matmul":
+            mm = parse(exp["expr"])
+            return predict_matmul(mm, exp["mesh"]["axes"], exp["dims"], exp["dtype"], hw, None, place).to_dict()
+        if place is not None:
+            placed = placed_group(hw, place, exp["axes"])
             p = predict_collective(exp["op"], exp["V_bytes"], hw=hw, **placed)
         else:
             p = predict_collective(exp["op"], exp["V_bytes"], sizes, hw, wraparound_for(hw, sizes))

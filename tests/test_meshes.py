@@ -262,3 +262,16 @@ def test_a_group_over_two_folded_axes_spans_at_most_the_slice():
     place = Placement.from_dict(physical_placement(build_mesh({"X": 2, "Y": 4}, devices=fake_v5e(4, 2))))
     assert place.axes == {"X": {"x": 2, "y": 2}, "Y": {"x": 4}}
     assert place.group(["X", "Y"]) == {"x": 4, "y": 2}
+
+
+def test_a_matmuls_prediction_uses_the_recorded_placement_too():
+    from runner.job import predict
+
+    # A[I, J_X] * B[J_X, K] -> C[I, K] on X=64: AllReduce of C (4096 x 4096 bf16, V = 2^25 B):
+    # one ring of 64: 2 * V / 1.8e11 = 372.83 us; on the 4x4x4's three rings: 2 * V / (1.8e11 * 3)
+    exp = {"op": "matmul", "expr": "A[I, J_X] * B[J_X, K] -> C[I, K]", "axes": ["X"], "dtype": "bfloat16"}
+    exp.update(dims={"I": 4096, "J": 8192, "K": 4096}, mesh={"axes": {"X": 64}})
+    result = {"experiment": exp, "hardware": {"name": "tpu_v5p"}}
+    assert predict(result)["T_comms_s"] == pytest.approx(2 * 2**25 / 1.8e11)
+    exp["mesh"]["physical"] = physical_placement(build_mesh({"X": 64}, devices=fake_tpus(4, 4, 4, "TPU v5")))
+    assert predict(result)["T_comms_s"] == pytest.approx(2 * 2**25 / (1.8e11 * 3))

@@ -67,10 +67,13 @@ class MatmulPrediction:
         return d
 
 
-def predict_matmul(mm, mesh, sizes, dtype: str, hw: Hardware, topology: str | None = None) -> MatmulPrediction:
-    """Classify ``mm`` into the book's four cases and cost what it prescribes."""
+def predict_matmul(
+    mm, mesh, sizes, dtype: str, hw: Hardware, topology: str | None = None, placement=None
+) -> MatmulPrediction:
+    """Classify ``mm`` into the book's four cases and cost what it prescribes (its collectives
+    over the physical axes ``placement`` or a slice ``topology`` puts the mesh axes on)."""
     check(mm, mesh, sizes)
-    ctx = CostContext.build(mesh, sizes, dtype, hw, topology)
+    ctx = CostContext.build(mesh, sizes, dtype, hw, topology, placement)
     L, R, out, contracting = mm.lhs, mm.rhs, mm.out, mm.contracting
     lnames, rnames = [d.name for d in L.dims], [d.name for d in R.dims]
     steps, colls, alts, notes = [], [], [], []
