@@ -120,7 +120,8 @@ def label_ops(ops: pd.DataFrame, collective_names: set[str], opcodes: dict[str, 
     whose opcode is a collective's (by :func:`analysis.trace.overlap.op_kind`), or an op XProf
     puts in a collective's category (``hlo_category`` on TPU, e.g. ``all-gather fusion``)."""
     names = ops["hlo_op"].astype(str)
-    coll = names.isin(collective_names) | names.map(lambda n: op_kind(n, opcodes) == "collective")
+    kind = {n: op_kind(n, opcodes) == "collective" for n in names.unique()}  # once per name, not per row
+    coll = names.isin(collective_names) | names.map(kind).astype(bool)
     if "hlo_category" in ops:
         coll |= ops["hlo_category"].astype(str).str.contains(_COLLECTIVE_CATEGORY, regex=True, na=False)
     return ops.assign(is_collective=coll.to_numpy(bool))
