@@ -183,13 +183,19 @@ def family_name(row) -> str:
     return f"{op} over {row['axes']} ({n} device{'s' if n != 1 else ''}, {row['dtype']})"
 
 
-def within(lo, hi, fmt) -> str:
-    """`` (95%: 1.2 to 1.5 GB/s)``; an unbounded side says so; nothing without an interval."""
+def within(lo, hi, fmt, label: str = "") -> str:
+    """`` (1.2-1.5 GB/s)`` (``label`` first: `` (95%: 1.2-1.5 GB/s)``): one unit for both ends
+    where they share it; an unbounded side says so; nothing without an interval."""
     if lo is None or pd.isna(lo):
         return ""
+    said = f"{label}: " if label else ""
     if hi is None or pd.isna(hi):
-        return f" (95%: {fmt(lo)} or more)"
-    return f" (95%: {fmt(lo)} to {fmt(hi)})"
+        return f" ({said}{fmt(lo)} or more)"
+    a, b = fmt(lo), fmt(hi)
+    unit = b.rsplit(" ", 1)[-1] if " " in b else ""
+    if unit and a.endswith(" " + unit):
+        a = a[: -len(unit) - 1]
+    return f" ({said}{a}-{b})"
 
 
 def _spread(row, regime: str) -> str | None:
@@ -197,8 +203,7 @@ def _spread(row, regime: str) -> str | None:
     if not n or pd.isna(n):
         return None
     lo, hi, med = (row[f"out_of_sample_{regime}_{s}"] for s in ("min", "max", "median"))
-    span = f"{lo:.2g}" if int(n) == 1 else f"{lo:.2g}-{hi:.2g} (median {med:.2g}, {int(n)} points)"
-    return f"{regime}-bound {span}"
+    return f"{regime}-bound " + (f"{lo:.2g}" if int(n) == 1 else f"{lo:.2g}-{hi:.2g}, median {med:.2g}")
 
 
 def _notes(*notes: str) -> str:
@@ -212,7 +217,16 @@ def _is_false(value) -> bool:
 
 
 def headline_sentence(row) -> str:
-    """One family's headline in words, human units, each number with its 95% interval."""
+    """One family's headline in words, human units, each number with its 95% interval (the
+    first says it is one: ``(95%: 417-494 us)``; short enough for one console line)."""
+    labelled = []
+
+    def ci(lo, hi, fmt) -> str:
+        said = within(lo, hi, fmt, "" if labelled else "95%")
+        if said:
+            labelled.append(True)
+        return said
+
     if int(row["group_size"]) == 1:
         return (
             f"{family_name(row)}: no communication (group of 1): XLA runs it as a copy, "
@@ -221,7 +235,7 @@ def headline_sentence(row) -> str:
     if str(row.get("latency_floor_from", "")).startswith("fit"):
         parts = [
             f"latency floor about {fmt_duration(row['latency_floor_s'])}"
-            + within(row.get("latency_floor_ci_low_s"), row.get("latency_floor_ci_high_s"), fmt_duration)
+            + ci(row.get("latency_floor_ci_low_s"), row.get("latency_floor_ci_high_s"), fmt_duration)
         ]
     elif row.get("latency_floor_s") is None or pd.isna(row.get("latency_floor_s")):
         parts = ["no point has a time (the report lists why, under Points without a time)"]
@@ -231,7 +245,7 @@ def headline_sentence(row) -> str:
         share = row.get("peak_share_of_ceiling")
         parts.append(
             f"peak bus bandwidth {fmt_bandwidth(row['peak_busbw_Bps'])}"
-            + within(row.get("peak_busbw_ci_low_Bps"), row.get("peak_busbw_ci_high_Bps"), fmt_bandwidth)
+            + ci(row.get("peak_busbw_ci_low_Bps"), row.get("peak_busbw_ci_high_Bps"), fmt_bandwidth)
             + f" at {fmt_bytes(row['peak_at_V_bytes'])}"
             + _notes(
                 "a noisy point, picked by its interval's lower end" if row.get("peak_from") == "noisy point" else "",
@@ -242,7 +256,7 @@ def headline_sentence(row) -> str:
     if cross is not None and pd.notna(cross):
         parts.append(
             f"bandwidth-bound above about {fmt_bytes(cross)}"
-            + within(
+            + ci(
                 row.get("bandwidth_bound_above_ci_low_bytes"), row.get("bandwidth_bound_above_ci_high_bytes"), fmt_bytes
             )
         )
@@ -250,16 +264,13 @@ def headline_sentence(row) -> str:
         parts.append(f"no bandwidth regime in range (up to {fmt_bytes(row['V_max_bytes'])})")
     ratio = row.get("measured_over_model_median")
     if ratio is not None and pd.notna(ratio):
-        said = f"measured/model {ratio:.2g}" + (
-            " (a self-fit: the model's constants were fitted to these points)" if row.get("model_self_fit") else ""
+        # a self-fit agrees by construction: its spread is out of sample (each size against a fit
+        # without it); another model's is its own, by the model's regime
+        spread = "; ".join(s for s in (_spread(row, r) for r in REGIMES) if s)
+        self_fit = bool(row.get("model_self_fit"))
+        parts.append(
+            f"measured/model {ratio:.2g}"
+            + _notes("self-fit" if self_fit else "", ("out of sample: " if self_fit else "") + spread if spread else "")
         )
-        spread = [s for s in (_spread(row, r) for r in REGIMES) if s]
-        if spread:
-            said += (
-                "; out of sample (each size against a fit without it): "
-                if row.get("model_self_fit")
-                else "; by regime: "
-            ) + ", ".join(spread)
-        parts.append(said)
     doubt = [f"{row[k]} {k}" for k in ("failed", "flagged", "noisy", "unchecked") if row.get(k)]
     return f"{family_name(row)}: " + ", ".join(parts) + (f" ({', '.join(doubt)})" if doubt else "")

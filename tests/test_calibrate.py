@@ -226,7 +226,7 @@ def test_measured_over_model_says_self_fit_and_adds_an_out_of_sample_ratio(tiny_
         assert f["W_ci_low_Bps"] <= f["W_Bps"] and (f["W_ci_high_Bps"] is None or f["W_Bps"] <= f["W_ci_high_Bps"])
     families = json.loads((root / "headline.json").read_text())["families"]
     text = {f["op"]: f["text"] for f in families}
-    assert "(a self-fit: the model's constants were fitted to these points); out of sample" in text["all_gather"]
-    assert "self-fit" not in text["all_reduce"] and "; by regime: " in text["all_reduce"]
+    assert " (self-fit; out of sample: latency-bound " in text["all_gather"]
+    assert "self-fit" not in text["all_reduce"] and "out of sample" not in text["all_reduce"]
     md = (root / "report" / "report.md").read_text()
     assert "(self-fit)" in md and "out of sample" in md

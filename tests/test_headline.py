@@ -154,25 +154,25 @@ def test_headline_claims_only_what_the_data_shows():
         [0.3, 0.35, 0.4, 8]
     )
     text = headline_sentence(ag)
-    assert "peak bus bandwidth 1.75 GB/s (95%: 1.59 GB/s to 1.94 GB/s) at 256 KiB" in text
+    # the first interval says what it is; the peak's is 1.75 / 1.1 .. 1.75 / 0.9 GB/s
+    assert "latency floor about 40 us (95%: " in text
+    assert "us), peak bus bandwidth 1.75 GB/s (1.59-1.94 GB/s) at 256 KiB" in text
     assert text.endswith(
-        "measured/model 1 (a self-fit: the model's constants were fitted to these points); out of sample (each "
-        "size against a fit without it): latency-bound 0.9-1.1 (median 1, 7 points), bandwidth-bound 0.3-0.4 "
-        "(median 0.35, 8 points) (1 flagged, 3 noisy)"
+        "measured/model 1 (self-fit; out of sample: latency-bound 0.9-1.1, median 1; bandwidth-bound 0.3-0.4, "
+        "median 0.35) (1 flagged, 3 noisy)"
     )
     # a noisy point whose lower end beats every steady point's is the peak, and says so
     louder = pts.copy()
     louder.loc[7, "busbw_Bps"] = 3e9  # lower end 3 / 1.4 = 2.14 GB/s
     row = headline_table(louder.assign(status="ok"), louder, fits).iloc[0]
     assert (row["peak_busbw_Bps"], row["peak_at_V_bytes"], row["peak_from"]) == (3e9, 2**17, "noisy point")
-    assert "peak bus bandwidth 3 GB/s (95%: 2.14 GB/s to 3.33 GB/s) at 128 KiB (a noisy point" in headline_sentence(row)
+    assert "peak bus bandwidth 3 GB/s (2.14-3.33 GB/s) at 128 KiB (a noisy point" in headline_sentence(row)
     # the sweep that stops at 4 KiB: a latency floor (the median, 250 us), no bandwidth claim
     assert ar["bandwidth_regime"] in (False,) and ag["bandwidth_regime"] in (True,)
     assert pd.isna(ar["bandwidth_bound_above_bytes"]) and ar["latency_floor_s"] == pytest.approx(250e-6)
     text = headline_sentence(ar)
     assert text == (
         "AllReduce over X (8 devices, bfloat16): latency floor about 250 us, peak bus bandwidth 0.0276 GB/s at 4 KiB, "
-        "no bandwidth regime in range (up to 4 KiB), measured/model 1.2; by regime: latency-bound 1.1-1.3 "
-        "(median 1.2, 3 points)"
+        "no bandwidth regime in range (up to 4 KiB), measured/model 1.2 (latency-bound 1.1-1.3, median 1.2)"
     )
     assert "bandwidth-bound above" not in text
