@@ -102,3 +102,18 @@ def test_the_profile_report_states_the_slowdown_it_measured_not_a_fixed_2x():
 
     assert slowdown_words(0.99) == "the profiler slowed this run's step 0.99x (traced step / untraced step, measured)"
     assert "cannot tell" in slowdown_words(None) and "2x" not in slowdown_words(None)
+
+
+def test_the_report_says_how_points_meet_their_ceiling_and_where_it_is_in_doubt():
+    from analysis.report.measurement import ceiling_text
+
+    pts = _pts([1.0, 1.0, 1.0])
+    assert ceiling_text(pts) == ""  # no ceiling (a matmul sweep): nothing to say
+    pts["ceiling_busbw_Bps"] = [4e9, 4e9, 2e9]
+    pts["ceiling_inconsistent"] = [None, "1 MiB: its median lies 6.0x below both neighbouring sizes", None]
+    text = ceiling_text(pts)
+    assert text.startswith("A point is flagged above its ceiling only when its bus bandwidth's 95% interval")
+    assert text.endswith(
+        "The ceiling is inconsistent at the sizes of 1 point(s) (their caveats say why): they are "
+        "not flagged against it."
+    )

@@ -56,6 +56,7 @@ def measurement_text(pts: pd.DataFrame) -> str:
             "No dispatch share on CPU: there the trace's device time is the traced host thread's, which "
             "includes waiting for the other devices and the profiler's slowdown, so it is no device time."
         )
+    parts += [t for t in [ceiling_text(pts)] if t]
     faults = pts["page_faults_per_step"].dropna()
     if len(faults):
         parts.append(
@@ -86,3 +87,22 @@ def slowdown_text(pts: pd.DataFrame) -> str:
         f"{len(slow)} point(s) traced more than {TRACE_SLOWDOWN_LIMIT:g}x slower than untraced, so their traces "
         f"(trace columns, overlap) are marked unrepresentative: {each}. Their timings are untraced and stand."
     )
+
+
+def ceiling_text(pts: pd.DataFrame) -> str:
+    """How points were held to their ceiling, and at which sizes the ceiling itself is in doubt
+    (empty when no point has a ceiling)."""
+    if "ceiling_busbw_Bps" not in pts or not pts["ceiling_busbw_Bps"].notna().any():
+        return ""
+    text = (
+        "A point is flagged above its ceiling only when its bus bandwidth's 95% interval lies wholly above "
+        "the ceiling's (on CPU, a copy curve measured with repeats and read at the point's bus bytes)."
+    )
+    doubt = pts["ceiling_inconsistent"] if "ceiling_inconsistent" in pts else pd.Series(None, index=pts.index)
+    bad = pts[doubt.fillna("").astype(str).ne("")]
+    if len(bad):
+        text += (
+            f" The ceiling is inconsistent at the sizes of {bad['job'].nunique()} point(s) (their caveats say why): "
+            "they are not flagged against it."
+        )
+    return text
