@@ -249,7 +249,7 @@ def headline_sentence(row) -> str:
             + f" at {fmt_bytes(row['peak_at_V_bytes'])}"
             + _notes(
                 "a noisy point, picked by its interval's lower end" if row.get("peak_from") == "noisy point" else "",
-                f"{share:.0%} of its ceiling" if share is not None and pd.notna(share) else "",
+                f"{share:.0%} of ceiling" if share is not None and pd.notna(share) else "",
             )
         )
     cross = row.get("bandwidth_bound_above_bytes")
@@ -261,7 +261,7 @@ def headline_sentence(row) -> str:
             )
         )
     elif _is_false(row.get("bandwidth_regime")):
-        parts.append(f"no bandwidth regime in range (up to {fmt_bytes(row['V_max_bytes'])})")
+        parts.append(f"no bandwidth regime in range (to {fmt_bytes(row['V_max_bytes'])})")
     ratio = row.get("measured_over_model_median")
     if ratio is not None and pd.notna(ratio):
         # a self-fit agrees by construction: its spread is out of sample (each size against a fit

@@ -69,7 +69,7 @@ def test_headline_numbers_of_a_known_sweep():
     text = headline_sentence(row)
     assert text.startswith(
         "AllGather over X (8 devices, float32): latency floor about 40 us, peak bus bandwidth "
-        "1.75 GB/s at 128 KiB (70% of its ceiling), bandwidth-bound above about 78.1 KiB"
+        "1.75 GB/s at 128 KiB (70% of ceiling), bandwidth-bound above about 78.1 KiB"
     )
     assert text.endswith("(1 failed, 1 flagged, 2 noisy)")
     # a family without a fit (one 8 MiB point, as in book_claims) has no latency floor to speak of
@@ -173,6 +173,6 @@ def test_headline_claims_only_what_the_data_shows():
     text = headline_sentence(ar)
     assert text == (
         "AllReduce over X (8 devices, bfloat16): latency floor about 250 us, peak bus bandwidth 0.0276 GB/s at 4 KiB, "
-        "no bandwidth regime in range (up to 4 KiB), measured/model 1.2 (latency-bound 1.1-1.3, median 1.2)"
+        "no bandwidth regime in range (to 4 KiB), measured/model 1.2 (latency-bound 1.1-1.3, median 1.2)"
     )
     assert "bandwidth-bound above" not in text
