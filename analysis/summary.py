@@ -36,7 +36,8 @@ def hlo_kind_of(op: str, grad: bool = False) -> str | None:
 
 # A point is flagged (and left out of every fit) when...
 PAGE_FAULT_SHARE = 0.25  # ...a step faults in more than a quarter of the bytes its devices write
-ABOVE_CEILING = 1.05  # ...its bus bandwidth is more than 5% above its ceiling
+# ...its bus bandwidth's interval lies wholly above its ceiling's interval, unless the ceiling
+# is itself inconsistent at that size (then the ceiling is said to be the problem, not the point)
 PAGE_BYTES = 4096
 
 
@@ -55,6 +56,21 @@ def mesh_of(text) -> dict[str, int]:
 # on this shared 2-core machine the default sweep's half-widths are 9-17% (median 15%), and
 # a flag at 2x the target (+-10%) marked 13-15 of its 17 points, which tells a reader nothing.
 NOISY_FACTOR = 5
+
+# A point's *trace* is unrepresentative when the traced step ran more than this many times the
+# untraced one: its trace columns (op times, overlap) then say more about the profiler than
+# about the step. The profiler's usual cost here is 2-5x (DESIGN.md fact 3); AllGathers of
+# 32 KiB to 8 MiB were traced at 3.7-97x. The point's timing is untraced and stands.
+TRACE_SLOWDOWN_LIMIT = 5.0
+
+
+def _dispatch_share(share, backend) -> float | None:
+    """(step - device) / step where the device times its own ops; blank on ``cpu``, where the
+    "device time" is the traced host thread's (waiting for the others, slowed by the profiler),
+    and blank where it would be negative (a device time above the step is no device time)."""
+    if share is None or backend == "cpu" or not share == share or share < 0:
+        return None
+    return share
 
 
 def _estimator_columns(t: dict) -> dict:
@@ -105,6 +121,9 @@ def _run_columns(r: dict) -> dict:
         "device_count": env.get("device_count"),
         "jax_version": env.get("jax_version"),
         "source": t.get("source"),
+        # why the source estimator gave no time (device found no execution of the collective);
+        # time_s is then empty: no other estimator's number stands in for it
+        "missing_reason": t.get("missing_reason"),
         "time_s": s.get("median_s"),
         "time_p10_s": s.get("p10_s"),
         "time_p90_s": s.get("p90_s"),
@@ -118,17 +137,20 @@ def _run_columns(r: dict) -> dict:
         "time_n": s.get("n"),
         "time_rounds": s.get("rounds"),
         "rounds_disagree": bool(s.get("rounds_disagree")),
-        "noisy": bool(s)
+        "noisy": s.get("median_s") is not None  # a point without a time is not noisy: it has none
         and (s.get("rel_ci_halfwidth") if s.get("rel_ci_halfwidth") is not None else np.inf) > NOISY_FACTOR * target,
         **_estimator_columns(t),
         "page_faults_per_step": t.get("page_faults_per_step"),
         "checked": check.get("passed") is not None if check else None,
         "compile_s": (r.get("compile") or {}).get("compile_s"),
         "profiler_slowdown": trace.get("profiler_slowdown"),
-        "dispatch_share": trace.get("dispatch_share"),
+        "dispatch_share": _dispatch_share(trace.get("dispatch_share"), env.get("backend")),
         "no_communication": exp.get("no_communication"),
         "ceiling_kind": (r.get("ceiling") or {}).get("kind"),
         "ceiling_busbw_Bps": (r.get("ceiling") or {}).get("busbw_Bps"),
+        "ceiling_ci_low_Bps": (r.get("ceiling") or {}).get("ci_low_Bps"),
+        "ceiling_ci_high_Bps": (r.get("ceiling") or {}).get("ci_high_Bps"),
+        "ceiling_inconsistent": (r.get("ceiling") or {}).get("inconsistent"),
         # matmul jobs
         "strategy": exp.get("strategy"),
         "flops": exp.get("flops"),
@@ -270,6 +292,10 @@ def summary_table(results: list[dict]) -> pd.DataFrame:
     ):
         if col not in df:
             df[col] = np.nan
+    # A point without a time (its device estimator found nothing) holds None there: as NaN, the
+    # columns stay numbers even when no point of the sweep has a time
+    for col in [c for c in df if c.startswith("time_") and c not in ("time_n", "time_rounds")] + ["time_s"]:
+        df[col] = pd.to_numeric(df[col], errors="coerce")
     n = df["group_size"].astype(float)
     kinds = [BY_OP.get(op) for op in df["op"]]
     # a group of one moves nothing: no bandwidth to speak of (and nothing to divide by)
@@ -286,9 +312,16 @@ def summary_table(results: list[dict]) -> pd.DataFrame:
     df["S_bytes"] = df["V_bytes"].astype(float) * s_over_v
     df["algbw_Bps"] = df["S_bytes"] / df["time_s"].astype(float)
     df["busbw_Bps"] = df["algbw_Bps"] * factor
+    # the time's interval, inverted: the bus bandwidth's (a slow end is a low bandwidth)
+    df["busbw_ci_low_Bps"] = df["busbw_Bps"] * df["time_s"].astype(float) / df["time_ci_high_s"].astype(float)
+    df["busbw_ci_high_Bps"] = df["busbw_Bps"] * df["time_s"].astype(float) / df["time_ci_low_s"].astype(float)
+    for col in ("ceiling_ci_low_Bps", "ceiling_ci_high_Bps", "ceiling_inconsistent"):
+        if col not in df:  # result.json files from before the ceiling had an interval
+            df[col] = np.nan
     df["busbw_over_ceiling"] = df["busbw_Bps"] / pd.to_numeric(df["ceiling_busbw_Bps"], errors="coerce")
     df["dispatch_floor_s"] = df["step_time_s"].astype(float) - df["loop_time_s"].astype(float)
     df["trace_over_untraced"] = df["trace_op_time_s"].astype(float) / df["time_s"].astype(float)
+    df["trace_unrepresentative"] = pd.to_numeric(df["profiler_slowdown"], errors="coerce") > TRACE_SLOWDOWN_LIMIT
     df["flags"], df["caveats"] = flags(df)
     # The row of the collective the experiment asked for (XLA may add others, e.g. in matmuls).
     # Backward passes are not the collective they name: keep them out of its fits.
@@ -299,10 +332,10 @@ def summary_table(results: list[dict]) -> pd.DataFrame:
 
 
 def flags(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
-    """Per row, ``;``-joined: the *flags* that make its number untrustworthy (above its
-    ceiling, page-faulting, failed: every fit leaves flagged points out, and the report lists
-    them with these words), and the *caveats* a reader should see beside it (unchecked,
-    rounds that disagree, noisy)."""
+    """Per row, ``;``-joined: the *flags* that make its number untrustworthy or absent (above
+    its ceiling, page-faulting, failed, no device time and why: every fit leaves flagged
+    points out, and the report lists them with these words), and the *caveats* a reader
+    should see beside it (unchecked, rounds that disagree, noisy)."""
     out, caveats = [], []
     # bytes the devices write in a step: every device's bus bytes (the page faults are the
     # whole process's, so all of its devices)
@@ -321,11 +354,13 @@ def flags(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
         why = []
         if row.get("status") != "ok":
             why.append("failed")
+        if isinstance(row.get("missing_reason"), str) and row.get("status") == "ok":
+            why.append(row["missing_reason"])
         if isinstance(row.get("no_communication"), str):
             why.append("no communication (group of 1)")
-        ratio = row.get("busbw_over_ceiling")
-        if ratio == ratio and ratio is not None and ratio > ABOVE_CEILING:
-            why.append(f"bus bandwidth {ratio:.2f}x its ceiling (a measurement problem)")
+        above, ceiling_problem = _above_ceiling(row)
+        if above and not ceiling_problem:
+            why.append(f"bus bandwidth {row['busbw_over_ceiling']:.2f}x its ceiling (a measurement problem)")
         faults = row.get("page_faults_per_step")
         if (
             faults == faults
@@ -343,5 +378,35 @@ def flags(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
         )
         note += ["its rounds disagree"] if row.get("rounds_disagree") else []
         note += ["noisy"] if row.get("noisy") else []
+        slow = _num(row.get("profiler_slowdown"))
+        if slow > TRACE_SLOWDOWN_LIMIT:
+            note.append(
+                f"trace unrepresentative: the traced step ran {slow:.3g}x the untraced one "
+                f"(above {TRACE_SLOWDOWN_LIMIT:g}x); its timing is untraced and stands"
+            )
+        if above and ceiling_problem:
+            note.append(
+                f"bus bandwidth {row['busbw_over_ceiling']:.2f}x a ceiling that is inconsistent here "
+                f"({ceiling_problem}): the ceiling is in doubt, the point is kept"
+            )
         caveats.append("; ".join(note))
     return pd.Series(out, index=df.index, dtype=object), pd.Series(caveats, index=df.index, dtype=object)
+
+
+def _above_ceiling(row) -> tuple[bool, str | None]:
+    """Whether the point's bus-bandwidth interval lies wholly above its ceiling's interval
+    (a ceiling without one, a link roofline or an old result, counts as its value), and what
+    makes the ceiling itself inconsistent there, if anything."""
+    top = _num(row.get("ceiling_ci_high_Bps"))
+    top = top if top == top else _num(row.get("ceiling_busbw_Bps"))
+    low = _num(row.get("busbw_ci_low_Bps"))
+    low = low if low == low else _num(row.get("busbw_Bps"))
+    problem = row.get("ceiling_inconsistent")
+    return bool(top > 0 and low > top), problem if isinstance(problem, str) and problem else None
+
+
+def _num(v) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return np.nan

@@ -4,8 +4,9 @@ On ``cpu`` the virtual devices are threads sharing one memory system, so the cei
 measured, not published: every device reads and writes the collective's bus bytes (what
 nccl-tests' bus bandwidth counts one device moving) at the same time, in an XLA loop on the
 same mesh, so the copies run on the same device threads and contend for the same cores and
-memory as the collective does. It is measured at each point's own size, so cache-resident
-sizes get their cache's ceiling: a curve, not one number. (A single-threaded 64 MiB NumPy
+memory as the collective does. :func:`device_copy` measures one size; the ceiling is a curve
+over sizes (:mod:`runner.copy_curve`, measured once with repeats and reused), so cache-resident
+sizes get their cache's ceiling. (A single-threaded 64 MiB NumPy
 copy is no ceiling for 8 device threads: collectives measured here exceeded it, divided by
 8, by up to 7x, and it read 4.0e9 to 1.06e10 B/s across runs.)
 
@@ -26,26 +27,35 @@ REPEATS = 3
 _programs: dict = {}
 
 
-def device_copy(mesh, bytes_per_device: int, repeats: int = REPEATS, clock=time.perf_counter) -> dict:
+def device_copy(
+    mesh, bytes_per_device: int, repeats: int = REPEATS, clock=time.perf_counter, agree=None, keep: bool = False
+) -> dict:
     """Bytes per second each device reads and writes when all of them do so at once
-    (``clock``: injectable, for tests)."""
+    (``clock``: injectable, for tests; ``agree``: the retry decision every process follows,
+    :func:`runner.meshes.agree` by default, as the mesh may span processes; ``keep``: keep this
+    size's buffers beside the others', as :mod:`runner.copy_curve` visits its sizes in turn,
+    until :func:`release`)."""
     import jax
     import jax.numpy as jnp
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
+    if agree is None:
+        from runner.meshes import agree
     nbytes = int(min(max(bytes_per_device, MIN_BYTES), MAX_BYTES)) // 4 * 4
     devices = math.prod(mesh.shape.values())
     axes = tuple(mesh.axis_names)
     key = (id(mesh), nbytes)
     if key not in _programs:
-        fn = jax.jit(lambda x, k: jax.lax.fori_loop(0, k, lambda i, y: y + 1.0, x))
+        fn = _programs.get("fn") or jax.jit(lambda x, k: jax.lax.fori_loop(0, k, lambda i, y: y + 1.0, x))
         x = jax.device_put(np.zeros(devices * nbytes // 4, np.float32), NamedSharding(mesh, P(axes)))
-        _programs.clear()  # one size at a time: the buffers can be large
+        if not keep:  # one size at a time: the buffers can be large
+            _programs.clear()
+        _programs["fn"] = fn
         _programs[key] = (fn, x)
+        fn(x, jnp.int32(1)).block_until_ready()  # compile and fault the buffers in
     fn, x = _programs[key]
     k = int(min(max(TRAFFIC_PER_TIMING // (2 * nbytes), 2), 4096))
-    fn(x, jnp.int32(1)).block_until_ready()  # compile and fault the buffers in
 
     def timed(kk: int) -> float:
         t0 = clock()
@@ -58,7 +68,7 @@ def device_copy(mesh, bytes_per_device: int, repeats: int = REPEATS, clock=time.
     for _ in range(3):
         per_iter = [(timed(2 * k) - timed(k)) / k for _ in range(repeats)]
         t = float(np.median(per_iter))
-        if t > 0:
+        if agree(t > 0):
             break
         k *= 2
     return {
@@ -70,6 +80,11 @@ def device_copy(mesh, bytes_per_device: int, repeats: int = REPEATS, clock=time.
         "what": f"each of the {devices} devices reading and writing {nbytes} B at once (x+1 in an XLA loop), "
         f"median of {repeats}",
     }
+
+
+def release() -> None:
+    """Free the copies' buffers and program."""
+    _programs.clear()
 
 
 def link_roofline(

@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from analysis.book.units import fmt_duration, format_size
 from analysis.rundir import HLO_DIR, RESULT_NAME, TRACE_DIR, now_iso, result_name, stamp, write_json_atomic
+from runner.bandwidth import bandwidth, bandwidth_words
 from runner.errors import ConfigError, OutputError, PlatformError, WorkerDied
 from runner.jaxenv import process_env
 from runner.pool import discard_worker, get_worker
@@ -94,6 +95,7 @@ def run(cfg: DictConfig, job_dir: str | Path | None = None, rounds: int | None =
     if result["status"] == "ok":
         result["prediction"] = predict(result)
         result["timing"]["seed"] = int(cfg.timing.seed)
+        result["bandwidth"] = bandwidth(result)  # nccl-tests' algbw and busbw, as a sweep line prints them
     result["wall_s"] = time.perf_counter() - t0
     result["ended_at"] = now_iso()
     # distributed=auto: every host runs this job; process 0 writes result.json, the others beside it
@@ -244,16 +246,26 @@ def _log_line(result: dict, job_dir: Path) -> None:
         where = f"{what} {dims}" + (f" ({exp['strategy']})" if exp.get("strategy") else "")  # a block has none
     else:
         where = f"{what} {format_size(size) if size else ''}".strip()
-    if result["status"] == "ok":
+    if result["status"] == "ok" and result["timing"].get("missing_reason"):
+        log.warning(
+            "%s: no time (%s estimator): %s -> %s",
+            where,
+            result["timing"]["source"],
+            result["timing"]["missing_reason"],
+            job_dir,
+        )
+    elif result["status"] == "ok":
         s = result["timing"]["summary"]
+        bw = bandwidth_words(result.get("bandwidth"))
         log.info(
-            "%s: median %s (+-%.0f%%, %s estimator, %d samples in %d round(s)) -> %s",
+            "%s: median %s (+-%.0f%%, %s estimator, %d samples in %d round(s))%s -> %s",
             where,
             fmt_duration(s["median_s"]),
             100 * s["rel_ci_halfwidth"],
             result["timing"]["source"],
             s["n"],
             s.get("rounds", 1),
+            f"  {bw}" if bw else "",
             job_dir,
         )
     else:

@@ -18,14 +18,14 @@ import numpy as np
 
 from analysis import trace as trace_analysis
 from analysis.book.collectives import BY_OP, busbw_factor, nccl_S_bytes
-from analysis.hlo import async_pairs, instruction_opcodes
+from analysis.hlo import async_pairs, collective_executions
 from analysis.rundir import HLO_COMPILED, HLO_DIR, HLO_LOWERED, TRACE_DIR, now_iso
-from runner import meshes, programs, timing, tracing
-from runner.ceiling import device_copy, link_roofline
+from runner import copy_curve, meshes, programs, timing, tracing
+from runner.ceiling import link_roofline
 from runner.devices import environment, resolve_hardware
 from runner.errors import ConfigError
 from runner.memory import check_fits
-from runner.programs.loop import k_arg, loop_check, looped
+from runner.programs.loop import LoopPrograms
 from runner.result_check import check
 from runner.spec import check_against_devices
 
@@ -40,7 +40,7 @@ class Point:
     args: tuple
     lowered: object
     compiled: object
-    loop: object | None = None  # the compiled loop program (the loop estimator), if usable
+    loop: LoopPrograms | None = None  # the loop estimator's programs, compiled per K when timed
     loop_check: dict | None = None
 
     def step(self):
@@ -52,7 +52,8 @@ def prepare(spec: dict, phase: timing.Phases, record: dict | None = None) -> Poi
     with phase("setup"):
         devices = jax.devices()
         mesh_axes = check_against_devices(spec, len(devices))  # last checks before device work
-        mesh = meshes.build_mesh(mesh_axes, spec.get("distributed", {}).get("cross_process_axis"))
+        cross = spec.get("distributed", {}).get("cross_process_axis")
+        mesh = meshes.build_mesh(mesh_axes, cross, name=spec["mesh"]["name"])  # errors name the mesh
         prog = programs.build(spec, mesh)
     with phase("input"):
         args = prog.make_input()
@@ -62,20 +63,12 @@ def prepare(spec: dict, phase: timing.Phases, record: dict | None = None) -> Poi
     with phase("compile"):
         compiled = lowered.compile()
     point = Point(mesh, mesh_axes, prog, args, lowered, compiled)
-    if spec["timing"]["loop"]:
-        with phase("loop_compile"):
-            try:
-                loop = looped(prog.fn, mesh).lower(args, k_arg(2)).compile()
-            except Exception as exc:  # noqa: BLE001 - a user's program may not loop: the step estimator stays
-                first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                point.loop_check = {"ok": False, "why": f"the loop program could not be built: {first}"}
-            else:
-                point.loop_check = loop_check(compiled.as_text(), loop.as_text())
-                point.loop = loop if point.loop_check["ok"] else None
+    if spec["timing"]["loop"]:  # compiled in time_round, once its trip counts are known
+        point.loop = LoopPrograms(prog.fn, mesh, args, compiled.as_text())
     return point
 
 
-def time_round(point: Point, spec: dict, round_no: int, K: int | None = None) -> dict:
+def time_round(point: Point, spec: dict, round_no: int, K: list[int] | int | None = None) -> dict:
     """One round of the *step* and *loop* estimators, with the machine's state."""
     t = spec["timing"]
     out = {"round": round_no, "started_at": now_iso(), **timing.machine_state()}
@@ -85,9 +78,14 @@ def time_round(point: Point, spec: dict, round_no: int, K: int | None = None) ->
     out["page_faults_per_step"] = (timing.minor_faults() - faults0) / max(steps_run, 1)
     out["step"] = {k: v for k, v in step.items() if k != "summary"}
     if point.loop is not None:
-        K = K or timing.loop_K(step["summary"]["median_s"], t["loop_target_s"])
-        kk = k_arg(K)
-        out["loop"] = timing.time_loop(lambda: jax.block_until_ready(point.loop(point.args, kk)), K, t, meshes.agree)
+        # K1, K2 set how many collectives the loop calls run: every process takes process 0's
+        # (a later round gets round 1's, so its compiles come from the persistent cache)
+        Ks = timing.given_Ks(K) or meshes.agree(timing.loop_Ks(step["summary"]["median_s"], t["loop_target_s"]))
+        calls = point.loop.calls(Ks)
+        point.loop_check = point.loop.check
+        out["loop_compile_s"] = point.loop.compile_s
+        if calls is not None:
+            out["loop"] = timing.time_loop(calls, Ks, t, meshes.agree)
     return out
 
 
@@ -164,6 +162,8 @@ def _measure(spec: dict, job_dir: Path, record: dict) -> None:
             "axes": point.mesh_axes,
             "device_ids": point.mesh.device_ids.tolist(),
             "devices": meshes.device_coords(point.mesh),
+            # each axis' physical extent and wraparound (TPU)
+            "physical": meshes.physical_placement(point.mesh, record["hardware"].get("wraparound")),
         },
         "hardware": record["hardware"]["name"],
         **point.prog.extra,
@@ -216,16 +216,18 @@ def _measure(spec: dict, job_dir: Path, record: dict) -> None:
             ops = trace_analysis.device_ops(
                 trace_analysis.read_xplane(job_dir / record["files"]["xplane"]), async_pairs(hlo_text)
             )
-            names = target_instructions(hlo_text, op["name"], op.get("grad"))
+            names = target_instructions(hlo_text, op["name"], op.get("grad"), group)
             record["timing"]["device"] = {
                 "samples_s": trace_analysis.device_samples(ops, names),
-                "what": "the collective's device time" if names else "the program's device time",
-                "instructions": sorted(names) if names else None,
+                "what": "the collective's device time" if names is not None else "the program's device time",
+                "instructions": sorted(names) if names is not None else None,
             }
             record["timing"].update(
                 timing.summarise(record["timing"], spec["timing"], record["environment"]["backend"])
             )
-            record["trace"].update(perturbation(ops, captured["wall_samples_s"], record["timing"]))
+            record["trace"].update(
+                perturbation(ops, captured["wall_samples_s"], record["timing"], record["environment"]["backend"])
+            )
 
 
 def retime(spec: dict, round_no: int, K: int | None) -> dict:
@@ -242,48 +244,58 @@ def retime(spec: dict, round_no: int, K: int | None) -> dict:
             captured = tracing.capture(point.step, Path(tmp), spec["trace"])
             hlo_text = point.compiled.as_text()
             ops = trace_analysis.device_ops(trace_analysis.read_xplane(captured["xplane"]), async_pairs(hlo_text))
-            names = target_instructions(hlo_text, spec["op"]["name"], spec["op"].get("grad"))
+            group = int(np.prod([point.mesh_axes[a] for a in spec["op"]["axes"]]))
+            names = target_instructions(hlo_text, spec["op"]["name"], spec["op"].get("grad"), group)
             out["device"] = {"samples_s": trace_analysis.device_samples(ops, names)}
     out["phases_s"] = dict(phase)
     return out
 
 
-def target_instructions(hlo_text: str, op: str, grad: bool = False) -> set[str] | None:
-    """Names of the instructions of the collective a point measures (by opcode, whatever JAX
-    named them: an AllReduce is ``psum.7``); None for a matmul or a grad, timed whole."""
-    if op not in BY_OP or grad:
+def target_instructions(hlo_text: str, op: str, grad: bool = False, group: int = 2) -> set[str] | None:
+    """Names, as the trace shows them, of the top-level instructions that run the collective a
+    point measures (:func:`analysis.hlo.collective_executions`: by opcode, whatever JAX named
+    them, so an AllReduce may be ``psum.7``; both halves of an async pair; a fusion or an
+    offloaded ``call-start``/``call-done`` wrapping it, never the nested instruction). An
+    empty set when the compiled program runs none: the device estimator then has no time.
+    None, timed whole, for a matmul, a grad, or a ``group`` of 1 (XLA runs a copy, and the
+    point is flagged as no communication)."""
+    if op not in BY_OP or grad or group < 2:
         return None
     hlo = BY_OP[op].hlo
-    opcodes = instruction_opcodes(hlo_text)
-    return {name for name, code in opcodes.items() if code in (hlo, f"{hlo}-start", f"{hlo}-done")} or None
+    return {name for name, kinds in collective_executions(hlo_text).items() if hlo in kinds}
 
 
 def ceiling(spec: dict, record: dict, point: Point, group: int) -> dict | None:
-    """The point's bus-bandwidth ceiling: measured device copies on CPU, the book's roofline
-    elsewhere (:mod:`runner.ceiling`); None for programs without a collective to hold to it."""
+    """The point's bus-bandwidth ceiling: on CPU the copy curve (measured once per process or
+    reused from this machine's cache, :mod:`runner.copy_curve`) read at the point's bus bytes
+    per device, with its interval; the book's roofline elsewhere (:mod:`runner.ceiling`); None
+    for programs without a collective to hold to it."""
     op = spec["op"]
     if op["name"] not in BY_OP or op.get("grad") or group < 2:
         return None
     n_axes = sum(1 for a in op["axes"] if point.mesh_axes[a] > 1)
     if record["hardware"].get("kind") == "cpu" or record["environment"]["backend"] == "cpu":
         bus_bytes = nccl_S_bytes(op["name"], point.prog.V_bytes, group) * busbw_factor(op["name"], group)
-        return device_copy(point.mesh, int(bus_bytes))
-    return link_roofline(record["hardware"], n_axes)
+        return copy_curve.at(copy_curve.cpu_curve(), int(bus_bytes))
+    return link_roofline(record["hardware"], n_axes, record["experiment"]["mesh"].get("physical"), op["axes"])
 
 
-def perturbation(ops, traced_walls: list[float], t: dict) -> dict:
+def perturbation(ops, traced_walls: list[float], t: dict, backend: str | None = None) -> dict:
     """What tracing did to the step, and how much of an untraced step the device spent.
 
     ``profiler_slowdown`` = traced step / untraced step (both wall times of one blocked
     step). ``dispatch_share`` = (step - device time) / step: the part of a step the device
-    did not spend on the program (the host's dispatch and sync), from the device estimator.
+    did not spend on the program (the host's dispatch and sync), from the device estimator;
+    only where the device times its own ops (not on ``cpu``, where the "device time" is the
+    traced host thread's: it waits for the other devices and is slowed by the profiler, 3.7-97x
+    here, so it came out above the step, a share of -93.7), and never below 0.
     """
     step = (t["estimators"].get("step") or {}).get("median_s")
     device = (t["estimators"].get("device") or {}).get("median_s")
     out = {"op_events": int(len(ops)), "traced_step_median_s": float(np.median(traced_walls))}
     if step:
         out["profiler_slowdown"] = out["traced_step_median_s"] / step
-        if device:
+        if device and backend != "cpu" and device <= step:
             out["dispatch_share"] = (step - device) / step
     if len(ops):
         out["ops"] = trace_analysis.op_summary(trace_analysis.op_steps(ops)).to_dict(orient="records")

@@ -1,6 +1,6 @@
 """A sweep on the console: one line per point as it ends, and a closing summary.
 
-``[ 3/17] op.size_bytes=4KiB       ok     252 us ±12%   busbw 0.016 GB/s   0:05, about 0:31 left``
+``[ 3/17] op.size_bytes=4KiB       ok     252 us ±12%  algbw 0.018 GB/s  busbw 0.016 GB/s   0:05, about 0:31 left``
 
 Hydra's BasicLauncher runs the points one after another in this process and tells the
 callbacks as each starts and ends. It does not hand the callbacks its job list, so the list
@@ -80,9 +80,10 @@ def clock(seconds: float) -> str:
 
 
 def point_line(k: int, total: int | None, what: str, result: dict | None) -> str:
-    """``[ 3/17] <what> ok 252 us ±12% busbw 0.016 GB/s`` (or FAILED and why)."""
-    from analysis.book.collectives import BY_OP, busbw_factor, nccl_S_bytes
-    from analysis.book.units import fmt_bandwidth, fmt_duration
+    """``[ 3/17] <what> ok 252 us ±12% algbw 0.018 GB/s busbw 0.016 GB/s`` (or FAILED and why; or ``ok no time``
+    and why, for a point whose device estimator found no execution of its collective)."""
+    from analysis.book.units import fmt_duration
+    from runner.bandwidth import bandwidth, bandwidth_words
 
     width = len(str(total)) if total else 1
     head = f"[{k:>{width}}/{total}]" if total else f"[{k}]"
@@ -92,13 +93,15 @@ def point_line(k: int, total: int | None, what: str, result: dict | None) -> str
         first = str(result.get("error") or "").strip().splitlines()[0:1]
         return f"{head} {what:<28} FAILED {result.get('error_type')}: {(first[0] if first else '')[:90]}"
     s = (result.get("timing") or {}).get("summary") or {}
-    exp = result.get("experiment") or {}
+    missing = (result.get("timing") or {}).get("missing_reason")
+    if missing:  # the chosen estimator (device) found nothing: no other one's number stands in
+        return f"{head} {what:<28} ok {'no time':>9}  {missing}" + (
+            "  (kept from before)" if result.get("resumed") else ""
+        )
     rel = s.get("rel_ci_halfwidth")
     text = f"{head} {what:<28} ok {fmt_duration(s.get('median_s')):>9}" + (f" ±{rel:.0%}" if rel is not None else "")
-    n, V = exp.get("group_size") or 0, exp.get("V_bytes")
-    if exp.get("op") in BY_OP and V and n >= 2 and s.get("median_s"):
-        busbw = nccl_S_bytes(exp["op"], V, n) / s["median_s"] * busbw_factor(exp["op"], n)
-        text += f"  busbw {fmt_bandwidth(busbw)}"
+    bw = bandwidth_words(bandwidth(result))
+    text += f"  {bw}" if bw else ""
     if result.get("resumed"):
         text += "  (kept from before)"
     return text
@@ -187,7 +190,9 @@ class ProgressCallback(Callback):
                 or 0
             )
             timing = float((result.get("phases_s") or {}).get("timing", wall))
-            step = float(((result.get("timing") or {}).get("summary") or {}).get("median_s") or 0.0)
+            t = result.get("timing") or {}
+            # the blocked step's time, whichever estimator is the headline (device may have none)
+            step = float(((t.get("estimators") or {}).get("step") or t.get("summary") or {}).get("median_s") or 0.0)
             self.done.append((V, wall, timing, step))
         line = point_line(k + 1, self.total, what, result)
         left = self.time_left(k)

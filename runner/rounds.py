@@ -20,6 +20,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from analysis.rundir import RESULT_NAME, write_json_atomic
+from runner.bandwidth import bandwidth
 from runner.errors import ConfigError, WorkerDied
 from runner.jaxenv import process_env
 from runner.pool import discard_worker, get_worker
@@ -54,7 +55,9 @@ def add_round(job_dir: Path, round_no: int, spec: dict | None = None) -> bool:
         except (ConfigError, KeyError) as exc:
             log.warning("round %d of %s skipped: %s", round_no, job_dir, exc)
             return False
-    K = ((t["rounds"][0].get("loop") or {}).get("K")) if t.get("rounds") else None
+    # round 1's trip counts: every round times the same loop programs (the persistent cache has them)
+    loop = (t["rounds"][0].get("loop") or {}) if t.get("rounds") else {}
+    K = loop.get("Ks") or loop.get("K")
     worker = get_worker(process_env(spec["hardware"], spec["distributed"], spec["trace"]["gpu_command_buffers"]))
     try:
         reply = worker.run(
@@ -71,6 +74,8 @@ def add_round(job_dir: Path, round_no: int, spec: dict | None = None) -> bool:
     phases = rnd.pop("phases_s", {})
     t["rounds"].append(rnd)
     t.update(summarise(t, result["config"]["timing"], (result.get("environment") or {}).get("backend", "cpu")))
+    if "bandwidth" in result:  # from the median of every round so far
+        result["bandwidth"] = bandwidth(result)
     result.setdefault("phases_s", {})
     for k, v in phases.items():  # later rounds' setup and compile count too (the benchmark reads them)
         result["phases_s"][f"rounds_{k}"] = result["phases_s"].get(f"rounds_{k}", 0.0) + v

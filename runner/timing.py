@@ -11,8 +11,8 @@ The sample source and the clock are parameters, so the stopping rules can be tes
 seeded samples and a fake clock instead of real time.
 
 Two of the three estimators are timed here: *step* (:func:`time_step`, the wall time of one
-blocked step, as a caller sees it) and *loop* (:func:`time_loop`, the program repeated K
-times in one call, so dispatch is paid once per K). The third, *device*, comes from the
+blocked step, as a caller sees it) and *loop* (:func:`time_loop`, the program repeated K1 and
+K2 times in one call; the slope between them leaves out what a call pays once). The third, *device*, comes from the
 trace (:mod:`runner.measure`).
 """
 
@@ -117,33 +117,70 @@ def time_step(step, timing: dict, agree=_local, sample=once, clock=time.perf_cou
     }
 
 
-def time_loop(loop_call, K: int, timing: dict, agree=_local, clock=time.perf_counter) -> dict:
-    """The *loop* estimator: seconds per repetition of the program run K times in one call.
+def time_loop(calls, Ks, timing: dict, agree=_local, clock=time.perf_counter) -> dict:
+    """The *loop* estimator: seconds per repetition, from the slope between two trip counts.
 
-    ``loop_call()`` runs the loop program once (K repetitions) and blocks. One warm-up call,
-    then samples until the interval is within ``timing.target_rel_ci``, at least 5 and at most
-    ``timing.loop_max_samples``, or half the round's budget is spent.
+    ``calls[i]()`` runs the loop program with ``Ks[i]`` repetitions (K1 < K2) and blocks. Each
+    sample is one pair, (t(K2) - t(K1)) / (K2 - K1): what a call pays once - the dispatch and
+    sync, and any copy XLA makes before its while loop - cancels, where t(K) / K divided it
+    into the repetitions (at K = 2-3 a 16 MiB ReduceScatter read 1.99x the blocked step).
+    The two calls of a pair alternate in order, so a drift within a pair lifts half the
+    samples and lowers the other half. One warm-up call of each, then pairs until the
+    interval is within ``timing.target_rel_ci``, at least 5 and at most
+    ``timing.loop_max_samples``, or half the round's budget is spent (every stop on the
+    decision ``agree`` shares). ``clock()`` returns seconds.
     """
-    loop_call()
+    (K1, K2), (short, long_) = Ks, calls
+    short()
+    long_()
     samples: list[float] = []
+    pairs: list[list[float]] = []
     stop = "max_samples"
     t_start = clock()
     while len(samples) < timing["loop_max_samples"]:
-        t0 = clock()
-        loop_call()
-        samples.append((clock() - t0) / K)
+        t = {}
+        for K, call in ((K1, short), (K2, long_)) if len(samples) % 2 == 0 else ((K2, long_), (K1, short)):
+            t0 = clock()
+            call()
+            t[K] = clock() - t0
+        pairs.append([t[K1], t[K2]])
+        samples.append((t[K2] - t[K1]) / (K2 - K1))
         if len(samples) >= 5:
             tight = rel_ci_halfwidth(samples) <= timing["target_rel_ci"]
             spent = clock() - t_start >= timing["budget_s"] / 2
             if agree(tight or spent):
                 stop = "ci_tight" if tight else "budget"
                 break
-    return {"samples_s": samples, "K": K, "stop_reason": stop, "timed_s": clock() - t_start}
+    return {
+        "samples_s": samples,
+        "K": K2,
+        "Ks": [K1, K2],
+        "call_s": pairs,
+        "stop_reason": stop,
+        "timed_s": clock() - t_start,
+    }
 
 
-def loop_K(step_median_s: float, target_s: float) -> int:
-    """Repetitions per loop call: about ``target_s`` of work, from 2 to 512."""
-    return int(min(max(round(target_s / max(step_median_s, 1e-9)), 2), 512))
+K_MIN, K_MAX = 8, 512
+
+
+def given_Ks(K) -> list[int] | None:
+    """The trip counts a later round reuses: round 1's [K1, K2], or from a result written before
+    there were two (one K, the per-call estimator's), that K as K2."""
+    if not K:
+        return None
+    if isinstance(K, int):
+        return [max(2, K // 4), max(K, 3)]
+    return [int(k) for k in K]
+
+
+def loop_Ks(step_median_s: float, target_s: float) -> list[int]:
+    """The two trip counts [K1, K2] of the loop estimator: K2 repetitions take about
+    ``target_s`` (from 8 to 512: the slope spans at least 6 repetitions, so one call's noise
+    is spread over them), K1 = K2 / 4, at least 2 (at K = 1 XLA removes the while loop and with
+    it the input copy the slope must cancel)."""
+    K2 = int(min(max(round(target_s / max(step_median_s, 1e-9)), K_MIN), K_MAX))
+    return [max(2, K2 // 4), K2]
 
 
 def minor_faults() -> int:
@@ -181,8 +218,11 @@ def summarise(record: dict, timing: dict, backend: str) -> dict:
     """The estimators of a point's timing record (its ``rounds`` and ``device`` samples),
     combined over rounds, and the one the tables and fits use (``source``, ``summary``).
 
-    ``timing.source=auto`` picks *device* on TPU and GPU and *step* on CPU; an estimator
-    with no samples (no trace; a loop XLA did not keep) falls back to *step*, saying why.
+    ``timing.source=auto`` picks *device* on TPU and GPU and *step* on CPU. A *loop* source
+    with no samples (a loop XLA did not keep) falls back to *step*, saying why. A *device*
+    source never falls back: without device samples (no trace, or the trace held no execution
+    of the collective) ``summary`` is empty (``n`` 0, no ``median_s``) and ``missing_reason``
+    says why; the step and loop estimators stay in ``estimators`` under their own names.
     """
     rounds = record.get("rounds") or []
     seed = int(timing.get("seed") or 0)
@@ -202,7 +242,14 @@ def summarise(record: dict, timing: dict, backend: str) -> dict:
     wanted = timing.get("source", "auto")
     source = AUTO_SOURCE.get(backend, "step") if wanted == "auto" else wanted
     why = f"timing.source={wanted}" + (f" on {backend}" if wanted == "auto" else "")
-    if source not in estimators:
+    missing = None
+    if source == "device" and source not in estimators:
+        # No fallback: where device time is asked for, a blocked step's wall time (the host's
+        # dispatch and sync with it) is not a stand-in: XProf would show no such number. The
+        # point keeps its status and its step/loop estimators, but has no headline time.
+        missing = f"no device time: {_why_missing(source, record)}"
+        why += f"; {missing}"
+    elif source not in estimators:
         why += f"; no {source} samples ({_why_missing(source, record)}), so step"
         source = "step"
     faults = [r.get("page_faults_per_step") for r in rounds if r.get("page_faults_per_step") is not None]
@@ -211,13 +258,24 @@ def summarise(record: dict, timing: dict, backend: str) -> dict:
         "source": source,
         "source_reason": why,
         "summary": estimators.get(source, {"n": 0}),
+        "missing_reason": missing,
         "page_faults_per_step": float(np.median(faults)) if faults else None,
     }
 
 
 def _why_missing(source: str, record: dict) -> str:
+    """Why ``source`` has no samples, in words a console line and the report can show."""
     if source == "device":
-        return "no trace of the point" if "device" not in record else "the trace held none of its ops"
+        device = record.get("device")
+        if device is None:
+            return "the point was not traced (trace.enabled=false, or its trace failed: see result.json's trace)"
+        names = device.get("instructions")
+        if names is None:
+            return "the trace held no device op of the program"
+        if not names:
+            return "the compiled program runs no instruction of the collective"
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        return f"the trace held no execution of {shown}"
     if source == "loop":
         check = record.get("loop_check") or {}
         return check.get("why") or "timing.loop=false"

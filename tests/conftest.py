@@ -11,6 +11,16 @@ import os
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# The CPU copy ceiling is cached per machine (runner.copy_curve, ~/.cache/shardlab/ceiling):
+# tests keep theirs in a folder of this test session, measured once and removed at the end,
+# so no test reads or writes a machine-wide path.
+if "SHARDLAB_CEILING_DIR" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["SHARDLAB_CEILING_DIR"] = tempfile.mkdtemp(prefix="shardlab-test-ceiling-")
+    atexit.register(shutil.rmtree, os.environ["SHARDLAB_CEILING_DIR"], True)
 
 from pathlib import Path  # noqa: E402
 

@@ -24,7 +24,8 @@ PACKAGES = ("runner", "analysis")
 HEAVY = ("jax", "jaxlib", "pandas", "matplotlib", "seaborn", "numpy")
 RUNNER_MAY_USE = ("analysis.book", "analysis.rundir", "analysis.trace", "analysis.hlo", "analysis.stats")
 RUNNER_REPORT_CALLER = "runner.callbacks"  # the end of a sweep: its report, and the gate on it
-REPORT_CALLER_MAY_USE = ("analysis.report", "analysis.sweep", "analysis.gate")
+# the report, the gate on it, and the claims' verdicts it prints
+REPORT_CALLER_MAY_USE = ("analysis.report", "analysis.sweep", "analysis.gate", "analysis.claims")
 
 
 def module_name(path: Path) -> str:

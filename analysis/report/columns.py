@@ -43,6 +43,11 @@ SUMMARY = {
     "device_count": ("devices", "devices in the run"),
     "jax_version": ("", "jax version"),
     "source": ("", "the estimator time_s comes from: step, loop or device"),
+    "missing_reason": (
+        "",
+        "why the source estimator gave no time (device: the trace held no execution of the collective, or no "
+        "trace); time_s is then empty and no other estimator stands in",
+    ),
     "time_s": ("s", "the median of the source estimator (the median of its rounds' medians)"),
     "time_p10_s": ("s", "10th percentile of the source estimator's samples"),
     "time_p90_s": ("s", "90th percentile"),
@@ -125,17 +130,54 @@ SUMMARY = {
 
 OTHERS = {
     "headline.json": {
-        "latency_floor_s": ("s", "the family's latency floor: the fit's T_min x hops, else its smallest median"),
-        "peak_busbw_Bps": ("B/s", "the largest bus bandwidth of an unflagged point"),
+        "latency_floor_s": (
+            "s",
+            "the family's latency floor: the median time of the points its fit calls latency-bound, else its "
+            "smallest median (latency_floor_from says which)",
+        ),
+        "peak_busbw_Bps, peak_at_V_bytes, peak_from": (
+            "B/s, bytes, ",
+            "the peak bus bandwidth: the unflagged point whose 95% interval has the highest lower end, its V, and "
+            "whether it is a steady or a noisy point",
+        ),
         "peak_share_of_ceiling": ("fraction", "that point's busbw over its ceiling"),
-        "bandwidth_bound_above_bytes": ("bytes", "the fit's crossover: above it the bandwidth term wins"),
-        "measured_over_model_median": ("ratio", "median over the family's points of measured / model"),
+        "bandwidth_regime, V_max_bytes": (
+            "bool, bytes",
+            "whether the fit found a bandwidth regime (a bandwidth-bound point at 1.5x its latency term or more) "
+            "below the sweep's largest V",
+        ),
+        "bandwidth_bound_above_bytes": (
+            "bytes",
+            "the fit's crossover, only with a bandwidth regime: above it the bandwidth term wins",
+        ),
+        "*_ci_low_*, *_ci_high_*": ("as the value", "its 95% interval (bootstrap for fitted values; null: none)"),
+        "measured_over_model_median, model_self_fit": (
+            "ratio, bool",
+            "median over the family's points of measured / model, and whether the model's constants were fitted "
+            "to these very points (then it agrees by construction)",
+        ),
+        "out_of_sample_{latency,bandwidth}_{median,min,max,points}": (
+            "ratio, count",
+            "measured / model among the points the model calls latency- or bandwidth-bound; for a self-fit, "
+            "each point against its family's fit without its size (leave one size out)",
+        ),
         "noisy, unchecked, flagged, failed": ("count", "points of the family with that caveat or flag"),
     },
     "fit.json": {
         "alpha_s, beta_Bps": ("s, B/s", "T = alpha + V / beta, fitted in relative error"),
         "T_min_s, W_Bps, hops": ("s, B/s, count", "the book's T = max(T_min x hops, c x V / W)"),
-        "crossover_bytes": ("bytes", "V where the two terms meet"),
+        "crossover_bytes": ("bytes", "V where the two terms meet (null without a bandwidth regime)"),
+        "*_ci_low_*, *_ci_high_*": (
+            "as the value",
+            "95% bootstrap interval: every point's median redrawn from its rounds and samples, the whole fit "
+            "repeated (null: unbounded, or no samples to draw from)",
+        ),
+        "latency_floor_s": ("s", "median time of the points the fit calls latency-bound"),
+        "bandwidth_regime, bandwidth_regime_share": (
+            "bool, fraction",
+            "whether a bandwidth-bound point takes 1.5x its latency term or more, and in what share of replicates",
+        ),
+        "bootstrap_replicates, bootstrap_seed, resampled": ("count, , ", "how the intervals were drawn"),
         "alpha_beta_rel_rmse, book_rel_rmse": ("fraction", "relative RMS error of each fit over its points"),
         "left_out": ("", "every point not used by a fit, with the reason"),
     },

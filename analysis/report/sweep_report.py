@@ -14,7 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration, fmt_pct
-from analysis.headline import family_name, headline_sentence, headline_table
+from analysis.fit import BOOTSTRAP, SEED
+from analysis.headline import family_name, headline_sentence, headline_table, within
 from analysis.matmul_cases import Matmuls, load_matmuls
 from analysis.predictions import family_fit
 from analysis.report import figures
@@ -43,7 +44,17 @@ from analysis.rundir import (
     stamp,
     write_json_atomic,
 )
+from analysis.stats import CONFIDENCE
 from analysis.sweep import Sweep, load_sweep
+
+
+def _spread(row, regime: str) -> str:
+    """``0.26-0.37 (median 0.31, 6)``: the headline's out-of-sample measured/model in one regime."""
+    n = row[f"out_of_sample_{regime}_points"]
+    if not n or pd.isna(n):
+        return ""
+    lo, hi, med = (row[f"out_of_sample_{regime}_{s}"] for s in ("min", "max", "median"))
+    return f"{lo:.2g}-{hi:.2g} (median {med:.2g}, {int(n)})"
 
 
 def write_report(root: str | Path, hardware: str | None = None, allow_mixed: bool = False) -> Path:
@@ -77,6 +88,13 @@ def write_report(root: str | Path, hardware: str | None = None, allow_mixed: boo
             "model_source": sweep.model_source,
             "model_W_Bps": getattr(sweep.model_hw, "link_bw_bidir_Bps", None),
             "model_T_min_s": getattr(sweep.model_hw, "hop_latency_s", None),
+            "bootstrap": {
+                "replicates": BOOTSTRAP,
+                "seed": SEED,
+                "confidence": CONFIDENCE,
+                "over": "each point's rounds (with replacement) and the samples within each round; the whole fit, "
+                "regime selection included, is repeated on every replicate",
+            },
         },
     )
     out = root / REPORT_DIR
@@ -140,16 +158,36 @@ def build(sweep: Sweep, head: pd.DataFrame, mm: Matmuls | None, out: Path) -> Re
                 {
                     "collective": [family_name(r) for _, r in head.iterrows()],
                     "latency floor": [
-                        fmt_duration(t) if str(f).startswith("fit") else "(no fit)"
-                        for t, f in zip(head["latency_floor_s"], head["latency_floor_from"])
+                        fmt_duration(r["latency_floor_s"])
+                        + within(r["latency_floor_ci_low_s"], r["latency_floor_ci_high_s"], fmt_duration)
+                        if str(r["latency_floor_from"]).startswith("fit")
+                        else "(no fit)"
+                        for _, r in head.iterrows()
                     ],
-                    "peak bus bandwidth": head["peak_busbw_Bps"].map(fmt_bandwidth),
+                    "peak bus bandwidth": [
+                        fmt_bandwidth(r["peak_busbw_Bps"])
+                        + within(r["peak_busbw_ci_low_Bps"], r["peak_busbw_ci_high_Bps"], fmt_bandwidth)
+                        if pd.notna(r["peak_busbw_Bps"])
+                        else ""
+                        for _, r in head.iterrows()
+                    ],
                     "at V": head["peak_at_V_bytes"].map(fmt_bytes),
                     "of ceiling": head["peak_share_of_ceiling"].map(fmt_pct),
-                    "bandwidth-bound above": head["bandwidth_bound_above_bytes"].map(fmt_bytes),
-                    "measured/model": head["measured_over_model_median"].map(
-                        lambda v: f"{v:.2g}" if pd.notna(v) else ""
-                    ),
+                    "bandwidth-bound above": [
+                        fmt_bytes(r["bandwidth_bound_above_bytes"])
+                        + within(
+                            r["bandwidth_bound_above_ci_low_bytes"], r["bandwidth_bound_above_ci_high_bytes"], fmt_bytes
+                        )
+                        if pd.notna(r["bandwidth_bound_above_bytes"])
+                        else ("no bandwidth regime in range" if r["bandwidth_regime"] in (False,) else "")
+                        for _, r in head.iterrows()
+                    ],
+                    "measured/model": [
+                        f"{v:.2g}" + (" (self-fit)" if own else "") if pd.notna(v) else ""
+                        for v, own in zip(head["measured_over_model_median"], head["model_self_fit"])
+                    ],
+                    "out of sample, latency-bound": [_spread(r, "latency") for _, r in head.iterrows()],
+                    "out of sample, bandwidth-bound": [_spread(r, "bandwidth") for _, r in head.iterrows()],
                     "ok": head["ok"],
                     "failed": head["failed"],
                     "flagged": head["flagged"],
@@ -161,17 +199,26 @@ def build(sweep: Sweep, head: pd.DataFrame, mm: Matmuls | None, out: Path) -> Re
         rep.text(
             "Which bandwidth to read: **bus bandwidth** (busbw, nccl-tests' convention) is the one to hold "
             "against links and ceilings; algbw (S / time) and the fits' W are beside it in the tables. The "
-            "latency floor is the fit's T_min x hops (a family with fewer than 3 points of one regime has no "
-            "fit, and its headline gives its fastest median instead); *flagged* points (above "
-            "their ceiling, page-faulting) are left out of every fit."
+            "latency floor is the median time of the points the fit calls latency-bound (a family with fewer "
+            "than 3 points of one regime has no fit, and its headline gives its fastest median instead); the peak "
+            "is the unflagged point whose interval has the highest lower end (so a noisy point only when even its "
+            "lower end beats every steady point); *bandwidth-bound above* needs a "
+            "bandwidth regime in the sweep; in brackets, 95% bootstrap intervals. measured/model is a *self-fit* where "
+            "the model's constants were fitted to the same points (it agrees by construction); its spread by the "
+            "model's regime is then *out of sample*: each size against its family's fit without that size. "
+            "*Flagged* points (above their ceiling, page-faulting) are left out of every fit."
         )
 
     what_ran(rep, jobs, ok)
     if len(pts):
-        rep.heading("Figures")
-        for path, caption in _figures(sweep, out):
-            rep.figure(path, caption)
-        nccl_tables(rep, pts)
+        # a point without a time (its device estimator found nothing) is in neither the figures
+        # nor the nccl-tests tables: "Points without a time" lists it, with the reason
+        timed = pts[pts["time_s"].notna()]
+        if len(timed):
+            rep.heading("Figures")
+            for path, caption in _figures(sweep, out):
+                rep.figure(path, caption)
+        nccl_tables(rep, timed)
         fits_section(rep, sweep)
         model_section(rep, sweep)
     rep.heading("How these numbers were taken")
@@ -187,7 +234,7 @@ def build(sweep: Sweep, head: pd.DataFrame, mm: Matmuls | None, out: Path) -> Re
 
 
 def _figures(sweep: Sweep, out: Path) -> list[tuple[Path, str]]:
-    pts, fits, cur = sweep.points, sweep.fits, sweep.curves
+    pts, fits, cur = sweep.points[sweep.points["time_s"].notna()], sweep.fits, sweep.curves
     title = f"{pts['hardware'].iloc[0]} ({pts['device_kind'].iloc[0]} x{int(pts['device_count'].iloc[0])})"
     cross = []
     for fam, g in pts.groupby("family", sort=False):

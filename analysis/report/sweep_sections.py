@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.book.dtypes import itemsize
 from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration, fmt_pct
+from analysis.fit import BANDWIDTH_REGIME, CLEARLY_BANDWIDTH, LARGEST, MIN_POINTS, REGIME_JUMP
 from analysis.report.document import Link, Report
+from analysis.report.nccl_table import avg_busbw_line, nccl_frame
 from analysis.rundir import LOG_NAME, RESULT_NAME, SUMMARY_NAME, sweep_command
 from analysis.sweep import Sweep
 
@@ -64,39 +65,37 @@ def nccl_tables(rep: Report, pts: pd.DataFrame) -> None:
     rep.heading("Results as nccl-tests prints them")
     rep.text(
         "Per family, one line per size, as nccl-tests' output: size (bytes of S, what nccl-tests' size "
-        "column counts), count (elements), type, time (us), algbw and busbw (GB/s), #wrong (devices whose "
-        "result differed from NumPy; blank when unchecked)."
+        "column counts), count (elements one rank passes: per rank, per peer for AllToAll), type, time (us), "
+        "algbw and busbw (GB/s), #wrong (devices whose result differed from NumPy; blank when unchecked); "
+        "closed by the mean bus bandwidth over the sizes, as nccl-tests closes its table."
     )
     for fam, g in pts.groupby("family", sort=False):
         g = g.sort_values("V_bytes")
         rep.text(f"**{fam}**")
-        size = g["S_bytes"].fillna(g["V_bytes"])
-        elem = g["dtype"].map(itemsize)
-        rep.table(
-            pd.DataFrame(
-                {
-                    "size": size.astype("int64"),
-                    "count": (size / elem).astype("int64"),
-                    "type": g["dtype"].map(
-                        lambda d: {
-                            "float32": "float",
-                            "bfloat16": "bfloat16",
-                            "float16": "half",
-                            "int32": "int32",
-                            "int8": "int8",
-                        }.get(d, d)
-                    ),
-                    "redop": g["op"].map(lambda o: "sum" if o in ("all_reduce", "reduce_scatter") else "none"),
-                    "time (us)": (g["time_s"] * 1e6).map(lambda v: f"{v:.2f}"),
-                    "algbw (GB/s)": (g["algbw_Bps"] / 1e9).map(lambda v: f"{v:.2f}"),
-                    "busbw (GB/s)": (g["busbw_Bps"] / 1e9).map(lambda v: f"{v:.2f}"),
-                    "#wrong": g["checked"].map(lambda c: 0 if c else ""),
-                }
-            )
-        )
+        rep.table(nccl_frame(g))
+        rep.text(f"`{avg_busbw_line(g).strip()}`")
+
+
+def _with_ci(fits: pd.DataFrame, name: str, unit: str, fmt) -> pd.Series:
+    """A constant and its 95% interval in one cell: ``1.2 GB/s (0.9 GB/s to 1.5 GB/s)``."""
+    if f"{name}_{unit}" not in fits:
+        return pd.Series("", index=fits.index)
+    lo = fits.get(f"{name}_ci_low_{unit}", pd.Series(None, index=fits.index))
+    hi = fits.get(f"{name}_ci_high_{unit}", pd.Series(None, index=fits.index))
+    cells = []
+    for v, a, b in zip(fits[f"{name}_{unit}"], lo, hi):
+        if v is None or pd.isna(v):
+            cells.append("")
+        elif a is None or pd.isna(a):
+            cells.append(fmt(v))
+        else:
+            cells.append(f"{fmt(v)} ({fmt(a)} to {fmt(b) if b is not None and pd.notna(b) else 'unbounded'})")
+    return pd.Series(cells, index=fits.index)
 
 
 def fits_section(rep: Report, sweep: Sweep) -> None:
+    """The fitted constants per family, each with its 95% bootstrap interval, and the points
+    the fits left out."""
     fits, left = sweep.fits, sweep.left_out
     rep.heading("Fitted latency and bandwidth")
     if not len(fits):
@@ -109,22 +108,35 @@ def fits_section(rep: Report, sweep: Sweep) -> None:
             "devices/group": fits["group_size"],
             "dtype": fits["dtype"],
             "points": fits["n_points"],
-            "α": fits.get("alpha_s", pd.Series(dtype=float)).map(fmt_duration),
-            "β": fits.get("beta_Bps", pd.Series(dtype=float)).map(fmt_bandwidth),
+            "α": _with_ci(fits, "alpha", "s", fmt_duration),
+            "β": _with_ci(fits, "beta", "Bps", fmt_bandwidth),
             "α-β error": fits.get("alpha_beta_rel_rmse", pd.Series(dtype=float)).map(lambda v: fmt_pct(v, 1)),
-            "T_min": fits.get("T_min_s", pd.Series(dtype=float)).map(fmt_duration),
-            "W": fits.get("W_Bps", pd.Series(dtype=float)).map(fmt_bandwidth),
+            "T_min": _with_ci(fits, "T_min", "s", fmt_duration),
+            "W": _with_ci(fits, "W", "Bps", fmt_bandwidth),
             "book error": fits.get("book_rel_rmse", pd.Series(dtype=float)).map(lambda v: fmt_pct(v, 1)),
-            "crossover": fits.get("crossover_bytes", pd.Series(dtype=float)).map(fmt_bytes),
+            "crossover": _with_ci(fits, "crossover", "bytes", fmt_bytes),
             "note": fits.get("note", pd.Series(dtype=object)).fillna(""),
         }
     )
     rep.table(f)
+    boot = fits.dropna(subset=["bootstrap_replicates"]) if "bootstrap_replicates" in fits else fits.iloc[0:0]
     rep.text(
         "α-β: `T = α + V/β`. Book: `T = max(T_min·hops, c·V/W)` with the book's hops and factor c for each "
         "collective, so W is comparable across collectives. Errors are the relative RMS over the points, as "
-        "measured. A fit uses only the points of one regime: flagged points and points in another bandwidth "
-        "regime (a cache edge) are left out, and a family needs 3 points."
+        "measured. In brackets, 95% intervals: "
+        + (
+            f"{int(boot['bootstrap_replicates'].iloc[0])} bootstrap replicates (seed "
+            f"{int(boot['bootstrap_seed'].iloc[0])}) redraw every point's median from "
+            f"{boot['resampled'].iloc[0]} and repeat the whole fit, regime selection included"
+            if len(boot)
+            else "none"
+        )
+        + f". A fit uses only the points of one regime: flagged points are left out, then points more than "
+        f"{REGIME_JUMP:g}x faster (effective bandwidth c·V/T) than the median of the {LARGEST} largest messages "
+        f"that take {CLEARLY_BANDWIDTH:g}x the smallest sizes' time or more (a cache edge; the book's W is what "
+        f"large messages see); a family needs {MIN_POINTS} points, and W and "
+        f"the crossover need a bandwidth regime (a bandwidth-bound point taking at least {BANDWIDTH_REGIME:g}x "
+        "its latency term)."
     )
     if len(left):
         rep.text("Left out of the fits:")
@@ -144,9 +156,18 @@ def fits_section(rep: Report, sweep: Sweep) -> None:
 def model_section(rep: Report, sweep: Sweep) -> None:
     pts = sweep.points
     rep.heading("Measured against the book's model")
+    self_fit = pts["model_self_fit"] if "model_self_fit" in pts else pd.Series(False, index=pts.index)
+    cv = pts["measured_over_model_cv"] if "measured_over_model_cv" in pts else pts["measured_over_model"]
     rep.text(
         f"Model constants: {sweep.model_source}. Times are the *{_source(pts)}* estimator with its 95% "
         "interval; *step* and *loop* beside it."
+        + (
+            f" measured/model of the {int(self_fit.sum())} points marked *self-fit* agrees by construction (the "
+            "model's constants were fitted to them); *out of sample* holds each of them against its family's fit "
+            "without its size (leave one size out), and is measured/model for every other point."
+            if self_fit.any()
+            else ""
+        )
     )
     rep.table(
         pd.DataFrame(
@@ -156,7 +177,7 @@ def model_section(rep: Report, sweep: Sweep) -> None:
                 "V": pts["V_bytes"].map(fmt_bytes),
                 "time": pts["time_s"].map(fmt_duration),
                 "95% interval": [
-                    f"{fmt_duration(lo)} to {fmt_duration(hi)}"
+                    f"{fmt_duration(lo)} to {fmt_duration(hi)}" if pd.notna(lo) and pd.notna(hi) else ""
                     for lo, hi in zip(pts["time_ci_low_s"], pts["time_ci_high_s"])
                 ],
                 "step": pts["step_time_s"].map(fmt_duration),
@@ -165,7 +186,11 @@ def model_section(rep: Report, sweep: Sweep) -> None:
                 "of ceiling": pts["busbw_over_ceiling"].map(fmt_pct),
                 "model": pts["model_time_s"].map(fmt_duration),
                 "regime": pts["model_regime"],
-                "measured/model": pts["measured_over_model"].map(lambda v: f"{v:.2g}" if pd.notna(v) else ""),
+                "measured/model": [
+                    (f"{v:.2g}" + (" (self-fit)" if own else "")) if pd.notna(v) else ""
+                    for v, own in zip(pts["measured_over_model"], self_fit)
+                ],
+                "out of sample": cv.map(lambda v: f"{v:.2g}" if pd.notna(v) else ""),
                 "flags": pts["flags"].fillna(""),
                 "caveats": pts["caveats"].fillna(""),
             }
@@ -210,6 +235,34 @@ def problems_section(rep: Report, sweep: Sweep, failed: pd.DataFrame) -> None:
         if len(sk):
             rep.text("Files that could not be read (the rest of the report stands without them):")
             rep.table(pd.DataFrame({"job": sk["job"], "skipped": sk["skipped"]}))
+    no_time = _without_time(s)
+    if len(no_time):
+        rep.heading("Points without a time")
+        rep.text(
+            "These points ran (status ok) but the estimator their times come from found nothing to time, so "
+            "they have no time, no bus bandwidth and no place in the fits. No other estimator's number stands "
+            "in: a blocked step's wall time holds the host's dispatch and sync, which a device time (as XProf "
+            "shows it) does not. Their step and loop times are still in `summary.csv` (`step_time_s`, "
+            "`loop_time_s`)."
+        )
+        rep.table(
+            pd.DataFrame(
+                {
+                    "job": no_time["job"],
+                    "op": no_time["op"],
+                    "V": no_time["V_bytes"].map(fmt_bytes),
+                    "estimator": no_time["source"],
+                    "why": no_time["missing_reason"],
+                }
+            )
+        )
+
+
+def _without_time(s: pd.DataFrame) -> pd.DataFrame:
+    """The ok jobs whose chosen estimator gave no time (``missing_reason``), one row each."""
+    if "missing_reason" not in s:
+        return s.iloc[:0]
+    return s[(s["status"] == "ok") & s["missing_reason"].notna()].drop_duplicates("job")
 
 
 def points_section(rep: Report, sweep: Sweep) -> None:
