@@ -394,3 +394,24 @@ def test_op_steps_time_a_collective_after_arrival_and_with_waiting():
     assert st["after_arrival_s"] == pytest.approx(4800e-9) and st["op_time_s"] == st["after_arrival_s"]
     assert st["with_waiting_s"] == pytest.approx(5000e-9)
     assert op_summary(op_steps(device_ops(_events(rows)))).iloc[0]["with_waiting_s"] == pytest.approx(5000e-9)
+
+
+def test_the_async_xla_ops_line_is_left_out_as_xprof_leaves_it_out():
+    """The in-flight part of an async all-gather drawn on ``Async XLA Ops`` under the done's
+    name must neither be taken for the done nor counted twice."""
+    done = "%all-gather-done.1 = f32[32]{0} all-gather-done((f32[8]{0}, f32[32]{0}) %all-gather-start.1)"
+    start = "%all-gather-start.1 = (f32[8]{0}, f32[32]{0}) all-gather-start(f32[8]{0} %p)"
+    rows = []
+    for dev in range(2):
+        plane = f"/device:TPU:{dev}"
+        rows += [
+            (plane, "XLA Ops", start, 0.0, 20.0, *[None] * 4, "all-gather-start.1", "5", "all-gather"),
+            (plane, "Async XLA Ops", done, 20.0, 700.0, *[None] * 4, "all-gather-done.1", "5", "all-gather"),
+            (plane, "XLA Ops", done, 850.0, 50.0, *[None] * 4, "all-gather-done.1", "5", "all-gather"),
+        ]
+    ops = device_ops(pd.DataFrame(rows, columns=TABLE_COLUMNS))
+    assert (
+        ops[["hlo_op", "start_ns", "end_ns", "done_op"]].values.tolist()
+        == [["all-gather-start.1", 0.0, 900.0, "all-gather-done.1"]] * 2
+    )
+    assert device_samples(ops, {"all-gather-start.1", "all-gather-done.1"}) == pytest.approx([900e-9])

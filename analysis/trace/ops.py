@@ -73,18 +73,21 @@ def device_ops(
     k-th all-gather on every device belongs to the same step (no reliance on run ids,
     which not every backend records).
 
-    An asynchronous collective (``all-gather-start`` ... ``all-gather-done``; on TPU on the
-    ``XLA Ops`` and ``Async XLA Ops`` lines, offloaded ones ending in ``async-done`` or
-    ``call-done``) is ONE execution from its start's start to its done's end, named after the
-    start (as the HLO's collective is), with ``done_op`` the done's name: the start event alone
-    is only the issue, the done the wait. Which start a done closes: ``pairs`` (``done ->
-    start`` names, :func:`analysis.hlo.async_pairs` of the compiled module), else the done's
-    first operand in its instruction text (TPU), else the earliest open ``*-start`` of its kind
-    on the device (for a ``call-done``/``async-done``, of any kind).
+    On TPU the ops are the ``XLA Ops`` line's (``Async XLA Ops`` is left out, as XProf leaves
+    it out). An asynchronous collective (``all-gather-start`` ... ``all-gather-done``,
+    offloaded ones ending in ``async-done`` or ``call-done``) is ONE execution from its start's
+    start to its done's end, named after the start (as the HLO's collective is), with
+    ``done_op`` the done's name: the start event alone is only the issue, the done the wait.
+    Which start a done closes: ``pairs`` (``done -> start`` names,
+    :func:`analysis.hlo.async_pairs` of the compiled module), else the done's first operand in
+    its instruction text (TPU), else the earliest open ``*-start`` of its kind on the device
+    (for a ``call-done``/``async-done``, of any kind).
     """
     plane_dev = events["plane"].str.extract(_DEVICE_PLANE)
     on_device_plane = plane_dev[1].notna()
-    tpu_ops = on_device_plane & (plane_dev[0] == "TPU") & events["line"].isin(["XLA Ops", "Async XLA Ops"])
+    # Only the XLA Ops line, as XProf reads it (its trace viewer, op metrics and PGLE latencies
+    # skip "Async XLA Ops", whose events re-draw an async op's in-flight part)
+    tpu_ops = on_device_plane & (plane_dev[0] == "TPU") & (events["line"] == "XLA Ops")
     gpu_ops = on_device_plane & (plane_dev[0] == "GPU") & events["hlo_op"].notna()
     cpu_ops = (events["plane"] == "/host:CPU") & events["hlo_op"].notna() & events["device_ordinal"].notna()
     keep = tpu_ops | gpu_ops | cpu_ops
