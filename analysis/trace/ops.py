@@ -146,70 +146,49 @@ _DONE = re.compile(r"^(?P<kind>[a-z\-]+?)-done(?:[._].*)?$")
 
 
 def _join_async(ops: pd.DataFrame, pairs: dict[str, str] | None) -> pd.DataFrame:
-    """Each async start and its done as one row spanning both (see :func:`device_ops`);
-    events of the pair's own op in between (TPU's ``Async XLA Ops`` line) fall inside it."""
-    ops = ops.assign(is_async=False, done_op=None)
-    names = ops["hlo_op"].astype(str)
+    """Each async start and its done as one row spanning both (see :func:`device_ops`). ``ops``
+    is sorted by device and start; only the starts and dones are walked in Python."""
+    n = len(ops)
+    names = ops["hlo_op"].astype(str).to_numpy(object)
     # the async opcode where the instruction text gives it (an instruction's name need not say)
-    kinds = ops["opcode"].where(ops["opcode"].notna(), names).astype(str) if "opcode" in ops else names
-    if not (kinds.str.contains("-start", regex=False).any() and kinds.str.contains("-done", regex=False).any()):
+    kinds = np.where(ops["opcode"].notna(), ops["opcode"], names) if "opcode" in ops else names
+    codes, uniq = pd.factorize(pd.Series(kinds, dtype=object).astype(str))
+    start_kind = [m.group("kind") if (m := _START.match(k)) else None for k in uniq]
+    done_kind = [m.group("kind") if (m := _DONE.match(k)) else None for k in uniq]
+    is_start = np.array([k is not None for k in start_kind] + [False])[codes]
+    is_done = np.array([k is not None for k in done_kind] + [False])[codes]
+    ops = ops.assign(is_async=False, done_op=None)
+    if not (is_start.any() and is_done.any()):
         return ops
-    keep, rows = np.ones(len(ops), bool), []
-    for _device, idx in ops.groupby("device", sort=False).indices.items():
-        open_starts: list[tuple[int, str, str]] = []  # (row, name, kind) of starts not yet done
-        for i in idx:
-            name = names.iloc[i]
-            m = _START.match(kinds.iloc[i])
-            if m:
-                open_starts.append((i, name, m.group("kind")))
-                continue
-            d = _DONE.match(kinds.iloc[i])
-            if not d or not open_starts:
-                continue
-            want = (pairs or {}).get(name)
-            if want is not None:
-                hit = next((k for k, o in enumerate(open_starts) if o[1] == want), None)
-            elif d.group("kind") in ("call", "async"):
-                hit = 0
-            else:
-                hit = next((k for k, o in enumerate(open_starts) if o[2] == d.group("kind")), None)
-            if hit is None:
-                continue
-            j, start_name, _ = open_starts.pop(hit)
-            s_row, d_row = ops.iloc[j], ops.iloc[i]
-            rows.append(
-                {
-                    **s_row.to_dict(),
-                    "end_ns": d_row["end_ns"],
-                    "duration_ns": d_row["end_ns"] - s_row["start_ns"],
-                    "kernels": s_row["kernels"] + d_row["kernels"],
-                    "is_async": True,
-                    "done_op": name,
-                }
-            )
-            keep[j] = keep[i] = False
-    if not rows:
-        return ops
-    joined = pd.concat([ops[keep], pd.DataFrame(rows)], ignore_index=True)
-    inflight = _inflight(joined)
-    return joined[~inflight].sort_values(["device", "start_ns"], kind="stable").reset_index(drop=True)
-
-
-def _inflight(ops: pd.DataFrame) -> np.ndarray:
-    """Rows that are an async collective's own in-flight event (same device, its name without
-    ``-start``, inside the joined span): already counted by the span."""
-    spans = ops[ops["is_async"]]
-    out = np.zeros(len(ops), bool)
-    for r in spans.itertuples():
-        base = str(r.hlo_op).replace("-start", "", 1)
-        out |= (
-            (ops["device"] == r.device)
-            & (ops["hlo_op"] == base)
-            & ~ops["is_async"]
-            & (ops["start_ns"] >= r.start_ns)
-            & (ops["end_ns"] <= r.end_ns)
-        ).to_numpy()
-    return out
+    device = ops["device"].to_numpy()
+    end = ops["end_ns"].to_numpy(float).copy()
+    kernels = ops["kernels"].to_numpy().copy()
+    joined = np.zeros(n, bool)
+    done_op = np.full(n, None, object)
+    keep = np.ones(n, bool)
+    open_starts: dict = {}  # device -> [(row, name, kind)] of starts not yet done
+    for i in np.flatnonzero(is_start | is_done).tolist():
+        waiting = open_starts.setdefault(device[i], [])
+        if is_start[i]:
+            waiting.append((i, names[i], start_kind[codes[i]]))
+            continue
+        if not waiting:
+            continue
+        kind, want = done_kind[codes[i]], (pairs or {}).get(names[i])
+        if want is not None:
+            hit = next((k for k, o in enumerate(waiting) if o[1] == want), None)
+        elif kind in ("call", "async"):
+            hit = 0
+        else:
+            hit = next((k for k, o in enumerate(waiting) if o[2] == kind), None)
+        if hit is None:
+            continue
+        j = waiting.pop(hit)[0]
+        end[j], kernels[j], joined[j], done_op[j], keep[i] = end[i], kernels[j] + kernels[i], True, names[i], False
+    start = ops["start_ns"].to_numpy(float)
+    duration = np.where(joined, end - start, ops["duration_ns"].to_numpy(float))
+    out = ops.assign(end_ns=end, duration_ns=duration, kernels=kernels, is_async=joined, done_op=done_op)
+    return out[keep].sort_values(["device", "start_ns"], kind="stable").reset_index(drop=True)
 
 
 def op_steps(ops: pd.DataFrame) -> pd.DataFrame:
