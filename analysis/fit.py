@@ -192,7 +192,8 @@ def _fit_rows(V, L, B, T, mask, has_units: bool) -> dict:
 
 def _seed(seed: int, key) -> int:
     """A family's own seed, so that adding a family to a sweep leaves the others' intervals alone."""
-    return (int(seed) + zlib.crc32(repr(key).encode())) % 2**32
+    keys = key if isinstance(key, tuple) else (key,)
+    return (int(seed) + zlib.crc32("|".join(map(str, keys)).encode())) % 2**32  # (str: the same across numpy versions)
 
 
 class FamilyFit(NamedTuple):
