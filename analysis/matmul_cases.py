@@ -316,7 +316,8 @@ def matmul_headline(jobs: pd.DataFrame, table: pd.DataFrame, c_job: str | None =
         if len(ratio):
             what = "max(T_math, T_comms)" if bound.notna().any() else "T_math (no link constants for T_comms)"
             said.append(
-                f"measured / the book's {what}: median {ratio.median():.2g} over {len(ratio)} job{'s' if len(ratio) != 1 else ''}"
+                f"measured / the book's {what}: median {ratio.median():.2g} over {len(ratio)} "
+                + ("job" if len(ratio) == 1 else "jobs")
                 + (
                     f" (leaving out `{c_job}`, whose time gave C)"
                     if c_job is not None and (ok["job"] == c_job).any()
