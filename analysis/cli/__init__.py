@@ -24,6 +24,7 @@ COMMANDS = {
     "calibrate": ("analysis.cli.calibrate", "fit W and T_min to a sweep and write a hardware entry"),
     "hardware": ("analysis.cli.hardware", "list the hardware catalogue, or show which entry a device kind resolves to"),
     "profile": ("analysis.cli.profile", "what each collective of a profiled program cost, hidden or exposed"),
+    "import": ("analysis.cli.import_", "read nccl-tests / accelerator-microbenchmarks output into a sweep folder"),
 }
 
 

@@ -1,0 +1,88 @@
+"""``python -m analysis import nccl-tests FILE... --out DIR`` (and ``accelerator-microbenchmarks``):
+measurements taken by another tool, written as a sweep folder that ``report``, ``compare``,
+``calibrate``, the bandwidth gate and ``load_sweep`` read as one shardlab ran.
+
+nccl-tests / rccl-tests: their text output as printed (one file per collective; several runs in
+one file are all read). Each size becomes a point with the tool's out-of-place time, the
+collective, dtype, ranks, nodes (the distinct host names of the ``# Rank`` lines) and the
+device kind resolved through the hardware catalogue (``--hardware`` names the entry instead).
+A file that is not such output, or a table cut short, is one ``error:`` line naming the file
+and line (exit 2), and nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+TOOLS = ("nccl-tests", "accelerator-microbenchmarks")
+MAX_FILE_BYTES = 64 << 20  # a results file larger than this is not one of these tools' outputs
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``import`` command's options."""
+    parser.add_argument("tool", help=f"whose output the files are: {', '.join(TOOLS)}")
+    parser.add_argument("files", type=Path, nargs="+", help="the tool's output files")
+    parser.add_argument("--out", type=Path, required=True, help="the sweep folder to write (new or empty)")
+    parser.add_argument(
+        "--op", default=None, help="nccl-tests: the collective, where neither the file nor its name says it"
+    )
+    parser.add_argument(
+        "--hardware",
+        default=None,
+        help="the conf/hardware entry to model with (default: resolved from the device kind)",
+    )
+
+
+def read_points(tool: str, files: list[Path], op: str | None, command: str) -> list:
+    """Every point of every file; ImportFormatError / OSError on the first bad file."""
+    from analysis.importers import ImportFormatError
+
+    points = []
+    for f in files:
+        if f.stat().st_size > MAX_FILE_BYTES:
+            raise ImportFormatError(f, None, f"{f.stat().st_size} bytes, larger than any {tool} output")
+        try:
+            text = f.read_text()
+        except UnicodeDecodeError:
+            raise ImportFormatError(f, None, f"not text, so not {tool} output") from None
+        if tool == "nccl-tests":
+            from analysis.importers.nccl_tests import parse_nccl_tests, run_points
+
+            for i, run in enumerate(parse_nccl_tests(text, f, op)):
+                points += run_points(run, i)
+        else:
+            from analysis.importers.accelerator_microbenchmarks import parse_results
+
+            points += parse_results(text, f)
+    return points
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run ``import``; 0 on success, 2 on unusable input (one line on stderr)."""
+    from analysis.book.errors import BookError
+    from analysis.cli.options import fail
+    from analysis.importers import ImportFormatError
+    from analysis.importers.sweep_writer import write_sweep
+
+    if args.tool not in TOOLS:
+        return fail(f"import {args.tool!r}: the tool is one of {', '.join(TOOLS)}")
+    if args.hardware:
+        from analysis.book.hardware import hardware_names
+
+        if args.hardware not in hardware_names():
+            return fail(f"--hardware={args.hardware!r}: no such entry (one of {', '.join(hardware_names())})")
+    command = " ".join(["python -m analysis import", *(shlex.quote(a) for a in sys.argv[2:])]) if sys.argv else ""
+    try:
+        points = read_points(args.tool, args.files, args.op, command)
+        out = write_sweep(points, args.out, command, args.hardware)
+    except (ImportFormatError, BookError, FileExistsError) as err:
+        return fail(str(err))
+    except OSError as err:
+        return fail(f"{err.filename or args.out}: {err.strerror or err}")
+    runs = {(p.origin.get("file"), p.op, p.ranks) for p in points}
+    print(f"{len(points)} points of {len(runs)} run(s) -> {out}")
+    print(f"  python -m analysis report {shlex.quote(str(out))}")
+    return 0

@@ -1,0 +1,317 @@
+"""nccl-tests and rccl-tests output, read as they print it.
+
+One run prints a header (``# nThread 1 nGpus 1 minBytes ...``), one ``# Rank r ... on HOST
+device d [bus] KIND`` line per rank under ``# Using devices``, the column header (``size count
+type redop root time algbw busbw #wrong``, once for out-of-place and once for in-place; older
+versions have no ``root`` and say ``error``), one row per size, and closes with ``# Out of
+bounds values`` / ``# Avg bus bandwidth``. The table never names its collective: it is read
+from the binary's name where the file shows it (``all_reduce_perf``), else from the file's
+name, else from the columns (a reduction whose busbw/algbw is 2(n-1)/n is an AllReduce, (n-1)/n
+a ReduceScatter).
+
+Units and conventions (nccl-tests ``src/common.cu`` and ``src/*.cu``'s ``*GetBw``): ``size``
+is S, the bytes algbw divides - the book's V for AllGather, ReduceScatter and AllReduce, V / n
+for AllToAll (the per-rank buffer; :mod:`analysis.book.collectives`); ``time`` in
+microseconds, ``algbw = S / time`` and ``busbw = algbw * factor(n)`` in GB/s (1e9 B/s).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from analysis.book.collectives import BY_OP
+from analysis.importers import ImportFormatError
+
+# nccl-tests' binaries -> shardlab's collectives (the model prices these four)
+OPS = {
+    "all_reduce": "all_reduce",
+    "all_gather": "all_gather",
+    "reduce_scatter": "reduce_scatter",
+    "alltoall": "all_to_all",
+}
+OTHER_TESTS = ("broadcast", "reduce", "sendrecv", "scatter", "gather", "hypercube")
+# nccl-tests' type names (``test_typenames``) -> shardlab's dtypes
+DTYPES = {
+    "float": "float32",
+    "half": "float16",
+    "bfloat16": "bfloat16",
+    "double": "float64",
+    "int8": "int8",
+    "uint8": "uint8",
+    "int32": "int32",
+    "uint32": "uint32",
+    "int64": "int64",
+    "uint64": "uint64",
+    "f8e4m3": "float8_e4m3fn",
+    "f8e5m2": "float8_e5m2",
+}
+
+_RANK = re.compile(
+    r"^#\s*Rank\s+(\d+)(?:\s+Group\s+\d+)?\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s*(.*?)\s*$"
+)
+_TEST_NAME = re.compile(
+    r"\b(all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce|sendrecv|scatter|gather|hypercube)_perf"
+)
+_FILE_NAME = re.compile(r"(all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|alltoall)", re.I)
+_VERSION = re.compile(r"^#?\s*(NCCL|RCCL) version\s+(\S+)", re.I)
+_LOG_LINE = re.compile(r"NCCL (INFO|WARN)|RCCL (INFO|WARN)|^\[\d+,\d+\]<std")
+
+
+@dataclass
+class Measured:
+    """One of a row's two measurements (out-of-place or in-place)."""
+
+    time_s: float
+    algbw_Bps: float
+    busbw_Bps: float
+    wrong: int | None  # None: the run did not check (-c 0 prints N/A)
+
+
+@dataclass
+class Row:
+    """One size of a table, with the file line it came from."""
+
+    line: int
+    S_bytes: int
+    count: int
+    type: str
+    redop: str
+    out_of_place: Measured
+    in_place: Measured | None
+
+
+@dataclass
+class NcclRun:
+    """One run of a test: what the file says about it and its rows."""
+
+    path: str
+    tool: str  # nccl-tests or rccl-tests
+    op: str  # shardlab's name: all_reduce, ...
+    op_from: str  # where the collective was read: binary name, file name or columns
+    ranks: int
+    hosts: list[str]  # in rank order, each once
+    device_kinds: list[str]
+    header: dict = field(default_factory=dict)  # nThread, nGpus, minBytes, ... as printed
+    library_version: str | None = None
+    rows: list[Row] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> int:
+        return len(self.hosts)
+
+    @property
+    def dtype(self) -> str:
+        return DTYPES.get(self.rows[0].type, self.rows[0].type) if self.rows else "unknown"
+
+
+def _num(tok: str, path, line: int, what: str) -> float:
+    try:
+        return float(tok)
+    except ValueError:
+        raise ImportFormatError(path, line, f"{what} {tok!r} is not a number") from None
+
+
+def _measured(toks: list[str], cols: list[str], path, line: int) -> Measured:
+    get = dict(zip(cols, toks))
+    wrong = get.get("#wrong", get.get("error", "N/A"))
+    return Measured(
+        time_s=_num(get["time"], path, line, "time") * 1e-6,
+        algbw_Bps=_num(get["algbw"], path, line, "algbw") * 1e9,
+        busbw_Bps=_num(get["busbw"], path, line, "busbw") * 1e9,
+        wrong=None if wrong in ("N/A", "-") else int(_num(wrong, path, line, "#wrong")),
+    )
+
+
+def _op_from_file(path: Path, lines: list[str], rows: list[Row], ranks: int) -> tuple[str, str]:
+    """The collective, and where it was read (module docstring)."""
+    for text in lines:
+        m = _TEST_NAME.search(text)
+        if m:
+            return m.group(1), "binary name"
+    m = _FILE_NAME.search(path.name)
+    if m:
+        key = m.group(1).lower().replace("_", "")
+        return {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter"}.get(
+            key, "alltoall"
+        ), "file name"
+    big = [r for r in rows if r.out_of_place.algbw_Bps > 0]
+    if big and ranks > 1 and big[0].redop not in ("none", "-"):
+        ratio = big[-1].out_of_place.busbw_Bps / big[-1].out_of_place.algbw_Bps
+        for name in ("all_reduce", "reduce_scatter"):
+            if abs(ratio / BY_OP[name].busbw_factor(ranks) - 1) < 0.02:
+                return name, "columns (busbw / algbw and the reduction)"
+    raise ImportFormatError(
+        path,
+        None,
+        "cannot tell which collective this table measured (no *_perf binary name in it, none in the file "
+        "name, and its columns fit several); name the file after it (all_gather.txt, alltoall.log, ...) or pass --op",
+    )
+
+
+def parse_nccl_tests(text: str, path: str | Path = "<text>", op: str | None = None) -> list[NcclRun]:
+    """The runs in one nccl-tests / rccl-tests output (usually one). ``op`` (``all_gather``,
+    ``alltoall``, ...) overrides what the file says. Raises :class:`ImportFormatError` naming
+    the file and line for anything that is not such output or is cut short."""
+    path = Path(path)
+    lines = text.splitlines()
+    tool = "rccl-tests" if re.search(r"rccl|RCCL|AMD Instinct|AMD Radeon|\bMI\d{3}", text) else "nccl-tests"
+    runs: list[NcclRun] = []
+    header: dict = {}
+    ranks: dict[int, tuple[str, str]] = {}
+    version = None
+    cols: list[str] | None = None
+    in_first = True  # whether the first group of columns is out-of-place
+    group_line = ""
+    rows: list[Row] = []
+    start = 0
+    last = 0
+
+    def close(end_line: int) -> None:
+        if not rows:
+            raise ImportFormatError(path, end_line, "a results table without a row")
+        hosts = list(dict.fromkeys(h for _, (h, _) in sorted(ranks.items())))
+        if not ranks:
+            raise ImportFormatError(path, start, "no '# Rank ... on HOST device ...' lines before the table")
+        n = max(ranks) + 1
+        name, where = (op, "--op") if op else _op_from_file(path, lines[:end_line], rows, n)
+        key = name.replace("-", "_").lower()
+        key = "alltoall" if key in ("all_to_all", "alltoall") else key
+        if key in OTHER_TESTS:
+            raise ImportFormatError(
+                path, start, f"{key}_perf: shardlab models all_gather, reduce_scatter, all_reduce and alltoall only"
+            )
+        if key not in OPS:
+            raise ImportFormatError(path, None, f"--op={op!r}: one of {', '.join(OPS)}")
+        kinds = list(dict.fromkeys(k for _, (_, k) in sorted(ranks.items())))
+        runs.append(NcclRun(str(path), tool, OPS[key], where, n, hosts, kinds, dict(header), version, list(rows)))
+
+    for i, raw in enumerate(lines, start=1):
+        s = raw.strip()
+        if not s:
+            continue
+        if s.startswith("# nThread") or s.startswith("nThread"):
+            if cols is not None and rows:
+                raise ImportFormatError(path, last, "the table stops here, without its '# Avg bus bandwidth' line")
+            header = dict(re.findall(r"([A-Za-z][\w ]*?):?\s+(-?[\w.()]+)(?=\s|$)", s.lstrip("# ")))
+            ranks, cols, rows, start = {}, None, [], i
+            continue
+        m = _RANK.match(s)
+        if m:
+            ranks[int(m.group(1))] = (m.group(2), m.group(5))
+            continue
+        m = _VERSION.match(s)
+        if m:
+            version = f"{m.group(1).upper()} {m.group(2)}"
+            continue
+        if s.startswith("#"):
+            body = s.lstrip("#").split()
+            if "out-of-place" in body or "in-place" in body:
+                group_line = s
+            elif body[:2] == ["size", "count"] and "time" in body:
+                cols = body
+                in_first = (
+                    group_line.find("in-place") < 0
+                    or group_line.find("out-of-place") < group_line.find("in-place")
+                    or group_line.find("out-of-place") < 0
+                )
+                rows, start = [], i
+            elif (s.startswith("# Out of bounds") or s.startswith("# Avg bus bandwidth")) and cols is not None:
+                if rows:
+                    close(i)
+                cols, rows = None, []
+            continue
+        if cols is None:
+            continue  # prose, commands and logs around the run
+        if _LOG_LINE.search(s):
+            continue  # NCCL_DEBUG=INFO lines printed between rows
+        toks = s.split()
+        first = cols.index("time")
+        half = (len(cols) - first) // 2
+        if not toks[0].isdigit() or len(toks) not in (len(cols), first + half):
+            raise ImportFormatError(
+                path,
+                i,
+                f"a table row with {len(toks)} fields where the header has {len(cols)}: {s[:60]!r} (cut short?)",
+            )
+        names = cols[first : first + half]
+        a = _measured(toks[first : first + half], names, path, i)
+        b = _measured(toks[first + half :], names, path, i) if len(toks) == len(cols) else None
+        oop, inp = (a, b) if in_first else (b, a)
+        if oop is None:  # only an in-place column printed: it is the point's time
+            oop, inp = a, None
+        get = dict(zip(cols[:first], toks[:first]))
+        rows.append(
+            Row(
+                i,
+                int(get["size"]),
+                int(_num(get["count"], path, i, "count")),
+                get.get("type", "?"),
+                get.get("redop", "none"),
+                oop,
+                inp,
+            )
+        )
+        last = i
+    if cols is not None and rows:
+        raise ImportFormatError(path, last, "the table stops here, without its '# Avg bus bandwidth' line (cut short?)")
+    if not runs:
+        raise ImportFormatError(
+            path, None, "no nccl-tests / rccl-tests results table (a '# size count type ...' header and rows)"
+        )
+    return runs
+
+
+def run_points(run: NcclRun, index: int = 0):
+    """One :class:`~analysis.importers.sweep_writer.ImportedPoint` per row that moved bytes
+    (nccl-tests' size-0 rows time an empty launch): the out-of-place time is the point's, the
+    in-place one stays in ``imported``."""
+    from analysis.book.collectives import BY_OP as KINDS
+    from analysis.importers.sweep_writer import ImportedPoint
+
+    out = []
+    for r in run.rows:
+        if r.S_bytes <= 0:
+            continue
+
+        def cols(m: Measured | None) -> dict | None:
+            return (
+                None
+                if m is None
+                else {"time_s": m.time_s, "algbw_Bps": m.algbw_Bps, "busbw_Bps": m.busbw_Bps, "wrong": m.wrong}
+            )
+
+        origin = {
+            "file": run.path,
+            "run": index,  # the run's place in its file (a log may hold several)
+            "line": r.line,
+            "op_from": run.op_from,
+            "library_version": run.library_version,
+            "header": run.header,
+            "size_convention": "nccl-tests' size is S (the bytes algbw divides): V for all_gather, reduce_scatter "
+            "and all_reduce, V / ranks for alltoall",
+            "bandwidth_definition": "algbw = S / time; busbw = algbw * factor(ranks), nccl-tests' *GetBw",
+            "type": r.type,
+            "redop": r.redop,
+            "out_of_place": cols(r.out_of_place),
+            "in_place": cols(r.in_place),
+        }
+        out.append(
+            ImportedPoint(
+                op=run.op,
+                dtype=run.dtype,
+                V_bytes=r.S_bytes / KINDS[run.op].S_over_V(run.ranks),
+                S_bytes=r.S_bytes,
+                time_s=r.out_of_place.time_s,
+                ranks=run.ranks,
+                nodes=run.nodes,
+                hosts=run.hosts,
+                device_kind=run.device_kinds[0] if run.device_kinds else "unknown",
+                backend="gpu",
+                tool=run.tool,
+                origin=origin,
+                wrong=r.out_of_place.wrong,
+            )
+        )
+    return out

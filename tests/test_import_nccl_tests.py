@@ -1,0 +1,138 @@
+"""``python -m analysis import nccl-tests``: published nccl-tests output (tests/data/published,
+sources in SOURCES.md) read into sweep folders that load_sweep and report take unchanged."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from analysis import load_sweep
+from analysis.cli import main as analysis_main
+from analysis.importers import ImportFormatError
+from analysis.importers.nccl_tests import parse_nccl_tests
+
+DATA = Path(__file__).parent / "data" / "published"
+A3_MEGA = DATA / "gcp_a3_mega_2node_all_reduce_perf.txt"
+
+
+def run_cli(*argv) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = analysis_main(["import", *map(str, argv)])
+    return rc, out.getvalue(), err.getvalue()
+
+
+def printed_rows(path: Path) -> list[list[str]]:
+    """The table's rows as printed, split by hand (independent of the importer's parser)."""
+    return [ln.split() for ln in path.read_text().splitlines() if ln.strip() and ln.split()[0].isdigit()]
+
+
+def test_a_two_node_all_reduce_reads_with_its_ranks_nodes_and_device():
+    (run,) = parse_nccl_tests(A3_MEGA.read_text(), A3_MEGA)
+    assert (run.op, run.op_from, run.ranks, run.nodes, run.dtype) == ("all_reduce", "binary name", 16, 2, "float32")
+    assert run.hosts == ["ztan-mig-235z", "ztan-mig-gq73"]
+    assert run.device_kinds == ["NVIDIA H100 80GB HBM3"]
+    assert len(run.rows) == 31 and run.rows[0].S_bytes == 8 and run.rows[-1].S_bytes == 8 << 30
+    last = run.rows[-1]
+    # 8589934592 float sum -1 47535 180.71 338.82 0 | 47743 179.92 337.35 0
+    assert last.out_of_place.time_s == pytest.approx(47535e-6)
+    assert last.out_of_place.busbw_Bps == pytest.approx(338.82e9)
+    assert last.in_place.time_s == pytest.approx(47743e-6) and last.in_place.wrong == 0
+    assert last.line == 62
+
+
+def test_imported_sweep_has_the_files_busbw_at_every_size(tmp_path):
+    rc, out, err = run_cli("nccl-tests", A3_MEGA, "--out", tmp_path / "a3")
+    assert rc == 0, err
+    assert "31 points of 1 run(s)" in out
+    s = load_sweep(tmp_path / "a3")
+    pts = s.points.sort_values("V_bytes").reset_index(drop=True)
+    rows = printed_rows(A3_MEGA)
+    assert len(pts) == len(rows) == 31
+    assert set(pts["hardware"]) == {"h100"} and set(pts["group_size"]) == {16}
+    for (_, p), row in zip(pts.iterrows(), rows):
+        size, time_us, busbw = int(row[0]), float(row[5]), float(row[7])
+        assert p["V_bytes"] == size  # AllReduce: nccl-tests' size is the book's V
+        assert p["time_s"] == pytest.approx(time_us * 1e-6)
+        # printed to 2 decimals from a time printed to 4-5 digits
+        assert abs(p["busbw_Bps"] / 1e9 - busbw) <= 0.006 + 5e-4 * busbw, (size, p["busbw_Bps"], busbw)
+    result = json.loads(next((tmp_path / "a3").glob("030_*/result.json")).read_text())
+    assert result["experiment"]["nodes"] == 2 and result["timing"]["source"] == "imported"
+    assert result["imported"]["line"] == 62 and result["imported"]["file"].endswith(A3_MEGA.name)
+    assert result["imported"]["in_place"]["busbw_Bps"] == pytest.approx(337.35e9)
+    # the report reads it unchanged: fits and the model side by side
+    assert len(s.fits) == 1 and s.fits.iloc[0]["bandwidth_regime"]
+    assert pts["model_time_s"].notna().all()
+
+
+# A hand-made alltoall table in nccl-tests' layout (8 ranks, one host), to check S -> V.
+ALLTOALL = """# nThread 1 nGpus 1 minBytes 1048576 maxBytes 2097152 step: 2(factor) warmup iters: 5 iters: 20
+#
+# Using devices
+{ranks}
+#
+#                                                              out-of-place                       in-place
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+     1048576         32768     float    none      -1   100.00   10.49    9.18      0   100.00   10.49    9.18    N/A
+     2097152         65536     float    none      -1   200.00   10.49    9.18      3   200.00   10.49    9.18    N/A
+# Out of bounds values : 3 FAILED
+# Avg bus bandwidth    : 9.18
+"""
+RANKS = "\n".join(
+    f"#  Rank {r:2d} Group  0 Pid {100 + r:6d} on nodeA device {r:2d} [0x{r:02x}] NVIDIA H100 80GB HBM3"
+    for r in range(8)
+)
+
+
+def test_alltoall_named_by_its_file_has_V_n_times_the_size_and_wrong_rows_fail(tmp_path):
+    f = tmp_path / "alltoall_perf.log"
+    f.write_text(ALLTOALL.format(ranks=RANKS))
+    (run,) = parse_nccl_tests(f.read_text(), f)
+    assert (run.op, run.op_from, run.ranks, run.nodes) == ("all_to_all", "file name", 8, 1)
+    assert run.rows[0].in_place.wrong is None  # N/A: not checked
+    assert run_cli("nccl-tests", f, "--out", tmp_path / "s")[0] == 0
+    results = sorted((tmp_path / "s").glob("*/result.json"))
+    first, second = (json.loads(p.read_text()) for p in results)
+    assert first["experiment"]["V_bytes"] == 8 * 1048576  # V = S * n for AllToAll
+    assert first["status"] == "ok" and second["status"] == "failed"
+    assert second["error"] == "nccl-tests counted 3 wrong elements at this size"
+
+
+def test_a_reduction_table_without_a_name_is_told_by_its_columns(tmp_path):
+    text = ALLTOALL.format(ranks=RANKS).replace("none", " sum").replace("9.18", "18.36")
+    (run,) = parse_nccl_tests(text, tmp_path / "run1.txt")
+    assert (run.op, run.op_from) == ("all_reduce", "columns (busbw / algbw and the reduction)")  # 2 * 7/8
+    with pytest.raises(ImportFormatError, match="cannot tell which collective"):
+        parse_nccl_tests(ALLTOALL.format(ranks=RANKS), tmp_path / "run1.txt")  # no reduction: AG or A2A?
+
+
+def test_a_table_cut_short_is_one_error_line_naming_file_and_line_and_writes_nothing(tmp_path):
+    lines = A3_MEGA.read_text().splitlines()
+    cut = tmp_path / "all_reduce_cut.txt"
+    cut.write_text("\n".join(lines[:40]) + "\n" + lines[40][:44] + "\n")
+    rc, out, err = run_cli("nccl-tests", A3_MEGA, cut, "--out", tmp_path / "never")
+    assert rc == 2 and out == ""
+    row = lines[40][:44].strip()  # '4096          1024     float     sum'
+    assert err == f"error: {cut}:41: a table row with 4 fields where the header has 13: {row!r} (cut short?)\n"
+    assert not (tmp_path / "never").exists() and not list(tmp_path.glob(".never*"))
+    whole_rows_only = tmp_path / "all_reduce_stops.txt"
+    whole_rows_only.write_text("\n".join(lines[:40]) + "\n")
+    rc, _, err = run_cli("nccl-tests", whole_rows_only, "--out", tmp_path / "never")
+    assert rc == 2 and err.startswith(f"error: {whole_rows_only}:40: the table stops here")
+
+
+def test_a_file_that_is_not_nccl_tests_output_is_refused(tmp_path):
+    f = tmp_path / "notes.txt"
+    f.write_text("hello\nworld\n")
+    rc, _, err = run_cli("nccl-tests", f, "--out", tmp_path / "o")
+    assert (
+        rc == 2
+        and err == f"error: {f}: no nccl-tests / rccl-tests results table (a '# size count type ...' header and rows)\n"
+    )
+    rc, _, err = run_cli("nccl-bench", f, "--out", tmp_path / "o")
+    assert rc == 2 and err == "error: import 'nccl-bench': the tool is one of nccl-tests, accelerator-microbenchmarks\n"
