@@ -385,8 +385,10 @@ def _stats(
         return texts[lookup(ids)]
 
     out = {}
+    named = {n for pi in used for n in planes[pi].stat_names.values()}  # a name no plane has: no pass
+    nothing = np.zeros(0, np.int64)
     for c, name in enumerate(_STATS):
-        sel = _last_per(owner, np.flatnonzero((col == c) & (kind > 0)), keep.size)
+        sel = _last_per(owner, np.flatnonzero((col == c) & (kind > 0)), keep.size) if name in named else nothing
         where = plane_of[sel] if plane_of is not None else np.full(sel.size, used[0] if used else 0)
         out[name] = (row_of[owner[sel]], kind[sel], raw[sel], v_start[sel], v_stop[sel], where)
     return out, refs

@@ -179,34 +179,31 @@ def _stat_value(stat, stat_names: dict[int, str]):
 
 
 def _event_metadata(entries, stat_names: dict[int, str], wanted: frozenset) -> tuple[dict, dict, dict]:
-    """Of a plane's event metadata, one pass: {id: name}, {id: display name} where set, and
+    """Of a plane's event metadata: {id: name}, {id: display name} where set, and
     {id: {stat name: value}} of the stats named in ``wanted`` (of two with one name the later
     wins; a stat without metadata or value is skipped, as on events). Map semantics: a later
     entry of an id replaces the earlier one whole."""
     ids = {k for k, v in stat_names.items() if v in wanted}
-    names: dict[int, str] = {}
-    display: dict[int, str] = {}
+    keys = [e.key for e in entries]
+    metas = [e.value for e in entries]
+    # dict(zip(...)): a later entry of a key wins, whole; list comprehensions: the per-entry
+    # Python is the reader's cost on a file of many names
+    raw = dict(zip(keys, [m.name for m in metas]))
+    names = dict(zip(raw, [b.decode("utf-8", "surrogateescape") for b in raw.values()]))
+    shown = dict(zip(keys, [m.display_name for m in metas]))
+    display = {k: b.decode("utf-8", "surrogateescape") for k, b in shown.items() if b}
     stats: dict[int, dict] = {}
-    for e in entries:
-        key, meta = e.key, e.value
-        names[key] = _text(meta.name)
-        shown = meta.display_name
-        if shown:
-            display[key] = _text(shown)
-        elif key in display:
-            del display[key]
-        if not ids:
-            continue
-        got = {}
-        for st in meta.stats:
-            if st.metadata_id in ids:
-                value = _stat_value(st, stat_names)
-                if value is not None:
-                    got[stat_names[st.metadata_id]] = value
-        if got:
-            stats[key] = got
-        elif key in stats:
-            del stats[key]
+    if ids:
+        last = dict(zip(keys, metas))
+        for key, meta in last.items():
+            got = {}
+            for st in meta.stats:
+                if st.metadata_id in ids:
+                    value = _stat_value(st, stat_names)
+                    if value is not None:
+                        got[stat_names[st.metadata_id]] = value
+            if got:
+                stats[key] = got
     return names, display, stats
 
 
