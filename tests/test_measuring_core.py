@@ -61,6 +61,89 @@ def test_check_fails_on_a_shape_mismatch():
     assert res["passed"] is False and res["shape"] == [8]
 
 
+def _on_8_devices(want: np.ndarray, spec, plant=None):
+    """``want`` as a jax.Array over 8 devices with PartitionSpec ``spec``, built shard by shard
+    so that ``plant(device_index, shard)`` can make one device's shard (or copy) wrong."""
+    import jax
+    from jax.sharding import NamedSharding
+
+    mesh = jax.make_mesh((8,), ("X",))
+    sharding = NamedSharding(mesh, spec)
+    shards = []
+    for i, (device, index) in enumerate(sharding.addressable_devices_indices_map(want.shape).items()):
+        shard = np.array(want[index], copy=True)
+        if plant is not None:
+            plant(i, shard)
+        shards.append(jax.device_put(shard, device))
+    return jax.make_array_from_single_device_arrays(want.shape, sharding, shards), [d.id for d in mesh.devices.flat]
+
+
+def test_check_finds_one_wrong_element_in_one_shard():
+    from jax.sharding import PartitionSpec as P
+
+    want = np.arange(8 * 64, dtype=np.float32) % 7
+    got, ids = _on_8_devices(want, P("X"), lambda i, s: s.__setitem__(10, s[10] + 3) if i == 3 else None)
+    res = _check()(got, want, "float32")
+    # shard 3 holds want[192:256]; want[202] = 202 % 7 = 6, so the error is 3/6
+    assert res["passed"] is False and res["wrong_devices"] == [ids[3]]
+    assert res["shards_checked"] == 8 and res["slices"] == 8 and res["max_rel_error"] == pytest.approx(0.5)
+
+
+def test_check_finds_one_wrong_copy_of_a_replicated_result():
+    from jax.sharding import PartitionSpec as P
+
+    want = np.arange(1000, dtype=np.float32) % 7
+    got, ids = _on_8_devices(want, P(), lambda i, s: s.__setitem__(999, 9.0) if i == 5 else None)
+    res = _check()(got, want, "float32")
+    # 8 copies of one slice: the reference is built once, and every copy compared to it
+    assert res["passed"] is False and res["wrong_devices"] == [ids[5]]
+    assert res["shards_checked"] == 8 and res["slices"] == 1
+
+
+def test_check_finds_a_wrong_last_element_of_the_last_shard():
+    from jax.sharding import PartitionSpec as P
+
+    want = np.ones((8, 512), np.float32)
+    got, ids = _on_8_devices(want, P("X", None), lambda i, s: s.__setitem__((-1, -1), 2.0) if i == 7 else None)
+    res = _check()(got, want, "float32")
+    assert res["passed"] is False and res["wrong_devices"] == [ids[7]] and res["max_rel_error"] == 1.0
+
+
+def test_check_builds_each_slice_of_the_reference_once():
+    from jax.sharding import PartitionSpec as P
+
+    class Counted:  # a reference that counts the slices asked of it, as a LazyArray is asked
+        def __init__(self, a):
+            self.a, self.asked = a, 0
+
+        def __getitem__(self, index):
+            self.asked += 1
+            return self.a[index]
+
+    want = np.arange(64, dtype=np.float32) % 7
+    replicated, sharded = Counted(want), Counted(want)
+    assert _check()(_on_8_devices(want, P())[0], replicated, "float32")["passed"] is True
+    assert _check()(_on_8_devices(want, P("X"))[0], sharded, "float32")["passed"] is True
+    assert (replicated.asked, sharded.asked) == (1, 8)
+
+
+def test_check_fails_an_int8_sum_that_wrapped_around():
+    want = np.array([100, 30, 130], np.int32)  # 130 does not fit int8: the device's sum wraps to -126
+    got = np.array([100, 30, 130], np.int32).astype(np.int8)
+    res = _check()(got, want, "int8")
+    assert got[2] == -126 and res["passed"] is False and res["max_rel_error"] == pytest.approx(256 / 130)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_check_fails_a_nan_in_the_result(dtype):
+    import jax.numpy as jnp
+
+    want = np.arange(16, dtype=np.float32).astype(jnp.dtype(dtype))
+    got = want.copy()
+    got[4] = np.nan
+    assert _check()(got, want, dtype)["passed"] is False
+
+
 def test_a_point_whose_reference_is_wrong_fails_before_it_is_timed(compose_cfg, tmp_path, monkeypatch):
     """The whole path in one process: measure() checks the real result against a reference
     with one element changed, records the failed check, and stops before timing."""
