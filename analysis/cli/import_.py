@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def read_points(tool: str, files: list[Path], op: str | None, command: str) -> list:
+def read_points(tool: str, files: list[Path], op: str | None, hardware: str | None = None) -> list:
     """Every point of every file; ImportFormatError / OSError on the first bad file."""
     from analysis.importers import ImportFormatError
 
@@ -56,7 +56,7 @@ def read_points(tool: str, files: list[Path], op: str | None, command: str) -> l
         else:
             from analysis.importers.accelerator_microbenchmarks import parse_results
 
-            points += parse_results(text, f)
+            points += parse_results(text, f, hardware)
     return points
 
 
@@ -76,7 +76,9 @@ def main(args: argparse.Namespace) -> int:
             return fail(f"--hardware={args.hardware!r}: no such entry (one of {', '.join(hardware_names())})")
     command = " ".join(["python -m analysis import", *(shlex.quote(a) for a in sys.argv[2:])]) if sys.argv else ""
     try:
-        points = read_points(args.tool, args.files, args.op, command)
+        if args.tool == "accelerator-microbenchmarks" and not args.hardware:
+            return fail("accelerator-microbenchmarks results do not name the chip: pass --hardware (e.g. tpu_v6e)")
+        points = read_points(args.tool, args.files, args.op, args.hardware)
         out = write_sweep(points, args.out, command, args.hardware)
     except (ImportFormatError, BookError, FileExistsError) as err:
         return fail(str(err))

@@ -1,0 +1,127 @@
+"""Google's accelerator-microbenchmarks (github.com/AI-Hypercomputer/accelerator-microbenchmarks)
+collective results: its ``metrics_report.jsonl``, one JSON object a line,
+``{"metrics": {...}, "dimensions": {...}}`` (``benchmark_utils.maybe_write_metrics_file``).
+
+What its numbers mean (``src/benchmark_collectives.py``, ``*_calculate_metrics``): each
+benchmark moves a ``matrix_dim x matrix_dim`` matrix M (``dimensions.dtype`` is the element
+size in bytes as a string); over ``ici`` every chip holds all of M, over ``dcn`` each slice holds
+M / dcn_size. Its ``{ici,dcn}_bandwidth_gbyte_s_{p50,...}`` is, for psum, psum_scatter,
+all_gather and all_to_all, exactly nccl-tests' bus bandwidth of the book's V over the level's n
+devices (GB/s, 1e9 B/s):
+
+* psum (AllReduce): V = M per chip (ici), M / d (dcn); bw = V * 2(n-1)/n / t
+* psum_scatter (ReduceScatter): V = M (ici), M / d (dcn); bw = V (n-1)/n / t
+* all_gather (AllGather): V = n * M (ici: each chip's M gathered), M (dcn); bw = V (n-1)/n / t
+* all_to_all (AllToAll): V = n * M (ici), M (dcn); bw = V/n * (n-1)/n / t
+
+so the point's time is ``V * factor(n) / bw`` at the median (a median bandwidth is the median
+time's: t is monotone in bw). Where a line records ``*_average_time_ms_p50`` that is used.
+The file does not name the chip: ``--hardware`` must.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from analysis.book.collectives import BY_OP
+from analysis.importers import ImportFormatError
+from analysis.importers.sweep_writer import ImportedPoint
+
+# its test names -> shardlab's collectives (longest first: psum_scatter before psum)
+OPS = (
+    ("psum_scatter", "reduce_scatter"),
+    ("all_gather", "all_gather"),
+    ("all_to_all", "all_to_all"),
+    ("psum", "all_reduce"),
+)
+ITEMSIZE_DTYPES = {"4": "float32", "2": "bfloat16", "1": "int8", "8": "float64"}
+
+
+def _V(op: str, level: str, M: float, n: int) -> float:
+    """The book's V of one benchmark over ``n`` devices of ``level`` (module docstring)."""
+    if level == "ici":
+        return M * n if op in ("all_gather", "all_to_all") else M
+    return M if op in ("all_gather", "all_to_all") else M / n
+
+
+def parse_results(text: str, path: str | Path = "<text>", hardware: str | None = None) -> list[ImportedPoint]:
+    """The points of one ``metrics_report.jsonl``: one per line and level (ici, dcn) with a
+    bandwidth; ImportFormatError naming the file and line for anything else."""
+    path = Path(path)
+    points: list[ImportedPoint] = []
+    device_kind = "unknown"
+    if hardware:
+        from analysis.book.hardware import load_hardware
+
+        device_kind = (load_hardware(hardware).device_kinds or (hardware,))[0]
+    for i, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            rec = json.loads(raw)
+        except ValueError as exc:
+            raise ImportFormatError(path, i, f"not a JSON line ({exc.msg}), so not a metrics_report.jsonl") from None
+        if (
+            not isinstance(rec, dict)
+            or not isinstance(rec.get("metrics"), dict)
+            or not isinstance(rec.get("dimensions"), dict)
+        ):
+            raise ImportFormatError(path, i, "a line without 'metrics' and 'dimensions' objects")
+        dims, metrics = rec["dimensions"], rec["metrics"]
+        name = str(dims.get("test_name", ""))
+        op = next((o for key, o in OPS if key in name), None)
+        if op is None:
+            continue  # ppermute, matmuls, HBM copies: not a collective the model prices
+        try:
+            dim = int(dims["matrix_dim"])
+            item = str(dims["dtype"])
+            sizes = {"ici": int(dims.get("ici_size", 1)), "dcn": int(dims.get("dcn_size", 1))}
+        except (KeyError, ValueError) as exc:
+            raise ImportFormatError(path, i, f"{name}: dimensions lack a usable {exc}") from None
+        itemsize = int(item) if item.isdigit() else None
+        dtype = ITEMSIZE_DTYPES.get(item, item)
+        if itemsize is None:
+            from analysis.book.dtypes import dtype_bytes
+
+            itemsize = int(dtype_bytes(dtype))
+        M = float(dim) * dim * itemsize
+        for level, n in sizes.items():
+            bw = metrics.get(f"{level}_bandwidth_gbyte_s_p50")
+            t_ms = metrics.get(f"{level}_average_time_ms_p50")
+            if n < 2 or (bw is None and t_ms is None):
+                continue
+            V = _V(op, level, M, n)
+            kind = BY_OP[op]
+            t = float(t_ms) / 1e3 if t_ms is not None else V * kind.busbw_factor(n) / (float(bw) * 1e9)
+            points.append(
+                ImportedPoint(
+                    op=op,
+                    dtype=dtype,
+                    V_bytes=V,
+                    S_bytes=V * kind.S_over_V(n),
+                    time_s=t,
+                    ranks=n,
+                    nodes=n if level == "dcn" else 1,
+                    hosts=[],
+                    device_kind=device_kind,
+                    backend="tpu",
+                    tool="accelerator-microbenchmarks",
+                    origin={
+                        "file": str(path),
+                        "run": 0,
+                        "line": i,
+                        "test_name": name,
+                        "level": level,
+                        "matrix_dim": dim,
+                        "size_convention": "M = matrix_dim^2 * itemsize; V as in analysis.importers."
+                        "accelerator_microbenchmarks",
+                        "bandwidth_definition": "{level}_bandwidth_gbyte_s = nccl-tests' busbw of V over the level",
+                        "bandwidth_Bps": None if bw is None else float(bw) * 1e9,
+                        "metrics": metrics,
+                    },
+                )
+            )
+    if not points:
+        raise ImportFormatError(path, None, "no psum, psum_scatter, all_gather or all_to_all result in it")
+    return points
