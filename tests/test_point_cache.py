@@ -1,0 +1,107 @@
+"""Inputs placed once across rounds: the worker keeps a point's inputs and programs from round 1
+for its later rounds (runner.point_cache), within a memory budget, and a round that has to place
+them again says so in its ``inputs`` entry."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+QUICK = [
+    "op=all_gather",
+    "op.size_bytes=64KiB",
+    "mesh=x8",
+    "trace.enabled=false",
+    "timing.budget_s=0.05",
+    "timing.min_iters=5",
+    "timing.warmup_max_s=0.2",
+]
+
+
+@pytest.fixture
+def cache():
+    from runner import point_cache
+
+    point_cache.clear()
+    yield point_cache
+    point_cache.clear()
+
+
+def test_a_later_round_times_the_inputs_and_programs_of_round_1(compose_cfg, tmp_path, cache):
+    from runner import measure
+    from runner.result_check import check
+    from runner.spec import build_spec
+
+    spec = build_spec(compose_cfg(QUICK))
+    record: dict = {}
+    measure.measure(spec, tmp_path, record)
+    point = cache.get(spec)
+    assert point is not None and cache.stats()["points"] == 1
+    args, compiled, loop_programs = point.args, point.compiled, dict(point.loop.compiled)
+    K = record["timing"]["rounds"][0]["loop"]["Ks"]
+    for r in (2, 3):
+        out = measure.retime(spec, r, K)
+        assert out["inputs"]["placed"] == "kept"
+        # nothing placed, lowered or compiled again: the round is its timing
+        assert set(out["phases_s"]) == {"timing"}
+    kept = cache.get(spec)
+    assert kept is point and kept.args is args and kept.compiled is compiled
+    assert {k: v for k, v in kept.loop.compiled.items()} == loop_programs  # no loop program compiled again
+    # the loop donated its own carry round after round; the step's inputs are what round 1 checked
+    assert check(kept.step(), kept.prog.reference(), "float32")["passed"] is True
+
+
+def test_a_round_whose_point_is_gone_places_it_again_and_says_why(compose_cfg, tmp_path, cache):
+    from runner import measure
+    from runner.spec import build_spec
+
+    spec = build_spec(compose_cfg(QUICK))
+    out = measure.retime(spec, 2, None)  # a new worker: round 1 ran in another process
+    assert out["inputs"] == {
+        "placed": "again",
+        "why": "not prepared in this worker process (a new worker, or another process of the group)",
+    }
+    assert {"setup", "input", "lower", "compile", "timing"} <= set(out["phases_s"])
+    assert measure.retime(spec, 3, None)["inputs"]["placed"] == "kept"  # and keeps it for the next
+
+
+class _Fake:
+    """A prepared point as the cache sees it: inputs with a size, no loop."""
+
+    def __init__(self, nbytes: int):
+        self.args, self.loop = (np.zeros(nbytes, np.uint8),), None
+
+
+def _spec(size: int) -> dict:
+    return {"op": {"name": "all_gather", "size_bytes": size}, "mesh": {"name": "x8"}, "dtype": "float32"}
+
+
+def test_the_cache_drops_its_oldest_points_beyond_its_memory_budget(cache, monkeypatch):
+    monkeypatch.setattr(cache, "budget_bytes", lambda held: 250)
+    a, b, c = _spec(1), _spec(2), _spec(3)
+    assert cache.put(a, _Fake(100)) == [] and cache.put(b, _Fake(100)) == []
+    assert cache.get(a) is not None  # a is now the newest: b is the oldest
+    assert cache.put(c, _Fake(100)) == [cache.key(b)]  # 300 > 250: b goes, a and c stay
+    assert cache.get(b) is None and cache.get(a) is not None and cache.stats() == {"points": 2, "bytes": 200}
+    assert "memory budget" in cache.why_missing(b)
+    # oldest first (c, then a: it was just asked for), and b alone is over the budget: none kept
+    assert cache.put(b, _Fake(300)) == [cache.key(c), cache.key(a), cache.key(b)]
+    assert cache.stats() == {"points": 0, "bytes": 0}
+
+
+def test_the_budget_is_a_share_of_free_host_memory_on_cpu(cache, monkeypatch):
+    monkeypatch.setattr(cache, "host_available_bytes", lambda: 7 * 2**30)
+    # free memory plus what the cache already holds (the cache's own bytes are not lost to it)
+    assert cache.budget_bytes(2**30) == int(cache.SHARE * 8 * 2**30) == 2**30
+
+
+def test_the_key_is_what_defines_a_prepared_point():
+    from runner.point_cache import key
+
+    base = {**_spec(1024), "hardware": {"kind": "cpu"}, "distributed": {"mode": "none"}, "timing": {"loop": True}}
+    # the timing rules, the trace and the check are read from each round's own spec
+    same = dict(base, timing={"loop": True, "budget_s": 9.0}, trace={"enabled": False}, check_result=False)
+    assert key(same) == key(base)
+    assert key(dict(base, dtype="bfloat16")) != key(base)
+    assert key(dict(base, timing={"loop": False})) != key(base)
+    assert key(dict(base, op={"name": "all_gather", "size_bytes": 2048})) != key(base)
