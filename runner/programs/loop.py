@@ -70,7 +70,7 @@ class LoopPrograms:
         self.carry: tuple | None = None  # the loop's own copy of the inputs, donated call after call
         self.compiled: dict[int, object] = {}
         self.check: dict | None = None
-        self.compile_s = 0.0
+        self.compile_s = 0.0  # seconds the last calls() spent compiling and checking
 
     def calls(self, Ks) -> list[Callable] | None:
         """A blocking call per K of ``Ks``, or None when a program could not be built or does
@@ -87,7 +87,7 @@ class LoopPrograms:
             self.check = {"ok": False, "why": f"the loop program could not be built: {first}"}
             return None
         finally:
-            self.compile_s += time.perf_counter() - t0
+            self.compile_s = time.perf_counter() - t0
         bad = [c for c in checks.values() if not c["ok"]]
         self.check = bad[0] if bad else dict(checks[max(checks)], Ks=list(Ks))
         if bad:
