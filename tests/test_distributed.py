@@ -8,6 +8,7 @@ short ``distributed.timeout_s`` and check that no process is left behind.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -256,3 +257,62 @@ def test_traced_steps_stop_on_the_shared_decision_not_the_local_clock(tmp_path):
     assert out["iters"] == 6 and asked == [True] * 4
     out = tracing.capture(lambda: jnp.ones(4) + 1, tmp_path / "b", trace, agree=lambda flag: True, clock=clock)
     assert out["iters"] == 2  # process 0 said stop at the first decision (after the 2 steps always run)
+
+
+# --- distributed=auto: the README's cluster recipe, two hosts faked on this machine ---------
+
+
+def test_the_hosts_of_a_distributed_auto_sweep_share_its_folder_and_one_report(tmp_path, repo_root):
+    # "Every host runs the same command" into one shared folder: here two processes on
+    # 127.0.0.1, each told its process id (as a cluster's environment would), 2 CPU devices each.
+    from runner.distributed import free_port
+
+    out = tmp_path / "ag"
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    command = [
+        sys.executable,
+        "-m",
+        "runner",
+        "+sweep=allgather_sizes",
+        "op.size_bytes=1KiB,2KiB",
+        "distributed=auto",
+        "distributed.num_processes=2",
+        f"distributed.coordinator_address=127.0.0.1:{free_port()}",
+        "distributed.timeout_s=60",
+        "hardware=cpu",
+        "timing.rounds=1",
+        "timing.budget_s=0.2",
+        "timing.min_iters=5",
+        "trace.enabled=false",
+        f"hydra.sweep.dir={out}",
+    ]
+    hosts = [
+        subprocess.Popen(
+            [*command, f"distributed.process_id={i}"],
+            cwd=repo_root,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i in (0, 1)
+    ]
+    try:
+        logs = [h.communicate(timeout=400)[0] for h in hosts]
+    finally:
+        for h in hosts:
+            if h.poll() is None:
+                h.kill()
+                h.wait()
+    assert [h.returncode for h in hosts] == [0, 0], "\n---\n".join(logs)[-4000:]
+    # one job folder per point, shared: process 0's result.json and process 1's beside it
+    jobs = sorted(p for p in out.iterdir() if p.is_dir() and p.name[:3].isdigit())
+    assert [j.name.split("_", 1)[0] for j in jobs] == ["000", "001"]
+    for j in jobs:
+        r = json.loads((j / "result.json").read_text())
+        assert r["status"] == "ok" and r["environment"]["process_count"] == 2, r["error"]
+        assert json.loads((j / "result.host1.json").read_text())["environment"]["process_index"] == 1
+    # one report, by process 0
+    assert "report: " in logs[0] and "the report is process 0's to write" in logs[1] and "report: " not in logs[1]
+    assert (out / "report" / "index.html").is_file()
+    assert sorted(pd.read_csv(out / "summary.csv").drop_duplicates("job")["size_bytes"]) == [1024, 2048]

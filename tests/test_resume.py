@@ -115,3 +115,80 @@ def test_the_printed_resume_command_keeps_multirun_and_drops_the_old_folder_and_
         f"hydra.sweep.dir={tmp_path / 's'}",
         "resume=true",
     ]
+
+
+def _runner(repo_root, *args):
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *args], cwd=repo_root, capture_output=True, text=True, timeout=300
+    )
+
+
+def _one_line(proc) -> str:
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stdout + proc.stderr
+    return lines[0]
+
+
+def test_a_sweep_folder_holds_one_sweep(tmp_path, repo_root):
+    out = tmp_path / "D"
+    first = _runner(
+        repo_root, "+sweep=allgather_sizes", "op.size_bytes=1KiB,2KiB,4KiB", *FAST, f"hydra.sweep.dir={out}"
+    )
+    assert first.returncode == 0, first.stderr[-3000:]
+    kept = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".shardlab.lock"}
+
+    # the first example: the same sweep with another size list, resumed into its folder
+    line = _one_line(
+        _runner(
+            repo_root,
+            "+sweep=allgather_sizes",
+            "op.size_bytes=1KiB,4KiB,8KiB",
+            *FAST,
+            f"hydra.sweep.dir={out}",
+            "resume=true",
+        )
+    )
+    assert line == (
+        f"error: hydra.sweep.dir={out}: holds another sweep (op.size_bytes: 1KiB,2KiB,4KiB there, "
+        "1KiB,4KiB,8KiB in this command); a folder holds one sweep: resume that one with the command in "
+        f"sweep.json and resume=true, or give this one a new folder, e.g. hydra.sweep.dir={tmp_path / 'D_2'}"
+    )
+    # the second: +sweep=collectives_sizes resumed into the AllGather sweep's folder
+    line = _one_line(
+        _runner(
+            repo_root,
+            "+sweep=collectives_sizes",
+            "op.size_bytes=1KiB,2KiB,4KiB",
+            *FAST,
+            f"hydra.sweep.dir={out}",
+            "resume=true",
+        )
+    )
+    assert (
+        "(op: not set there, all_gather,reduce_scatter,all_reduce,all_to_all in this command; "
+        "sweep: allgather_sizes there, collectives_sizes in this command)" in line
+    )
+    # not resumed either: its job folders would sit beside the old ones
+    assert "holds another sweep (op.size_bytes: " in _one_line(
+        _runner(repo_root, "+sweep=allgather_sizes", "op.size_bytes=8KiB", *FAST, f"hydra.sweep.dir={out}")
+    )
+    # a single run into the sweep's folder
+    assert _one_line(_runner(repo_root, "op.size_bytes=1KiB", *FAST, f"hydra.run.dir={out}")) == (
+        f"error: hydra.run.dir={out}: is a sweep's folder (sweep.json); a single run's result.json there would "
+        "hide the sweep's points: choose another hydra.run.dir"
+    )
+    # none of them wrote anything: the folder is the first sweep's, byte for byte
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".shardlab.lock"} == kept
+
+    # the sweep itself resumes, and its report counts its own three points
+    again = _runner(
+        repo_root,
+        "+sweep=allgather_sizes",
+        "op.size_bytes=1KiB,2KiB,4KiB",
+        *FAST,
+        f"hydra.sweep.dir={out}",
+        "resume=true",
+    )
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert len(re.findall(r"\(kept from before\)", again.stdout + again.stderr)) == 3
+    assert sorted(pd.read_csv(out / "summary.csv")["size_bytes"]) == [1024, 2048, 4096]
