@@ -77,6 +77,9 @@ class HardwareConf:
     source: str = ""
     # measured W and T_min per collective, written by `python -m analysis calibrate`
     calibrated: list[dict[str, Any]] = field(default_factory=list)
+    # factors beyond link rates for analysis.book.expected_cost: {source, inside: {op: {bw_share,
+    # floor_s}}, across: {...}} (validated by analysis.book.hardware)
+    expected: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -112,7 +115,7 @@ class OpConf:
 @dataclass
 class TimingConf:
     source: Source = Source.auto  # the estimator the tables and fits use
-    rounds: int = 5  # rounds per point; a sweep interleaves them, shuffled, over its points
+    rounds: int = 5  # rounds per point at most (3 when they agree); a sweep interleaves them, shuffled
     seed: int = 0  # of the rounds' shuffles and the intervals' bootstrap
     warmup_min_iters: int = 3
     warmup_max_s: float = 2.0

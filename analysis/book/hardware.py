@@ -26,6 +26,7 @@ from analysis.book.topology import parse_topology, wraparound_for, wraparound_re
 __all__ = [
     "Hardware",
     "Calibration",
+    "ExpectedFactor",
     "calibrated_for",
     "load_hardware",
     "hardware_dir",
@@ -68,6 +69,22 @@ class Calibration:
     n_points: int | None = None
 
 
+EXPECTED_LEVELS = ("inside", "across")
+
+
+@dataclass(frozen=True)
+class ExpectedFactor:
+    """For one collective at one level (``inside`` a domain, ``across`` domains): the share of
+    the roofline's link bandwidth its usual algorithms reach, and its launch/protocol floor."""
+
+    level: str
+    op: str
+    bw_share: float  # of the roofline's link bandwidth, for large messages (NCCL's Simple protocol)
+    floor_s: float  # the smallest time any message takes (launch and protocol)
+    setup_s: float | None = None  # start-up of the bulk protocol; None: the floor
+    small_bw_share: float | None = None  # the low-latency protocol's share (mid sizes); None: bw_share
+
+
 @dataclass(frozen=True)
 class Hardware:
     """One chip's constants. W and T_min may be None (``cpu``): callers that fitted them
@@ -94,6 +111,10 @@ class Hardware:
     scaleout_latency_s: float | None = None
     source: str = ""
     calibrated: tuple[Calibration, ...] = ()
+    # what measurements show beyond link rates (analysis.book.expected_cost): per level
+    # (inside / across) and collective, the share of link bandwidth reached and the floor
+    expected: tuple[ExpectedFactor, ...] = ()
+    expected_source: str = ""
 
     def require(self, attr: str) -> float:
         """A constant the model needs, or a HardwareError saying how to supply it."""
@@ -151,6 +172,36 @@ def _calibrations(raw: Any, where: str) -> tuple[Calibration, ...]:
         raise HardwareError(f"{where}: a calibrated entry has no {err.args[0]}") from err
     except (TypeError, ValueError) as err:
         raise HardwareError(f"{where}: a calibrated entry is malformed ({err})") from err
+
+
+def _expected(raw: Any, where: str) -> tuple[tuple[ExpectedFactor, ...], str]:
+    """``expected: {source, inside: {op: {bw_share, floor_s}}, across: {...}}`` as factors."""
+    from analysis.book.collectives import OPS
+
+    if not isinstance(raw, dict):
+        raise HardwareError(f"{where}: expected must be a mapping with source, inside and across")
+    out = []
+    for level, per_op in raw.items():
+        if level == "source":
+            continue
+        if level not in EXPECTED_LEVELS or not isinstance(per_op, dict):
+            raise HardwareError(f"{where}: expected.{level}: the levels are {', '.join(EXPECTED_LEVELS)} (and source)")
+        for op, f in per_op.items():
+            keys = {"bw_share", "floor_s", "setup_s", "small_bw_share"}
+            if op not in OPS or not isinstance(f, dict) or not {"bw_share", "floor_s"} <= set(f) <= keys:
+                raise HardwareError(
+                    f"{where}: expected.{level}.{op}: a collective ({', '.join(OPS)}) with bw_share and floor_s "
+                    "(and optionally setup_s, small_bw_share)"
+                )
+            share, floor = _num(f["bw_share"], "bw_share", where), _num(f["floor_s"], "floor_s", where)
+            setup, small = (
+                _num(f.get("setup_s"), "setup_s", where),
+                _num(f.get("small_bw_share"), "small_bw_share", where),
+            )
+            if not (share and share > 0 and floor is not None and floor >= 0) or (small is not None and small <= 0):
+                raise HardwareError(f"{where}: expected.{level}.{op}: shares > 0 and floor_s >= 0")
+            out.append(ExpectedFactor(level, op, share, floor, setup, small))
+    return tuple(out), str(raw.get("source") or "")
 
 
 def _num(value: Any, key: str, where: str) -> float | None:
@@ -212,6 +263,7 @@ def load_hardware(name_or_path: str) -> Hardware:
         kw["domain_size"] = int(_num(raw["domain_size"], "domain_size", where))
     kw["kind"] = str(raw.get("kind", "auto"))
     kw["calibrated"] = _calibrations(raw.get("calibrated") or [], where)
+    kw["expected"], kw["expected_source"] = _expected(raw.get("expected") or {}, where)
     if kw.get("wraparound") not in (None, *WRAPAROUND_RULES):
         raise HardwareError(f"{where}: wraparound={kw['wraparound']!r} is not one of {WRAPAROUND_RULES}")
     if kw.get("interconnect") not in (None, *INTERCONNECTS):

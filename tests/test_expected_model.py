@@ -1,0 +1,137 @@
+"""``expected_time_s`` (analysis.book.expected_cost) held against published nccl-tests tables
+(tests/data/published, SOURCES.md). The factors of the Hopper entries were fitted to one
+source only (the fit set, FIT below); every other source is held out (the test set) and was
+never used to set a factor. The test prints, per source and regime, the median
+expected/measured and the shares within 25% and 2x, for the roofline and for the expected
+model, and pins the figures the closing note of issue 28 gives."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+
+from analysis.book.collective_cost import predict_collective
+from analysis.book.expected_cost import expected_time
+from analysis.book.hardware import load_hardware
+from analysis.importers.nccl_tests import parse_nccl_tests
+
+DATA = Path(__file__).parent / "data" / "published"
+LARGE = 256 << 20  # the issue's regimes: >= 256 MiB, and below
+# file -> (hardware entry, set)
+FILES = {
+    "h200_2node_dell_roce_all_reduce_perf.txt": ("h200", "fit"),
+    "gcp_a3_mega_2node_all_reduce_perf.txt": ("gcp_a3_mega", "test"),
+    "h200_2node_oci_all_reduce_perf.txt": ("h200", "test"),
+    "a100_40gb_2node_oci_all_reduce_perf.txt": ("a100_40gb", "test"),
+}
+ROWS_CSV = {"gb200_nvl72_rack_all_reduce_rows.csv": ("gb200", "test", "all_reduce", 72)}
+
+
+def published_rows() -> list[dict]:
+    """Every published row: source, entry, set, collective, ranks, S (= V here), measured time."""
+    rows = []
+    for name, (hw, which) in FILES.items():
+        (run,) = parse_nccl_tests((DATA / name).read_text(), DATA / name)
+        for r in run.rows:
+            rows.append(
+                dict(source=name, hw=hw, set=which, op=run.op, n=run.ranks, S=r.S_bytes, t=r.out_of_place.time_s)
+            )
+    for name, (hw, which, op, n) in ROWS_CSV.items():
+        for line in (DATA / name).read_text().splitlines():
+            if line and not line.startswith(("#", "size")):
+                size, time_us, *_ = line.split(",")
+                rows.append(dict(source=name, hw=hw, set=which, op=op, n=n, S=int(size), t=float(time_us) * 1e-6))
+    return rows
+
+
+def ratios(rows):
+    """Per row: roofline / measured and expected / measured."""
+    out = []
+    for r in rows:
+        hw = load_hardware(r["hw"])
+        p = predict_collective(r["op"], r["S"], [r["n"]], hw)
+        out.append(dict(r, roofline=p.time_s / r["t"], expected=expected_time(p, hw).time_s / r["t"]))
+    return out
+
+
+def within(rs, factor):
+    return sum(max(x, 1 / x) <= factor for x in rs)
+
+
+def summary(rows, key):
+    large = [r[key] for r in rows if r["S"] >= LARGE]
+    small = [r[key] for r in rows if r["S"] < LARGE]
+    return {
+        "large": (len(large), within(large, 1.25), statistics.median(large) if large else None),
+        "small": (len(small), within(small, 2.0), statistics.median(small) if small else None),
+    }
+
+
+def test_expected_time_by_hand_on_one_h100_node():
+    hw = load_hardware("h100")
+    # AllGather of V = 64 MiB over 8 GPUs: roofline bandwidth time V * 7/8 / 4.5e11 = 130.49 us;
+    # bulk: setup 25 us + 130.49 / 0.82 = 184.14 us; low latency: 12.5 + 130.49 / 0.22 = 605.6 us
+    p = predict_collective("all_gather", 64 << 20, [8], hw)
+    assert p.bandwidth_time_s == pytest.approx(130.4895e-6, rel=1e-5)
+    e = expected_time(p, hw)
+    assert e.time_s == pytest.approx(25e-6 + 130.4895e-6 / 0.82, rel=1e-5) and e.level == "inside"
+    # 64 KiB: bandwidth time 0.12743 us; low latency 12.5 + 0.12743 / 0.22 = 13.079 us < bulk 25.155 us
+    small = expected_time(predict_collective("all_gather", 64 << 10, [8], hw), hw)
+    assert small.time_s == pytest.approx(12.5e-6 + 65536 * 0.875 / 4.5e11 / 0.22, rel=1e-6)
+    # two nodes: the across level's floor, and the slower level's bandwidth term after its share
+    two = predict_collective("all_reduce", 1 << 30, [16], hw)
+    inside, across = (lv["bandwidth_time_s"] for lv in two.levels)
+    e2 = expected_time(two, hw)
+    assert e2.level == "across" and e2.floor_s == 43.5e-6
+    assert e2.time_s == pytest.approx(210e-6 + max(inside / 1.0, across / 0.92), rel=1e-9)
+
+
+def test_an_entry_without_factors_falls_back_to_the_roofline_terms_and_says_so():
+    hw = load_hardware("tpu_v5e")
+    p = predict_collective("all_gather", 1 << 30, [8], hw)
+    e = expected_time(p, hw)
+    assert e.time_s == pytest.approx(
+        max(p.latency_time_s, min(p.latency_time_s + p.bandwidth_time_s, p.bandwidth_time_s + p.latency_time_s))
+    )
+    assert "no expected factors for all_gather inside" in e.source
+
+
+def test_validation_against_published_tables(capsys):
+    rows = ratios(published_rows())
+    by = {}
+    for r in rows:
+        by.setdefault((r["set"], r["source"]), []).append(r)
+    head = "set   source                                         regime    rows  "
+    lines = [head + "roofline(med, <=25%, <=2x)  expected(med, <=25%, <=2x)"]
+    for (which, source), rs in sorted(by.items()):
+        for regime, pick in (("large", lambda r: r["S"] >= LARGE), ("small", lambda r: r["S"] < LARGE)):
+            part = [r for r in rs if pick(r)]
+            if not part:
+                continue
+            cells = []
+            for key in ("roofline", "expected"):
+                xs = [r[key] for r in part]
+                cells.append(f"{statistics.median(xs):.2f}, {within(xs, 1.25)}/{len(xs)}, {within(xs, 2)}/{len(xs)}")
+            lines.append(f"{which:5s} {source:46s} {regime:8s} {len(part):5d}  {cells[0]:26s}  {cells[1]}")
+    for which in ("fit", "test"):
+        s = summary([r for r in rows if r["set"] == which], "expected")
+        lines.append(
+            f"{which}: expected, >= 256 MiB: {s['large'][1]}/{s['large'][0]} within 25%; "
+            f"< 256 MiB: {s['small'][1]}/{s['small'][0]} within 2x"
+        )
+    with capsys.disabled():
+        print("\n" + "\n".join(lines))
+    fit, test = (summary([r for r in rows if r["set"] == w], "expected") for w in ("fit", "test"))
+    # the fit set, by construction: every large row within 25%, every smaller row within 2x
+    assert fit["large"][:2] == (7, 7) and fit["small"][:2] == (18, 18)
+    # the held-out set against issue 28's goal (>= 80% of large rows within 25%, >= 75% of smaller rows
+    # within 2x; "within" symmetric: max(r, 1/r)): 13 of 17 large rows (76%; the roofline 11) - short
+    # of it by the A3 Mega and GB200 rows at 256 MiB - 1 GiB and the 10 GiB A100 row (0.70); of 25
+    # smaller rows (all GCP A3 Mega, whose TCPXO network floors at 123 us against the fitted 43.5 us)
+    # 1 is within 2x. The goal is not reached on the held-out set.
+    assert test["large"][:2] == (17, 13)
+    assert test["small"][:2] == (25, 1)
+    roof = summary([r for r in rows if r["set"] == "test"], "roofline")
+    assert roof["large"][:2] == (17, 11) and roof["small"][:2] == (25, 0)
