@@ -210,18 +210,61 @@ def json_safe(obj):
 def write_json_atomic(path: Path, data) -> None:
     """Write ``data`` as strict JSON (no NaN or Infinity) to ``path`` via a temp file and a
     rename: a reader never sees a half-written file."""
-    import os
-    import tempfile
+    write_text_atomic(path, json.dumps(json_safe(data), indent=1, default=str, allow_nan=False))
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(json_safe(data), indent=1, default=str, allow_nan=False)
-    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)  # readable like the rest of the folder (mkstemp makes it 0600)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (a temp file beside it, renamed)."""
+    write_bytes_atomic(path, text.encode())
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` whole or not at all (a temp file beside it, renamed)."""
+    import os
+
+    target = atomic_path(path, keep_open=True)
+    with target, os.fdopen(target.fd, "wb") as f:
+        f.write(data)
+
+
+class atomic_path:
+    """``with atomic_path(path) as tmp:`` - write the file at ``tmp`` (a name beside ``path``
+    with the same suffix, so a writer that goes by the suffix, e.g. ``savefig``, picks the same
+    format); on success it is renamed to ``path`` (mode 0644), on any error removed, so
+    ``path`` is either its old self or the whole new file (a full disk leaves no stub)."""
+
+    def __init__(self, path: Path, keep_open: bool = False):
+        self.path = Path(path)
+        self.keep_open = keep_open  # the temp file's descriptor stays open, as ``self.fd``
+        self.tmp: Path | None = None
+        self.fd: int | None = None
+
+    def __enter__(self) -> Path:
+        import os
+        import tempfile
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.stem}.", suffix=f".tmp{self.path.suffix}", dir=self.path.parent)
+        self.tmp = Path(tmp)
+        if self.keep_open:
+            self.fd = fd
+        else:
+            os.close(fd)
+        return self.tmp
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        import os
+
+        assert self.tmp is not None
+        if exc_type is None:
+            try:
+                os.chmod(self.tmp, 0o644)  # readable like the rest of the folder (mkstemp makes it 0600)
+                os.replace(self.tmp, self.path)
+                return False
+            except BaseException:
+                self.tmp.unlink(missing_ok=True)
+                raise
+        self.tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.filename is None:  # a failed write names no file: say which
+            exc.filename = str(self.path)
+        return False
