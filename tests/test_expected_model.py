@@ -135,3 +135,22 @@ def test_validation_against_published_tables(capsys):
     assert test["small"][:2] == (25, 1)
     roof = summary([r for r in rows if r["set"] == "test"], "roofline")
     assert roof["large"][:2] == (17, 11) and roof["small"][:2] == (25, 0)
+
+
+def test_predict_gives_the_roofline_and_the_expected_time_side_by_side(capsys):
+    import json
+
+    from analysis.cli import main
+
+    argv = ["predict", "AllGather_X(A[I_X])", "--hardware", "h100", "--mesh", "X=8", "--dims", "I=16777216"]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    # V = 16777216 * 2 B (bfloat16) = 32 MiB: roofline V * 7/8 / 4.5e11 = 65.24 us (bandwidth-bound);
+    # expected: setup 25 us + 65.24 us / 0.82 = 104.57 us
+    assert out["time_s"] == pytest.approx(33554432 * 0.875 / 4.5e11)
+    assert out["expected_time_s"] == pytest.approx(25e-6 + 33554432 * 0.875 / 4.5e11 / 0.82)
+    assert out["expected_level"] == "inside" and out["expected_bw_shares"] == [0.82]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "  predicted  65.24 us\n" in text
+    assert "  expected   104.57 us on a real cluster = 1.6x the roofline above (floor 12.50 us inside; " in text

@@ -113,9 +113,11 @@ def main(args: argparse.Namespace) -> int:
         result = predict_expr(args.expr, mesh, dims, dtype, hw, args.topology)
     except BookError as err:
         return fail(str(err))
+    expected = _expected(result, hw)
     if args.json:
         out = {
             **result.to_dict(),
+            **(expected.to_dict() if expected else {}),
             "hardware": hw.name,
             "mesh": mesh,
             "dims": dims,
@@ -130,5 +132,33 @@ def main(args: argparse.Namespace) -> int:
         f"  hardware   {hw.name} ({hw.interconnect}), mesh {mesh_txt}"
         f"{', topology ' + args.topology if args.topology else ''}, {dtype} ({nbytes:g} bytes)"
     )
-    print(render(result, header))
+    text = render(result, header)
+    if expected is not None:
+        text += "\n" + "\n".join(_expected_lines(result.time_s, expected))
+    print(text)
     return 0
+
+
+def _expected(result, hw):
+    """What a collective is expected to take on a real cluster (analysis.book.expected_cost), or
+    None for a matmul or a bare array."""
+    from analysis.book.expected_cost import expected_time
+
+    return expected_time(result.prediction, hw) if isinstance(result, CollectiveCost) else None
+
+
+def _expected_lines(roofline_s: float, e) -> list[str]:
+    """The expected time and what separates it from the roofline, in words."""
+    if e.time_s == 0:
+        return ["  expected   0 (no communication)"]
+    shares = ", ".join(f"{s:.2g}" for s in e.bw_shares)
+    return [
+        f"  expected   {fmt_time(e.time_s)} on a real cluster = {e.time_s / roofline_s:.3g}x the roofline above "
+        f"(floor {fmt_time(e.floor_s)} {e.level}; bandwidth at {shares} of the links' rate)",
+        "  factors    "
+        + (
+            e.source
+            if e.source.startswith(("no ", "no expected")) or " has no expected factors" in e.source
+            else "the entry's expected: block (python -m analysis hardware NAME shows it with its sources)"
+        ),
+    ]
