@@ -137,6 +137,10 @@ def _run_columns(r: dict) -> dict:
         "time_n": s.get("n"),
         "time_rounds": s.get("rounds"),
         "rounds_disagree": bool(s.get("rounds_disagree")),
+        # adaptive rounds (runner.rounds.rounds_rule): how many timing.rounds asked for, and why
+        # the point took the rounds it did (stopped after 3 when they agreed, else all)
+        "rounds_wanted": (t.get("rounds_rule") or {}).get("wanted"),
+        "rounds_why": (t.get("rounds_rule") or {}).get("why"),
         "noisy": s.get("median_s") is not None  # a point without a time is not noisy: it has none
         and (s.get("rel_ci_halfwidth") if s.get("rel_ci_halfwidth") is not None else np.inf) > NOISY_FACTOR * target,
         **_estimator_columns(t),
@@ -319,7 +323,7 @@ def summary_table(results: list[dict]) -> pd.DataFrame:
         if col not in df:  # result.json files from before the ceiling had an interval
             df[col] = np.nan
     df["busbw_over_ceiling"] = df["busbw_Bps"] / pd.to_numeric(df["ceiling_busbw_Bps"], errors="coerce")
-    df["dispatch_floor_s"] = df["step_time_s"].astype(float) - df["loop_time_s"].astype(float)
+    df["dispatch_floor_s"] = dispatch_floor(df)
     df["trace_over_untraced"] = df["trace_op_time_s"].astype(float) / df["time_s"].astype(float)
     df["trace_unrepresentative"] = pd.to_numeric(df["profiler_slowdown"], errors="coerce") > TRACE_SLOWDOWN_LIMIT
     df["flags"], df["caveats"] = flags(df)
@@ -329,6 +333,20 @@ def summary_table(results: list[dict]) -> pd.DataFrame:
         hlo_kind_of(op) == kind and not grad for op, kind, grad in zip(df["op"], df["hlo_kind"], df["grad"])
     ]
     return df
+
+
+def dispatch_floor(df: pd.DataFrame) -> pd.Series:
+    """*step* - *loop* per point, what one dispatch and sync cost the host, never negative:
+    where the loop reads above the step but their intervals overlap, the floor is below what
+    the intervals resolve and reads 0; where the loop's interval lies wholly above the step's
+    (XLA's loop body then costs more than the step: on CPU a 16 MiB AllToAll with a
+    compile-time trip count), there is no floor to read and it is blank."""
+    step, loop = (pd.to_numeric(df[c], errors="coerce") for c in ("step_time_s", "loop_time_s"))
+    diff = step - loop
+    step_hi = pd.to_numeric(df.get("step_ci_high_s", step), errors="coerce").fillna(step)
+    loop_lo = pd.to_numeric(df.get("loop_ci_low_s", loop), errors="coerce").fillna(loop)
+    above = loop_lo > step_hi
+    return diff.where(diff.isna() | (diff >= 0), np.where(above, np.nan, 0.0)).astype(float)
 
 
 def flags(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from analysis.rundir import write_text_atomic
+
 SUMMARY = {
     "job": ("", "the job folder's name: its number in the sweep and what varies"),
     "status": ("", "ok or failed"),
@@ -61,18 +63,28 @@ SUMMARY = {
     "time_n": ("count", "samples over all rounds"),
     "time_rounds": ("count", "rounds the point was timed in"),
     "rounds_disagree": ("bool", "the rounds' medians differ more than their own intervals allow (drift)"),
+    "rounds_wanted": ("count", "rounds timing.rounds asked for (a point whose first 3 agree stops there)"),
+    "rounds_why": ("", "why the point took the rounds it did: stopped after 3 (agreeing, within target) or all"),
     "noisy": ("bool", "the 95% interval is wider than five times timing.target_rel_ci (+-25% by default)"),
     "step_time_s": ("s", "the step estimator: median wall time of one blocked step"),
     "step_ci_low_s": ("s", "its 95% interval, lower end"),
     "step_ci_high_s": ("s", "upper end"),
-    "loop_time_s": ("s", "the loop estimator: the program repeated K times in one call, per repetition"),
+    "loop_time_s": (
+        "s",
+        "the loop estimator: per repetition, the slope (t(K2) - t(K1)) / (K2 - K1) between two loop calls "
+        "with compile-time trip counts, so a call's fixed costs cancel",
+    ),
     "loop_ci_low_s": ("s", "its 95% interval, lower end"),
     "loop_ci_high_s": ("s", "upper end"),
-    "loop_K": ("count", "repetitions per loop call"),
+    "loop_K": ("count", "repetitions in the longer loop call (K2)"),
     "device_time_s": ("s", "the device estimator: the devices' op time from the trace, median over devices and steps"),
     "device_ci_low_s": ("s", "its 95% interval, lower end"),
     "device_ci_high_s": ("s", "upper end"),
-    "dispatch_floor_s": ("s", "step_time_s - loop_time_s: what one dispatch and sync cost the host"),
+    "dispatch_floor_s": (
+        "s",
+        "step_time_s - loop_time_s: what one dispatch and sync cost the host; 0 where the loop reads above the "
+        "step within their intervals, blank where its interval lies wholly above, never negative",
+    ),
     "dispatch_share": (
         "fraction",
         "(step - device) / step, where the device times its own ops (TPU, GPU); blank on CPU and never negative",
@@ -241,5 +253,5 @@ def write_dictionary(path: Path) -> Path:
     for name, cols in OTHERS.items():
         lines += ["", f"## {name}", "", "| column | unit | meaning |", "|---|---|---|"]
         lines += [f"| `{k}` | {u} | {m} |" for k, (u, m) in cols.items()]
-    path.write_text("\n".join(lines) + "\n")
+    write_text_atomic(path, "\n".join(lines) + "\n")
     return path

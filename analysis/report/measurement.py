@@ -9,9 +9,23 @@ from analysis.report.document import fmt
 
 ESTIMATOR_WORDS = {
     "step": "the wall time of one blocked step (what a caller sees, the host's dispatch and sync included)",
-    "loop": "the program repeated K times in one call, per repetition (dispatch paid once per K)",
+    "loop": "per repetition, the slope between two loop calls of K1 and K2 repetitions (a call's fixed costs cancel)",
     "device": "the devices' own op times from the profiler trace",
 }
+
+
+def _rounds_words(pts: pd.DataFrame, rounds: pd.Series) -> str:
+    """How many rounds the points took: adaptive rounds stop a point after 3 when they agree
+    and its interval meets the target (``rounds_why`` says which did)."""
+    wanted = pts["rounds_wanted"].dropna() if "rounds_wanted" in pts else pd.Series(dtype=float)
+    if not len(wanted) or rounds.min() == rounds.max() == wanted.max():
+        return f"{int(rounds.max())} round(s)"
+    early = int((rounds < wanted.max()).sum())
+    return (
+        f"{int(rounds.min())} to {int(rounds.max())} rounds of the {int(wanted.max())} asked for ({early} point(s) "
+        "stopped after 3, their rounds agreeing and their interval within the target; the others ran every "
+        "round, the points table says why)"
+    )
 
 
 def measurement_text(pts: pd.DataFrame) -> str:
@@ -25,7 +39,7 @@ def measurement_text(pts: pd.DataFrame) -> str:
     parts = [f"Times are the **{src}** estimator: {ESTIMATOR_WORDS.get(src, src)}."]
     if len(rounds):
         parts.append(
-            f"Each point was timed in {int(rounds.max())} round(s), interleaved across the sweep in a shuffled "
+            f"Each point was timed in {_rounds_words(pts, rounds)}, interleaved across the sweep in a shuffled "
             "order; its median is the median of the rounds' medians, and its 95% interval a bootstrap "
             "over rounds and samples, so it covers drift between rounds, not only one stretch of noise. "
             f"{int(pts['rounds_disagree'].sum())} point(s) had rounds whose medians differ more than their own "
