@@ -3,10 +3,12 @@
 One JAX process serves every point of a sweep (JAX starts and caches once), yet a point that
 kills its process - an abort inside XLA, a segfault, the OOM killer - or runs past its timeout
 only loses itself: the parent records what it saw and starts a fresh worker for the next point
-(:mod:`runner.pool` keeps the current one). The worker is also the one place where process-wide
-JAX settings are applied (:mod:`runner.jaxenv`); a point that needs other settings gets a new
-worker. With ``distributed=local`` the "worker" is a group of them, one per JAX process
-(:class:`runner.distributed.ProcessGroup`), built from the same :class:`Worker`."""
+(:mod:`runner.pool` keeps the current one), and it keeps each point's inputs and compiled
+programs from round 1 for the point's later rounds (:mod:`runner.point_cache`). The worker is
+also the one place where process-wide JAX settings are applied (:mod:`runner.jaxenv`); a point
+that needs other settings gets a new worker. With ``distributed=local`` the "worker" is a group
+of them, one per JAX process (:class:`runner.distributed.ProcessGroup`), built from the same
+:class:`Worker`."""
 
 from __future__ import annotations
 
@@ -185,6 +187,7 @@ def _serve(conn, env: dict, startup_log: str, parent_pid: int) -> None:
     with _output_to(Path(startup_log)):  # JAX's start-up (and distributed init) messages
         try:
             jax = start_jax(env)
+            from runner import point_cache
             from runner.errors import ConfigError
             from runner.measure import measure, retime
         except Exception as exc:
@@ -221,8 +224,10 @@ def _serve(conn, env: dict, startup_log: str, parent_pid: int) -> None:
                     measure(spec, job_dir, record)
                     reply = {"status": "ok", "record": record}
             except ConfigError as exc:
+                point_cache.drop(spec)  # a failed point takes no later round: free its inputs
                 reply = {"status": "failed", "error_type": "ConfigError", "error": str(exc), "record": record}
             except Exception as exc:  # one point's failure must not end the sweep
+                point_cache.drop(spec)
                 traceback.print_exc()
                 reply = {
                     "status": "failed",
