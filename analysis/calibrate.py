@@ -141,3 +141,49 @@ def check_round_trip(path: Path, table: pd.DataFrame) -> None:
         w, t = got.get((r.op, r.n_axes), (np.nan, np.nan))
         if not (np.isclose(w, r.W_Bps, rtol=1e-9) and np.isclose(t, r.T_min_s, rtol=1e-9, atol=0)):
             raise ValueError(f"{path}: the {r.op} over {r.n_axes} axes entry did not read back as written")
+
+
+def split_levels(points: pd.DataFrame, base_hw) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The points whose group fits in one domain of ``base_hw`` (a node, a slice), and those
+    whose group crosses domains (an imported multi-node nccl-tests run): the book prices the
+    two over different fabrics, so each level gets constants of its own."""
+    domain = base_hw.domain_size
+    if not domain or base_hw.interconnect == "host":
+        return points, points.iloc[0:0]
+    across = points["group_size"].astype(float) > domain
+    return points[~across], points[across]
+
+
+def across_calibration(points: pd.DataFrame, base_hw) -> dict | None:
+    """W_out and T_out of the scale-out network (per device, one way) fitted to the points whose
+    group crosses domains, with the book's ``max(T_out * hops, bytes / W_out)`` at the across
+    level (its hops and bytes from the base entry's own prediction, the devices filling domains
+    in order), all collectives together; None with fewer than 3 such points."""
+    from analysis.book.collective_cost import predict_collective
+    from analysis.fit import fit_max_model
+
+    pts = points.dropna(subset=["time_s", "V_bytes", "group_size"])
+    if len(pts) < 3 or not base_hw.scaleout_bw_unidir_Bps or not base_hw.scaleout_latency_s:
+        return None
+    hops, nbytes = [], []
+    for r in pts.itertuples():
+        p = predict_collective(r.op, float(r.V_bytes), [int(r.group_size)], base_hw)
+        out = p.levels[-1]  # the outermost level: across domains
+        hops.append(out["latency_time_s"] / base_hw.scaleout_latency_s)
+        nbytes.append(out["bandwidth_time_s"] * base_hw.scaleout_bw_unidir_Bps)
+    # the report's own fit (regime selection: points the single W cannot describe are left out),
+    # over the across level's hops and bytes instead of the whole group's
+    fitted = fit_points(pts.assign(latency_unit=hops, bandwidth_unit=nbytes, _all="all"), None, SEED, by=["_all"])
+    f = fitted.fits.iloc[0] if len(fitted.fits) else None
+    if f is None or pd.isna(f.get("W_Bps")) or pd.isna(f.get("T_min_s")):
+        fit = fit_max_model(pts["time_s"].to_numpy(float), hops, nbytes)  # no bandwidth regime told apart
+        W, T, rel, n = fit["W_Bps"], fit["T_min_s"], fit["rel_rmse"], len(pts)
+    else:
+        W, T, rel, n = float(f["W_Bps"]), float(f["T_min_s"]), float(f["book_rel_rmse"]), int(f["n_points"])
+    return {
+        "scaleout_bw_unidir_Bps": W,
+        "scaleout_latency_s": T,
+        "rel_rms_error": rel,
+        "n_points": n,
+        "ops": ", ".join(sorted(set(pts["op"]))),
+    }

@@ -136,3 +136,32 @@ def test_a_file_that_is_not_nccl_tests_output_is_refused(tmp_path):
     )
     rc, _, err = run_cli("nccl-bench", f, "--out", tmp_path / "o")
     assert rc == 2 and err == "error: import 'nccl-bench': the tool is one of nccl-tests, accelerator-microbenchmarks\n"
+
+
+def test_calibrate_on_an_imported_two_node_run_fits_the_network_level_apart(tmp_path):
+    import yaml
+
+    from analysis.book.hardware import load_hardware
+    from analysis.calibrate import across_calibration, split_levels
+
+    assert run_cli("nccl-tests", A3_MEGA, "--out", tmp_path / "a3")[0] == 0
+    out = tmp_path / "a3_mine.yaml"
+    buf, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(err):
+        rc = analysis_main(["calibrate", str(tmp_path / "a3"), "--name", "a3_mine", "--out", str(out)])
+    assert rc == 0, err.getvalue()
+    s = load_sweep(tmp_path / "a3")
+    h100 = load_hardware("h100")
+    inside, crossing = split_levels(s.points, h100)
+    assert len(inside) == 0 and len(crossing) == 31  # 16 ranks over 2 nodes of 8: every point crosses
+    across = across_calibration(crossing, h100)
+    written = yaml.safe_load(out.read_text())
+    hw = load_hardware(str(out))
+    # inside a node: no run there, so the links keep h100's published constants
+    assert (hw.link_bw_unidir_Bps, hw.hop_latency_s, hw.calibrated) == (4.5e11, 1e-6, ())
+    # across nodes: the scale-out constants are the fit's, not h100's 5e10 B/s and 5 us
+    assert hw.scaleout_bw_unidir_Bps == pytest.approx(across["scaleout_bw_unidir_Bps"])
+    assert hw.scaleout_latency_s == pytest.approx(across["scaleout_latency_s"])
+    assert hw.scaleout_bw_unidir_Bps != 5e10 and hw.scaleout_latency_s != 5e-6
+    assert "across domains: scaleout_bw_unidir_Bps and scaleout_latency_s fitted to 31 points" in written["source"]
+    assert "across domains (all_reduce, 31 points): W_out" in buf.getvalue()

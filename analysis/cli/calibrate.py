@@ -31,6 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run ``calibrate``; 0 on success, 2 on invalid input."""
+    import pandas as pd
     import yaml
 
     from analysis import calibrate
@@ -62,8 +63,16 @@ def main(args: argparse.Namespace) -> int:
         return fail(f"base hardware {base_hw.name!r} names no interconnect; pick one with --base (e.g. cpu)")
     from analysis.resample import rounds_by_job
 
-    table = calibrate.calibration_table(points, base, rounds_by_job(sweep.results))
-    if not len(table):
+    # inside a domain and across domains (a multi-node import) are fitted apart: each level
+    # has its own fabric in the book's model
+    inside, crossing = calibrate.split_levels(points, base_hw)
+    across = calibrate.across_calibration(crossing, base_hw) if len(crossing) else None
+    table = (
+        calibrate.calibration_table(inside, base, rounds_by_job(sweep.results))
+        if len(inside)
+        else pd.DataFrame(columns=calibrate.CALIBRATION_COLUMNS)
+    )
+    if not len(table) and across is None:
         return fail(
             f"{args.dir}: no collective has 3 or more usable points to fit (flagged points and points "
             "in another bandwidth regime are left out; every point latency-bound gives no W)"
@@ -80,13 +89,25 @@ def main(args: argparse.Namespace) -> int:
         f"calibrated on {today} by `python -m analysis calibrate` from the sweep {args.dir.resolve()} "
         f"(measured {started}); base entry {base_hw.name}"
     )
-    entry = calibrate.hardware_entry(base_raw, args.name, table, source)
-    head = calibrate.headline_fit(table)
+    if len(table):
+        entry = calibrate.hardware_entry(base_raw, args.name, table, source)
+        head = calibrate.headline_fit(table)
+        inside_says = f"from {head['op']} over {head['n_axes']} mesh axis/axes"
+    else:  # only runs across domains: the links inside keep the base entry's constants
+        entry = dict(base_raw, name=args.name, device_kinds=[], source=source, calibrated=[])
+        inside_says = f"no run inside one domain: {base_hw.name}'s published link constants"
+    if across is not None:
+        entry["scaleout_bw_unidir_Bps"] = float(across["scaleout_bw_unidir_Bps"])
+        entry["scaleout_latency_s"] = float(across["scaleout_latency_s"])
+        entry["source"] += (
+            f"; across domains: scaleout_bw_unidir_Bps and scaleout_latency_s fitted to {across['n_points']} "
+            f"points crossing domains ({across['ops']}; rel RMS {across['rel_rms_error']:.2f})"
+        )
     header = (
         f"{args.name}: {base_hw.name} with W and T_min measured on this machine ({today}).\n"
         "Each `calibrated` entry fits the book's max(T_min * hops, c * V / W) to the sweep's medians\n"
         "for one collective over n_axes mesh axes; predictions use the matching entry, and the\n"
-        f"top-level constants (from {head['op']} over {head['n_axes']} mesh axis/axes) for any other.\n"
+        f"top-level constants ({inside_says}) for any other.\n"
         "device_kinds is empty so that hardware=auto keeps picking the base entry."
     )
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -101,11 +122,23 @@ def main(args: argparse.Namespace) -> int:
         W = f"{fmt_bandwidth(r.W_Bps)} ({_span(r.W_ci_low_Bps, r.W_ci_high_Bps, fmt_bandwidth)})"
         t = f"{fmt_duration(r.T_min_s)} ({_span(r.T_min_ci_low_s, r.T_min_ci_high_s, fmt_duration)})"
         print(f"{r.op:<15} {r.n_axes:>4} {W:>34} {t:>30} {fmt(r.rel_rms_error):>8} {r.n_points:>6}")
+    if across is not None:
+        print(
+            f"across domains ({across['ops']}, {across['n_points']} points): W_out "
+            f"{fmt_bandwidth(across['scaleout_bw_unidir_Bps'])} per device, T_out "
+            f"{fmt_duration(across['scaleout_latency_s'])}, rel RMS {fmt(across['rel_rms_error'])}"
+        )
     print(f"intervals: {BOOTSTRAP} bootstrap replicates over rounds and samples, seed {SEED}")
     for r in table.itertuples():
         if r.left_out:
             print(f"left out of {r.op} over {r.n_axes} axis/axes: {r.left_out}")
     print(f"wrote {out}")
+    if across is not None and across["rel_rms_error"] > calibrate.WARN_REL_ERROR:
+        print(
+            f"warning: the fitted model stays {across['rel_rms_error']:.0%} (relative RMS) from the medians of the "
+            "points across domains; its W_out and T_out describe those points poorly",
+            file=sys.stderr,
+        )
     for r in table.itertuples():
         if r.rel_rms_error > calibrate.WARN_REL_ERROR:
             print(
