@@ -122,18 +122,25 @@ def self_fit(points: pd.DataFrame, hw: Hardware | None, fits: pd.DataFrame, keys
 
 
 def predict_points(points: pd.DataFrame, hw: Hardware | None) -> pd.DataFrame:
-    """Add ``model_time_s`` and ``model_regime`` from the book's formula with ``hw``."""
+    """Add ``model_time_s`` and ``model_regime`` from the book's formula with ``hw`` (the
+    roofline), and ``expected_time_s`` (:mod:`analysis.book.expected_cost`: the hardware
+    entry's bandwidth shares and floors on top of it)."""
+    from analysis.book.expected_cost import expected_time_s
+
     if hw is None:
-        return points.assign(model_time_s=np.nan, model_regime=None)
-    t, regime = [], []
+        return points.assign(model_time_s=np.nan, model_regime=None, expected_time_s=np.nan)
+    t, regime, expected = [], [], []
     for row in points.to_dict("records"):
         sizes = axis_sizes(row)
         if not any(n > 1 for n in sizes):  # a group of one: the model has nothing to predict
-            t.append(np.nan), regime.append(None)
+            t.append(np.nan), regime.append(None), expected.append(np.nan)
             continue
         p = predict_collective(row["op"], float(row["V_bytes"]), hw=hw, **group_args(row, hw))
-        t.append(p.time_s), regime.append(p.regime)
-    return points.assign(model_time_s=t, model_regime=regime)
+        t.append(p.time_s), regime.append(p.regime), expected.append(expected_time_s(p, hw))
+    out = points.assign(model_time_s=t, model_regime=regime, expected_time_s=expected)
+    if "time_s" in out:  # measured / expected, beside measured / roofline (the report's measured_over_model)
+        out["measured_over_expected"] = out["time_s"] / out["expected_time_s"]
+    return out
 
 
 def family_fit(fits: pd.DataFrame, point) -> pd.DataFrame:

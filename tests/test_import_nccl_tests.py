@@ -67,6 +67,11 @@ def test_imported_sweep_has_the_files_busbw_at_every_size(tmp_path):
     # the report reads it unchanged: fits and the model side by side
     assert len(s.fits) == 1 and s.fits.iloc[0]["bandwidth_regime"]
     assert pts["model_time_s"].notna().all()
+    # measured / roofline and measured / expected side by side: at 8 GiB over 2 x 8 H100 the NVLink
+    # level limits, 2 V 7/8 / 4.5e11 = 33.405 ms at share 1.0 (NVLink SHARP), after the 210 us setup
+    last = pts.iloc[-1]
+    assert last["expected_time_s"] == pytest.approx(210e-6 + 2 * (8 << 30) * 7 / 8 / 4.5e11)
+    assert last["measured_over_expected"] == pytest.approx(47535e-6 / last["expected_time_s"])
 
 
 # A hand-made alltoall table in nccl-tests' layout (8 ranks, one host), to check S -> V.
