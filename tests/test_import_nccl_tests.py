@@ -170,3 +170,57 @@ def test_calibrate_on_an_imported_two_node_run_fits_the_network_level_apart(tmp_
     assert hw.scaleout_bw_unidir_Bps != 5e10 and hw.scaleout_latency_s != 5e-6
     assert "across domains: scaleout_bw_unidir_Bps and scaleout_latency_s fitted to 31 points" in written["source"]
     assert "across domains (all_reduce, 31 points): W_out" in buf.getvalue()
+
+
+# A -J report in the layout of nccl-tests src/util.cu (commit cfa8a96): 2 processes of 4 GPUs, one
+# device record per process, so 8 ranks on 2 hosts.
+JSON_REPORT = {
+    "version": 1,
+    "start_time": "2025-06-01 10:00:00",
+    "args": ["./build/all_gather_perf", "-b", "1M", "-e", "2M", "-g", "4", "-J", "out.json"],
+    "env": [],
+    "nccl_version": 22703,
+    "config": {
+        "nthreads": 1,
+        "ngpus": 4,
+        "minimum_bytes": 1048576,
+        "maximum_bytes": 2097152,
+        "step_factor": 2,
+        "devices": [
+            {"rank": 0, "group": 0, "pid": 11, "hostname": "nodeA", "device": 0, "device_hex": "0000:1b:00",
+             "device_info": "NVIDIA H100 80GB HBM3"},
+            {"rank": 4, "group": 0, "pid": 12, "hostname": "nodeB", "device": 0, "device_hex": "0000:1b:00",
+             "device_info": "NVIDIA H100 80GB HBM3"},
+        ],
+    },
+    "results": [
+        {"size": 1048576, "count": 32768, "type": "float", "redop": "none", "root": "    -1",
+         "out_of_place": {"time": 100.0, "alg_bw": 10.49, "bus_bw": 9.18, "nwrong": 0.0},
+         "in_place": {"time": 98.0, "alg_bw": 10.70, "bus_bw": 9.36, "nwrong": 0.0},
+         "actual_iterations": 20, "experiment_name": "all_gather"},
+        {"size": 2097152, "count": 65536, "type": "float", "redop": "none", "root": "    -1",
+         "out_of_place": {"time": 150.0, "alg_bw": 13.98, "bus_bw": 12.23, "nwrong": None},
+         "in_place": None, "actual_iterations": 20, "experiment_name": "all_gather"},
+    ],
+    "end_time": "2025-06-01 10:00:05",
+}  # fmt: skip
+
+
+def test_a_json_report_reads_like_the_table(tmp_path):
+    f = tmp_path / "out.json"
+    f.write_text(json.dumps(JSON_REPORT, indent=1))
+    rc, out, err = run_cli("nccl-tests", f, "--out", tmp_path / "j")
+    assert rc == 0, err
+    results = [json.loads(p.read_text()) for p in sorted((tmp_path / "j").glob("*/result.json"))]
+    assert [r["experiment"]["op"] for r in results] == ["all_gather", "all_gather"]
+    first, second = results
+    assert first["experiment"]["group_size"] == 8 and first["experiment"]["nodes"] == 2  # 2 processes x 4 GPUs
+    assert first["experiment"]["V_bytes"] == 1048576 and first["timing"]["summary"]["median_s"] == pytest.approx(100e-6)
+    assert first["imported"]["in_place"]["time_s"] == pytest.approx(98e-6)
+    assert second["imported"]["in_place"] is None and second["imported"]["out_of_place"]["wrong"] is None
+    assert first["imported"]["library_version"] == "NCCL 22703" and first["imported"]["op_from"] == "binary name"
+    cut = tmp_path / "cut.json"
+    cut.write_text(json.dumps(JSON_REPORT, indent=1)[:400])
+    rc, _, err = run_cli("nccl-tests", cut, "--out", tmp_path / "k")
+    assert rc == 2 and err.startswith(f"error: {cut}:") and "not a whole nccl-tests JSON report" in err
+    assert not (tmp_path / "k").exists()

@@ -49,9 +49,10 @@ def read_points(tool: str, files: list[Path], op: str | None, hardware: str | No
         except UnicodeDecodeError:
             raise ImportFormatError(f, None, f"not text, so not {tool} output") from None
         if tool == "nccl-tests":
-            from analysis.importers.nccl_tests import parse_nccl_tests, run_points
+            from analysis.importers.nccl_tests import parse_nccl_tests, parse_nccl_tests_json, run_points
 
-            for i, run in enumerate(parse_nccl_tests(text, f, op)):
+            parse = parse_nccl_tests_json if text.lstrip().startswith("{") else parse_nccl_tests  # -J FILE
+            for i, run in enumerate(parse(text, f, op)):
                 points += run_points(run, i)
         else:
             from analysis.importers.accelerator_microbenchmarks import parse_results
