@@ -49,7 +49,8 @@ def read_points(tool: str, files: list[Path], op: str | None, hardware: str | No
         except UnicodeDecodeError:
             raise ImportFormatError(f, None, f"not text, so not {tool} output") from None
         if tool == "nccl-tests":
-            from analysis.importers.nccl_tests import parse_nccl_tests, parse_nccl_tests_json, run_points
+            from analysis.importers.nccl_tests import parse_nccl_tests, run_points
+            from analysis.importers.nccl_tests_json import parse_nccl_tests_json
 
             parse = parse_nccl_tests_json if text.lstrip().startswith("{") else parse_nccl_tests  # -J FILE
             for i, run in enumerate(parse(text, f, op)):
