@@ -12,7 +12,8 @@ Nothing a round does changes a point's inputs: the step does not donate them and
 donates its own copy (:class:`runner.programs.loop.LoopPrograms`), so every round times the
 same program on the same buffers. The cache is bounded by memory: it holds at most
 ``SHARE`` of what is free (host memory on CPU, where devices' buffers live; a device's memory
-elsewhere), and drops its oldest points first. A round that finds its point gone places the
+elsewhere), drops its oldest points first, and drops more before a point is prepared when that
+point would not fit beside them (:func:`make_room`). A round that finds its point gone places the
 inputs again and says so in its ``inputs`` entry in result.json.
 """
 
@@ -100,6 +101,30 @@ def why_missing(spec: dict) -> str:
     if key(spec) in _dropped:
         return "dropped from the worker's cache of prepared points to stay within its memory budget"
     return "not prepared in this worker process (a new worker, or another process of the group)"
+
+
+def make_room(estimate: dict[str, int], devices: int) -> list[str]:
+    """Before a point is prepared: drop the oldest points while the cache's bytes and the new
+    point's (``estimate``: :func:`runner.memory.estimate` on ``devices`` devices) would not fit
+    in ``HEADROOM`` of the memory the point is admitted to (the cache's own bytes counted as
+    free: they are what the point may reuse). Returns the keys dropped."""
+    from runner.memory import HEADROOM
+
+    held = sum(b for _, b in _points.values())
+    if jax.default_backend() == "cpu":
+        need, free = estimate["host_bytes"] + devices * estimate["per_device_bytes"], host_available_bytes()
+        room = None if free is None else HEADROOM * (free + held)
+    else:  # per device, against one device's memory
+        local = max(len(jax.local_devices()), 1)
+        limit = (jax.local_devices()[0].memory_stats() or {}).get("bytes_limit")
+        need, room = estimate["per_device_bytes"] * local, None if not limit else HEADROOM * limit * local
+    dropped = []
+    while _points and room is not None and need + held > room:
+        old, (_, b) = _points.popitem(last=False)
+        held -= b
+        dropped.append(old)
+    _dropped.update(dropped)
+    return dropped
 
 
 def drop(spec: dict) -> None:

@@ -105,3 +105,16 @@ def test_the_key_is_what_defines_a_prepared_point():
     assert key(dict(base, dtype="bfloat16")) != key(base)
     assert key(dict(base, timing={"loop": False})) != key(base)
     assert key(dict(base, op={"name": "all_gather", "size_bytes": 2048})) != key(base)
+
+
+def test_a_new_point_makes_room_by_dropping_the_oldest(cache, monkeypatch):
+    monkeypatch.setattr(cache, "budget_bytes", lambda held: None)  # no bound on what it keeps
+    monkeypatch.setattr(cache, "host_available_bytes", lambda: 1000)
+    a, b, c = _spec(1), _spec(2), _spec(3)
+    for s in (a, b, c):
+        cache.put(s, _Fake(100))
+    # room: 80% of free + held = 0.8 * 1300 = 1040 bytes; 100 + 8 * 50 = 500 needed, +300 held fits
+    assert cache.make_room({"host_bytes": 100, "per_device_bytes": 50}, 8) == []
+    # 100 + 8 * 100 = 900 needed: 1200, then 1100 are over 1040; 1000 fits after two drops
+    assert cache.make_room({"host_bytes": 100, "per_device_bytes": 100}, 8) == [cache.key(a), cache.key(b)]
+    assert cache.stats() == {"points": 1, "bytes": 100} and "memory budget" in cache.why_missing(a)
