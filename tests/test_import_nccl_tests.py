@@ -224,3 +224,16 @@ def test_a_json_report_reads_like_the_table(tmp_path):
     rc, _, err = run_cli("nccl-tests", cut, "--out", tmp_path / "k")
     assert rc == 2 and err.startswith(f"error: {cut}:") and "not a whole nccl-tests JSON report" in err
     assert not (tmp_path / "k").exists()
+
+
+def test_the_report_reads_an_imported_sweep_unchanged(tmp_path):
+    assert run_cli("nccl-tests", A3_MEGA, "--out", tmp_path / "a3", "--hardware", "gcp_a3_mega")[0] == 0
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert analysis_main(["report", str(tmp_path / "a3")]) == 0
+    md = (tmp_path / "a3" / "report" / "report.md").read_text()
+    assert "31 points: 31 ok, 0 failed" in md
+    assert "| gcp_a3_mega | gpu | NVIDIA H100 80GB HBM3 | 16 |" in md
+    # the nccl-tests-style table shows the file's own row back: 8 GiB in 47535 us, busbw 338.82 GB/s
+    # (recomputed from S and the time: 8589934592 / 47535e-6 * 2 * 15/16 / 1e9 = 338.83)
+    assert "| 8589934592 | 2147483648 | float | sum | 47535.00 | 180.71 | 338.83 |" in md
