@@ -180,7 +180,7 @@ def check_fits(
         devices_on_host = spec["hardware"]["kind"] in ("cpu", "auto") and device_limit_bytes is None
     on_host = est["host_bytes"] + (devices * est["per_device_bytes"] if devices_on_host else 0)
     free = host_available_bytes() if host_bytes_free is None else host_bytes_free
-    key = "op.dims" if spec["op"]["name"] == "matmul" else "op.size_bytes"
+    key = "op.dims" if spec["op"].get("dims") else "op.size_bytes"  # matmul, block, program: their dims
     value = spec["op"].get("dims") or format_size(spec["op"].get("size_bytes") or 0)
     if free is not None and on_host > HEADROOM * free:
         raise ConfigError(

@@ -16,15 +16,14 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from analysis.book import units
 from analysis.book.collectives import OPS as COLLECTIVES
 from analysis.book.dtypes import RUN_DTYPES, itemsize
-from analysis.book.errors import BookError
 from runner import step_ops
 from runner.errors import ConfigError
 from runner.matmul_plan import check_dims, parse_matmul, plan, used_axes
 from runner.memory import check_fits
 from runner.schema import CONF_DIR, unknown_key
+from runner.spec_values import MAX_TIMEOUT_S, check_size, check_values
 
 OPS = COLLECTIVES + ("matmul", "transformer_block", "program")
 DISTRIBUTED_MODES = ("none", "local", "auto")
@@ -34,11 +33,9 @@ EXACT_INT = {"int8": 127, "int32": 2**31 - 1, "float16": 2048, "bfloat16": 256, 
 
 
 def parse_size(value: Any, key: str = "op.size_bytes") -> int:
-    """``16MiB``, ``128M`` -> bytes (:func:`analysis.book.units.parse_size`); ConfigError if not."""
-    try:
-        return units.parse_size(value, key)
-    except BookError as exc:
-        raise ConfigError(str(exc)) from None
+    """``16MiB``, ``128M`` -> bytes (:func:`analysis.book.units.parse_size`), at most 1 PiB;
+    ConfigError if not."""
+    return check_size(value, key)
 
 
 def _choices(group: str) -> list[str]:
@@ -55,6 +52,7 @@ def build_spec(cfg: DictConfig) -> dict:
         raise ConfigError(f"op.name={op['name']!r}: allowed ops are {', '.join(OPS)}")
     if c["dtype"] not in RUN_DTYPES:
         raise ConfigError(f"dtype={c['dtype']!r}: allowed dtypes are {', '.join(RUN_DTYPES)}")
+    check_values(c)
     if mesh.get("shape"):
         mesh = dict(mesh, axes=shape_axes(mesh["shape"]))
     axes = mesh["axes"]
@@ -160,8 +158,11 @@ def _check_timeout(timeout_s, timing: dict, trace: dict) -> None:
     """``timeout_s`` bounds a point: finite and positive, and long enough for what a round is
     allowed to take (warm-up, the timing budget, tracing), so that the timeout never cuts off
     a point that keeps to its budget (its samples would be lost with the worker)."""
-    if not _finite(timeout_s) or timeout_s <= 0:
-        raise ConfigError(f"timeout_s={timeout_s!r}: must be a finite number of seconds > 0 (default 600)")
+    if not _finite(timeout_s) or not 0 < timeout_s <= MAX_TIMEOUT_S:  # longer overflows subprocess's waits
+        raise ConfigError(
+            f"timeout_s={timeout_s!r}: must be a finite number of seconds > 0 (default 600), at most "
+            f"{MAX_TIMEOUT_S} (a week)"
+        )
     need = timing["warmup_max_s"] + timing["budget_s"] * 1.5 + trace["max_s"] + 5
     if timeout_s < need:
         raise ConfigError(
