@@ -237,3 +237,27 @@ def test_the_report_reads_an_imported_sweep_unchanged(tmp_path):
     # the nccl-tests-style table shows the file's own row back: 8 GiB in 47535 us, busbw 338.82 GB/s
     # (recomputed from S and the time: 8589934592 / 47535e-6 * 2 * 15/16 / 1e9 = 338.83)
     assert "| 8589934592 | 2147483648 | float | sum | 47535.00 | 180.71 | 338.83 |" in md
+
+
+RCCL = DATA / "mi355x_2node_rccl_all_reduce_and_alltoall.log"
+
+
+def test_an_rccl_tests_log_with_two_runs_gives_both_collectives(tmp_path):
+    runs = parse_nccl_tests(RCCL.read_text(), RCCL)
+    assert [(r.tool, r.op, r.op_from, r.ranks, r.nodes) for r in runs] == [
+        ("rccl-tests", "all_reduce", "binary name", 16, 2),
+        ("rccl-tests", "all_to_all", "binary name", 16, 2),
+    ]
+    assert runs[0].library_version == "RCCL 2.27.7-HEAD:96a25b5" and runs[1].rows[4].in_place.wrong is None
+    assert run_cli("nccl-tests", RCCL, "--out", tmp_path / "m")[0] == 0
+    results = [json.loads(p.read_text()) for p in sorted((tmp_path / "m").glob("*/result.json"))]
+    a2a = [r for r in results if r["experiment"]["op"] == "all_to_all"]
+    # 31 all_reduce sizes; 31 alltoall rows less the 4 of size 0 (they time an empty launch)
+    assert len(results) == 31 + 27 and len(a2a) == 27
+    big = max(a2a, key=lambda r: r["experiment"]["size_bytes"])
+    # alltoall's printed size is the per-rank buffer S = 16 GiB: the book's V = 16 ranks x S
+    assert big["experiment"]["size_bytes"] == 17179869184 and big["experiment"]["V_bytes"] == 16 * 17179869184
+    s = load_sweep(tmp_path / "m")
+    busbw = s.points.set_index(["op", "S_bytes"])["busbw_Bps"]
+    assert busbw["all_to_all", 17179869184] / 1e9 == pytest.approx(91.09, abs=0.01)
+    assert busbw["all_reduce", 17179869184] / 1e9 == pytest.approx(385.98, abs=0.01)

@@ -55,7 +55,8 @@ _TEST_NAME = re.compile(
     r"\b(all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce|sendrecv|scatter|gather|hypercube)_perf"
 )
 _FILE_NAME = re.compile(r"(all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|alltoall)", re.I)
-_VERSION = re.compile(r"^#?\s*(NCCL|RCCL) version\s+(\S+)", re.I)
+_VERSION = re.compile(r"^#?\s*(NCCL|RCCL) version\s*:?\s+(\S+)", re.I)
+_STARTING = re.compile(r"Collective test starting:\s*(\w+?)_perf")
 _LOG_LINE = re.compile(r"NCCL (INFO|WARN)|RCCL (INFO|WARN)|^\[\d+,\d+\]<std")
 
 
@@ -125,10 +126,15 @@ def _measured(toks: list[str], cols: list[str], path, line: int) -> Measured:
 
 
 def _op_from_file(path: Path, lines: list[str], rows: list[Row], ranks: int) -> tuple[str, str]:
-    """The collective, and where it was read (module docstring)."""
-    for text in lines:
-        m = _TEST_NAME.search(text)
+    """The collective, and where it was read (module docstring). ``lines`` are the run's own:
+    from the end of the previous run in the file to this run's end."""
+    for text in lines:  # nccl-tests >= 2.14 names it: "# Collective test starting: all_reduce_perf"
+        m = _STARTING.search(text)
         if m:
+            return m.group(1), "binary name"
+    for text in lines:  # else the command line echoed before the run
+        m = _TEST_NAME.search(text)
+        if m and "concluded" not in text:  # "# Collective test concluded: ..." closes the run before
             return m.group(1), "binary name"
     m = _FILE_NAME.search(path.name)
     if m:
@@ -167,6 +173,7 @@ def parse_nccl_tests(text: str, path: str | Path = "<text>", op: str | None = No
     rows: list[Row] = []
     start = 0
     last = 0
+    began = 0  # where this run's lines begin: after the previous run's table
 
     def close(end_line: int) -> None:
         if not rows:
@@ -175,7 +182,7 @@ def parse_nccl_tests(text: str, path: str | Path = "<text>", op: str | None = No
         if not ranks:
             raise ImportFormatError(path, start, "no '# Rank ... on HOST device ...' lines before the table")
         n = max(ranks) + 1
-        name, where = (op, "--op") if op else _op_from_file(path, lines[:end_line], rows, n)
+        name, where = (op, "--op") if op else _op_from_file(path, lines[began:end_line], rows, n)
         key = name.replace("-", "_").lower()
         key = "alltoall" if key in ("all_to_all", "alltoall") else key
         if key in OTHER_TESTS:
@@ -220,6 +227,7 @@ def parse_nccl_tests(text: str, path: str | Path = "<text>", op: str | None = No
             elif (s.startswith("# Out of bounds") or s.startswith("# Avg bus bandwidth")) and cols is not None:
                 if rows:
                     close(i)
+                    began = i
                 cols, rows = None, []
             continue
         if cols is None:
