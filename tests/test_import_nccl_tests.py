@@ -261,3 +261,14 @@ def test_an_rccl_tests_log_with_two_runs_gives_both_collectives(tmp_path):
     busbw = s.points.set_index(["op", "S_bytes"])["busbw_Bps"]
     assert busbw["all_to_all", 17179869184] / 1e9 == pytest.approx(91.09, abs=0.01)
     assert busbw["all_reduce", 17179869184] / 1e9 == pytest.approx(385.98, abs=0.01)
+
+
+def test_the_gate_averages_an_imported_run_as_nccl_tests_does(tmp_path):
+    from analysis.gate import below_bar
+
+    assert run_cli("nccl-tests", A3_MEGA, "--out", tmp_path / "a3")[0] == 0
+    s = load_sweep(tmp_path / "a3")
+    # the file closes with "# Avg bus bandwidth    : 70.742" (GB/s, over its 31 sizes)
+    (fam,) = below_bar(s.summary, 100e9).to_dict("records")
+    assert fam["points"] == 31 and fam["avg_busbw_Bps"] / 1e9 == pytest.approx(70.742, abs=0.05)
+    assert below_bar(s.summary, 70e9).empty
