@@ -3,6 +3,7 @@ and no pathological slowness."""
 
 from __future__ import annotations
 
+import pytest
 from hlo_samples import COMMENTS_AND_LOOPS, CPU_REDUCE_SCATTER, GPU_ASYNC, MULTILINE, NEW_STYLE, OLD_STYLE, TPU_MODULE
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -106,3 +107,35 @@ def test_valid_corpus_parses_and_scales():
     # A big dump (thousands of instructions, about 15k lines) finds every collective; its
     # parse rate is a figure of tests/bench/run.py, not a pass/fail here.
     assert len(parse_collectives(VALID * 60)) == 16 * 60
+
+
+def test_a_long_string_or_comment_costs_memory_in_proportion_to_the_text():
+    """A 2 MB op_name and a 1 MB comment on one line: the string and comment regexes keep no
+    backtracking state per character (the old ones peaked at 62 x the text here, 2.7 GB for a
+    20 MB literal); the peak allocation stays within 8 x the text."""
+    import tracemalloc
+
+    lit = "a," * 1_000_000
+    meta = f'metadata={{op_name="{lit}"}}'
+    text = (
+        f"HloModule m\n\nENTRY %e {{\n  %a = f32[8]{{0}} parameter(0), {meta} /* {'b' * 1_000_000} */\n"
+        f"  ROOT %g = f32[16]{{0}} all-gather(%a), replica_groups={{{{0,1}}}}, dimensions={{0}}, {meta}\n}}\n"
+    )
+    tracemalloc.start()
+    try:
+        found = parse_collectives(text)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [(c.kind, c.result_bytes, c.op_name == lit) for c in found] == [("all-gather", 64, True)]
+    assert peak < 8 * len(text)
+
+
+def test_a_shape_too_large_for_any_buffer_is_a_parse_error_not_an_overflow():
+    assert shape_bytes("f32[99999999999,40]") == 99999999999 * 40 * 4  # large but countable: exact
+    assert shape_bytes("s4[3]") == 2  # 12 bits round up to whole bytes
+    huge = "f32[" + ",".join(["9" * 30] * 12) + "]"  # 10^360 elements: a float division overflowed
+    with pytest.raises(HloParseError, match=r"more than 2\*\*60 elements"):
+        shape_bytes(huge)
+    with pytest.raises(HloParseError, match=r"more than 2\*\*60 elements"):
+        shape_bytes("u8[1152921504606846977]")  # 2**60 + 1

@@ -39,7 +39,7 @@ from analysis.hlo.shapes import ARRAY_RE, leaves, leaves_bytes, shape_end, tuple
 
 __all__ = ["Collective", "parse_collectives", "collectives_frame"]
 
-_OP_NAME_RE = re.compile(r'op_name="((?:[^"\\\n]|\\.)*)"')
+_OP_NAME_RE = re.compile(r'op_name="((?:[^"\\\n]++|\\.)*+)"')  # possessive: see analysis.hlo.lex
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,6 @@ layout) or a tuple of shapes. Layouts are skipped; only element types and counts
 
 from __future__ import annotations
 
-import math
 import re
 
 from analysis.hlo.lex import HloParseError, close_bracket, parse_int, split_top, strip_comments
@@ -92,6 +91,9 @@ def leaves(shape: str) -> list[tuple[str, int]]:
             raise HloParseError(f"malformed tuple shape {shape[:80]!r}")
 
 
+MAX_ELEMENTS = 1 << 60
+
+
 def _num_elements(dims: str) -> int:
     count = 1
     for d in dims.split(",") if dims.strip() else ():
@@ -101,6 +103,8 @@ def _num_elements(dims: str) -> int:
         if d == "?":
             raise HloParseError("unbounded dynamic dimension '?' has no size")
         count *= parse_int(d, "dimension")
+        if count > MAX_ELEMENTS:  # no buffer is this large; its bytes would overflow a float
+            raise HloParseError(f"shape [{dims[:60]}] has more than 2**60 elements: not a real buffer")
     return count
 
 
@@ -126,7 +130,7 @@ def shape_bytes(shape_text: str) -> int:
 
 def leaves_bytes(arrays: list[tuple[str, int]]) -> int:
     """Bytes of the (element type, element count) pairs :func:`leaves` returns."""
-    return sum(math.ceil(_element_bits(t) * count / 8) for t, count in arrays)
+    return sum((_element_bits(t) * count + 7) // 8 for t, count in arrays)  # whole bytes, in ints
 
 
 def tuple_elements(shape: str) -> list[str]:
