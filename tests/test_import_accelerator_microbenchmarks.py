@@ -69,3 +69,17 @@ def test_without_hardware_or_with_a_broken_line_it_is_one_error_line(tmp_path):
     rc, _, err = run_cli(f, "--out", tmp_path / "s", "--hardware", "tpu_v6e")
     assert rc == 2 and err.startswith(f"error: {f}:2: not a JSON line (")
     assert not (tmp_path / "s").exists()
+
+
+def test_a_shape_and_a_recorded_time_are_read_as_such(tmp_path):
+    # later versions: matrix_dim "8192x8x128" (M = 8192*8*128 * 2 B = 16 MiB) and ici_time_ms_p50
+    line = {
+        "metrics": {"ici_bandwidth_gbyte_s_p50": 1.0, "ici_time_ms_p50": 0.25},
+        "dimensions": {"matrix_dim": "8192x8x128", "dtype": "2", "ici_size": "4", "test_name": "psum"},
+    }
+    f = tmp_path / "metrics_report.jsonl"
+    f.write_text(json.dumps(line) + "\n")
+    assert run_cli(f, "--out", tmp_path / "s", "--hardware", "tpu_v6e")[0] == 0
+    (r,) = [json.loads(p.read_text()) for p in (tmp_path / "s").glob("*/result.json")]
+    assert r["experiment"]["V_bytes"] == 8192 * 8 * 128 * 2  # psum: V = M per chip
+    assert r["timing"]["summary"]["median_s"] == pytest.approx(0.25e-3)  # the recorded time, not V / bw

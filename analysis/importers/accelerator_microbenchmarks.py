@@ -15,14 +15,21 @@ devices (GB/s, 1e9 B/s):
 * all_to_all (AllToAll): V = n * M (ici), M (dcn); bw = V/n * (n-1)/n / t
 
 so the point's time is ``V * factor(n) / bw`` at the median (a median bandwidth is the median
-time's: t is monotone in bw). Where a line records ``*_average_time_ms_p50`` that is used.
-The file does not name the chip: ``--hardware`` must.
+time's: t is monotone in bw). Where a line records a time (``*_average_time_ms_p50``, or
+``*_time_ms_p50`` in later versions) that is used. ``matrix_dim`` may be a shape (``8192x8x128``,
+later versions): M is then the product of its dims times the element size.
+
+Versions differ in how the input is sharded (some give each chip M / n for all_gather and
+all_to_all, so V = M): V here follows the commit named above, replicated input; a file from a
+version that shards it needs V divided by n. The file does not name the chip: ``--hardware`` must.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import numpy as np
 
 from analysis.book.collectives import BY_OP
 from analysis.importers import ImportFormatError
@@ -74,7 +81,8 @@ def parse_results(text: str, path: str | Path = "<text>", hardware: str | None =
         if op is None:
             continue  # ppermute, matmuls, HBM copies: not a collective the model prices
         try:
-            dim = int(dims["matrix_dim"])
+            shape = [int(d) for d in str(dims["matrix_dim"]).lower().split("x")]
+            dim = shape[0]
             item = str(dims["dtype"])
             sizes = {"ici": int(dims.get("ici_size", 1)), "dcn": int(dims.get("dcn_size", 1))}
         except (KeyError, ValueError) as exc:
@@ -85,10 +93,10 @@ def parse_results(text: str, path: str | Path = "<text>", hardware: str | None =
             from analysis.book.dtypes import dtype_bytes
 
             itemsize = int(dtype_bytes(dtype))
-        M = float(dim) * dim * itemsize
+        M = float(dim) * dim * itemsize if len(shape) == 1 else float(np.prod(shape)) * itemsize
         for level, n in sizes.items():
             bw = metrics.get(f"{level}_bandwidth_gbyte_s_p50")
-            t_ms = metrics.get(f"{level}_average_time_ms_p50")
+            t_ms = metrics.get(f"{level}_average_time_ms_p50", metrics.get(f"{level}_time_ms_p50"))
             if n < 2 or (bw is None and t_ms is None):
                 continue
             V = _V(op, level, M, n)
