@@ -40,7 +40,11 @@ def find_xplanes(path: Path) -> list[Path]:
 
 
 def _fields(buf: memoryview):
-    """(field number, value) of a protobuf message: varints as int, length-delimited as bytes."""
+    """(field number, value) of a protobuf message: varints as int, length-delimited as bytes.
+    ValueError on anything that is not a whole message (a field that runs past the end, a
+    number where a message should be, an unknown wire type), as protobuf's own parser refuses it."""
+    if not isinstance(buf, memoryview):  # a damaged file puts a varint where a message was
+        raise ValueError("a message field holds a number")
     i, n = 0, len(buf)
     while i < n:
         key, i = _varint(buf, i)
@@ -54,12 +58,16 @@ def _fields(buf: memoryview):
             value, i = buf[i : i + size], i + size
         else:
             raise ValueError(f"unsupported protobuf wire type {wire}")
+        if i > n:
+            raise ValueError("a field runs past the end of its message (truncated)")
         yield key >> 3, value
 
 
 def _varint(buf: memoryview, i: int) -> tuple[int, int]:
     out = shift = 0
     while True:
+        if i >= len(buf) or shift > 63:
+            raise ValueError("a varint runs past the end of its message or past 64 bits")
         b = buf[i]
         i += 1
         out |= (b & 0x7F) << shift
@@ -222,6 +230,8 @@ def analyse(xplanes: list[Path], texts: dict[str, str], mesh: dict[str, int] | N
     parts, on_cpu = [], False
     for path in xplanes:
         events = read_xplane(path)
+        if events.empty:  # an empty or event-less file: nothing below can label it
+            raise ValueError(f"{path}: the trace holds no events")
         on_cpu |= bool(((events["plane"] == "/host:CPU") & events["hlo_op"].notna()).any())
         ops = device_ops(events, pairs, program_modules(path))  # TPU ops name their module by program_id
         if len(parts) and ops["device"].isin(pd.concat(parts)["device"]).any():  # local ordinals per host

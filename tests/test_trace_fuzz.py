@@ -1,0 +1,89 @@
+"""Damaged traces, as a disk, a copy or a hand edit leaves them: seeded mutations of a real
+trace's bytes. The fast reader raises only TraceError and gives ProfileData's table wherever
+ProfileData reads the file; the profile's HLO and program readers raise only ValueError;
+``analyse`` on an empty trace is one ValueError. Bounded: a fixed number of mutations."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.profile_load import _hlo_protos, analyse
+from analysis.trace import TraceError, read_xplane
+from analysis.trace.xplane import _read_with_profiledata
+
+TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "gpu_mi355x_te_fused_attn.xplane.pb"
+
+
+def _mutate(data: bytes, rng: random.Random) -> bytes:
+    b = bytearray(data)
+    for _ in range(rng.randint(1, 3)):
+        i = rng.randrange(len(b))
+        how = rng.choice(["flip", "truncate", "delete", "insert", "duplicate", "ff"])
+        if how == "flip":
+            b[i] ^= 1 << rng.randrange(8)
+        elif how == "truncate":
+            del b[i:]
+        elif how == "delete":
+            del b[i : i + rng.randint(1, 16)]
+        elif how == "insert":
+            b[i:i] = rng.randbytes(rng.randint(1, 8))
+        elif how == "duplicate":
+            b[i:i] = b[i : i + rng.randint(1, 64)]
+        else:
+            b[i : i + 10] = b"\xff" * 10
+        if not b:
+            break
+    return bytes(b)
+
+
+@pytest.mark.skipif(not TRACE.exists(), reason="the shared traces are not here")
+def test_mutated_traces_raise_one_error_or_read_as_profiledata_reads_them(tmp_path):
+    rng = random.Random(27)
+    data = TRACE.read_bytes()
+    agreed = refused = 0
+    for k in range(40):
+        path = tmp_path / f"m{k}.xplane.pb"
+        path.write_bytes(_mutate(data, rng))
+        try:
+            ref = _read_with_profiledata(path, False)
+        except TraceError:
+            ref = None
+        try:
+            ours = read_xplane(path, False)
+        except TraceError:
+            ours = None
+        if ref is None:
+            assert ours is None, f"mutation {k}: the fast reader accepts a file ProfileData refuses"
+            refused += 1
+        else:
+            assert ours is not None, f"mutation {k}: the fast reader refuses a file ProfileData reads"
+            pd.testing.assert_frame_equal(ours, ref, check_exact=True)
+            agreed += 1
+        try:
+            list(_hlo_protos(path))
+        except ValueError:
+            pass
+    assert agreed and refused  # both kinds of damage were tried
+
+
+def test_an_empty_trace_is_one_value_error(tmp_path):
+    path = tmp_path / "empty.xplane.pb"
+    path.write_bytes(b"")
+    with pytest.raises(ValueError, match="the trace holds no events"):
+        analyse([path], {"jit_f": "HloModule jit_f\nENTRY %e { ROOT %a = f32[8]{0} parameter(0) }"})
+
+
+@pytest.mark.parametrize(
+    "blob", [b"\x0a\x05\x12\x03\x08\x01", b"\x0a\x02\x28\x01", b"\x0a\x80", b"\x0a\x09" + b"\xff" * 9]
+)
+def test_protobuf_that_is_not_a_message_is_a_value_error_when_reading_the_hlo(tmp_path, blob):
+    """A varint where the plane's metadata should be a message (it was a TypeError in
+    ``_fields``), a field that runs past its message, a varint past the end."""
+    path = tmp_path / "bad.xplane.pb"
+    path.write_bytes(blob)
+    with pytest.raises(ValueError):
+        list(_hlo_protos(path))
