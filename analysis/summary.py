@@ -141,7 +141,10 @@ def _run_columns(r: dict) -> dict:
         # the point took the rounds it did (stopped after 3 when they agreed, else all)
         "rounds_wanted": (t.get("rounds_rule") or {}).get("wanted"),
         "rounds_why": (t.get("rounds_rule") or {}).get("why"),
-        "noisy": s.get("median_s") is not None  # a point without a time is not noisy: it has none
+        # a point without a time is not noisy: it has none; an imported one (nccl-tests' average
+        # over its iterations) brings no interval to judge, which is not the same as a wide one
+        "noisy": s.get("median_s") is not None
+        and t.get("source") != "imported"
         and (s.get("rel_ci_halfwidth") if s.get("rel_ci_halfwidth") is not None else np.inf) > NOISY_FACTOR * target,
         **_estimator_columns(t),
         "page_faults_per_step": t.get("page_faults_per_step"),
@@ -235,16 +238,18 @@ def job_rows(r: dict) -> list[dict]:
     hlo_rows, facts, err = _hlo_rows(r)
     problems += [err] if err else []
     kind, rel = hlo_kind_of(base["op"], base["grad"]), (r.get("files") or {}).get("hlo_compiled")
+    imported = ((r.get("timing") or {}).get("source")) == "imported"  # another tool's numbers: no HLO to expect
     if r.get("status") == "ok" and kind and not any(h["hlo_kind"] == kind for h in hlo_rows):
         # No HLO to read (deleted, damaged, cut short): the timing still stands, so the point
         # keeps its row, named by its op, and says what is missing.
-        if not err:
+        if not err and not imported:
             problems.append(
                 f"{Path(r['job_dir']) / rel}: no {kind} in the compiled HLO (truncated?)"
                 if rel
                 else "no compiled HLO recorded"
             )
-        problems.append("the point keeps its timing; its HLO columns are empty")
+        if not imported:
+            problems.append("the point keeps its timing; its HLO columns are empty")
         hlo_rows = hlo_rows + [{"hlo_op": None, "hlo_kind": kind}]
     ops, overlap, err = _trace_ops(r, facts)
     problems += [err] if err else []

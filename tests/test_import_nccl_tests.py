@@ -54,6 +54,10 @@ def test_imported_sweep_has_the_files_busbw_at_every_size(tmp_path):
     rows = printed_rows(A3_MEGA)
     assert len(pts) == len(rows) == 31
     assert set(pts["hardware"]) == {"h100"} and set(pts["group_size"]) == {16}
+    # another tool's averages bring no interval: not "noisy", and no HLO is expected of them
+    assert not pts["noisy"].any()
+    for col in ("caveats", "flags"):
+        assert not pts[col].fillna("").str.contains("HLO").any(), pts[col].tolist()
     for (_, p), row in zip(pts.iterrows(), rows):
         size, time_us, busbw = int(row[0]), float(row[5]), float(row[7])
         assert p["V_bytes"] == size  # AllReduce: nccl-tests' size is the book's V
