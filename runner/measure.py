@@ -20,11 +20,11 @@ from analysis import trace as trace_analysis
 from analysis.book.collectives import BY_OP, busbw_factor, nccl_S_bytes
 from analysis.hlo import async_pairs, collective_executions
 from analysis.rundir import HLO_COMPILED, HLO_DIR, HLO_LOWERED, TRACE_DIR, now_iso
-from runner import copy_curve, meshes, programs, timing, tracing
+from runner import copy_curve, meshes, point_cache, programs, timing, tracing
 from runner.ceiling import link_roofline
 from runner.devices import environment, resolve_hardware
 from runner.errors import ConfigError
-from runner.memory import check_fits
+from runner.memory import check_fits, estimate
 from runner.programs.loop import LoopPrograms
 from runner.result_check import check
 from runner.spec import check_against_devices
@@ -52,6 +52,7 @@ def prepare(spec: dict, phase: timing.Phases, record: dict | None = None) -> Poi
     with phase("setup"):
         devices = jax.devices()
         mesh_axes = check_against_devices(spec, len(devices))  # last checks before device work
+        point_cache.make_room(estimate(spec, mesh_axes), len(devices))  # points kept for later rounds
         cross = spec.get("distributed", {}).get("cross_process_axis")
         mesh = meshes.build_mesh(mesh_axes, cross, name=spec["mesh"]["name"])  # errors name the mesh
         prog = programs.build(spec, mesh)
@@ -193,6 +194,7 @@ def _measure(spec: dict, job_dir: Path, record: dict) -> None:
 
     with phase("timing"):
         first = time_round(point, spec, 1)
+    point_cache.put(spec, point)  # the later rounds time it as it stands (runner.point_cache)
     record["timing"] = {"rounds": [first], "loop_check": point.loop_check, "seed": spec["timing"]["seed"]}
     record["timing"].update(timing.summarise(record["timing"], spec["timing"], record["environment"]["backend"]))
 
@@ -234,11 +236,28 @@ def retime(spec: dict, round_no: int, K: int | None) -> dict:
     """A later round of a point measured before: its phases' seconds and the round. Where the
     device estimator is the one the fits use (TPU, GPU, or ``timing.source=device``), the
     round traces the point again, so that its device times have rounds too; the trace goes to
-    a temporary folder (the point's own ``trace/`` keeps the first round's, for XProf)."""
+    a temporary folder (the point's own ``trace/`` keeps the first round's, for XProf).
+
+    The point comes from the worker's cache of prepared points (:mod:`runner.point_cache`):
+    its inputs stay placed and its programs compiled from round 1, so the round costs its timed
+    samples. Where the cache no longer has it, the round prepares it again and its ``inputs``
+    entry says why."""
     phase = timing.Phases()
-    point = prepare(spec, phase)
-    with phase("timing"):
-        out = time_round(point, spec, round_no, K)
+    point = point_cache.get(spec)
+    if point is not None:
+        inputs = {"placed": "kept", "why": "the inputs and programs of the point's earlier round, kept in the worker"}
+    else:
+        inputs = {"placed": "again", "why": point_cache.why_missing(spec)}
+        point = prepare(spec, phase)
+    try:
+        with phase("timing"):
+            out = time_round(point, spec, round_no, K)
+    except BaseException:
+        point_cache.drop(spec)  # a round that failed part-way: its loop carry may be in any state
+        raise
+    if inputs["placed"] == "again":
+        point_cache.put(spec, point)
+    out["inputs"] = inputs
     if spec["trace"]["enabled"] and timing.device_is_source(spec["timing"], jax.default_backend()):
         with phase("trace"), tempfile.TemporaryDirectory(prefix="shardlab-round-") as tmp:
             captured = tracing.capture(point.step, Path(tmp), spec["trace"])

@@ -11,6 +11,7 @@ import pandas as pd
 
 from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration, fmt_pct
 from analysis.fit import BANDWIDTH_REGIME, CLEARLY_BANDWIDTH, LARGEST, MIN_POINTS, REGIME_JUMP
+from analysis.headline import within
 from analysis.report.document import Link, Report
 from analysis.report.nccl_table import avg_busbw_line, nccl_frame
 from analysis.rundir import LOG_NAME, RESULT_NAME, SUMMARY_NAME, sweep_command
@@ -77,19 +78,14 @@ def nccl_tables(rep: Report, pts: pd.DataFrame) -> None:
 
 
 def _with_ci(fits: pd.DataFrame, name: str, unit: str, fmt) -> pd.Series:
-    """A constant and its 95% interval in one cell: ``1.2 GB/s (0.9 GB/s to 1.5 GB/s)``."""
+    """A constant and its 95% interval in one cell: ``1.2 GB/s (0.9-1.5 GB/s)``."""
     if f"{name}_{unit}" not in fits:
         return pd.Series("", index=fits.index)
     lo = fits.get(f"{name}_ci_low_{unit}", pd.Series(None, index=fits.index))
     hi = fits.get(f"{name}_ci_high_{unit}", pd.Series(None, index=fits.index))
-    cells = []
-    for v, a, b in zip(fits[f"{name}_{unit}"], lo, hi):
-        if v is None or pd.isna(v):
-            cells.append("")
-        elif a is None or pd.isna(a):
-            cells.append(fmt(v))
-        else:
-            cells.append(f"{fmt(v)} ({fmt(a)} to {fmt(b) if b is not None and pd.notna(b) else 'unbounded'})")
+    cells = [
+        "" if v is None or pd.isna(v) else fmt(v) + within(a, b, fmt) for v, a, b in zip(fits[f"{name}_{unit}"], lo, hi)
+    ]
     return pd.Series(cells, index=fits.index)
 
 
@@ -112,6 +108,7 @@ def fits_section(rep: Report, sweep: Sweep) -> None:
             "β": _with_ci(fits, "beta", "Bps", fmt_bandwidth),
             "α-β error": fits.get("alpha_beta_rel_rmse", pd.Series(dtype=float)).map(lambda v: fmt_pct(v, 1)),
             "T_min": _with_ci(fits, "T_min", "s", fmt_duration),
+            "latency floor": _with_ci(fits, "latency_floor", "s", fmt_duration),
             "W": _with_ci(fits, "W", "Bps", fmt_bandwidth),
             "book error": fits.get("book_rel_rmse", pd.Series(dtype=float)).map(lambda v: fmt_pct(v, 1)),
             "crossover": _with_ci(fits, "crossover", "bytes", fmt_bytes),
@@ -286,9 +283,20 @@ def points_section(rep: Report, sweep: Sweep) -> None:
                 "HLO": Link("compiled", f"../{job}/{files['hlo_compiled']}") if files.get("hlo_compiled") else "",
                 "trace": Link("xplane", f"../{job}/{files['xplane']}") if files.get("xplane") else "",
                 "log": Link(LOG_NAME, f"../{job}/{LOG_NAME}"),
+                "rounds": _rounds_taken(r),
             }
         )
     if len(rows) > 60:  # summarise: the links of the first 50, the rest in summary.csv
         rep.text(f"The first 50 of {len(rows)} points; every point is a row of `{SUMMARY_NAME}`.")
         rows = rows[:50]
     rep.table(pd.DataFrame(rows))
+
+
+def _rounds_taken(r: dict) -> str:
+    """How many rounds a point took, and why (adaptive rounds: ``timing.rounds_rule``)."""
+    t = r.get("timing") or {}
+    rule = t.get("rounds_rule") or {}
+    n = len(t.get("rounds") or [])
+    if not rule:
+        return str(n) if n else ""
+    return f"{n} of {rule.get('wanted', n)}: {rule.get('why', '').split(': ', 1)[-1]}"
