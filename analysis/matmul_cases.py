@@ -256,7 +256,8 @@ def _fastest(jobs: pd.DataFrame) -> tuple[float | None, str, str | None]:
         if pool is not per_worker
         else "the fastest matmul of this sweep, communication included (a lower bound: no job here ran without it)"
     )
-    return float(pool[best]), how, str(ok.at[best, "job"])
+    job = str(ok.at[best, "job"]) if "job" in ok else None  # a table built by hand may name no jobs
+    return float(pool[best]), how, job
 
 
 def model_hardware(
