@@ -19,8 +19,9 @@ from analysis.book.hardware import Hardware, load_hardware, resolve
 from analysis.fit import GROUP_KEYS, fit_points
 from analysis.predictions import curves, hardware_for, model_constants, predict_points, self_fit, unit_terms
 from analysis.resample import rounds_by_job
-from analysis.rundir import expected_points, job_dirs, job_number, read_results
+from analysis.rundir import expected_points, job_dirs, read_results
 from analysis.summary import summary_table
+from analysis.sweep_match import match_jobs
 
 
 @dataclass
@@ -142,11 +143,10 @@ def load_sweep(root: str | Path, hardware: str | None = None, allow_mixed: bool 
     results = read_results(root)
     expected = expected_points(root)
     mixed = mixture(results, expected)
-    if expected:  # folders the sweep never asked for: copied in, or left by a changed sweep list under resume
-        asked = {p["num"] for p in expected}
-        extra = sorted(d.name for d in job_dirs(root) if job_number(d) not in asked)
-        if extra:
-            mixed["job folders the sweep did not ask for"] = extra
+    # job folders are the sweep's points by their overrides, not their numbers (sweep_match)
+    matched, extra = match_jobs(job_dirs(root), expected) if expected else ({}, [])
+    if extra:  # folders the sweep never asked for: copied in, or left by another sweep in this folder
+        mixed["job folders the sweep did not ask for"] = sorted(d.name for d in extra)
     if mixed and not allow_mixed:
         said = "; ".join(f"{k}: {', '.join(v[:4])}{' ...' if len(v) > 4 else ''}" for k, v in list(mixed.items())[:6])
         raise MixedSweepError(
@@ -178,8 +178,7 @@ def load_sweep(root: str | Path, hardware: str | None = None, allow_mixed: bool 
         summary = summary.join(model, on=["job", "hlo_op"])
     else:
         summary = summary.assign(model_time_s=float("nan"), model_regime=None)
-    present = {job_number(d) for d in job_dirs(root)}
-    missing = [p for p in expected if p["num"] not in present]
+    missing = [p for p in expected if p["num"] not in matched]
     return Sweep(
         root,
         results,

@@ -11,20 +11,21 @@ from __future__ import annotations
 
 import json
 import logging
-import shlex
 import sys
+import time
 from pathlib import Path
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from analysis.rundir import HEADLINE_NAME, RESULT_NAME
-from runner.command import this_command
+from runner import command
 from runner.compose_once import compose_each_point_once
 from runner.pool import discard_worker
 from runner.progress import _rel, clock
 
 log = logging.getLogger("shardlab")
+NO_REPORT_EXIT = 4  # the sweep ran but its report could not be written (README, exit status)
 
 
 class Interrupt:
@@ -65,10 +66,7 @@ class armed:
 def resume_command(sweep_dir: Path, argv: list[str] | None = None) -> str:
     """The exact command that finishes this sweep: the same arguments (``-m`` too: without it a
     comma list is one value, not a sweep), its folder, resume."""
-    args = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith(("hydra.sweep.dir=", "resume="))]
-    return " ".join(
-        [this_command(), *map(shlex.quote, args), f"hydra.sweep.dir={shlex.quote(_rel(sweep_dir))}", "resume=true"]
-    )
+    return command.resume_command(_rel(sweep_dir), sys.argv[1:] if argv is None else argv)  # quoted to paste
 
 
 def report_and_summary(sweep_dir: Path, t_start: float | None = None, interrupted: bool = False) -> Path | None:
@@ -83,13 +81,20 @@ def report_and_summary(sweep_dir: Path, t_start: float | None = None, interrupte
     try:
         index = write_report(sweep_dir)
     except MixedSweepError as exc:
-        log.error("no report: %s (python -m analysis report %s --allow-mixed)", exc, _rel(sweep_dir))
+        log.error("no report: %s (%s)", exc, command.analysis_command("report", _rel(sweep_dir), "--allow-mixed"))
         return None
-    except OSError as exc:
-        log.error("no report: cannot write into %s: %s", _rel(sweep_dir), exc.strerror or exc)
+    except OSError as exc:  # a full disk or a read-only folder: every file is whole, old or new
+        log.error(
+            "no report: cannot write %s: %s; on disk: %s; once there is room: %s",
+            _rel(Path(exc.filename)) if exc.filename else _rel(sweep_dir),
+            exc.strerror or exc,
+            on_disk(sweep_dir, written),
+            command.analysis_command("report", _rel(sweep_dir)),
+        )
         return None
     except Exception:  # the measurements are on disk; a report bug must not hide them
-        log.exception("could not write the report; rebuild it with `python -m analysis report %s`", _rel(sweep_dir))
+        rebuild = command.analysis_command("report", _rel(sweep_dir))
+        log.exception("could not write the report; rebuild it with `%s`", rebuild)
         return None
     try:
         head = json.loads((sweep_dir / HEADLINE_NAME).read_text())
@@ -120,10 +125,28 @@ def report_and_summary(sweep_dir: Path, t_start: float | None = None, interrupte
     for line in claim_lines(sweep_dir, written):
         log.info("  %s", line)
     log.info("report: %s", _rel(index))
-    log.info("traces: python -m analysis view %s", _rel(sweep_dir))
+    log.info("traces: %s", command.analysis_command("view", _rel(sweep_dir)))
     if failed or missing:
         log.info("resume: %s", resume_command(sweep_dir))
     return index
+
+
+def on_disk(sweep_dir: Path, since: float) -> str:
+    """What a report that failed at ``since`` left: the points' results (each written whole)
+    and whose ``report/index.html`` is there, if any (every report file is written whole)."""
+    from analysis.rundir import REPORT_DIR
+
+    n = len(list(sweep_dir.glob(f"*/{RESULT_NAME}")))
+    index = sweep_dir / REPORT_DIR / "index.html"
+    try:
+        mtime = index.stat().st_mtime
+    except OSError:
+        page = f"no {REPORT_DIR}/index.html"
+    else:
+        when = time.strftime("%H:%M", time.localtime(mtime))
+        whose = "this report" if mtime >= since - 1 else f"an earlier report ({when})"
+        page = f"{REPORT_DIR}/index.html of {whose}"
+    return f"the {n} point(s)' {RESULT_NAME}, each whole; {page}; no report file cut off"
 
 
 def claim_lines(sweep_dir: Path, since: float) -> list[str]:
@@ -166,8 +189,9 @@ def launcher_problem(target: str) -> str | None:
 
 
 class SweepCheck(Callback):
-    """Before anything of a sweep is written: stop on a launcher that cannot time it, or a
-    key the schema does not have (each point would fail on it)."""
+    """Before anything of a sweep is written: stop on a launcher that cannot time it, a key
+    the schema does not have (each point would fail on it), a folder another sweep holds or
+    uses (:mod:`runner.sweep_folder`); a single run into a sweep's folder stops too."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         from runner.errors import ConfigError
@@ -187,8 +211,23 @@ class SweepCheck(Callback):
         if problem:
             print(f"error: {problem}", file=sys.stderr)
             sys.exit(2)
+        from runner.progress import job_list
+        from runner.sweep_folder import claim
+
+        # the folder's lock, and no other sweep's results in it (before progress writes sweep.json)
+        if problem := claim(config, job_list(config)):
+            print(f"error: {problem}", file=sys.stderr)
+            sys.exit(2)
         compose_each_point_once()
         prestart_worker(job)
+
+    def on_run_start(self, config: DictConfig, **kwargs) -> None:
+        """A single run: never into a sweep's folder (before Hydra writes anything there)."""
+        from runner.sweep_folder import single_run_problem
+
+        if problem := single_run_problem(Path(config.hydra.run.dir)):
+            print(f"error: {problem}", file=sys.stderr)
+            sys.exit(2)
 
 
 def prestart_worker(job: DictConfig) -> None:
@@ -256,7 +295,8 @@ class ReportCallback(Callback):
             interrupted(sweep_dir, "during the later timing rounds: the points keep the rounds they finished")
             sys.exit(130)
         discard_worker()
-        report_and_summary(sweep_dir, self.t_start)
+        if report_and_summary(sweep_dir, self.t_start) is None:  # said why, and what is on disk
+            sys.exit(NO_REPORT_EXIT)
         bad = [p for p in sweep_dir.glob("*/result.json") if _status(p) != "ok"]
         if bad:  # after the report: a sweep in which any point failed does not exit 0
             sys.exit(1)

@@ -133,7 +133,7 @@ class ProgressCallback(Callback):
         try:
             hold(sweep_dir)
             write_json_atomic(sweep_dir / ".write-test", {})  # a read-only or full folder: say so now
-            (sweep_dir / ".write-test").unlink()
+            (sweep_dir / ".write-test").unlink(missing_ok=True)  # distributed=auto: another host's may be gone
         except (FolderInUse, OSError) as exc:
             print(f"error: hydra.sweep.dir={_rel(sweep_dir)}: {_os_error(exc)}", file=sys.stderr)
             sys.exit(2)

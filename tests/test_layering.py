@@ -22,7 +22,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("runner", "analysis")
 HEAVY = ("jax", "jaxlib", "pandas", "matplotlib", "seaborn", "numpy")
-RUNNER_MAY_USE = ("analysis.book", "analysis.rundir", "analysis.trace", "analysis.hlo", "analysis.stats")
+# (analysis.sweep_match: which job folder is which point, and how two sweeps differ - the runner
+# refuses a folder holding another sweep with the words the report uses)
+RUNNER_MAY_USE = (
+    "analysis.book",
+    "analysis.rundir",
+    "analysis.sweep_match",
+    "analysis.trace",
+    "analysis.hlo",
+    "analysis.stats",
+)
 RUNNER_REPORT_CALLER = "runner.callbacks"  # the end of a sweep: its report, and the gate on it
 # the report, the gate on it, and the claims' verdicts it prints
 REPORT_CALLER_MAY_USE = ("analysis.report", "analysis.sweep", "analysis.gate", "analysis.claims")

@@ -9,6 +9,7 @@ import pandas as pd
 
 from analysis.claims import FAILS, HOLDS, MISSING, TOLERANCE, UNSURE, claims_table
 from analysis.report.document import Report
+from analysis.rundir import write_text_atomic
 
 
 def add_claims_section(rep: Report, summary: pd.DataFrame, root: Path) -> pd.DataFrame | None:
@@ -17,7 +18,7 @@ def add_claims_section(rep: Report, summary: pd.DataFrame, root: Path) -> pd.Dat
     table = claims_table(summary)
     if (table["verdict"] != MISSING).sum() < 2:
         return None
-    table.to_csv(Path(root) / "claims.csv", index=False)
+    write_text_atomic(Path(root) / "claims.csv", table.to_csv(index=False))
     rep.heading("The chapter's claims, checked here")
     rep.text(
         f"Each claim is a ratio of two untraced medians (the interval combines their 95% CIs "

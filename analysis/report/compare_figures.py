@@ -10,6 +10,7 @@ import pandas as pd
 import seaborn as sns
 
 from analysis.report.figures import WIDTH_IN, bytes_axis, gbps_axis, time_axis  # also selects Agg
+from analysis.rundir import atomic_path
 
 
 def _palette(labels) -> dict:
@@ -60,7 +61,8 @@ def _save(fig, ax, title: str, path: Path) -> Path:
     if ax.get_legend():  # outside the data
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with atomic_path(path) as tmp:  # whole or not at all
+        fig.savefig(tmp, dpi=110)
     plt.close(fig)
     return path
 

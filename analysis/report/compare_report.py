@@ -11,6 +11,7 @@ from analysis import compare
 from analysis.book.units import fmt_bytes
 from analysis.report import compare_figures
 from analysis.report.document import Report, fmt
+from analysis.rundir import write_text_atomic
 
 
 def _values(points, sweep: str, column: str) -> str:
@@ -41,9 +42,9 @@ def write_compare_report(dirs: list[Path], out: Path) -> Path:
         )
     side = compare.fits_side_by_side(fits, keys, labels)
     out.mkdir(parents=True, exist_ok=True)
-    ratios.to_csv(out / "ratios.csv", index=False)
-    side.to_csv(out / "fits.csv", index=False)
-    diff.to_csv(out / "config_diff.csv", index=False)
+    write_text_atomic(out / "ratios.csv", ratios.to_csv(index=False))
+    write_text_atomic(out / "fits.csv", side.to_csv(index=False))
+    write_text_atomic(out / "config_diff.csv", diff.to_csv(index=False))
 
     rep = Report(f"shardlab comparison: {' vs '.join(labels)}")
     jobs = points.drop_duplicates(["sweep", "job"])
@@ -146,7 +147,7 @@ def write_compare_report(dirs: list[Path], out: Path) -> Path:
         compare_figures.ratio_vs_bytes(ratios, out / "ratio_vs_bytes.png", title, labels),
         f"Time ratio over {labels[0]} against V with its 95% CI; the dashed line is no difference.",
     )
-    (out / "compare.md").write_text(rep.to_markdown(out))
+    write_text_atomic(out / "compare.md", rep.to_markdown(out))
     index = out / "index.html"
-    index.write_text(rep.to_html())
+    write_text_atomic(index, rep.to_html())
     return index

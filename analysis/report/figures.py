@@ -22,6 +22,7 @@ import seaborn as sns  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogFormatter, LogLocator  # noqa: E402
 
 from analysis.book.units import fmt_bytes, fmt_duration  # noqa: E402
+from analysis.rundir import atomic_path  # noqa: E402
 
 CURVE_STYLE = {"α-β fit": (0, (5, 2)), "book model": "-"}
 MAX_FAMILIES = 2  # more families than this (each with measured, fit, model): one panel each
@@ -105,7 +106,8 @@ def _finish(fig, axes: dict, title: str, path: Path) -> Path:
         fig.tight_layout(rect=(0, 0.035 * rows + 0.02, 1, 1))
     else:
         fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
+    with atomic_path(path) as tmp:  # whole or not at all: a full disk leaves no stub
+        fig.savefig(tmp, dpi=DPI)
     plt.close(fig)
     return path
 

@@ -9,6 +9,7 @@ import pandas as pd
 from analysis.processes import placement_comparison, process_table
 from analysis.report import figures
 from analysis.report.document import Report
+from analysis.rundir import write_text_atomic
 from analysis.sweep import Sweep
 
 # Seen in the workers' logs (gloo connects the devices of in-process groups as well).
@@ -25,7 +26,7 @@ def add_processes_section(rep: Report, sweep: Sweep, out: Path) -> None:
     table = process_table(sweep.results, summary)
     if table.empty:
         return
-    table.to_csv(root / "across_processes.csv", index=False)
+    write_text_atomic(root / "across_processes.csv", table.to_csv(index=False))
     rep.heading("Across processes")
     n = int(table["processes"].max())
     rep.text(

@@ -24,6 +24,7 @@ from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration, fmt_pct
 from analysis.profile import step_summary, timeline, typical_step
 from analysis.report.document import Report
 from analysis.report.figures import DPI, WIDTH_IN
+from analysis.rundir import atomic_path, write_text_atomic
 
 MAX_DEVICES_DRAWN = 16  # more lanes than this no longer read at 5 inches
 TOP = 10
@@ -104,7 +105,8 @@ def timeline_figure(rows: pd.DataFrame, path: Path, title: str) -> Path:
     handles = [Patch(color=colors[k], label=k) for k in ["compute", *kinds]]
     fig.legend(handles=handles, loc="lower center", ncol=min(6, len(handles)), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
-    fig.savefig(path, dpi=DPI)
+    with atomic_path(path) as tmp:  # whole or not at all
+        fig.savefig(tmp, dpi=DPI)
     plt.close(fig)
     return path
 
@@ -126,8 +128,8 @@ def write_profile_report(out: Path, table: pd.DataFrame, steps: pd.DataFrame, op
     from (logdir, xplanes, hlo_source, devices, mesh, hardware, topology, cpu)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out / "collectives.csv", index=False)
-    steps.to_csv(out / "steps.csv", index=False)
+    write_text_atomic(out / "collectives.csv", table.to_csv(index=False))
+    write_text_atomic(out / "steps.csv", steps.to_csv(index=False))
     summary = step_summary(steps)
     r = Report(f"Profile: {info['logdir']}")
     r.text(
@@ -173,6 +175,6 @@ def write_profile_report(out: Path, table: pd.DataFrame, steps: pd.DataFrame, op
         r.figure(fig, f"{module} step {step}: compute and communication per device")
     r.heading("Every collective")
     r.table(_human(table, full=True))
-    (out / "report.md").write_text(r.to_markdown(out))
-    (out / "index.html").write_text(r.to_html())
+    write_text_atomic(out / "report.md", r.to_markdown(out))
+    write_text_atomic(out / "index.html", r.to_html())
     return out / "index.html"

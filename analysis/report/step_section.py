@@ -14,6 +14,7 @@ import seaborn as sns
 from analysis.book.units import fmt_duration, fmt_pct
 from analysis.report.document import Report
 from analysis.report.figures import WIDTH_IN, _finish
+from analysis.rundir import write_text_atomic
 from analysis.steps import model_error_by_kind, step_table
 
 
@@ -23,9 +24,9 @@ def add_step_section(rep: Report, results: list[dict], model_hw, model_source: s
     table, colls = step_table(results, model_hw)
     if table.empty:
         return None
-    table.to_csv(out / "steps.csv", index=False)
+    write_text_atomic(out / "steps.csv", table.to_csv(index=False))
     if len(colls):
-        colls.to_csv(out / "step_collectives.csv", index=False)
+        write_text_atomic(out / "step_collectives.csv", colls.to_csv(index=False))
     rep.heading("Training step")
     rep.text(
         "Each point is one training step (forward and backward). **step** is the untraced step time (the "

@@ -43,6 +43,7 @@ from analysis.rundir import (
     SUMMARY_NAME,
     stamp,
     write_json_atomic,
+    write_text_atomic,
 )
 from analysis.stats import CONFIDENCE
 from analysis.sweep import Sweep, load_sweep
@@ -63,8 +64,8 @@ def write_report(root: str | Path, hardware: str | None = None, allow_mixed: boo
     root = Path(root)
     t0 = time.perf_counter()
     sweep = load_sweep(root, hardware, allow_mixed)
-    sweep.summary.to_csv(root / SUMMARY_NAME, index=False)
-    samples_table(sweep.results).to_csv(root / SAMPLES_NAME, index=False)
+    write_text_atomic(root / SUMMARY_NAME, sweep.summary.to_csv(index=False))  # each file whole or not at all
+    write_text_atomic(root / SAMPLES_NAME, samples_table(sweep.results).to_csv(index=False))
     head = headline_table(sweep.summary, sweep.points, sweep.fits)
     families = [dict(r, text=headline_sentence(pd.Series(r))) for r in _records(head)]
     mm = load_matmuls(sweep.summary, sweep.model_hw)
@@ -101,10 +102,10 @@ def write_report(root: str | Path, hardware: str | None = None, allow_mixed: boo
     out.mkdir(exist_ok=True)
     write_dictionary(out / "columns.md")
     rep = build(sweep, head, mm, out)
-    (out / "report.md").write_text(rep.to_markdown(out))
+    write_text_atomic(out / "report.md", rep.to_markdown(out))
     index = out / "index.html"
-    index.write_text(rep.to_html())
-    (out / "build_s.txt").write_text(f"{time.perf_counter() - t0:.3f}\n")
+    write_text_atomic(index, rep.to_html())
+    write_text_atomic(out / "build_s.txt", f"{time.perf_counter() - t0:.3f}\n")
     return index
 
 
