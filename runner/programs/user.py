@@ -11,6 +11,7 @@ no reference answer, so the check is that it runs and every output is finite.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import math
@@ -51,6 +52,27 @@ def load_target(target: str):
     return fn
 
 
+def outputs(out):
+    """A user function's result as what the runner waits on and checks: one array as it is,
+    any other pytree (dicts, lists, named tuples, dataclasses, registered or not, nested) as
+    the tuple of its array leaves in flattening order. Leaves that are not numbers (a
+    dataclass's name string, None) are dropped: jit cannot return them."""
+    if isinstance(out, jax.Array | np.ndarray):
+        return out
+    leaves: list = []
+
+    def walk(x):
+        for leaf in jax.tree.leaves(x):  # registered pytrees (flax structs too) flatten as jax does
+            if dataclasses.is_dataclass(leaf) and not isinstance(leaf, type):
+                for f in dataclasses.fields(leaf):  # unregistered: jax sees it as one opaque leaf
+                    walk(getattr(leaf, f.name))
+            elif isinstance(leaf, jax.Array | np.ndarray | np.number | int | float | complex):
+                leaves.append(leaf)
+
+    walk(out)
+    return tuple(leaves)
+
+
 def build(op: dict, mesh: jax.sharding.Mesh, dtype: str) -> Program:
     """The user's function on seeded, sharded inputs (see the module)."""
     fn = load_target(op["target"])
@@ -69,7 +91,7 @@ def build(op: dict, mesh: jax.sharding.Mesh, dtype: str) -> Program:
         # the mesh as context while tracing: shard_map and sharding constraints in the
         # user's code find it without being handed it (jax.set_mesh is refused inside jit)
         with jax.sharding.use_abstract_mesh(mesh.abstract_mesh):
-            return fn(*args)
+            return outputs(fn(*args))
 
     def make_input():
         return tuple(jax.device_put(h, NamedSharding(mesh, to_partition_spec(a))) for h, a in zip(hosts, arrays))
