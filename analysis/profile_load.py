@@ -133,14 +133,39 @@ def _hlo_protos(path: Path):
                         yield name, module
 
 
-def _by_module(texts: list[tuple[str, str]]) -> dict[str, str]:
-    """Module name (its ``HloModule`` header) -> text; of several of one name the last wins
-    (the dump's highest module number, the profile's newest program)."""
+def _by_module(texts: list[tuple[str, str]], notes: list[str]) -> dict[str, str]:
+    """Module name (its ``HloModule`` header) -> text. Modules of one name that the profile
+    tells apart by program id (keys ``name(program_id)``) are kept apart under those keys, the
+    newest also under the bare name (for ops that carry no program id); of several of one name
+    without ids (a dump folder, a file) the last wins (the dump's highest module number), and
+    ``notes`` says so."""
+    named = [(m.group(1) if (m := _HEADER.search(text)) else "", key, text) for key, text in texts]
+    count: dict[str, int] = {}
+    for name, _, _ in named:
+        count[name] = count.get(name, 0) + 1
     out = {}
-    for _key, text in texts:
-        m = _HEADER.search(text)
-        out[m.group(1) if m else ""] = text
+    for name, key, text in named:
+        if count[name] > 1 and (m := _PROGRAM.match(key)) and m.group("module") == name:
+            out[key] = text
+        out[name] = text
+    for name, n in count.items():
+        if n > 1:
+            keys = [k for nm, k, _ in named if nm == name]
+            ids = [k for k in keys if _PROGRAM.match(k)]
+            if len(ids) == n:
+                notes.append(f"{n} modules named {name}: told apart by program id ({', '.join(ids)})")
+            else:
+                notes.append(f"{n} modules named {name}: the last ({keys[-1] or 'in the file'}) is used")
     return out
+
+
+def _split_programs(ops: pd.DataFrame, texts: dict[str, str]) -> pd.DataFrame:
+    """Ops of a module whose name several programs share get the key of their own program's
+    HLO (``jit__lambda(19)``), from their ``program_id``."""
+    if "program_id" not in ops or not any(_PROGRAM.match(k) for k in texts):
+        return ops
+    keyed = ops["hlo_module"].astype(str) + "(" + ops["program_id"].astype(str) + ")"
+    return ops.assign(hlo_module=ops["hlo_module"].where(~keyed.isin(list(texts)), keyed))
 
 
 def load_hlo(hlo: str | None, xplanes: list[Path]) -> tuple[dict[str, str], str]:
@@ -158,7 +183,9 @@ def load_hlo(hlo: str | None, xplanes: list[Path]) -> tuple[dict[str, str], str]
                 "(an --xla_dump_to folder or a compiled.as_text() file)"
             )
         key = lambda k: int(m.group(1)) if (m := re.search(r"\((\d+)\)$", k)) else -1
-        return _by_module([(k, found[k]) for k in sorted(found, key=key)]), "the profile (xplane 'Hlo Proto')"
+        notes: list[str] = []
+        texts = _by_module([(k, found[k]) for k in sorted(found, key=key)], notes)
+        return texts, "; ".join(["the profile (xplane 'Hlo Proto')", *notes])
     path = Path(hlo)
     if path.is_dir():
         files = sorted(
@@ -166,13 +193,17 @@ def load_hlo(hlo: str | None, xplanes: list[Path]) -> tuple[dict[str, str], str]
         )
         if not files:
             raise ValueError(f"{path} holds no *after_optimizations.txt (an --xla_dump_to folder?)")
-        return _by_module([(str(p), p.read_text()) for p in files]), f"{path} (--xla_dump_to)"
+        notes = []
+        texts = _by_module([(p.name, p.read_text()) for p in files], notes)
+        return texts, "; ".join([f"{path} (--xla_dump_to)", *notes])
     text = path.read_text()
     names = _HEADER.findall(text)
     if len(names) <= 1:
         return {names[0] if names else "": text}, str(path)
     chunks = re.split(r"(?m)^(?=\s*HloModule\s)", text)
-    return _by_module([("", c) for c in chunks if _HEADER.search(c)]), str(path)
+    notes = []
+    texts = _by_module([("", c) for c in chunks if _HEADER.search(c)], notes)
+    return texts, "; ".join([str(path), *notes])
 
 
 def _name_modules(ops, texts: dict[str, str]):
@@ -240,6 +271,7 @@ def analyse(xplanes: list[Path], texts: dict[str, str], mesh: dict[str, int] | N
     ops = pd.concat(parts, ignore_index=True)
     if ops.empty:
         raise ValueError(f"{xplanes[0].parent}: the trace holds no device-op events")
+    ops = _split_programs(ops, texts)
     if list(texts) == [""] and ops["hlo_module"].nunique() == 1:  # an unnamed snippet, one module ran
         texts = {ops["hlo_module"].iloc[0]: texts[""]}
     ops = _name_modules(ops, texts)
