@@ -153,13 +153,26 @@ def die_with_parent(parent_pid: int) -> None:
 
 
 STARTUP_LOG_PREFIX = "shardlab-worker-"  # then the parent's pid: shardlab-worker-<pid>-<random>.log
+# The folder the start-up logs go to; the system's temp folder when unset. A test (or a user
+# running several shardlabs) sets it to its own folder, so what it counts is only its own.
+STARTUP_LOG_DIR_ENV = "SHARDLAB_WORKER_LOG_DIR"
+
+
+def startup_log_dir() -> Path:
+    """Where workers' start-up logs are written: ``$SHARDLAB_WORKER_LOG_DIR`` (created if
+    missing) or the system's temp folder."""
+    own = os.environ.get(STARTUP_LOG_DIR_ENV)
+    if not own:
+        return Path(tempfile.gettempdir())
+    Path(own).mkdir(parents=True, exist_ok=True)
+    return Path(own)
 
 
 def reap_startup_logs() -> list[Path]:
     """Remove the start-up logs of sweeps that no longer run (a sweep killed while its worker
     was starting JAX leaves its log: neither could remove it); return what was removed."""
     gone = []
-    for path in Path(tempfile.gettempdir()).glob(f"{STARTUP_LOG_PREFIX}*-*.log"):
+    for path in startup_log_dir().glob(f"{STARTUP_LOG_PREFIX}*-*.log"):
         pid = path.name[len(STARTUP_LOG_PREFIX) :].split("-", 1)[0]
         if not pid.isdigit():
             continue
@@ -253,7 +266,7 @@ class Worker:
         self.info: dict = {}  # what JAX found when it started (platform_report)
         self.own_group = env.get(MODE_ENV) == "local"
         reap_startup_logs()
-        fd, log = tempfile.mkstemp(prefix=f"{STARTUP_LOG_PREFIX}{os.getpid()}-", suffix=".log")
+        fd, log = tempfile.mkstemp(prefix=f"{STARTUP_LOG_PREFIX}{os.getpid()}-", suffix=".log", dir=startup_log_dir())
         os.close(fd)
         self.startup_log = Path(log)
         self._t_spawn = time.perf_counter()

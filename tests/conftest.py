@@ -21,6 +21,15 @@ if "SHARDLAB_CEILING_DIR" not in os.environ:
 
     os.environ["SHARDLAB_CEILING_DIR"] = tempfile.mkdtemp(prefix="shardlab-test-ceiling-")
     atexit.register(shutil.rmtree, os.environ["SHARDLAB_CEILING_DIR"], True)
+# Workers' start-up logs (runner.worker, else the system's temp folder) likewise go to a folder
+# of this session: a test that counts them never sees another shardlab's.
+if "SHARDLAB_WORKER_LOG_DIR" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["SHARDLAB_WORKER_LOG_DIR"] = tempfile.mkdtemp(prefix="shardlab-test-worker-logs-")
+    atexit.register(shutil.rmtree, os.environ["SHARDLAB_WORKER_LOG_DIR"], True)
 
 from pathlib import Path  # noqa: E402
 

@@ -26,12 +26,38 @@ from analysis.summary import summary_table
 from analysis.sweep import target_points
 from runner.schema import HardwareConf
 
+FLAGGED = ("all_gather", 32 << 10)  # the point whose ceiling the fixture lowers: always flagged, never fitted
+
+
+def flag_above_ceiling(sweep, op: str, size_bytes: int) -> str:
+    """Lower one point's measured ceiling to 1 B/s, so its bus bandwidth lies wholly above it and
+    the point is flagged (as a noisy ceiling on a busy machine may do to any point); its job name."""
+    for result in sweep.glob("*/result.json"):
+        r = json.loads(result.read_text())
+        if r["experiment"]["op"] == op and r["experiment"]["size_bytes"] == size_bytes:
+            r["ceiling"].update(busbw_Bps=1.0, ci_low_Bps=1.0, ci_high_Bps=1.0, inconsistent=None)
+            result.write_text(json.dumps(r))
+            return result.parent.name
+    raise AssertionError(f"no {op} point of {size_bytes} bytes in {sweep}")
+
+
+def left_out(sweep, op: str) -> pd.DataFrame:
+    """The points of ``op`` the sweep's fit (the report's, which calibrate shares) left out, and why."""
+    from analysis.sweep import load_sweep
+
+    gone = load_sweep(sweep).left_out
+    return gone[gone["op"] == op] if len(gone) else pd.DataFrame(columns=["op", "job", "reason"])
+
 
 @pytest.fixture(scope="module")
 def calibrated(tiny_sweeps, tmp_path_factory):
-    """(the written YAML path, the sweep it was fitted to, what the command printed)."""
+    """(the written YAML path, the sweep it was fitted to, what the command printed). The sweep is
+    a copy with one point flagged by construction, so every test sees the flagged path whatever
+    the machine's load flags besides."""
     out = tmp_path_factory.mktemp("calibrated") / "tiny_cpu.yaml"
-    sweep = tiny_sweeps["float32"]
+    sweep = tmp_path_factory.mktemp("flagged") / "float32"
+    shutil.copytree(tiny_sweeps["float32"], sweep)
+    flag_above_ceiling(sweep, *FLAGGED)
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         rc = analysis_main(["calibrate", str(sweep), "--name", "tiny_cpu", "--out", str(out)])
@@ -51,7 +77,11 @@ def test_cli_writes_the_entry_to_out_and_not_into_conf(calibrated):
     assert str(sweep.resolve()) in raw["source"]
     assert {(e["op"], e["n_axes"]) for e in raw["calibrated"]} == {("all_gather", 1), ("all_reduce", 1)}
     for e in raw["calibrated"]:
-        assert e["n_points"] == 4 and e["link_bw_bidir_Bps"] > 0 and e["hop_latency_s"] >= 0
+        # 4 sizes, less what the fit left out: at least the flagged point of the AllGather
+        gone = left_out(sweep, e["op"])
+        assert e["n_points"] == 4 - len(gone) and e["link_bw_bidir_Bps"] > 0 and e["hop_latency_s"] >= 0
+        if e["op"] == FLAGGED[0]:
+            assert (gone["V_bytes"] == FLAGGED[1]).any() and gone["reason"].str.contains("x its ceiling").any()
         assert 0 <= e["rel_rms_error"] < 2
 
 
@@ -76,7 +106,9 @@ def test_predictions_reproduce_the_calibration_sweep_within_the_fits_error(calib
     assert "measured" in source
     pts = predict_points(target_points(summary_table(read_results(sweep))), model_hw)
     for entry in hw.calibrated:
-        g = pts[pts["op"] == entry.op]
+        # the residuals are over the points the fit kept
+        g = pts[(pts["op"] == entry.op) & ~pts["job"].isin(left_out(sweep, entry.op)["job"])]
+        assert len(g) == entry.n_points
         rel = g["model_time_s"] / g["time_s"] - 1
         # the prediction is the fit itself: the same residuals point by point, so the same RMS
         assert math.sqrt(np.mean(rel**2)) == pytest.approx(entry.rel_rms_error, rel=1e-6)

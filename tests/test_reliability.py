@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.worker import TEST_HANG_ENV
+from runner.worker import STARTUP_LOG_DIR_ENV, TEST_HANG_ENV, reap_startup_logs
 
 FAST = ["timing.rounds=1", "timing.budget_s=0.2", "timing.min_iters=5", "trace.iters=2"]
 
@@ -78,8 +78,10 @@ def wait_for_workers(main: subprocess.Popen, want: int, timeout: float = 60) -> 
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
 @pytest.mark.parametrize("mode", ["none", "local"])
 def test_killing_the_sweep_mid_point_leaves_no_process(tmp_path, repo_root, how, mode):
-    env = dict(os.environ, **{TEST_HANG_ENV: str(4 << 10)})  # the 4 KiB point hangs: killed mid-point
-    logs = set(Path("/tmp").glob("shardlab-worker-*.log"))
+    # the 4 KiB point hangs: killed mid-point. The start-up logs go to this test's own folder, so
+    # another shardlab running on the machine cannot add to what is counted
+    logs = tmp_path / "worker-logs"
+    env = dict(os.environ, **{TEST_HANG_ENV: str(4 << 10), STARTUP_LOG_DIR_ENV: str(logs)})
     main = start(
         [
             "+sweep=allgather_sizes",
@@ -100,7 +102,14 @@ def test_killing_the_sweep_mid_point_leaves_no_process(tmp_path, repo_root, how,
     finally:
         if main.poll() is None:
             main.kill()
-    assert set(Path("/tmp").glob("shardlab-worker-*.log")) <= logs  # no start-up log left behind
+    left = set(logs.glob("*.log")) if logs.exists() else set()
+    if how == signal.SIGKILL:  # a worker still starting JAX (the next point's) may leave its log: the next sweep's
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv(STARTUP_LOG_DIR_ENV, str(logs))
+            assert set(reap_startup_logs()) == left
+    else:
+        assert left == set()  # a stopped sweep removes its workers' start-up logs
+    assert not logs.exists() or not any(logs.iterdir())
 
 
 def test_a_second_sweep_into_the_same_folder_stops_at_once(tmp_path, repo_root):
@@ -417,20 +426,18 @@ def test_a_rerun_point_does_not_keep_the_interrupted_attempts_trace(tmp_path, co
     assert len(traces) == 1 and traces[0].read_bytes() != b"an interrupted attempt"
 
 
-def test_a_start_up_log_left_by_a_killed_sweep_is_removed_by_the_next(tmp_path):
-    import tempfile
-
-    from runner.worker import reap_startup_logs
-
+def test_a_start_up_log_left_by_a_killed_sweep_is_removed_by_the_next(tmp_path, monkeypatch):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()  # a pid that no longer runs: a sweep killed while its worker started JAX
-    tmp = Path(tempfile.gettempdir())
+    tmp = tmp_path / "worker-logs"  # this test's own folder: never another shardlab's logs
+    tmp.mkdir()
+    monkeypatch.setenv(STARTUP_LOG_DIR_ENV, str(tmp))
     stale = tmp / f"shardlab-worker-{dead.pid}-abc123.log"
     live = tmp / f"shardlab-worker-{os.getpid()}-abc123.log"
     stale.write_text("")
     live.write_text("")
     try:
-        assert stale in reap_startup_logs()
+        assert reap_startup_logs() == [stale]
         assert not stale.exists() and live.exists()  # a running sweep's log stays
     finally:
         stale.unlink(missing_ok=True)
