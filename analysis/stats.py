@@ -1,5 +1,6 @@
 """Summary statistics of timing samples, shared by the runner (its stopping rule) and the
-analysis (tables, noisy-point flags). Pure numpy; small callables, no state."""
+analysis (tables, noisy-point flags). Numpy, and scipy's exact distributions where a quantile
+is needed; small callables, no state."""
 
 from __future__ import annotations
 
@@ -7,6 +8,10 @@ import functools
 import math
 
 import numpy as np
+
+# imported with the module, not at first use: the runner's stopping rule asks for an interval
+# between timed samples, where a first import (~0.5 s) would land mid-measurement
+from scipy.stats import chi2, quantile_test
 
 CONFIDENCE = 0.95
 Z95 = 1.959964  # the standard normal's 97.5% quantile
@@ -19,25 +24,18 @@ def median_ci_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, int]:
 
     The number of samples below the true median is Binomial(n, 1/2), so ``[x_(j), x_(n+1-j)]``
     (1-based) covers it with probability ``1 - 2 P(B <= j-1)``; ``j`` is the largest rank that
-    keeps that at least ``confidence``. Below 6 samples no pair of ranks reaches 95%, and the
+    keeps that at least ``confidence``. That is scipy's sign-test interval
+    (``scipy.stats.quantile_test(...).confidence_interval()``), read here on the ranks
+    ``0..n-1`` themselves. Below 6 samples no pair of ranks reaches 95% (scipy says nan), and the
     whole range (min, max) is returned. Published tables agree: n = 10 gives ranks 2 and 9,
     n = 100 gives 40 and 61 (1-based).
     """
     if n < 1:
         raise ValueError("median_ci_ranks needs at least one sample")
-    tail = (1 - confidence) / 2
-    # P(B <= k) for B ~ Binomial(n, 1/2), accumulated in log space (exact enough for n in the
-    # millions; math.comb would be exact but slow there).
-    log_half_n = -n * math.log(2)
-    cdf, j = 0.0, 0
-    for k in range(n // 2 + 1):
-        cdf += math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + log_half_n)
-        if cdf > tail:
-            break
-        j = k + 1  # P(B <= j-1) <= tail: rank j (1-based) keeps the coverage
-    if j == 0:
+    ci = quantile_test(np.arange(n, dtype=float), q=0, p=0.5).confidence_interval(confidence)
+    if not (math.isfinite(ci.low) and math.isfinite(ci.high)):
         return 0, n - 1
-    return j - 1, n - j
+    return int(ci.low), int(ci.high)
 
 
 def median_ci(samples, confidence: float = CONFIDENCE) -> tuple[float, float]:
@@ -140,8 +138,10 @@ def combine_rounds(rounds: list, seed: int = 0, confidence: float = CONFIDENCE) 
 def rounds_disagree(per_round: list[dict], p: float = 0.99) -> bool:
     """Whether the rounds' medians differ more than their own intervals allow: Cochran's Q on
     the log medians (each weighted by its interval's width) above the ``p`` quantile of
-    chi-square with R-1 degrees of freedom (Wilson-Hilferty). Pairwise overlap would flag
-    almost every point of 5 rounds by chance alone."""
+    chi-square with R-1 degrees of freedom (``scipy.stats.chi2.ppf``, any ``p`` in (0, 1)).
+    Pairwise overlap would flag almost every point of 5 rounds by chance alone."""
+    if not 0 < p < 1:
+        raise ValueError(f"rounds_disagree: p={p!r}; allowed: a probability strictly between 0 and 1")
     if len(per_round) < 2:
         return False
     logs, w = [], []
@@ -157,9 +157,7 @@ def rounds_disagree(per_round: list[dict], p: float = 0.99) -> bool:
     logs, w = np.asarray(logs), np.asarray(w)
     mean = float(np.sum(w * logs) / np.sum(w))
     q = float(np.sum(w * (logs - mean) ** 2))
-    k = len(logs) - 1
-    z = {0.95: 1.6449, 0.99: 2.3263}[p]
-    return q > k * (1 - 2 / (9 * k) + z * math.sqrt(2 / (9 * k))) ** 3
+    return q > float(chi2.ppf(p, len(logs) - 1))
 
 
 def resampled_medians(samples, n_boot: int, rng: np.random.Generator) -> np.ndarray:
