@@ -93,6 +93,47 @@ def job_dirs(root: str | Path) -> list[Path]:
 MAX_RESULT_BYTES = 256 << 20  # a result.json larger than this is not one shardlab wrote
 
 
+def _no_constant(name: str):
+    raise ValueError(f"holds {name}, which shardlab never writes (it writes null)")
+
+
+MAX_TIME_S = 7 * 24 * 3600  # no point's step takes a week
+MAX_BYTES = 1 << 60
+
+
+def _out_of_range(result: dict) -> list[str]:
+    """The timing and size fields of an ok record that no measurement could give: a median
+    that is not a positive number of seconds below a week, other summary numbers that are not
+    finite, sizes that are not byte counts (``"NaN"``, 1e308 in a hand edit). Each is set to
+    null in ``result``: the failed record it becomes still feeds the report's tables."""
+    import math
+
+    bad = []
+    for key in ("timing", "experiment"):
+        if result.get(key) is not None and not isinstance(result[key], dict):
+            bad.append(f"{key} as an object")
+            result[key] = None
+    timing = result.get("timing") or {}
+    if timing.get("summary") is not None and not isinstance(timing["summary"], dict):
+        bad.append("timing.summary as an object")
+        timing["summary"] = None
+    summary = timing.get("summary") or {}
+    for key, value in summary.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue  # texts and nulls are the readers' to judge
+        if not math.isfinite(value) or (key == "median_s" and not 0 < value < MAX_TIME_S):
+            bad.append(f"timing.summary.{key} in range ({value!r})")
+            summary[key] = None  # the failed record keeps no value a table could choke on
+    experiment = result.get("experiment") or {}
+    for key in ("V_bytes", "size_bytes"):
+        value = experiment.get(key) if isinstance(experiment, dict) else None
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)  # imported V may be fractional
+        if value is not None and not (number and math.isfinite(value) and 0 <= value <= MAX_BYTES):
+            bad.append(f"experiment.{key} as a byte count ({value!r})")
+            experiment[key] = None
+    return bad
+
+
 def read_result(job_dir: Path) -> dict:
     """A job's result.json, with ``job`` (folder name) and ``job_dir`` added.
 
@@ -104,11 +145,14 @@ def read_result(job_dir: Path) -> dict:
     try:
         if path.stat().st_size > MAX_RESULT_BYTES:
             raise ValueError(f"{path.stat().st_size} bytes, too large for a result")
-        result = json.loads(path.read_text())
+        result = json.loads(path.read_text(), parse_constant=_no_constant)
         if not isinstance(result, dict):
             raise ValueError(f"holds a JSON {type(result).__name__}, not an object")
+    except RecursionError:  # 200k nested brackets: hostile, not ours
+        result = {"status": "failed", "error_type": "UnreadableResult", "error": f"{path}: nested too deeply"}
     except (OSError, ValueError) as exc:
         result = {"status": "failed", "error_type": "UnreadableResult", "error": f"{path}: {exc}"}
+    out_of_range = _out_of_range(result)  # nulled in any record; an ok one becomes failed
     if result.get("status") == "ok":
         lacks = [
             k
@@ -123,6 +167,7 @@ def read_result(job_dir: Path) -> dict:
             )
             if not ok
         ]
+        lacks = out_of_range + [k for k in lacks if not any(b.startswith(k) for b in out_of_range)]
         if lacks:
             result = dict(
                 result,

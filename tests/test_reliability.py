@@ -457,3 +457,52 @@ def test_a_job_folder_the_sweep_did_not_ask_for_is_not_mixed_in(tmp_path, compos
     with pytest.raises(MixedSweepError, match=r"job folders the sweep did not ask for: 2_op.size_bytes=4KiB"):
         write_report(root)
     assert write_report(root, allow_mixed=True).is_file()
+
+
+def test_out_of_range_or_nested_result_files_are_failed_points_and_the_report_is_written(tmp_path):
+    """A hand-edited result.json: a negative or absurd median, Infinity, a V of "NaN", 200k
+    nested brackets. Each is a failed point saying why; ``analysis report`` writes its report
+    (it died with a traceback on each)."""
+    from analysis.rundir import read_results
+
+    def ok(median, V=1024):
+        return {
+            "status": "ok",
+            "experiment": {"op": "all_gather", "V_bytes": V, "size_bytes": 1024},
+            "timing": {"summary": {"median_s": median}},
+        }
+
+    texts = [
+        json.dumps(ok(-0.001)),
+        json.dumps(ok(1e308)),
+        json.dumps(ok(1e-3)).replace("0.001", "Infinity"),
+        json.dumps(ok(1e-3, V="NaN")),
+        "[" * 200_000 + "]" * 200_000,
+        json.dumps(ok(1e-3)).replace("0.001", "1e999"),
+        json.dumps(dict(ok(1e-3), timing=[1e-3])),
+        json.dumps({"status": "failed", "error": "x", "experiment": {"op": "all_gather", "V_bytes": "NaN"}}),
+    ]
+    for i, text in enumerate(texts):
+        (tmp_path / f"{i}_junk").mkdir()
+        (tmp_path / f"{i}_junk" / "result.json").write_text(text)
+    results = read_results(tmp_path)
+    assert [r["status"] for r in results] == ["failed"] * 8
+    errors = [r["error"].split(": ", 1)[-1] for r in results]
+    assert errors == [
+        "says ok but has no timing.summary.median_s in range (-0.001)",
+        "says ok but has no timing.summary.median_s in range (1e+308)",
+        "holds Infinity, which shardlab never writes (it writes null)",
+        "says ok but has no experiment.V_bytes as a byte count ('NaN')",
+        "nested too deeply",
+        "says ok but has no timing.summary.median_s in range (inf)",
+        "says ok but has no timing as an object or timing.summary.median_s",
+        "x",  # its own error; its V nulled, so the report's size column holds numbers only
+    ]
+    assert results[7]["experiment"]["V_bytes"] is None
+    r = subprocess.run(
+        [sys.executable, "-m", "analysis", "report", str(tmp_path), "--allow-mixed"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "Traceback" not in r.stderr, r.stderr[-2000:]
