@@ -21,6 +21,7 @@ from analysis.predictions import curves, hardware_for, model_constants, predict_
 from analysis.resample import rounds_by_job
 from analysis.rundir import expected_points, job_dirs, read_results
 from analysis.summary import summary_table
+from analysis.sweep_id import sweep_identity
 from analysis.sweep_match import match_jobs
 
 
@@ -179,6 +180,9 @@ def load_sweep(root: str | Path, hardware: str | None = None, allow_mixed: bool 
     else:
         summary = summary.assign(model_time_s=float("nan"), model_regime=None)
     missing = [p for p in expected if p["num"] not in matched]
+    # every row names its sweep, so summary.csv files of several sweeps concatenate
+    sweep_id, started = sweep_identity(root, results)
+    summary = summary.assign(sweep_id=sweep_id, sweep_start_time=started)
     return Sweep(
         root,
         results,

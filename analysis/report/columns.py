@@ -15,6 +15,8 @@ from analysis.rundir import write_text_atomic
 SUMMARY = {
     "job": ("", "the job folder's name: its number in the sweep and what varies"),
     "status": ("", "ok or failed"),
+    "sweep_id": ("", "the sweep's id (sweep.json's, else from its start and command): concatenated sweeps stay apart"),
+    "sweep_start_time": ("ISO 8601", "when the sweep started (sweep.json's started_at, else its first point's)"),
     "error_type": ("", "for a failed job: ConfigError, WorkerDied (crash or timeout), or the exception's type"),
     "error": ("", "for a failed job: the error, in one line"),
     "op": ("", "all_gather, reduce_scatter, all_reduce, all_to_all or matmul"),

@@ -64,7 +64,10 @@ def write_report(root: str | Path, hardware: str | None = None, allow_mixed: boo
     root = Path(root)
     t0 = time.perf_counter()
     sweep = load_sweep(root, hardware, allow_mixed)
+    from analysis.report.nccl_export import write_nccl_exports
+
     write_text_atomic(root / SUMMARY_NAME, sweep.summary.to_csv(index=False))  # each file whole or not at all
+    write_nccl_exports(root, sweep.points, sweep.results)  # nccl-tests/<family>.json and .txt
     write_text_atomic(root / SAMPLES_NAME, samples_table(sweep.results).to_csv(index=False))
     head = headline_table(sweep.summary, sweep.points, sweep.fits)
     families = [dict(r, text=headline_sentence(pd.Series(r))) for r in _records(head)]
