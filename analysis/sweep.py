@@ -54,6 +54,25 @@ class Sweep:
         """One summary row per job."""
         return self.summary.drop_duplicates("job")
 
+    @property
+    def samples(self) -> pd.DataFrame:
+        """Every timing sample (``samples.csv``): ``job, round, estimator, sample, time_s``."""
+        return samples_table(self.results)
+
+
+def samples_table(results: list[dict]) -> pd.DataFrame:
+    """Every timing sample of every job, long format: ``job, round, estimator, sample, time_s``."""
+    rows = []
+    for r in results:
+        t = r.get("timing") or {}
+        for rnd in t.get("rounds") or []:
+            for est in ("step", "loop", "device"):  # (a later round has device samples where device is the source)
+                for i, v in enumerate((rnd.get(est) or {}).get("samples_s") or []):
+                    rows.append((r["job"], rnd.get("round"), est, i, v))
+        for i, v in enumerate((t.get("device") or {}).get("samples_s") or []):
+            rows.append((r["job"], 1, "device", i, v))
+    return pd.DataFrame(rows, columns=["job", "round", "estimator", "sample", "time_s"])
+
 
 def family_label(df: pd.DataFrame) -> pd.Series:
     """``all_gather over X (8), float32, mesh auto``: what one fit and one curve cover."""

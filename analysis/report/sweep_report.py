@@ -46,7 +46,7 @@ from analysis.rundir import (
     write_text_atomic,
 )
 from analysis.stats import CONFIDENCE
-from analysis.sweep import Sweep, load_sweep
+from analysis.sweep import Sweep, load_sweep, samples_table
 
 
 def _spread(row, regime: str) -> str:
@@ -114,20 +114,6 @@ def write_report(root: str | Path, hardware: str | None = None, allow_mixed: boo
 
 def _records(df: pd.DataFrame) -> list[dict]:
     return df.astype(object).where(df.notna(), None).to_dict(orient="records") if len(df) else []
-
-
-def samples_table(results: list[dict]) -> pd.DataFrame:
-    """Every timing sample of every job, long format: ``job, round, estimator, sample, time_s``."""
-    rows = []
-    for r in results:
-        t = r.get("timing") or {}
-        for rnd in t.get("rounds") or []:
-            for est in ("step", "loop", "device"):  # (a later round has device samples where device is the source)
-                for i, v in enumerate((rnd.get(est) or {}).get("samples_s") or []):
-                    rows.append((r["job"], rnd.get("round"), est, i, v))
-        for i, v in enumerate((t.get("device") or {}).get("samples_s") or []):
-            rows.append((r["job"], 1, "device", i, v))
-    return pd.DataFrame(rows, columns=["job", "round", "estimator", "sample", "time_s"])
 
 
 def build(sweep: Sweep, head: pd.DataFrame, mm: Matmuls | None, out: Path) -> Report:
