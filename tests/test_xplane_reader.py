@@ -485,3 +485,49 @@ def test_tpu_encoding_display_name_metadata_stats_and_device_timespan(tmp_path):
     # the columns ProfileData shows are still its own
     ref = _read_with_profiledata(path)
     pd.testing.assert_frame_equal(t[EVENT_COLUMNS], ref[EVENT_COLUMNS], check_exact=True)
+
+
+# --- agreement with ProfileData on the corners: signed offsets, group-typed fields ------
+
+_EV = {10: "fusion.1", 11: "copy.2", 12: "other"}
+_OP, _MOD = _stat(1, "str", "fusion.1"), _stat(2, "str", "jit_f")
+
+
+def _group(number: int, body: bytes = b"", end: int | None = None) -> bytes:
+    return _varint(number << 3 | 3) + body + _varint((number if end is None else end) << 3 | 4)
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        _event(10, -(1 << 63), 10, [_OP, _MOD]),  # the minimum int64 offset: abs() overflowed to +9.2e18
+        _event(10, -1999, 10, [_OP, _MOD]),  # toward zero: -1 ns, not -2
+        _event(10, 5, 10, [_OP, _MOD]) + _group(9, _vf(1, 1)),  # a group in an event (was a TraceError)
+        _event(10, 5, 10, [_OP + _group(9), _MOD]),  # a group in a stat
+        _event(10, 5, 10, [_OP, _MOD]) + _group(9, _group(3, _lf(1, "x"))) + _vf(3, 77),  # nested; a later field
+        _event(12, 5, 10, [_MOD]) + _vf(1, 10),  # a repeated metadata id: the last wins
+        _event(10, 5, 10, [_stat(1, "str", "x.1") + _vf(1, 2), _OP]),  # a repeated stat id: the last wins
+    ],
+    ids=["min_int64", "negative_offset", "group_event", "group_stat", "group_nested", "dup_mid", "dup_stat_mid"],
+)
+@pytest.mark.parametrize("candidates_only", [True, False])
+def test_same_table_as_profiledata_on_signed_offsets_groups_and_repeated_fields(tmp_path, event, candidates_only):
+    path = tmp_path / "t.xplane.pb"
+    path.write_bytes(_space([_plane("/device:GPU:0", [_line("XLA Ops", 1000, [event])], _EV, STATS)]))
+    table = _same(path, candidates_only)
+    assert len(table) == 1
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [_group(9, _vf(1, 1), end=8), _varint(9 << 3 | 3) + _vf(1, 1), _varint(9 << 3 | 4)],
+    ids=["ended_by_another", "never_ended", "end_without_start"],
+)
+def test_groups_protobuf_refuses_are_refused(tmp_path, tail):
+    path = tmp_path / "t.xplane.pb"
+    event = _event(10, 5, 10, [_OP, _MOD]) + tail
+    path.write_bytes(_space([_plane("/device:GPU:0", [_line("XLA Ops", 1000, [event])], _EV, STATS)]))
+    with pytest.raises(TraceError):
+        _read_with_profiledata(path)
+    with pytest.raises(TraceError):
+        read_xplane(path)

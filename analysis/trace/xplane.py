@@ -105,7 +105,10 @@ def read_xplane(path: str | Path, candidates_only: bool = True) -> pd.DataFrame:
     except OSError as exc:
         raise TraceError(f"{path}: not a readable xplane trace ({exc})") from exc
     try:
-        return _table(wire.read_space(data, _METADATA_STATS), candidates_only)
+        try:
+            return _table(wire.read_space(data, _METADATA_STATS), candidates_only)
+        except wire.GroupField:  # rare: read again, the groups taken out as protobuf skips them
+            return _table(wire.read_space(data, _METADATA_STATS, strip_groups=True), candidates_only)
     except (wire.WireError, IndexError) as exc:  # IndexError: a field running off the end
         raise TraceError(f"{path}: not a readable xplane trace ({exc})") from exc
 
@@ -163,9 +166,10 @@ def _last_per(owner: np.ndarray, sel: np.ndarray, n: int) -> np.ndarray:
 
 
 def _trunc_div(v: np.ndarray, d: int) -> np.ndarray:
-    """C++ integer division (toward zero) of int64s."""
-    q = np.abs(v) // d
-    return np.where(v < 0, -q, q)
+    """C++ integer division (toward zero) of int64s. Floor division, then one up where a
+    negative value left a remainder: ``abs`` first overflowed at the minimum int64."""
+    q = v // d
+    return q + ((v < 0) & (q * d != v))
 
 
 # XStat's value oneof, (field, wire type): double, uint64, int64, str, bytes, ref

@@ -40,6 +40,73 @@ class WireError(ValueError):
     """Bytes that are not a well-formed XSpace."""
 
 
+class GroupField(WireError):
+    """An event or stat holds a group-typed field: protobuf skips it as an unknown field, so
+    the events are read again with their groups taken out (:func:`without_groups`)."""
+
+
+def without_groups(msg: bytes, depth: int = 0) -> bytes:
+    """``msg`` (an XEvent, or with ``depth`` 1 an XStat) with every group-typed field removed,
+    as protobuf skips them; an event's stats (field 4) are cleaned too. WireError on a group
+    that does not end, or an end without a start."""
+    out, i, end = bytearray(), 0, len(msg)
+    while i < end:
+        tag, j = _varint(msg, i)
+        wire = tag & 7
+        if wire == 3:  # skip to the matching end-group, groups nested inside included
+            open_, k = [tag >> 3], j  # the field numbers of the groups not yet ended
+            while open_:
+                if k >= end:
+                    raise WireError("a group that does not end")
+                t, k = _varint(msg, k)
+                w = t & 7
+                if w == 0:
+                    _, k = _varint(msg, k)
+                elif w == 2:
+                    n, k = _varint(msg, k)
+                    k += n
+                elif w in (1, 5):
+                    k += 8 if w == 1 else 4
+                elif w == 3:
+                    open_.append(t >> 3)
+                elif w == 4:
+                    if open_.pop() != t >> 3:  # protobuf refuses an end of another group
+                        raise WireError("a group ended by another field's end-group")
+                else:
+                    raise WireError("unsupported wire type in a group")
+            i = k
+            continue
+        if wire == 4:
+            raise WireError("an end-group without its start")
+        if wire == 0:
+            _, k = _varint(msg, j)
+        elif wire == 2:
+            n, k = _varint(msg, j)
+            k += n
+        elif wire in (1, 5):
+            k = j + (8 if wire == 1 else 4)
+        else:
+            raise WireError("unsupported wire type")
+        if k > end:
+            raise WireError("field runs past the end of its message")
+        if wire == 2 and tag >> 3 == 4 and depth == 0:  # a stat: its groups go too
+            stat = without_groups(msg[k - n : k], 1)
+            out += _encode_varint(tag) + _encode_varint(len(stat)) + stat
+        else:
+            out += msg[i:k]
+        i = k
+    return bytes(out)
+
+
+def _encode_varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
 def _message_classes():
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -207,10 +274,11 @@ def _event_metadata(entries, stat_names: dict[int, str], wanted: frozenset) -> t
     return names, display, stats
 
 
-def read_space(data: bytes, metadata_stats: frozenset = frozenset()) -> Space:
+def read_space(data: bytes, metadata_stats: frozenset = frozenset(), strip_groups: bool = False) -> Space:
     """The planes of a serialized XSpace and where each event's bytes are (module doc). Each
     plane's event metadata give their names, display names (where set) and the stats named in
-    ``metadata_stats`` (the metadata are few: a plain loop over them)."""
+    ``metadata_stats`` (the metadata are few: a plain loop over them). ``strip_groups``: every
+    event copied out without its group-typed fields (the slow path for a file that has them)."""
     space = _parse(data)
     try:
         firsts = _first_events(data, [len(p.lines) for p in space.planes])
@@ -221,14 +289,14 @@ def read_space(data: bytes, metadata_stats: frozenset = frozenset()) -> Space:
     for pi, p in enumerate(space.planes):
         lines = []
         for li, ln in enumerate(p.lines):
-            events = ln.events
+            events = [without_groups(e) for e in ln.events] if strip_groups else ln.events
             lines.append(Line(_text(ln.name), ln.timestamp_ns, len(events)))
             if not events:
                 continue
             n = np.fromiter(map(len, events), np.int64, len(events))
             first = firsts[pi][li] if firsts is not None and pi < len(firsts) and li < len(firsts[pi]) else -1
             hdr = 2 + (n >= 0x80) + (n >= 0x4000) + (n >= 0x200000) + (n >= 0x10000000)  # tag, length varint
-            if n.max() < 0x800000000:
+            if n.max() < 0x800000000 and not strip_groups:
                 at = first + np.cumsum(hdr + n) - (hdr + n) if first >= 0 else None
                 if at is not None and _events_at(data, at, n, hdr):
                     lens.append(n)
@@ -480,7 +548,9 @@ def decode(
         tag, cur = varints(buf, cur)
         wire = (tag & np.uint64(7)).astype(np.intp)
         count = np.bincount(wire, minlength=8)
-        if count[3] or count[4] or count[6] or count[7] or bool((tag < np.uint64(8)).any()):
+        if count[3] or count[4]:
+            raise GroupField("a group-typed field (wire type 3/4)")
+        if count[6] or count[7] or bool((tag < np.uint64(8)).any()):
             raise WireError("unsupported wire type or field number 0")
         val = np.zeros(live.size, np.uint64)
         pstart = cur.copy() if count[2] else cur
