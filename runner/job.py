@@ -120,9 +120,12 @@ def run(cfg: DictConfig, job_dir: str | Path | None = None, rounds: int | None =
     return result
 
 
+# The README's install lines ("Install"), word for word: shardlab's own extras pin a JAX it is
+# tested with, where a bare "jax[...]" upgrade may not be (tests/test_install_line.py holds them equal)
 INSTALL = {
-    "tpu": 'pip install -U "jax[tpu]"',
-    "gpu": 'pip install -U "jax[cuda12]" (NVIDIA) or the ROCm build (https://docs.jax.dev/en/latest/installation.html)',
+    "tpu": 'pip install -e ".[tpu]"',
+    "gpu": 'pip install -e ".[cuda12]" / pip install -e ".[cuda13]" (NVIDIA, CUDA 12 / 13) or JAX\'s ROCm build '
+    "(https://docs.jax.dev/en/latest/installation.html)",
 }
 _warned: set[str] = set()
 

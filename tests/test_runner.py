@@ -100,7 +100,7 @@ def test_an_accelerator_config_on_cpu_stops_before_any_point(compose_cfg, tmp_pa
     )
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and 'pip install -U "jax[tpu]"' in errors[0], proc.stderr[-2000:]
+    assert len(errors) == 1 and 'pip install -e ".[tpu]"' in errors[0], proc.stderr[-2000:]
     assert not list((tmp_path / "sweep").glob("*/result.json"))
 
 
