@@ -24,6 +24,7 @@ import json
 from analysis.book.errors import BookError
 from analysis.book.hardware import PLATFORMS, Hardware, hardware_names, load_hardware, normalize_platform, resolve
 from analysis.book.units import fmt_time
+from analysis.cli.json_out import versioned
 from analysis.cli.options import fail
 
 
@@ -110,7 +111,7 @@ def main(args: argparse.Namespace) -> int:
         return fail(str(err))
     if args.device_kind is None:
         if args.json:
-            print(json.dumps({"entries": [_entry_json(h) for h in hws]}, indent=2))
+            print(json.dumps(versioned("hardware", {"entries": [_entry_json(h) for h in hws]}), indent=2))
         else:
             print("\n".join(line for h in hws for line in _block(h) + [""]).rstrip())
         return 0
@@ -125,14 +126,14 @@ def main(args: argparse.Namespace) -> int:
         }
         print(
             json.dumps(
-                {
+                versioned("hardware", {
                     **out,
                     **(
                         {k: v for k, v in _entry_json(hw).items() if k != "name"}
                         if hw
                         else {"kind": r.entry["kind"], "source": r.entry["source"]}
                     ),
-                },
+                }),
                 indent=2,
             )
         )

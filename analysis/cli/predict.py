@@ -24,6 +24,7 @@ from analysis.book.dtypes import dtype_bytes
 from analysis.book.errors import BookError
 from analysis.book.predict import ArrayPrediction, predict_expr
 from analysis.book.units import fmt_time
+from analysis.cli.json_out import versioned
 from analysis.cli.options import add_constant_arguments, fail, hardware_from_args, parse_dims, parse_mesh
 
 
@@ -125,7 +126,9 @@ def main(args: argparse.Namespace) -> int:
             "dtype_bytes": nbytes,
             "slice_topology": args.topology,
         }
-        print(json.dumps(out, indent=2))
+        if "time_s" in out:  # the name before format_version 2, kept for one version
+            out["predicted_time_s"] = out["time_s"]
+        print(json.dumps(versioned("predict", out), indent=2))
         return 0
     mesh_txt = " ".join(f"{k}={v}" for k, v in mesh.items())
     header = (
