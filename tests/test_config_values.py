@@ -111,7 +111,7 @@ def _refused_in_one_line_naming(cfg, key: str) -> str | None:
     return None
 
 
-FAST = settings(max_examples=20, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+FAST = settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 
 
 @pytest.mark.parametrize("base,key", NUMERIC, ids=[k for _, k in NUMERIC])
@@ -144,11 +144,19 @@ ALLOWED = {
     "timeout_s": lambda v: isinstance(v, (int, float)) and math.isfinite(v) and 9 <= v <= MAX_TIMEOUT_S,
     "timing.seed": lambda v: _whole(v) and 0 <= v <= MAX_SEED,
     "distributed.timeout_s": lambda v: isinstance(v, (int, float)) and math.isfinite(v) and 0 < v <= 86400,
-    "op.size_bytes": lambda v: _whole(v) and 0 < v <= MAX_BYTES and v % 32 == 0 and 3 * v < 2**30,
-    "mesh.axes.X": lambda v: v == 8,  # mesh x8's one axis: any other fixed size is not 8 devices
+    "op.size_bytes": lambda v: _whole(v) and 0 < v <= 16 * 2**20 and v % 32 == 0,
+    # -1, or a size 1 MiB of float32 (2**18 elements) splits over; the device count is the
+    # worker's to check (runner.spec.check_against_devices), right after JAX starts
+    "mesh.axes.X": lambda v: v == -1 or (_whole(v) and 1 <= v <= 65536 and 2**18 % v == 0),
     "hardware.hop_latency_s": lambda v: isinstance(v, (int, float)) and math.isfinite(v) and 0 <= v <= 1,
     "hardware.memory_bytes": lambda v: isinstance(v, (int, float)) and math.isfinite(v) and v > 0,
     "op.dims.B": lambda v: _whole(v) and 8 <= v <= 2**20 and v % 8 == 0,
+}
+# Whether these fit depends on this machine's free memory (the estimate is checked against it):
+# sizes between surely-fits and the key's hard limit are not judged
+UNDECIDED = {
+    "op.size_bytes": lambda v: _whole(v) and 16 * 2**20 < v <= MAX_BYTES and v % 32 == 0,
+    "op.dims.B": lambda v: _whole(v) and 2**20 < v <= 2**40 and v % 8 == 0,
 }
 
 
@@ -162,7 +170,8 @@ def test_a_value_is_accepted_exactly_when_its_key_allows_it(bases, key, value):
     if cfg is None:
         return
     line = _refused_in_one_line_naming(cfg, key)
-    assert (line is None) == ALLOWED[key](value), f"{key}={value!r}: {line or 'accepted'}"
+    if not UNDECIDED.get(key, lambda v: False)(value):
+        assert (line is None) == ALLOWED[key](value), f"{key}={value!r}: {line or 'accepted'}"
 
 
 @pytest.mark.parametrize(
@@ -191,3 +200,20 @@ def test_a_bad_value_exits_2_with_one_line_before_any_device_work(tmp_path, repo
     # refused before a worker started: no devices, no timing in the record
     assert (result["status"], result["error_type"], result["error"]) == ("failed", "ConfigError", line)
     assert not {"devices", "timing", "hardware_found"} & set(result)
+
+
+BOUNDARIES = [-1, 0, 0.5, 1, 8, 9, 16, 1024, 86400, 86401, 604800, 604801, 2**20, 2**20 + 8, 2**32 - 1, 2**32]
+BOUNDARIES += [2**50, 2**50 + 32, 1e10, 1e307, float("inf"), float("-inf"), float("nan")]
+
+
+@pytest.mark.parametrize("key", sorted(ALLOWED))
+def test_each_keys_range_ends_exactly_where_documented(bases, key):
+    """The edges of every range, deterministically (the random test may miss them)."""
+    base = "program" if key == "op.dims.B" else "collective"
+    for value in BOUNDARIES:
+        cfg = _with(bases[base], key, value)
+        if cfg is None:
+            continue
+        line = _refused_in_one_line_naming(cfg, key)
+        if not UNDECIDED.get(key, lambda v: False)(value):
+            assert (line is None) == ALLOWED[key](value), f"{key}={value!r}: {line or 'accepted'}"
