@@ -130,6 +130,19 @@ def _top_lines(table, limit: int = 10) -> list[str]:
     ]
 
 
+def sweep_folder_hint(root: Path, show: int = 3) -> str:
+    """One line for ``profile SWEEP``: it takes one run folder; which of the sweep's were traced."""
+    from analysis.rundir import job_dirs, read_result
+
+    runs = job_dirs(root)
+    traced = [d for d in runs if (read_result(d).get("files") or {}).get("xplane")]
+    if not traced:
+        return f"{root} is a sweep folder and none of its {len(runs)} runs has a trace (trace.enabled=false?)"
+    more = f" (and {len(traced) - show} more)" if len(traced) > show else ""
+    names = ", ".join(str(d) for d in traced[:show]) + more
+    return f"{root} is a sweep folder: pass one of its run folders, one profile each: {names}"
+
+
 def main(args: argparse.Namespace) -> int:
     """Run ``profile``; 0 on success, 2 on bad input."""
     from analysis import profile as prof
@@ -159,6 +172,9 @@ def main(args: argparse.Namespace) -> int:
             mesh = mesh or (run.get("experiment") or {}).get("mesh", {}).get("axes")
             physical = (run.get("experiment") or {}).get("mesh", {}).get("physical")
             slowdown = (run.get("trace") or {}).get("profiler_slowdown")
+        elif logdir.is_dir() and any(logdir.glob(f"*/{RESULT_NAME}")):
+            # a sweep folder: its points' traces are programs of different sizes, one profile each
+            raise ValueError(sweep_folder_hint(logdir))
         else:
             xplanes = find_xplanes(logdir)
         texts, hlo_source = load_hlo(args.hlo, xplanes)
