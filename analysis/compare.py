@@ -155,6 +155,8 @@ def ratio_table(points: pd.DataFrame, keys: list[str], reference: str) -> pd.Dat
         "time_ratio_ci_low",
         "time_ratio_ci_high",
         "differs",
+        "busbw_Bps_ref",
+        "busbw_Bps",
         "busbw_ratio",
     ]
     return m[order].sort_values(["sweep", *keys]).reset_index(drop=True)

@@ -4,8 +4,9 @@ bfloat16 one, or mesh x8 against xy_4x2.
 
 Writes ``compare.md``, ``index.html`` (self-contained), ``ratios.csv``, ``fits.csv``,
 ``config_diff.csv`` and the figures to ``--out`` (default
-``outputs/compare/<YYYY-mm-dd_HH-MM-SS>``, relative to the current folder), and prints the
-path of ``index.html``. A folder with no successful results, or sweeps that share no
+``outputs/compare/<YYYY-mm-dd_HH-MM-SS>``, relative to the current folder), and prints per
+shared experiment both times (us) and bus bandwidths (GB/s) with the ratio and its interval,
+then the path of ``index.html``. A folder with no successful results, or sweeps that share no
 experiment, exit with status 2 and one line on stderr.
 """
 
@@ -14,6 +15,8 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 from pathlib import Path
+
+import pandas as pd
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,11 +31,14 @@ def main(args: argparse.Namespace) -> int:
     """Run ``compare``; 0 on success, 2 on unusable input (one line on stderr)."""
     from analysis.cli.options import fail
     from analysis.compare import CompareError
+    from analysis.compare_console import console_summary
     from analysis.report import write_compare_report
 
     out = args.out or Path("outputs") / "compare" / dt.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     try:
-        print(write_compare_report(args.dirs, out))
+        index = write_compare_report(args.dirs, out)
+        print(console_summary(pd.read_csv(out / "ratios.csv")))
+        print(index)
     except CompareError as err:
         return fail(str(err))
     except OSError as err:
