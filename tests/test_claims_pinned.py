@@ -70,7 +70,7 @@ def test_a_claim_reads_the_middle_of_several_jobs_and_no_failed_one():
         _row("ag8b", "all_gather", 8, big, 9.0e-3),
         _row("ag8c", "all_gather", 8, big, 1.2e-3),  # the middle of 1.0, 1.2 and 9.0 ms
         _row("ag2", "all_gather", 2, big, 1.2e-3),
-        _row("ag2x", "all_gather", 2, big, 0.1e-3, status="failed"),
+        _row("ag2x", "all_gather", 2, big, 5e-3, status="failed"),  # would be the middle of two
         _row("ag2s", "all_gather", 2, 4096, 10e-6),
         _row("ag8s", "all_gather", 8, 4096, 30e-6),
     ]
