@@ -36,6 +36,11 @@ def hlo_kind_of(op: str, grad: bool = False) -> str | None:
 
 # A point is flagged (and left out of every fit) when...
 PAGE_FAULT_SHARE = 0.25  # ...a step faults in more than a quarter of the bytes its devices write
+# ...and at least this many faults a step: a few stray faults (the host's own allocations, a
+# resize) are noise beside a step's time at any size (a minor fault costs about 1 us; 32 of them
+# are a tenth of this machine's smallest step), yet at 1 KiB one fault is more than a quarter of
+# the bytes moved: the test sweep's 1 KiB point was flagged for "0 minor faults a step"
+PAGE_FAULT_MIN = 32
 # ...its bus bandwidth's interval lies wholly above its ceiling's interval, unless the ceiling
 # is itself inconsistent at that size (then the ceiling is said to be the problem, not the point)
 PAGE_BYTES = 4096
@@ -390,6 +395,7 @@ def flags(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
             and faults is not None
             and moved[i] == moved[i]
             and moved[i] > 0
+            and faults >= PAGE_FAULT_MIN
             and faults * PAGE_BYTES > PAGE_FAULT_SHARE * moved[i]
         ):
             why.append(f"page-faulting ({faults:.0f} minor faults a step)")

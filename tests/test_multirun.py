@@ -57,7 +57,10 @@ def test_summary_has_one_row_per_run_and_collective_with_units(sweep):
 def test_fit_and_report_name_every_size_and_show_the_figures(sweep):
     fit = json.loads((sweep / "fit.json").read_text())
     assert {f["op"] for f in fit["fits"]} == {"all_gather", "all_reduce"}
-    assert all(f["W_Bps"] > 0 and f["T_min_s"] > 0 for f in fit["fits"])
+    assert all(f["T_min_s"] > 0 for f in fit["fits"])
+    # W only with a bandwidth regime: on a loaded machine 1 MiB may still be latency-bound here
+    assert all((f["W_Bps"] > 0) == f["bandwidth_regime"] for f in fit["fits"] if f["W_Bps"] is not None)
+    assert all(f["W_Bps"] is None and f["crossover_bytes"] is None for f in fit["fits"] if not f["bandwidth_regime"])
     md = (sweep / "report" / "report.md").read_text()
     for size in ("1 KiB", "64 KiB", "1 MiB"):
         assert f"| {size} |" in md

@@ -117,3 +117,13 @@ def test_the_dispatch_share_is_blank_on_cpu_and_when_negative():
     assert _dispatch_share(0.3, "gpu") == 0.3 and _dispatch_share(0.0, "tpu") == 0.0
     assert _dispatch_share(0.3, "cpu") is None and _dispatch_share(-0.01, "gpu") is None
     assert _dispatch_share(math.nan, "gpu") is None and _dispatch_share(None, "gpu") is None
+
+
+def test_a_few_stray_page_faults_do_not_flag_a_small_point():
+    # AllGather S = 1 KiB over 8, 8 devices: 8 x 1 KiB x 7/8 = 7 KiB written a step, so a single
+    # fault is more than a quarter of it; fewer than 32 faults a step are noise, 32 are not
+    small = {"op": "all_gather", "group_size": 8, "device_count": 8, "S_bytes": 1024.0}
+    f, _ = _flags(_row(**small, page_faults_per_step=0.4), _row(**small, page_faults_per_step=31.0))
+    assert f == ["", ""]
+    f, _ = _flags(_row(**small, page_faults_per_step=32.0))
+    assert f == ["page-faulting (32 minor faults a step)"]
