@@ -33,7 +33,7 @@ def table(out: str) -> list[list[str]]:
 
 
 def by_name(out: str) -> dict[str, dict]:
-    return {r["name"]: r for r in json.loads(out)}
+    return {r["name"]: r for r in json.loads(out)["collectives"]}
 
 
 def test_table_of_a_hand_written_gpu_module(capsys):
@@ -98,8 +98,8 @@ def test_num_devices_sizes_empty_replica_groups(capsys):
     # replica_groups={} and no num_partitions in the header: the group size is unknown until
     # --num-devices says so.
     path = str(hlo_path("sugared_variadic"))
-    assert json.loads(run(capsys, path, "--json")[1])[0]["group_size"] is None
-    rs = json.loads(run(capsys, path, "--json", "--num-devices", "4")[1])[0]
+    assert json.loads(run(capsys, path, "--json")[1])["collectives"][0]["group_size"] is None
+    rs = json.loads(run(capsys, path, "--json", "--num-devices", "4")[1])["collectives"][0]
     assert (rs["group_size"], rs["num_groups"]) == (4, 1)
 
 
@@ -129,7 +129,7 @@ def test_prediction_on_a_ring_of_16(tmp_path, capsys):
         "  ROOT ag = bf16[16777216]{0} all-gather(p), replica_groups=[1,16]<=[16], dimensions={0}\n}\n"
     )
     code, out, _ = run(capsys, str(f), "--hardware", "tpu_v5e", "--topology", "16x16", "--json")
-    ag = json.loads(out)[0]
+    ag = json.loads(out)["collectives"][0]
     assert (ag["links"], ag["regime"]) == ("ring", "bandwidth")
     assert ag["model_time_s"] == pytest.approx(33554432 / 9e10)
     # ids 0..15 sit at chips (0, 0..15) of the 16x16: the whole y axis
@@ -142,7 +142,7 @@ def test_real_cpu_module_with_predictions(cpu_collectives_hlo, tmp_path, capsys)
     f.write_text("\n".join(cpu_collectives_hlo["texts"].values()))
     code, out, _ = run(capsys, str(f), "--hardware", "tpu_v5e", "--json")
     assert code == 0
-    found = {r["kind"]: r for r in json.loads(out)}
+    found = {r["kind"]: r for r in json.loads(out)["collectives"]}
     assert set(found) == {"all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute"}
     # all-gather over X: f32[64] -> f32[256] in 2 groups of 4; V = the result, 1024 B. X=4 is a
     # line on v5e: T = max(1e-6 * (4-1), 3 * (1024/4) / 4.5e10 = 17 ns) = 3 us, latency-bound.
@@ -203,6 +203,6 @@ def test_cpu_with_given_constants_and_no_heavy_imports(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     *body, imported = proc.stdout.strip().splitlines()
     assert imported == "False False"
-    ag = json.loads("\n".join(body))[0]
+    ag = json.loads("\n".join(body))["collectives"][0]
     assert (ag["links"], ag["V_bytes"]) == ("ring", 65536)
     assert ag["model_time_s"] == pytest.approx(65536 / 1e9)

@@ -177,7 +177,7 @@ def test_analysis_hlo_prints_one_group_for_a_pytorch_xla_module(capsys):
     assert out[2].split()[5:] == ["1"]  # no group size; ONE group
     assert header[5:7] == ["group_size", "num_groups"] and row["name"] == "all-reduce.10"
     assert main(["hlo", path, "--json"]) == 0
-    (rec,) = json.loads(capsys.readouterr().out)
+    (rec,) = json.loads(capsys.readouterr().out)["collectives"]
     assert (rec["group_size"], rec["num_groups"]) == (None, 1)
 
 

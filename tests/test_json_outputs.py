@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +11,7 @@ from analysis.cli import main
 from analysis.cli.json_out import versioned
 from analysis.rundir import shardlab_version
 
+HLO = Path(__file__).parent / "data" / "hlo" / "comments_and_loops.hlo.txt"
 PREDICT = ["predict", "AllGather_X(A[I_X])", "--hardware", "tpu_v5e", "--mesh", "X=8", "--dims", "I=1024"]
 
 
@@ -24,6 +26,7 @@ def printed(capsys, argv) -> dict:
         ([*PREDICT, "--dtype", "float32", "--json"], "shardlab.predict", 2),
         (["hardware", "--json"], "shardlab.hardware", 1),
         (["hardware", "--device-kind", "TPU v5 lite", "--json"], "shardlab.hardware", 1),
+        (["hlo", str(HLO), "--json"], "shardlab.hlo", 2),
     ],
 )
 def test_each_commands_json_opens_with_format_and_version(capsys, argv, fmt, version):
@@ -38,6 +41,11 @@ def test_predicts_renamed_time_keeps_its_old_name_for_one_version(capsys):
     assert out["time_s"] > 0 and out["predicted_time_s"] == out["time_s"]
 
 
+def test_hlos_records_are_under_collectives(capsys):
+    out = printed(capsys, ["hlo", str(HLO), "--json"])
+    assert out["file"] == str(HLO) and [r["name"] for r in out["collectives"]] == ["ar", "a2a"]
+
+
 def test_an_unknown_layout_is_one_error_naming_the_known_ones():
-    with pytest.raises(ValueError, match=r"no JSON layout named 'hlo'; known: hardware, predict"):
-        versioned("hlo", {})
+    with pytest.raises(ValueError, match=r"no JSON layout named 'xla'; known: hardware, hlo, predict, profile"):
+        versioned("xla", {})

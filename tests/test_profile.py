@@ -90,7 +90,9 @@ def test_every_compiled_collective_is_in_the_table_and_fits_in_the_step(traced, 
         capsys, traced["logdir"], "--hlo", traced["hlo_file"], "--mesh", "X=4,Y=2", "--out", out, "--json"
     )
     assert rc == 0, err
-    table = pd.DataFrame(json.loads(text))
+    doc = json.loads(text)
+    assert (doc["format"], doc["format_version"], doc["logdir"]) == ("shardlab.profile", 2, str(traced["logdir"]))
+    table = pd.DataFrame(doc["collectives"])
     expected = {c.name: c.kind for c in parse_collectives(traced["hlo_text"])}
     assert {"all-gather", "reduce-scatter", "all-reduce"} <= set(expected.values())
     assert dict(zip(table["name"], table["kind"])) == expected
@@ -147,7 +149,7 @@ def test_the_model_needs_constants_on_cpu(traced, capsys):
         "--json",
     )
     assert rc == 0, err
-    table = pd.DataFrame(json.loads(text))
+    table = pd.DataFrame(json.loads(text)["collectives"])
     assert (table["model_time_s"] > 0).all() and (table["measured_over_model"] > 0).all()
 
 

@@ -55,7 +55,7 @@ def test_analysis_profile_finds_every_collective_the_hlo_lists_within_the_step(c
         [sys.executable, "-m", "analysis", "profile", str(job), "--json"], capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
-    table = pd.DataFrame(json.loads(proc.stdout))
+    table = pd.DataFrame(json.loads(proc.stdout)["collectives"])
     assert sorted(table["kind"]) == _kinds(job)
     assert (table["executions"] > 0).all()  # every collective of the HLO ran in the trace
     steps = pd.read_csv(job / "profile_report" / "steps.csv")
@@ -117,7 +117,7 @@ def test_a_users_function_runs_as_a_point_and_profiles(tmp_path, repo_root):
         [sys.executable, "-m", "analysis", "profile", str(job), "--json"], capture_output=True, text=True, timeout=120
     )
     assert prof.returncode == 0, prof.stderr
-    assert sorted(pd.DataFrame(json.loads(prof.stdout))["kind"]) == _kinds(job)
+    assert sorted(pd.DataFrame(json.loads(prof.stdout)["collectives"])["kind"]) == _kinds(job)
 
 
 @pytest.mark.parametrize(

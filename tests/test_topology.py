@@ -214,7 +214,7 @@ def test_hlo_cli_places_groups_by_device_id(tmp_path, capsys):
     )
     top = ["--hardware", "h100", "--topology", "nodes=2,gpus_per_node=8"]
     assert main(["hlo", str(f), *top, "--json"]) == 0
-    found = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    found = {r["name"]: r for r in json.loads(capsys.readouterr().out)["collectives"]}
     assert found["ag"]["links"] == "hierarchical"
     assert found["ag"]["model_time_s"] == pytest.approx(33554432 * 7 / (8 * 4.5e11))
     assert found["ar"]["model_time_s"] == pytest.approx(2 * 4194304 / (2 * 5e10))
@@ -398,7 +398,7 @@ def test_hlo_places_a_group_on_the_slice_by_its_device_ids(tmp_path, capsys):
         "  ROOT ag = bf16[16777216]{0} all-gather(p), replica_groups=[1,64]<=[64], dimensions={0}\n}\n"
     )
     assert main(["hlo", str(f), "--hardware", "tpu_v5p", "--topology", "4x4x4", "--json"]) == 0
-    ag = json.loads(capsys.readouterr().out)[0]
+    ag = json.loads(capsys.readouterr().out)["collectives"][0]
     assert (ag["links"], ag["model_time_s"]) == ("ring", pytest.approx(VBIG / (1.8e11 * 3), **rel))
     assert ag["wraparound_reason"].startswith("on x (4 of 4), y (4 of 4), z (4 of 4) of topology 4x4x4")
     # 16 devices in groups of 4 consecutive ids: bf16[4194304] -> bf16[16777216], V = 2^25 B
@@ -408,6 +408,6 @@ def test_hlo_places_a_group_on_the_slice_by_its_device_ids(tmp_path, capsys):
         "  ROOT ag = bf16[16777216]{0} all-gather(p), replica_groups=[4,4]<=[16], dimensions={0}\n}\n"
     )
     assert main(["hlo", str(g), "--hardware", "tpu_v5p", "--topology", "2x2x4", "--json"]) == 0
-    ag = json.loads(capsys.readouterr().out)[0]
+    ag = json.loads(capsys.readouterr().out)["collectives"][0]
     assert (ag["links"], ag["model_time_s"]) == ("line", pytest.approx(3 * (VBIG / 4) / 9e10, **rel))
     assert ag["wraparound_reason"].startswith("on z (4 of 4) of topology 2x2x4")

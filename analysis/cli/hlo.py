@@ -41,6 +41,7 @@ from analysis.book.hardware import Hardware, wraparound_for, wraparound_reason
 from analysis.book.placement import Placement, position, spread
 from analysis.book.topology import fabrics_for, group_extents, parse_layout
 from analysis.book.units import fmt_time
+from analysis.cli.json_out import versioned
 from analysis.cli.options import add_constant_arguments, fail, hardware_from_args
 from analysis.hlo import Collective, HloParseError, parse_collectives
 
@@ -253,8 +254,10 @@ def main(args: argparse.Namespace) -> int:
         return fail(f"{args.file}: {err}")
     except BookError as err:
         return fail(str(err))
-    if args.json:  # one object a line: replica groups can be long
-        print("[" + ",".join("\n  " + json.dumps(r) for r in records) + ("\n]" if records else "]"))
+    if args.json:  # one record a line: replica groups can be long
+        head = json.dumps(versioned("hlo", {"file": str(args.file)}))[:-1]
+        body = ",".join("\n  " + json.dumps(r) for r in records) + ("\n]" if records else "]")
+        print(f'{head}, "collectives": [{body}}}')
         return 0
     print(f"{args.file}: {len(records)} collective{'' if len(records) == 1 else 's'}")
     if hw is not None:

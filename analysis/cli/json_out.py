@@ -1,4 +1,5 @@
-"""The opening keys of every JSON object a command prints (``predict``, ``hardware``; a
+"""The opening keys of every JSON object a command prints (``predict``, ``hardware``, ``hlo``,
+``profile``; a
 sweep's files carry the same through :func:`analysis.rundir.stamp`): what it is, the version of
 its layout and the shardlab that printed it. A script reading ``--json`` checks ``format`` and
 ``format_version`` and learns of a change from them, not from a missing key.
@@ -12,8 +13,9 @@ from __future__ import annotations
 from analysis.rundir import shardlab_version
 
 # predict: 1 was the unversioned layout with "predicted_time_s"; 2 names it "time_s" and keeps
-# "predicted_time_s" (the same number) until 3
-FORMAT_VERSIONS = {"predict": 2, "hardware": 1}
+# "predicted_time_s" (the same number) until 3. hlo and profile: 1 was a bare list of records;
+# 2 is an object with the records under "collectives"
+FORMAT_VERSIONS = {"predict": 2, "hardware": 1, "hlo": 2, "profile": 2}
 
 
 def versioned(kind: str, body: dict) -> dict:

@@ -202,7 +202,12 @@ def main(args: argparse.Namespace) -> int:
     except OSError as err:
         return fail(f"cannot write {out}: {err.strerror or err}")
     if args.json:
-        print(table.to_json(orient="records", indent=1))
+        import json
+
+        from analysis.cli.json_out import versioned
+
+        records = json.loads(table.to_json(orient="records"))
+        print(json.dumps(versioned("profile", {"logdir": str(logdir), "collectives": records}), indent=1))
         return 0
     summary = prof.step_summary(steps)
     for module, s in summary.groupby("hlo_module"):
