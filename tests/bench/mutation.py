@@ -3,13 +3,17 @@ cover each, and count the bugs no test notices.
 
     pip install -e ".[dev]"
     python tests/bench/mutation.py [--children 2] [--keep DIR]
+    python tests/bench/mutation.py --only analysis/gate.py --tests tests/test_gate_pinned.py tests/test_packaging.py
 
 mutmut (configured under ``[tool.mutmut]`` in pyproject.toml: which files, which tests) runs
 in a copy of the checkout, so the working tree is never touched. Prints one row per module:
 mutants killed, survived, timed out, and not covered by the selected tests, and the score
 ``killed / (killed + survived)``; writes every survivor's diff to ``survivors.txt`` in the
 copy (``--keep`` keeps it). Not part of CI: on 2 cores everything but the HLO reader takes
-about 20 minutes, the HLO reader's ~1000 mutants about two hours more.
+about 20 minutes, the HLO reader's ~1000 mutants about two hours more. ``--only`` (files to
+mutate) and ``--tests`` (the tests that cover them) check a few modules in a bounded time:
+they replace ``only_mutate`` and the test selection in the copy's pyproject, never in the
+checkout. Each run prints its wall time.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,6 +44,32 @@ def copy_checkout(dest: Path) -> None:
             shutil.copy2(src, dest / name)
 
 
+def narrow(pyproject: Path, only: list[str], tests: list[str] | None) -> None:
+    """Point the copy's ``[tool.mutmut]`` at ``only`` (and its tests at ``tests``), so a run
+    covers those modules alone; every other key stays as the checkout has it."""
+    text = pyproject.read_text()
+    head, sep, rest = text.partition("[tool.mutmut]")
+    if not sep:
+        raise SystemExit("error: pyproject.toml has no [tool.mutmut] section")
+    body, nxt, tail = rest.partition("\n[")  # the section runs to the next table
+    keys = {"only_mutate": only}
+    if tests:
+        keys["pytest_add_cli_args_test_selection"] = tests
+    # drop the keys being replaced (values may span several lines), then add them back
+    kept, skip = [], False
+    for line in body.splitlines():
+        key = line.split("=", 1)[0].strip()
+        if key in keys:
+            skip = not line.rstrip().endswith("]")
+            continue
+        if skip:
+            skip = not line.rstrip().endswith("]")
+            continue
+        kept.append(line)
+    new = "\n".join(kept).rstrip("\n") + "\n" + "".join(f"{k} = {v!r}\n".replace("'", '"') for k, v in keys.items())
+    pyproject.write_text(head + sep + new + (nxt + tail if nxt else ""))
+
+
 def module_of(mutant: str) -> str:
     """``analysis.stats.x_summarize__mutmut_3`` -> ``analysis.stats``."""
     head = mutant.split("__mutmut_")[0]
@@ -49,13 +80,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--children", type=int, default=2, help="mutants tested at once (default 2)")
     parser.add_argument("--keep", type=Path, default=None, help="run in this folder and keep it")
+    parser.add_argument("--only", nargs="+", default=None, help="mutate only these files (default: pyproject's list)")
+    parser.add_argument("--tests", nargs="+", default=None, help="with --only: the test files that cover them")
     args = parser.parse_args()
+    if args.tests and not args.only:
+        parser.error("--tests needs --only (the pyproject's selection goes with its own files)")
+    t0 = time.monotonic()
     work = args.keep or Path(tempfile.mkdtemp(prefix="shardlab-mutation-"))
     work.mkdir(parents=True, exist_ok=True)
     # mutmut keeps its results in mutants/ and reuses them: an earlier run's (of other code)
     # would be counted again
     shutil.rmtree(work / "mutants", ignore_errors=True)
     copy_checkout(work)
+    if args.only:
+        narrow(work / "pyproject.toml", args.only, args.tests)
     # the HLO tests compile five collectives in a fresh JAX process: once for the whole run,
     # not once per mutant (tests/hlo_samples.py)
     env = dict(os.environ, SHARDLAB_HLO_SAMPLES_CACHE=str(work / "hlo_samples.json"))
@@ -104,6 +142,7 @@ def main() -> int:
             ).stdout
             f.write(f"== {name}\n{diff}\n")
     print(f"survivors' diffs: {work / 'survivors.txt'}")
+    print(f"wall time: {(time.monotonic() - t0) / 60:.1f} min with {args.children} children")
     if args.keep is None:
         print(f"(the copy is left in {work}; delete it when done)")
     return 0
