@@ -126,14 +126,17 @@ def main(args: argparse.Namespace) -> int:
         }
         print(
             json.dumps(
-                versioned("hardware", {
-                    **out,
-                    **(
-                        {k: v for k, v in _entry_json(hw).items() if k != "name"}
-                        if hw
-                        else {"kind": r.entry["kind"], "source": r.entry["source"]}
-                    ),
-                }),
+                versioned(
+                    "hardware",
+                    {
+                        **out,
+                        **(
+                            {k: v for k, v in _entry_json(hw).items() if k != "name"}
+                            if hw
+                            else {"kind": r.entry["kind"], "source": r.entry["source"]}
+                        ),
+                    },
+                ),
                 indent=2,
             )
         )
