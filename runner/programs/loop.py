@@ -69,6 +69,8 @@ class LoopPrograms:
         self.run, self.args, self.step_hlo = looped(fn, mesh), tuple(args), step_hlo
         self.carry: tuple | None = None  # the loop's own copy of the inputs, donated call after call
         self.compiled: dict[int, object] = {}
+        # K -> its check, made once with its compile: a kept point's later rounds reuse both
+        self.checks: dict[int, dict] = {}
         self.check: dict | None = None
         self.compile_s = 0.0  # seconds the last calls() spent compiling and checking
 
@@ -76,18 +78,19 @@ class LoopPrograms:
         """A blocking call per K of ``Ks``, or None when a program could not be built or does
         not repeat the step's collectives K times (``check`` says why)."""
         t0 = time.perf_counter()
-        checks = {}
         try:
             for K in Ks:
                 if K not in self.compiled:
                     self.compiled[K] = self.run.lower(self.args, K).compile()
-                checks[K] = loop_check(self.step_hlo, self.compiled[K].as_text(), K)
+                if K not in self.checks:
+                    self.checks[K] = loop_check(self.step_hlo, self.compiled[K].as_text(), K)
         except Exception as exc:  # noqa: BLE001 - a user's program may not loop: the step estimator stays
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             self.check = {"ok": False, "why": f"the loop program could not be built: {first}"}
             return None
         finally:
             self.compile_s = time.perf_counter() - t0
+        checks = {K: self.checks[K] for K in Ks}
         bad = [c for c in checks.values() if not c["ok"]]
         self.check = bad[0] if bad else dict(checks[max(checks)], Ks=list(Ks))
         if bad:
