@@ -15,7 +15,7 @@ from analysis.stats import Z95, bootstrap_medians
 
 def source_rounds(result: dict) -> list[list[float]]:
     """The samples of a result's *source* estimator, one list per round (empty rounds dropped),
-    as :func:`runner.timing.summarise` combined them: step and loop from every round; device
+    as :func:`runner.worker.timing.summarise` combined them: step and loop from every round; device
     from the point's own trace (round 1) and the later rounds' traces."""
     t = result.get("timing") or {}
     source = t.get("source") or "step"

@@ -125,7 +125,7 @@ def _run_columns(r: dict) -> dict:
         "time_n": s.get("n"),
         "time_rounds": s.get("rounds"),
         "rounds_disagree": bool(s.get("rounds_disagree")),
-        # adaptive rounds (runner.rounds.rounds_rule): how many timing.rounds asked for, and why
+        # adaptive rounds (runner.sweep.rounds.rounds_rule): how many timing.rounds asked for, and why
         # the point took the rounds it did (stopped after 3 when they agreed, else all)
         "rounds_wanted": (t.get("rounds_rule") or {}).get("wanted"),
         "rounds_why": (t.get("rounds_rule") or {}).get("why"),

@@ -1,15 +1,22 @@
 """shardlab.runner: configs in, measured and traced sharded JAX programs out.
 
-Importing this package does not import JAX: JAX starts in the worker process
-(:mod:`runner.worker`), after the process-wide settings are in place.
+Three rooms, along the process boundary:
 
-Reading order: :mod:`.job` (``run(cfg)``) -> :mod:`.spec` (every value check) -> :mod:`.pool`
-and :mod:`.worker` (the JAX process) -> :mod:`.measure` (one point: :mod:`.programs`,
-:mod:`.timing`, :mod:`.tracing`). May import from :mod:`analysis` only the book, the run-folder
+* :mod:`runner.sweep` - the Hydra process: ``run(cfg)`` (:mod:`.sweep.job`), the sweep's
+  callbacks, progress lines, rounds, folder lock and the handles on worker processes;
+* :mod:`runner.worker` - the JAX process that those handles spawn (:mod:`.worker.serve`): one
+  point measured (:mod:`.worker.measure`: programs, timing, tracing, meshes, the ceiling, the
+  result check);
+* :mod:`runner.config` - what both need: the config schema, the spec a point is turned into and
+  every value check (all before any device work), the memory estimate, the process settings.
+
+The worker never imports the sweep side, and config imports neither (``tests/test_layering.py``).
+Importing this package does not import JAX: JAX starts in the worker, after the process-wide
+settings are in place. From :mod:`analysis` the runner takes only the book, the run-folder
 layout, the trace and HLO readers and the timing statistics (and the report at the end of a
 sweep).
 """
 
-from runner.job import run
+from runner.sweep.job import run
 
 __all__ = ["run"]

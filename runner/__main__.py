@@ -12,11 +12,11 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from runner.callbacks import armed, interrupted
+from runner.config.schema import CONF_DIR, register_configs
 from runner.errors import OutputError, PlatformError
-from runner.job import run
-from runner.pool import discard_worker
-from runner.schema import CONF_DIR, register_configs
+from runner.sweep.callbacks import armed, interrupted
+from runner.sweep.job import run
+from runner.sweep.pool import discard_worker
 
 register_configs()
 log = logging.getLogger("shardlab")
@@ -29,9 +29,9 @@ def app(cfg: DictConfig) -> dict:
     _task_ran = True
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     # A sweep runs round 1 of each point now and interleaves the other rounds at its end
-    # (runner.callbacks); a single run does all its rounds at once.
+    # (runner.sweep.callbacks); a single run does all its rounds at once.
     try:
-        if multirun:  # Ctrl-C: see runner.callbacks (a sweep keeps what it measured)
+        if multirun:  # Ctrl-C: see runner.sweep.callbacks (a sweep keeps what it measured)
             with armed():
                 result = run(cfg, rounds=1)
         else:
@@ -53,7 +53,7 @@ def app(cfg: DictConfig) -> dict:
     if result["status"] != "ok" and HydraConfig.get().mode == RunMode.RUN:
         # A single run that failed exits non-zero; in a multirun the sweep goes on.
         sys.exit(2 if result["error_type"] == "ConfigError" else 1)
-    return result  # Hydra hands it to the callbacks (runner.progress reads ``resumed``)
+    return result  # Hydra hands it to the callbacks (runner.sweep.progress reads ``resumed``)
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 Tests that import JAX themselves need 8 CPU devices, and XLA reads that once, when JAX
 starts: set it here, before any test module imports jax. (The runner's own worker process
-sets it independently, in runner.jaxenv.)
+sets it independently, in runner.config.jaxenv.)
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import os
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-# The CPU copy ceiling is cached per machine (runner.copy_curve, ~/.cache/shardlab/ceiling):
+# The CPU copy ceiling is cached per machine (runner.worker.copy_curve, ~/.cache/shardlab/ceiling):
 # tests keep theirs in a folder of this test session, measured once and removed at the end,
 # so no test reads or writes a machine-wide path.
 if "SHARDLAB_CEILING_DIR" not in os.environ:
@@ -21,7 +21,7 @@ if "SHARDLAB_CEILING_DIR" not in os.environ:
 
     os.environ["SHARDLAB_CEILING_DIR"] = tempfile.mkdtemp(prefix="shardlab-test-ceiling-")
     atexit.register(shutil.rmtree, os.environ["SHARDLAB_CEILING_DIR"], True)
-# Workers' start-up logs (runner.worker, else the system's temp folder) likewise go to a folder
+# Workers' start-up logs (runner.sweep.workers, else the system's temp folder) likewise go to a folder
 # of this session: a test that counts them never sees another shardlab's.
 if "SHARDLAB_WORKER_LOG_DIR" not in os.environ:
     import atexit
@@ -36,7 +36,7 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 
-from runner.schema import register_configs  # noqa: E402
+from runner.config.schema import register_configs  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]  # the checkout
 

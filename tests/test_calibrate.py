@@ -24,7 +24,7 @@ from analysis.predictions import model_constants, predict_points, unit_terms
 from analysis.rundir import read_results
 from analysis.summary import summary_table
 from analysis.sweep import target_points
-from runner.schema import HardwareConf
+from runner.config.schema import HardwareConf
 
 FLAGGED = ("all_gather", 32 << 10)  # the point whose ceiling the fixture lowers: always flagged, never fitted
 

@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from runner import copy_curve
-from runner.copy_curve import at, smooth
+from runner.worker import copy_curve
+from runner.worker.copy_curve import at, smooth
 
 KiB, MiB, GB = 1 << 10, 1 << 20, 1e9
 
@@ -74,7 +74,7 @@ def test_the_curve_is_read_log_log_between_its_sizes_and_flat_beyond_its_ends():
 
 
 def test_the_curve_interleaves_its_sizes_and_one_stall_moves_no_median(monkeypatch):
-    import runner.ceiling
+    import runner.worker.ceiling
 
     calls = []
 
@@ -85,8 +85,8 @@ def test_the_curve_interleaves_its_sizes_and_one_stall_moves_no_median(monkeypat
         return {"busbw_Bps": (nbytes / KiB) * GB / (100 if stalled else 1)}
 
     released = []
-    monkeypatch.setattr(runner.ceiling, "device_copy", fake_copy)
-    monkeypatch.setattr(runner.ceiling, "release", lambda: released.append(1))
+    monkeypatch.setattr(runner.worker.ceiling, "device_copy", fake_copy)
+    monkeypatch.setattr(runner.worker.ceiling, "release", lambda: released.append(1))
 
     class Mesh:
         devices = np.zeros(8)

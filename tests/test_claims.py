@@ -135,8 +135,8 @@ def test_backward_pass_hlo_on_cpu(compose_cfg, tmp_path, op, backward):
 
 
 def test_grad_of_other_collectives_is_refused(compose_cfg):
+    from runner.config.spec import build_spec
     from runner.errors import ConfigError
-    from runner.spec import build_spec
 
     with pytest.raises(ConfigError, match="op.grad=true: allowed only for all_gather and reduce_scatter"):
         build_spec(compose_cfg(["op=all_reduce", "op.grad=true"]))
@@ -189,7 +189,7 @@ def test_the_verdicts_reach_the_console_at_the_end_of_a_claims_sweep(tmp_path):
     import os
 
     from analysis.claims import console_lines
-    from runner.callbacks import claim_lines
+    from runner.sweep.callbacks import claim_lines
 
     want = [
         "holds: ReduceScatter costs what AllGather costs (1.02x, 95% interval 0.95-1.1; book 1.0)",

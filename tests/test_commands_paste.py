@@ -11,7 +11,7 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
-from runner.command import analysis_command, hydra_quote, resume_command
+from runner.sweep.command import analysis_command, hydra_quote, resume_command
 
 HOSTILE = [
     "outputs/plain",

@@ -1,5 +1,5 @@
 """Every numeric and string key of the config, given a random value, is either accepted or
-refused by :func:`runner.spec.build_spec` with one ConfigError line naming the key: never
+refused by :func:`runner.config.spec.build_spec` with one ConfigError line naming the key: never
 another exception, never a refusal that only shows up after measuring. Property-based
 (hypothesis, seeded, a few seconds): the validation function is called directly, so no process
 starts; two end-to-end cases check the exit code and the single line."""
@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from runner.config.spec import build_spec
+from runner.config.spec_values import MAX_BYTES, MAX_SEED, MAX_TIMEOUT_S
 from runner.errors import ConfigError
-from runner.spec import build_spec
-from runner.spec_values import MAX_BYTES, MAX_SEED, MAX_TIMEOUT_S
 
 BASES = {
     "collective": ["hardware=cpu", "mesh=x8", "op=all_gather", "op.size_bytes=1MiB"],
@@ -146,7 +146,7 @@ ALLOWED = {
     "distributed.timeout_s": lambda v: isinstance(v, (int, float)) and math.isfinite(v) and 0 < v <= 86400,
     "op.size_bytes": lambda v: _whole(v) and 0 < v <= 16 * 2**20 and v % 32 == 0,
     # -1, or a size 1 MiB of float32 (2**18 elements) splits over; the device count is the
-    # worker's to check (runner.spec.check_against_devices), right after JAX starts
+    # worker's to check (runner.config.spec.check_against_devices), right after JAX starts
     "mesh.axes.X": lambda v: v == -1 or (_whole(v) and 1 <= v <= 65536 and 2**18 % v == 0),
     "hardware.hop_latency_s": lambda v: isinstance(v, (int, float)) and math.isfinite(v) and 0 <= v <= 1,
     "hardware.memory_bytes": lambda v: isinstance(v, (int, float)) and math.isfinite(v) and v > 0,

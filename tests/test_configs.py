@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from runner.config.spec import build_spec, parse_size
 from runner.errors import ConfigError
-from runner.spec import build_spec, parse_size
 
 REPO_ROOT = Path(__file__).resolve().parents[1]  # the checkout
 

@@ -81,7 +81,7 @@ def test_ctrl_c_leaves_a_report_marked_incomplete_and_the_resume_command(tmp_pat
 
 
 def test_time_left_grows_with_the_sizes_still_to_come():
-    from runner.progress import ProgressCallback
+    from runner.sweep.progress import ProgressCallback
 
     cb = ProgressCallback()
     cb.jobs = [[f"op.size_bytes={s}MiB"] for s in (1, 2, 4, 8, 16)]
@@ -102,7 +102,7 @@ def test_time_left_grows_with_the_sizes_still_to_come():
 
 
 def test_time_left_does_not_leap_from_noise_at_the_smallest_sizes():
-    from runner.progress import estimate_left
+    from runner.sweep.progress import estimate_left
 
     # the first six points of a default sweep here, (V, wall s, timed s, step s): their wall
     # times wander 0.19-0.61 s while the step stays flat; a linear fit of wall on V then said

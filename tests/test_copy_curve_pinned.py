@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from runner.copy_curve import smooth
+from runner.worker.copy_curve import smooth
 
 KiB, GB = 1 << 10, 1e9
 SIZES = [4 * KiB, 16 * KiB, 64 * KiB]

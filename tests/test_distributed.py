@@ -15,11 +15,12 @@ import sys
 import pandas as pd
 import pytest
 
-from runner import pool, worker
-from runner.distributed import TEST_SKIP_PROCESS_ENV, ProcessGroup
+from runner.config.jaxenv import MODE_ENV, NUM_PROCESSES_ENV, process_env
+from runner.config.spec import build_spec
 from runner.errors import ConfigError
-from runner.jaxenv import MODE_ENV, NUM_PROCESSES_ENV, process_env
-from runner.spec import build_spec
+from runner.sweep import pool
+from runner.sweep.distributed import TEST_SKIP_PROCESS_ENV, ProcessGroup
+from runner.worker import serve as worker
 
 FAST = ["timing.rounds=1", "timing.budget_s=0.3", "timing.min_iters=5", "timing.warmup_max_s=0.5", "trace.iters=2"]
 
@@ -165,7 +166,7 @@ def groups(monkeypatch):
 
 
 def _run(compose_cfg, tmp_path, *overrides):
-    from runner.job import run
+    from runner.sweep.job import run
 
     cfg = compose_cfg(["distributed=local", "distributed.timeout_s=3", "op.size_bytes=64KiB", *FAST, *overrides])
     return run(cfg, tmp_path)
@@ -214,7 +215,7 @@ def test_processes_agree_on_every_loop_under_cpu_load(compose_cfg, tmp_path, cpu
     # process 0's decision. Traced steps are the sharpest case: 200 allowed, stopped by a 0.1 s
     # wall clock that each process started at its own moment; a process that ran one more
     # traced step than its peer waited in the collective until distributed.timeout_s.
-    from runner.job import run
+    from runner.sweep.job import run
 
     for i in range(3):
         cfg = compose_cfg(
@@ -241,7 +242,7 @@ def test_processes_agree_on_every_loop_under_cpu_load(compose_cfg, tmp_path, cpu
 def test_traced_steps_stop_on_the_shared_decision_not_the_local_clock(tmp_path):
     import jax.numpy as jnp
 
-    from runner import tracing
+    from runner.worker import tracing
 
     ticks = iter(range(10_000))
     clock = lambda: float(next(ticks))  # noqa: E731 - every reading 1 s later: the local clock says stop at once
@@ -265,7 +266,7 @@ def test_traced_steps_stop_on_the_shared_decision_not_the_local_clock(tmp_path):
 def test_the_hosts_of_a_distributed_auto_sweep_share_its_folder_and_one_report(tmp_path, repo_root):
     # "Every host runs the same command" into one shared folder: here two processes on
     # 127.0.0.1, each told its process id (as a cluster's environment would), 2 CPU devices each.
-    from runner.distributed import free_port
+    from runner.sweep.distributed import free_port
 
     out = tmp_path / "ag"
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2")

@@ -214,7 +214,7 @@ def test_check_compares_every_device_copy_of_a_replicated_result():
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from runner.result_check import check
+    from runner.worker.result_check import check
 
     mesh = jax.make_mesh((8,), ("X",))
     want = np.arange(16, dtype=np.float32)
@@ -229,7 +229,7 @@ def test_check_compares_every_device_copy_of_a_replicated_result():
 
 
 def test_int8_sums_that_would_wrap_are_refused_before_compile(compose_cfg, tmp_path):
-    from runner.spec import sum_inputs
+    from runner.config.spec import sum_inputs
 
     # 8 devices: 0..6 plus a per-device offset sums to at most 6*8 + 28 = 76 <= 127
     assert sum_inputs("int8", 8) == (7, True)
@@ -245,8 +245,8 @@ def test_int8_sums_that_would_wrap_are_refused_before_compile(compose_cfg, tmp_p
             "op.size_bytes=4KiB",
         ]
     )
+    from runner.config.spec import build_spec
     from runner.errors import ConfigError
-    from runner.spec import build_spec
 
     with pytest.raises(ConfigError, match="dtype=int8: a sum over 256 devices can exceed 127"):
         build_spec(cfg)
@@ -403,7 +403,7 @@ def test_the_ceiling_doubles_its_iterations_when_a_stall_makes_the_difference_ne
 
     import jax
 
-    from runner.ceiling import device_copy
+    from runner.worker.ceiling import device_copy
 
     # at 3.5 MiB a device K = 4: one stall in the shorter call made t(2K) - t(K) negative and
     # left a 4 MiB AllGather without a ceiling. Fake clock: the first 3 repeats read t(2K) = 1 s,
@@ -453,7 +453,7 @@ def test_c_from_a_job_that_split_the_product_every_way_is_per_device():
 
 # ---------------------------------------------------------------- the loop estimator's programs
 def test_loop_Ks_span_at_least_six_repetitions_and_stop_at_512():
-    from runner.timing import loop_Ks
+    from runner.worker.timing import loop_Ks
 
     assert loop_Ks(1e-3, 0.02) == [5, 20]  # K2 calls take about loop_target_s; K1 = K2 / 4
     assert loop_Ks(6e-3, 0.02) == [2, 8]  # a 16 MiB ReduceScatter: 8 and 2, not K = 3
@@ -462,7 +462,7 @@ def test_loop_Ks_span_at_least_six_repetitions_and_stop_at_512():
 
 
 def test_the_loop_estimate_is_the_slope_so_a_per_call_cost_cancels():
-    from runner.timing import time_loop
+    from runner.worker.timing import time_loop
 
     # every call pays 30 ms once (dispatch, the inputs' copy before the while loop) and 5 ms
     # a repetition: t(K) / K would read 8.75 ms at K = 8, 20 ms at K = 2
@@ -482,7 +482,7 @@ def test_the_loop_estimate_is_the_slope_so_a_per_call_cost_cancels():
 
 
 def test_a_later_round_reuses_round_ones_trip_counts():
-    from runner.timing import given_Ks
+    from runner.worker.timing import given_Ks
 
     assert given_Ks([2, 8]) == [2, 8] and given_Ks(None) is None
     assert given_Ks(20) == [5, 20] and given_Ks(2) == [2, 3]  # a result written with one K
@@ -493,7 +493,7 @@ def test_the_loop_program_knows_its_trip_count_and_runs_the_collective_K_times()
     from jax.sharding import AxisType, NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from runner.programs.loop import LoopPrograms
+    from runner.worker.programs.loop import LoopPrograms
 
     mesh = jax.make_mesh((8,), ("X",), axis_types=(AxisType.Explicit,))
     step = jax.jit(jax.shard_map(lambda x: jax.lax.psum(x, "X"), mesh=mesh, in_specs=P("X"), out_specs=P()))
@@ -575,7 +575,7 @@ def _loop_hlo(in_body: int, trip: int | None, peeled: int = 0) -> str:
     ],
 )
 def test_loop_check_counts_executions_and_accepts_an_unrolled_body(in_body, trip, peeled, K, ok, unroll, runs):
-    from runner.programs.loop import loop_check
+    from runner.worker.programs.loop import loop_check
 
     got = loop_check(_STEP_HLO, _loop_hlo(in_body, trip, peeled), K)
     assert got["ok"] is ok, got
@@ -587,7 +587,7 @@ def test_loop_check_counts_executions_and_accepts_an_unrolled_body(in_body, trip
 def test_loop_check_wants_every_kind_in_the_steps_proportion():
     from collections import Counter
 
-    from runner.programs.loop import _multiple
+    from runner.worker.programs.loop import _multiple
 
     step = Counter({"all-reduce": 1, "all-gather": 2})
     assert _multiple(Counter({"all-reduce": 2, "all-gather": 4}), step) == 2

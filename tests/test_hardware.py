@@ -13,7 +13,7 @@ from analysis.book import hardware as hwmod
 from analysis.book.errors import HardwareError
 from analysis.book.hardware import catalogue_problems, hardware_names, load_hardware, resolve, resolve_auto
 from analysis.cli import main
-from runner.schema import HardwareConf
+from runner.config.schema import HardwareConf
 
 REPO_ROOT = Path(__file__).resolve().parents[1]  # the checkout
 

@@ -10,8 +10,9 @@ import sys
 import pandas as pd
 import pytest
 
-from runner import pool, run
-from runner.worker import TEST_ABORT_ENV, TEST_HANG_ENV
+from runner import run
+from runner.sweep import pool
+from runner.worker.serve import TEST_ABORT_ENV, TEST_HANG_ENV
 
 
 def test_aborting_point_is_recorded_and_the_sweep_goes_on(tmp_path, repo_root):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from runner import jaxenv
-from runner.jaxenv import MALLOC_ENV, cpu_backend, process_env
-from runner.spec import build_spec
+from runner.config import jaxenv
+from runner.config.jaxenv import MALLOC_ENV, cpu_backend, process_env
+from runner.config.spec import build_spec
 
 
 @pytest.fixture

@@ -5,6 +5,9 @@ depth, so a lazy import cannot hide a circle):
 * ``analysis.book`` imports nothing else of the project, and nothing heavy at module level;
 * ``runner`` takes from ``analysis`` only the book, the run-folder layout, the trace and HLO
   readers and the timing statistics (and the report, once, at the end of a sweep);
+* the runner's rooms follow its process boundary: ``runner.worker`` (the JAX process) never
+  imports ``runner.sweep`` (the Hydra process), and ``runner.config`` (what both need: the
+  schema, the spec the worker receives and its checks) imports neither;
 * no module imports itself back through others (no circles);
 * ``python -m runner`` starts without jax, pandas or matplotlib (they load in the worker and
   for the report).
@@ -32,7 +35,7 @@ RUNNER_MAY_USE = (
     "analysis.hlo",
     "analysis.stats",
 )
-RUNNER_REPORT_CALLER = "runner.callbacks"  # the end of a sweep: its report, and the gate on it
+RUNNER_REPORT_CALLER = "runner.sweep.callbacks"  # the end of a sweep: its report, and the gate on it
 # the report, the gate on it, and the claims' verdicts it prints
 REPORT_CALLER_MAY_USE = ("analysis.report", "analysis.sweep", "analysis.gate", "analysis.claims")
 
@@ -111,6 +114,43 @@ def test_runner_takes_only_the_shared_vocabulary_from_analysis():
             assert ok, f"{m} imports {i}"
 
 
+# room -> the rooms of runner it must never import (at any depth of a function, lazily or not)
+ROOMS_MUST_NOT_USE = {
+    "runner.worker": ("runner.sweep",),
+    "runner.config": ("runner.sweep", "runner.worker"),
+    "runner.errors": ("runner.sweep", "runner.worker", "runner.config"),
+}
+
+
+def room_violations(edges: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """``(importer, imported)`` for every import that crosses the runner's rooms the wrong way."""
+    bad = []
+    for m, deps in edges.items():
+        for room, banned in ROOMS_MUST_NOT_USE.items():
+            if m == room or m.startswith(room + "."):
+                bad += [(m, d) for d in deps for b in banned if d == b or d.startswith(b + ".")]
+    return sorted(bad)
+
+
+def test_the_worker_never_imports_the_sweep_side_and_config_neither():
+    assert room_violations(project_edges()) == []
+
+
+def test_the_room_check_finds_a_planted_import_across_the_boundary():
+    edges = project_edges()
+    edges["runner.worker.measure"] = edges["runner.worker.measure"] | {"runner.sweep.progress"}
+    edges["runner.config.spec"] = edges["runner.config.spec"] | {"runner.worker.meshes"}
+    assert room_violations(edges) == [
+        ("runner.config.spec", "runner.worker.meshes"),
+        ("runner.worker.measure", "runner.sweep.progress"),
+    ]
+
+
+def test_every_runner_module_lives_in_a_room():
+    loose = [m for m in modules() if m.startswith("runner.") and m.count(".") == 1]
+    assert sorted(loose) == ["runner.__main__", "runner.config", "runner.errors", "runner.sweep", "runner.worker"]
+
+
 def find_circles(edges: dict[str, set[str]]) -> list[list[str]]:
     """Every set of modules that import one another round a loop (Tarjan's strongly connected
     components of more than one module)."""
@@ -157,7 +197,7 @@ def test_the_circle_finder_finds_a_planted_circle():
 
 def test_starting_the_runner_imports_no_jax_pandas_or_matplotlib():
     code = (
-        "import sys, runner, runner.__main__, runner.callbacks, runner.progress; "
+        "import sys, runner, runner.__main__, runner.sweep.callbacks, runner.sweep.progress; "
         f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
@@ -168,7 +208,8 @@ def test_a_measured_point_brings_no_jax_into_the_main_process(tmp_path):
     """JAX lives in the worker: a result coming back (its phase timings included) must not
     import it into the main process, which would cost a sweep about a second and the memory."""
     code = (
-        "import sys; from hydra import compose, initialize_config_dir; from runner.schema import register_configs; "
+        "import sys; from hydra import compose, initialize_config_dir; "
+        "from runner.config.schema import register_configs; "
         "register_configs(); from runner import run\n"
         f"with initialize_config_dir(config_dir={str(ROOT / 'conf')!r}, version_base='1.3'):\n"
         "    cfg = compose('config', overrides=['op.size_bytes=1KiB', 'timing.rounds=2', 'timing.budget_s=0.2'])\n"

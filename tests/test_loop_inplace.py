@@ -17,8 +17,8 @@ import jax
 import pytest
 from jax.sharding import AxisType
 
-from runner.programs import collectives
-from runner.programs.loop import looped
+from runner.worker.programs import collectives
+from runner.worker.programs.loop import looped
 
 
 def _computations(hlo_text: str) -> dict[str, str]:

@@ -10,9 +10,9 @@ import pytest
 from analysis.hlo import group_mesh_axes, parse_collectives
 from analysis.report import write_report
 from runner import run
+from runner.config.matmul_plan import parse_matmul, plan
+from runner.config.spec import build_spec
 from runner.errors import ConfigError
-from runner.matmul_plan import parse_matmul, plan
-from runner.spec import build_spec
 
 DIMS = ["op.dims.I=64", "op.dims.J=128", "op.dims.K=64"]
 FAST = ["timing.min_iters=3", "timing.budget_s=0.1", "timing.warmup_min_iters=1", "timing.rounds=1"]

@@ -21,7 +21,7 @@ from analysis.trace.overlap import collective_spans
 
 # ---------------------------------------------------------------- the result check
 def _check():
-    from runner.result_check import check  # imports jax: only when a test needs it
+    from runner.worker.result_check import check  # imports jax: only when a test needs it
 
     return check
 
@@ -147,9 +147,9 @@ def test_check_fails_a_nan_in_the_result(dtype):
 def test_a_point_whose_reference_is_wrong_fails_before_it_is_timed(compose_cfg, tmp_path, monkeypatch):
     """The whole path in one process: measure() checks the real result against a reference
     with one element changed, records the failed check, and stops before timing."""
-    from runner import measure
-    from runner.programs import collectives
-    from runner.spec import build_spec
+    from runner.config.spec import build_spec
+    from runner.worker import measure
+    from runner.worker.programs import collectives
 
     real_build = collectives.build
 
@@ -189,7 +189,7 @@ TIMING = {
 def _driven(values, **timing):
     """time_step over a fixed list of samples and a clock that never moves."""
     it = iter(values)
-    return pytest.importorskip("runner.timing").time_step(
+    return pytest.importorskip("runner.worker.timing").time_step(
         None, dict(TIMING, **timing), sample=lambda step, k=1: next(it), clock=lambda: 0.0
     )
 
@@ -222,7 +222,7 @@ def test_stop_rule_stops_on_the_budget_and_says_so():
         now[0] += 1.0
         return next(it)
 
-    out = pytest.importorskip("runner.timing").time_step(
+    out = pytest.importorskip("runner.worker.timing").time_step(
         None, dict(TIMING, budget_s=25.0), sample=sample, clock=lambda: now[0]
     )
     assert out["stop_reason"] == "budget"
@@ -233,7 +233,7 @@ def test_stop_rule_stops_on_the_budget_and_says_so():
 def test_warm_up_waits_for_the_median_to_settle():
     seq = [10.0, 9.0, 8.0, 5.0, 4.0, 3.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0]
     it = iter(seq)
-    warm = pytest.importorskip("runner.timing").warm_up(
+    warm = pytest.importorskip("runner.worker.timing").warm_up(
         None, 3, 1e9, sample=lambda step, k=1: next(it), clock=lambda: 0.0
     )
     # medians of the last 3 against the 3 before: 4 vs 9, 3 vs 8, 2 vs 5, 2 vs 4, 2 vs 3, then

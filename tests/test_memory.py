@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from runner.config.memory import check_fits, estimate
+from runner.config.spec import build_spec
 from runner.errors import ConfigError
-from runner.memory import check_fits, estimate
-from runner.spec import build_spec
 
 
 def test_estimates_follow_each_collective():

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from runner.config.memory import check_fits, estimate
 from runner.errors import ConfigError
-from runner.memory import check_fits, estimate
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 RUNTIME = 64 * MiB

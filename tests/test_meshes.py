@@ -1,4 +1,4 @@
-"""Meshes as the hardware has them (runner.meshes.build_mesh / device_array) and where their
+"""Meshes as the hardware has them (runner.worker.meshes.build_mesh / device_array) and where their
 axes lie on the physical axes (physical_placement), on fake TPU and GPU devices shaped like
 JAX's own mesh tests (tests/mesh_utils_test.py: objects with id, coords, core_on_chip,
 slice_index, device_kind, platform, process_index; hosts of 2x2 chips)."""
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from jax.experimental import mesh_utils
 
-from runner.ceiling import link_roofline
 from runner.errors import ConfigError
-from runner.meshes import build_mesh, device_array, physical_placement
+from runner.worker.ceiling import link_roofline
+from runner.worker.meshes import build_mesh, device_array, physical_placement
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,7 +212,7 @@ def test_cpu_devices_keep_the_order_jax_make_mesh_gives():
 
 
 def test_result_json_prediction_uses_the_recorded_placement():
-    from runner.job import predict
+    from runner.sweep.job import predict
 
     # tpu_v5p, V = 2^25 B over X=64 on a 4x4x4: three rings, max(6 us, V / (1.8e11 * 3)) = 62.14 us;
     # taken as one ring of 64 it would be max(32 us, V / 1.8e11) = 186.41 us
@@ -265,7 +265,7 @@ def test_a_group_over_two_folded_axes_spans_at_most_the_slice():
 
 
 def test_a_matmuls_prediction_uses_the_recorded_placement_too():
-    from runner.job import predict
+    from runner.sweep.job import predict
 
     # A[I, J_X] * B[J_X, K] -> C[I, K] on X=64: AllReduce of C (4096 x 4096 bf16, V = 2^25 B):
     # one ring of 64: 2 * V / 1.8e11 = 372.83 us; on the 4x4x4's three rings: 2 * V / (1.8e11 * 3)

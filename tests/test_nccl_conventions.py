@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from analysis.report.nccl_table import avg_busbw_line, nccl_count, nccl_frame
-from runner.bandwidth import bandwidth, bandwidth_words
+from runner.sweep.bandwidth import bandwidth, bandwidth_words
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -89,8 +89,8 @@ def test_a_run_records_algbw_and_busbw_as_nccl_tests_computes_them():
 
 
 def test_a_single_run_and_a_sweep_line_print_algbw_and_busbw(caplog, tmp_path):
-    from runner.job import _log_line
-    from runner.progress import point_line
+    from runner.sweep.job import _log_line
+    from runner.sweep.progress import point_line
 
     r = _result()
     r["bandwidth"] = bandwidth(r)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from analysis.report.nccl_table import avg_busbw_line, nccl_frame
-from runner.bandwidth import bandwidth, bandwidth_words
+from runner.sweep.bandwidth import bandwidth, bandwidth_words
 
 KiB, MiB = 1 << 10, 1 << 20
 

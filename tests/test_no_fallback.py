@@ -4,7 +4,7 @@ on its console line, in result.json and in the report, and no other estimator's 
 shown as its time.
 
 Planted on CPU: the worker (a spawned process) starts with a ``sitecustomize`` that makes
-``runner.measure.target_instructions`` name an instruction the program does not have, as a
+``runner.worker.measure.target_instructions`` name an instruction the program does not have, as a
 module whose collective hides in a shape the reader does not know would.
 """
 
@@ -21,8 +21,8 @@ import pytest
 from analysis.rundir import read_results
 from analysis.summary import summary_table
 from runner import run
-from runner.pool import discard_worker
-from runner.progress import point_line
+from runner.sweep.pool import discard_worker
+from runner.sweep.progress import point_line
 
 QUICK = ["timing.min_iters=5", "timing.budget_s=0.3", "trace.iters=3", "op.size_bytes=64KiB"]
 ABSENT = "all-gather.absent"
@@ -33,7 +33,7 @@ _PLANT = textwrap.dedent(f"""
 
     class _Plant(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path, target=None):
-            if name != "runner.measure":
+            if name != "runner.worker.measure":
                 return None
             spec = importlib.machinery.PathFinder.find_spec(name, path)
             run_module = spec.loader.exec_module
@@ -136,7 +136,7 @@ STEPS = [{"step": {"samples_s": [1e-3, 1.1e-3, 0.9e-3, 1e-3, 1e-3]}}]
     ],
 )
 def test_on_tpu_a_missing_device_time_stays_missing(device, why):
-    from runner.timing import summarise
+    from runner.worker.timing import summarise
 
     record = {"rounds": STEPS, **({"device": device} if device is not None else {})}
     out = summarise(record, {"source": "auto", "seed": 0}, "tpu")
@@ -146,7 +146,7 @@ def test_on_tpu_a_missing_device_time_stays_missing(device, why):
 
 
 def test_a_device_time_is_the_summary_and_a_missing_loop_still_falls_back_to_step():
-    from runner.timing import summarise
+    from runner.worker.timing import summarise
 
     found = summarise({"rounds": STEPS, "device": {"samples_s": [2e-4] * 5}}, {"source": "device"}, "cpu")
     assert found["source"] == "device" and found["missing_reason"] is None

@@ -41,8 +41,8 @@ def test_the_shardlab_command_completes_op_names_in_bash():
 
 
 def test_an_unknown_key_added_with_plus_is_refused_before_any_work(compose_cfg, tmp_path):
+    from runner.config.spec import build_spec
     from runner.errors import ConfigError
-    from runner.spec import build_spec
 
     with pytest.raises(ConfigError, match=r"^op.sise_bytes: op has no such key; its keys are name, axes, size_bytes"):
         build_spec(compose_cfg(["+op.sise_bytes=1KiB"]))
@@ -148,7 +148,7 @@ def test_results_are_strict_json_with_versions_and_iso_times(compose_cfg, tmp_pa
 
 
 def test_job_folders_are_zero_padded_and_resume_adopts_old_unpadded_ones(tmp_path):
-    from runner.job import adopt_unpadded
+    from runner.sweep.job import adopt_unpadded
 
     old = tmp_path / "3_op.size_bytes=8KiB"
     (old / "trace").mkdir(parents=True)

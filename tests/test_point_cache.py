@@ -1,5 +1,5 @@
 """Inputs placed once across rounds: the worker keeps a point's inputs and programs from round 1
-for its later rounds (runner.point_cache), within a memory budget, and a round that has to place
+for its later rounds (runner.worker.point_cache), within a memory budget, and a round that has to place
 them again says so in its ``inputs`` entry."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ QUICK = [
 
 @pytest.fixture
 def cache():
-    from runner import point_cache
+    from runner.worker import point_cache
 
     point_cache.clear()
     yield point_cache
@@ -28,9 +28,9 @@ def cache():
 
 
 def test_a_later_round_times_the_inputs_and_programs_of_round_1(compose_cfg, tmp_path, cache):
-    from runner import measure
-    from runner.result_check import check
-    from runner.spec import build_spec
+    from runner.config.spec import build_spec
+    from runner.worker import measure
+    from runner.worker.result_check import check
 
     spec = build_spec(compose_cfg(QUICK))
     record: dict = {}
@@ -52,8 +52,8 @@ def test_a_later_round_times_the_inputs_and_programs_of_round_1(compose_cfg, tmp
 
 
 def test_a_round_whose_point_is_gone_places_it_again_and_says_why(compose_cfg, tmp_path, cache):
-    from runner import measure
-    from runner.spec import build_spec
+    from runner.config.spec import build_spec
+    from runner.worker import measure
 
     spec = build_spec(compose_cfg(QUICK))
     out = measure.retime(spec, 2, None)  # a new worker: round 1 ran in another process
@@ -96,7 +96,7 @@ def test_the_budget_is_a_share_of_free_host_memory_on_cpu(cache, monkeypatch):
 
 
 def test_the_key_is_what_defines_a_prepared_point():
-    from runner.point_cache import key
+    from runner.worker.point_cache import key
 
     base = {**_spec(1024), "hardware": {"kind": "cpu"}, "distributed": {"mode": "none"}, "timing": {"loop": True}}
     # the timing rules, the trace and the check are read from each round's own spec

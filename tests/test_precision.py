@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from jax.sharding import AxisType
 
-from runner.programs import block, matmul
+from runner.worker.programs import block, matmul
 
 DIMS = {"B": 8, "S": 8, "D": 16, "F": 32, "H": 2}
 HIGHEST_STABLEHLO = "precision = [HIGHEST, HIGHEST]"

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.worker import STARTUP_LOG_DIR_ENV, TEST_HANG_ENV, reap_startup_logs
+from runner.sweep.workers import STARTUP_LOG_DIR_ENV, reap_startup_logs
+from runner.worker.serve import TEST_HANG_ENV
 
 FAST = ["timing.rounds=1", "timing.budget_s=0.2", "timing.min_iters=5", "trace.iters=2"]
 
@@ -144,7 +145,8 @@ def test_a_second_sweep_into_the_same_folder_stops_at_once(tmp_path, repo_root):
 
 
 def test_a_profiler_failure_is_followed_by_a_fresh_worker(compose_cfg, tmp_path):
-    from runner import pool, run
+    from runner import run
+    from runner.sweep import pool
 
     pool.discard_worker()
     bad = tmp_path / "0_bad"
@@ -286,7 +288,7 @@ class _Full:
 
 
 def test_container_memory_limits_are_honoured(tmp_path, monkeypatch):
-    from runner.memory import host_available_bytes
+    from runner.config.memory import host_available_bytes
 
     (tmp_path / "proc").mkdir()
     (tmp_path / "proc" / "meminfo").write_text("MemTotal: 100000000 kB\nMemAvailable: 50000000 kB\n")
@@ -304,9 +306,9 @@ def test_container_memory_limits_are_honoured(tmp_path, monkeypatch):
 def test_the_memory_estimate_bounds_what_each_collective_holds(compose_cfg, tmp_path):
     """At 64 MiB over 8 CPU devices: the worker's resident high-water mark never exceeds the
     estimate the point was admitted with, and the estimate is not far above it. (The growth
-    itself varies up to 1.8x between runs and JAX versions: runner/memory.py.)"""
+    itself varies up to 1.8x between runs and JAX versions: runner/config/memory.py.)"""
     from runner import run
-    from runner.pool import discard_worker
+    from runner.sweep.pool import discard_worker
 
     for op in ("all_gather", "reduce_scatter", "all_reduce", "all_to_all"):
         # A fresh worker each: the allocator keeps freed memory resident (DESIGN: no trim
@@ -404,7 +406,7 @@ def test_a_multi_line_error_stays_in_its_table_row(tmp_path, compose_cfg):
 def test_every_mesh_override_the_readme_shows_composes(compose_cfg, repo_root):
     import re
 
-    from runner.spec import build_spec
+    from runner.config.spec import build_spec
 
     shown = re.findall(r"mesh\.(?:axes|shape)=(?:'[^']*'|\{[^}]*\}|[\w-]+)", (repo_root / "README.md").read_text())
     assert len(shown) >= 3

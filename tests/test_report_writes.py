@@ -115,7 +115,7 @@ def test_a_sweep_whose_report_cannot_be_written_exits_4_and_says_what_is_on_disk
 
 
 def test_what_is_on_disk_names_whose_page_is_there(tmp_path):
-    from runner.callbacks import on_disk
+    from runner.sweep.callbacks import on_disk
 
     (tmp_path / "000_a").mkdir()
     (tmp_path / "000_a" / "result.json").write_text("{}")

@@ -11,7 +11,7 @@ import pandas as pd
 from omegaconf import OmegaConf, open_dict
 
 from runner import run
-from runner.progress import count_jobs
+from runner.sweep.progress import count_jobs
 
 FAST = ["timing.rounds=1", "timing.budget_s=0.2", "timing.min_iters=5", "trace.enabled=false"]
 
@@ -103,7 +103,7 @@ def test_count_jobs_is_the_product_of_the_sweep_values(compose_cfg):
 
 
 def test_the_printed_resume_command_keeps_multirun_and_drops_the_old_folder_and_resume(tmp_path):
-    from runner.callbacks import resume_command
+    from runner.sweep.callbacks import resume_command
 
     argv = ["-m", "op.size_bytes=1KiB,2KiB", "hydra.sweep.dir=old", "resume=false", "op=all_reduce"]
     # without -m, Hydra would read "1KiB,2KiB" as one value of a single run, not two points

@@ -132,8 +132,8 @@ def test_a_users_function_runs_as_a_point_and_profiles(tmp_path, repo_root):
     ],
 )
 def test_bad_step_configs_fail_before_device_work(compose_cfg, overrides, needle):
+    from runner.config.spec import build_spec
     from runner.errors import ConfigError
-    from runner.spec import build_spec
 
     with pytest.raises(ConfigError) as err:
         build_spec(compose_cfg(overrides))

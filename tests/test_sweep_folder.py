@@ -15,10 +15,10 @@ import pytest
 from omegaconf import open_dict
 
 from analysis.sweep_match import match_jobs, sweep_difference
-from runner import lock
+from runner.sweep import lock
 
 HOLDER = (
-    "import sys, time\nfrom pathlib import Path\nfrom runner.lock import hold\n"
+    "import sys, time\nfrom pathlib import Path\nfrom runner.sweep.lock import hold\n"
     "hold(Path(sys.argv[1]), shared=sys.argv[2] == 'shared')\nprint('held', flush=True)\ntime.sleep(120)\n"
 )
 
@@ -80,7 +80,7 @@ def test_a_file_system_without_locks_is_one_line_naming_it(tmp_path, monkeypatch
 
 
 def test_a_lock_the_file_system_refuses_stops_the_sweep_in_one_line(tmp_path, compose_cfg, monkeypatch, fresh_locks):
-    from runner.sweep_folder import claim
+    from runner.sweep.folder import claim
 
     def no_locks(f, how):
         raise OSError(errno.ENOSYS, "Function not implemented")
@@ -213,7 +213,7 @@ def test_the_difference_between_two_sweeps_names_the_keys():
 
 
 def test_a_single_run_is_refused_in_a_sweeps_folder_and_in_a_running_sweeps_job_folder(tmp_path, holding):
-    from runner.sweep_folder import single_run_problem
+    from runner.sweep.folder import single_run_problem
 
     done = tmp_path / "done"
     done.mkdir()

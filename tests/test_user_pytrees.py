@@ -8,9 +8,9 @@ import jax
 import numpy as np
 import pytest
 
-from runner.programs.user import build
-from runner.result_check import check
-from runner.timing import wait
+from runner.worker.programs.user import build
+from runner.worker.result_check import check
+from runner.worker.timing import wait
 
 USER_MODULE = """
 import dataclasses

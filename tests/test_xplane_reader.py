@@ -61,7 +61,7 @@ def cpu_traces(tmp_path_factory) -> dict:
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from runner.programs import collectives as programs
+    from runner.worker.programs import collectives as programs
 
     mesh = jax.make_mesh((8,), ("X",))
     prog = programs.build("all_gather", ["X"], mesh, 1024, "float32")

@@ -107,8 +107,8 @@ def small_message(repeats: int) -> dict:
     """shardlab's reported time for a 1 KiB AllGather vs a naive perf_counter loop, same program."""
     import jax
 
-    from runner.programs import collectives as programs
-    from runner.timing import time_step
+    from runner.worker.programs import collectives as programs
+    from runner.worker.timing import time_step
 
     mesh = jax.make_mesh((8,), ("X",))
     prog = programs.build("all_gather", ["X"], mesh, 1024, "float32")
@@ -154,7 +154,7 @@ def trace_parsing(work: Path, iters: int, big_iters: int = 6500, mlp_iters: int 
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from runner.programs import collectives as programs
+    from runner.worker.programs import collectives as programs
 
     mesh = jax.make_mesh((8,), ("X",))
     prog = programs.build("all_gather", ["X"], mesh, 1024, "float32")

@@ -1,0 +1,233 @@
+"""Typed schemas for the YAML in ``conf/`` and the registration of ``sweeps/``.
+
+YAML is the source of truth; these dataclasses only give it types, so OmegaConf rejects an
+unknown key or a wrongly typed value while Hydra composes the config, before anything runs.
+Value checks that need more than a type (allowed names, divisibility, units) live in
+:mod:`runner.config.spec`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from analysis.book.collectives import OPS as COLLECTIVES
+from analysis.book.dtypes import RUN_DTYPES
+from analysis.book.folders import project_folder
+from analysis.book.units import SizeError, format_size, parse_size
+from runner.config.matmul_plan import STRATEGIES
+from runner.config.step_ops import SHARDINGS
+
+
+class Choice(str, Enum):
+    """A config value from a fixed set, named as the YAML spells it. OmegaConf rejects any
+    other value at composition, naming the key and the allowed values; being a ``str``, a
+    member compares equal to its name and prints as it (``${op.name}`` in a folder name)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+def _choices(name: str, values) -> type[Choice]:
+    return Choice(name, {v: v for v in values})
+
+
+OpName = _choices("OpName", (*COLLECTIVES, "matmul", "transformer_block", "program"))
+Sharding = _choices("Sharding", SHARDINGS)
+DType = _choices("DType", RUN_DTYPES)
+Strategy = _choices("Strategy", STRATEGIES)
+Source = _choices("Source", ("auto", "step", "loop", "device"))  # timing estimators
+Mode = _choices("Mode", ("none", "local", "auto"))  # distributed modes, see conf/distributed/
+Kind = _choices("Kind", ("auto", "cpu", "tpu", "gpu"))  # hardware kinds
+
+CONF_DIR = project_folder("conf")
+SWEEPS_DIR = project_folder("sweeps")
+
+
+@dataclass
+class HardwareConf:
+    name: str = MISSING
+    kind: Kind = MISSING
+    device_kinds: list[str] = field(default_factory=list)
+    device_count: int | None = None
+    interconnect: str | None = None  # torus | switch | host
+    wraparound: str | None = None  # always | never | multiple_of_4 | only_16
+    topology: str | None = None  # physical slice shape, e.g. "4x4x4"; None = each mesh axis its own
+    link_bw_unidir_Bps: float | None = None
+    link_bw_bidir_Bps: float | None = None
+    hop_latency_s: float | None = None
+    hbm_bw_Bps: float | None = None
+    flops_per_s: dict[str, float] = field(default_factory=dict)
+    device_kind_patterns: list[str] = field(default_factory=list)  # anchored regexes (analysis.book.hardware)
+    memory_bytes: float | None = None  # HBM capacity per JAX device
+    domain_size: int | None = None  # devices in one fast domain: NVLink domain, TPU pod/slice limit
+    node_bw_unidir_Bps: float | None = None  # per GPU, to GPUs of its node outside its NVLink domain (PCIe)
+    core_bw_unidir_Bps: float | None = None  # between the two JAX devices (cores) of one chip: TPU v3, TPU7x
+    scaleout_network: str | None = None  # beyond a domain, e.g. "InfiniBand NDR", "DCN"
+    scaleout_bw_unidir_Bps: float | None = None  # per device, one direction
+    scaleout_latency_s: float | None = None
+    source: str = ""
+    # measured W and T_min per collective, written by `python -m analysis calibrate`
+    calibrated: list[dict[str, Any]] = field(default_factory=list)
+    # factors beyond link rates for analysis.book.expected_cost: {source, inside: {op: {bw_share,
+    # floor_s}}, across: {...}} (validated by analysis.book.hardware)
+    expected: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class MeshConf:
+    name: str = MISSING
+    axes: dict[str, int] = MISSING  # axis name -> size; -1 = all the devices left
+    # "2x4": axes X=2, Y=4 (then Z, W, ...), replacing `axes`: a new shape from the command
+    # line (a dict override can only change the axes a mesh file already has)
+    shape: str | None = None
+
+
+@dataclass
+class OpConf:
+    name: OpName = MISSING
+    # collectives:
+    axes: list[str] = field(default_factory=lambda: ["X"])
+    size_bytes: Any = None  # int or a string with a unit: "16MiB", "1KiB", "4096"
+    grad: bool = False  # all_gather / reduce_scatter: run jax.grad through it (the backward pass)
+    # matmul:
+    expr: str | None = None  # the book's notation, e.g. "A[I, J_X] * B[J_X, K] -> C[I, K]"
+    # global size of each dim, e.g. {I: 1024}; null by default so that `op.dims={...}` sets new
+    # keys (a dict override merges into an existing dict, which refuses keys it lacks)
+    dims: Any = None  # a dict (Any: a typed dict node holding null cannot take a dict override)
+    strategy: Strategy = Strategy.auto  # see runner/config/matmul_plan.py
+    # transformer_block (runner/worker/programs/block.py): FSDP, tensor parallel, or both
+    sharding: Sharding = Sharding.fsdp
+    # program (runner/worker/programs/user.py): a user's function and its arguments in the book's
+    # notation, sized by op.dims
+    target: str | None = None
+    inputs: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TimingConf:
+    source: Source = Source.auto  # the estimator the tables and fits use
+    rounds: int = 5  # rounds per point at most (3 when they agree); a sweep interleaves them, shuffled
+    seed: int = 0  # of the rounds' shuffles and the intervals' bootstrap
+    warmup_min_iters: int = 3
+    warmup_max_s: float = 2.0
+    min_iters: int = 10
+    max_iters: int = 2000
+    target_rel_ci: float = 0.05  # stop a round once its median's 95% CI is within +-5% of it
+    budget_s: float = 1.0  # per point and round, timed iterations only
+    iters_per_sample: int = 1
+    loop: bool = True  # also time the program repeated K times in one call (the loop estimator)
+    loop_target_s: float = 0.02  # K is chosen so one loop call takes about this long
+    loop_max_samples: int = 30
+
+
+@dataclass
+class TraceConf:
+    enabled: bool = True
+    iters: int = 10
+    max_s: float = 0.5  # trace no step that would end after this long (at least 2 steps)
+    gpu_command_buffers: bool = False  # false: XLA's GPU command buffers off, so every op has its own time
+    python_tracer_level: int = 0
+    host_tracer_level: int | None = None  # None: per backend, see conf/config.yaml
+
+
+@dataclass
+class DistributedConf:
+    mode: Mode = Mode.none
+    num_processes: int | None = None
+    devices_per_process: int | None = None
+    process_id: int | None = None
+    coordinator_address: str | None = None  # "host:port" of process 0
+    cross_process_axis: str | None = None  # a mesh axis laid across the processes
+    timeout_s: float = 60.0  # how long processes may wait for each other (join, finish a point)
+
+
+@dataclass
+class CheckConf:
+    """Acceptance checks on a sweep's numbers, applied after its report is written."""
+
+    # fail the sweep (exit 3) when a family's average bus bandwidth is below this, in GB/s
+    # (decimal, as nccl-tests' check_avg_bw); None: no bar
+    min_busbw_GBps: float | None = None
+
+
+@dataclass
+class SizesConf:
+    """A geometric range of sizes for a sweep: ``min``, ``min*factor``, ... up to ``max``.
+    The ``*_sizes`` sweeps hand it to ``op.size_bytes`` through the ``geometric`` resolver,
+    so ``sizes.max=1GiB`` on the command line sweeps every power of two up to 1 GiB."""
+
+    min: Any = "1KiB"
+    max: Any = "64MiB"
+    factor: int = 2
+
+
+@dataclass
+class Config:
+    hardware: HardwareConf = MISSING
+    mesh: MeshConf = MISSING
+    op: OpConf = MISSING
+    distributed: DistributedConf = field(default_factory=DistributedConf)
+    dtype: DType = DType.float32
+    timing: TimingConf = field(default_factory=TimingConf)
+    trace: TraceConf = field(default_factory=TraceConf)
+    timeout_s: float = 600.0  # a sweep point that runs longer is killed and recorded as failed
+    check_result: bool = True
+    resume: bool = False  # in a multirun: keep points whose result.json is ok for this config
+    sizes: SizesConf = field(default_factory=SizesConf)  # read only by sweeps (see SizesConf)
+    check: CheckConf = field(default_factory=CheckConf)
+
+
+def unknown_key(cfg: DictConfig, prefix: str = "") -> str | None:
+    """The first key of ``cfg`` that its schema does not have, with the keys it does, or None.
+
+    Hydra's ``+key=value`` adds a key even to a typed config (``+op.sise_bytes=1KiB`` is
+    accepted, and the default size would run); this refuses it before anything runs."""
+    kind = OmegaConf.get_type(cfg)
+    if dataclasses.is_dataclass(kind):
+        names = [f.name for f in dataclasses.fields(kind)]
+        for key in cfg.keys():
+            if key not in names:
+                where = prefix.rstrip(".") or "the config"
+                return f"{prefix}{key}: {where} has no such key; its keys are {', '.join(names)}"
+    for key in cfg.keys():
+        node = cfg._get_node(key)
+        if isinstance(node, DictConfig) and dataclasses.is_dataclass(OmegaConf.get_type(node)):
+            found = unknown_key(node, f"{prefix}{key}.")
+            if found:
+                return found
+    return None
+
+
+def geometric(low: Any, high: Any, factor: Any = 2) -> str:
+    """``${geometric:1KiB,64MiB,2}`` -> ``"1KiB,2KiB,...,64MiB"``: a sweep list (each size
+    spelled exactly, as :func:`format_size` writes it)."""
+    lo, hi = parse_size(low, "sizes.min"), parse_size(high, "sizes.max")
+    if int(factor) < 2 or int(factor) != float(factor):
+        raise SizeError(f"sizes.factor={factor!r}: must be a whole number >= 2")
+    if hi < lo:
+        raise SizeError(f"sizes.max={high!r} is below sizes.min={low!r}")
+    out, v = [], lo
+    while v <= hi:
+        out.append(format_size(v))
+        v *= int(factor)
+    return ",".join(out)
+
+
+def register_configs() -> None:
+    """Register the schema, the ``geometric`` resolver and every ``sweeps/*.yaml`` as
+    ``+sweep=NAME`` (global package)."""
+    OmegaConf.register_new_resolver("geometric", geometric, replace=True)
+    OmegaConf.register_new_resolver("job_num", lambda n: f"{int(n):03d}", replace=True)  # job folder names
+    cs = ConfigStore.instance()
+    cs.store(name="config_schema", node=Config)
+    for path in sorted(SWEEPS_DIR.glob("*.yaml")):
+        cs.store(group="sweep", name=path.stem, node=OmegaConf.load(path), package="_global_")

@@ -1,0 +1,322 @@
+"""Turn a composed config into a checked, JSON-able experiment spec: every value check.
+
+Every check here runs before JAX starts, so a typo costs nothing; checks that need the
+devices (mesh size vs device count) run in the worker right after JAX starts and before
+any compile (:func:`check_against_devices`). Errors are :class:`ConfigError`, whose message
+names the key, the value and what is allowed. The matmul expression's own checks are in
+:mod:`runner.config.matmul_plan`, the memory estimate in :mod:`runner.config.memory`; both are called from
+here.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from analysis.book.collectives import OPS as COLLECTIVES
+from analysis.book.dtypes import RUN_DTYPES, itemsize
+from runner.config import step_ops
+from runner.config.matmul_plan import check_dims, parse_matmul, plan, used_axes
+from runner.config.memory import check_fits
+from runner.config.schema import CONF_DIR, unknown_key
+from runner.config.spec_values import MAX_TIMEOUT_S, check_size, check_values
+from runner.errors import ConfigError
+
+OPS = COLLECTIVES + ("matmul", "transformer_block", "program")
+DISTRIBUTED_MODES = ("none", "local", "auto")
+# The largest integer each dtype holds exactly: sums of the small-integer inputs must stay
+# below it, or the NumPy check compares wrapped (int) or rounded (float) sums.
+EXACT_INT = {"int8": 127, "int32": 2**31 - 1, "float16": 2048, "bfloat16": 256, "float32": 2**24}
+
+
+def parse_size(value: Any, key: str = "op.size_bytes") -> int:
+    """``16MiB``, ``128M`` -> bytes (:func:`analysis.book.units.parse_size`), at most 1 PiB;
+    ConfigError if not."""
+    return check_size(value, key)
+
+
+def _choices(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+def build_spec(cfg: DictConfig) -> dict:
+    """Check ``cfg`` without touching JAX and return the plain spec the worker runs."""
+    if problem := unknown_key(cfg):
+        raise ConfigError(problem)
+    c = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    op, mesh, hw = c["op"], c["mesh"], c["hardware"]
+    if op["name"] not in OPS:
+        raise ConfigError(f"op.name={op['name']!r}: allowed ops are {', '.join(OPS)}")
+    if c["dtype"] not in RUN_DTYPES:
+        raise ConfigError(f"dtype={c['dtype']!r}: allowed dtypes are {', '.join(RUN_DTYPES)}")
+    check_values(c)
+    if mesh.get("shape"):
+        mesh = dict(mesh, axes=shape_axes(mesh["shape"]))
+    axes = mesh["axes"]
+    _check_mesh_axes(axes)
+    if hw["kind"] not in ("auto", "cpu", "tpu", "gpu"):
+        raise ConfigError(f"hardware.kind={hw['kind']!r}: allowed kinds are auto, cpu, tpu, gpu")
+    _check_timing(c["timing"], c["trace"])
+    check_gate(c["check"])
+    _check_timeout(c["timeout_s"], c["timing"], c["trace"])
+    if op["name"] == "matmul":
+        op_spec = _matmul_op(op, axes)
+    elif op["name"] == "transformer_block":
+        op_spec = step_ops.block_op(op, axes)
+    elif op["name"] == "program":
+        op_spec = step_ops.program_op(op, axes)
+    else:
+        op_spec = _collective_op(op, axes, mesh["name"], c["dtype"])
+    spec = {
+        "op": op_spec,
+        "mesh": {"name": mesh["name"], "axes": dict(axes)},
+        "hardware": hw,
+        "dtype": c["dtype"],
+        "timing": c["timing"],
+        "trace": c["trace"],
+        "check_result": c["check_result"],
+    }
+    spec["distributed"] = check_distributed(c["distributed"], hw, axes)
+    known = {n: s for n, s in axes.items() if s != -1}
+    if len(known) == len(axes):  # fully known mesh: check divisibility and memory now, not in the worker
+        check_shapes(spec, known)
+        check_fits(spec, known)
+    return spec
+
+
+MESH_AXIS_NAMES = "XYZWVU"  # the book's X, Y, Z, then more
+
+
+def shape_axes(shape: str) -> dict[str, int]:
+    """``mesh.shape=2x4`` -> ``{"X": 2, "Y": 4}`` (``-1`` for all the devices left)."""
+    try:
+        sizes = [int(p) for p in str(shape).lower().split("x")]
+    except ValueError:
+        sizes = []
+    if not sizes or len(sizes) > len(MESH_AXIS_NAMES) or any(s == 0 or s < -1 for s in sizes):
+        raise ConfigError(
+            f"mesh.shape={shape!r}: write sizes joined by x, e.g. 8, 4x2 or 2x2x2 (axes X, Y, Z; "
+            "-1 for all the devices left)"
+        )
+    return dict(zip(MESH_AXIS_NAMES, sizes))
+
+
+def _check_mesh_axes(axes: dict) -> None:
+    for name, size in axes.items():
+        if not re.fullmatch(r"[A-Z]", name):
+            raise ConfigError(f"mesh.axes: axis name {name!r} must be one capital letter (X, Y, Z, ...)")
+        if size != -1 and size < 1:
+            raise ConfigError(f"mesh.axes.{name}={size}: a size must be >= 1, or -1 for all the devices left")
+    if sum(1 for s in axes.values() if s == -1) > 1:
+        raise ConfigError(f"mesh.axes={axes}: at most one axis may be -1")
+
+
+def _collective_op(op: dict, axes: dict, mesh_name: str, dtype: str) -> dict:
+    if op.get("expr") is not None or op.get("dims"):
+        raise ConfigError(f"op.expr / op.dims are for op=matmul; op={op['name']} takes op.axes and op.size_bytes")
+    if op.get("size_bytes") is None:
+        raise ConfigError(f"op.size_bytes: missing; {op['name']} needs V, e.g. op.size_bytes=16MiB")
+    op_axes = list(op["axes"])
+    if not op_axes:
+        raise ConfigError("op.axes=[]: name at least one mesh axis to run the collective over")
+    for a in op_axes:
+        if a not in axes:
+            raise ConfigError(f"op.axes: {a!r} is not an axis of mesh {mesh_name!r} (axes: {', '.join(axes)})")
+    if len(set(op_axes)) != len(op_axes):
+        raise ConfigError(f"op.axes={op_axes}: a mesh axis may appear only once")
+    size_bytes = parse_size(op["size_bytes"])
+    if size_bytes % itemsize(dtype):
+        raise ConfigError(
+            f"op.size_bytes={op['size_bytes']!r}: V={size_bytes} B is not a whole number of "
+            f"{dtype} elements ({itemsize(dtype)} B each)"
+        )
+    if op.get("grad") and op["name"] not in ("all_gather", "reduce_scatter"):
+        raise ConfigError(f"op.grad=true: allowed only for all_gather and reduce_scatter, not {op['name']}")
+    return {"name": op["name"], "axes": op_axes, "size_bytes": size_bytes, "grad": bool(op.get("grad"))}
+
+
+def _matmul_op(op: dict, axes: dict) -> dict:
+    if op.get("expr") is None:
+        raise ConfigError("op.expr: missing; op=matmul needs one, e.g. 'A[I, J_X] * B[J_X, K] -> C[I, K]'")
+    mm = parse_matmul(op["expr"])
+    plan(mm, op["strategy"], {n: max(s, 1) for n, s in axes.items()})  # strategy fits the expression
+    dims = check_dims(mm, dict(op.get("dims") or {}), None)
+    return {"name": "matmul", "expr": op["expr"], "dims": dims, "strategy": op["strategy"], "axes": used_axes(mm)}
+
+
+MAX_ITERS = 1_000_000  # more samples than anyone waits for: a typo, not a plan
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _check_timeout(timeout_s, timing: dict, trace: dict) -> None:
+    """``timeout_s`` bounds a point: finite and positive, and long enough for what a round is
+    allowed to take (warm-up, the timing budget, tracing), so that the timeout never cuts off
+    a point that keeps to its budget (its samples would be lost with the worker)."""
+    if not _finite(timeout_s) or not 0 < timeout_s <= MAX_TIMEOUT_S:  # longer overflows subprocess's waits
+        raise ConfigError(
+            f"timeout_s={timeout_s!r}: must be a finite number of seconds > 0 (default 600), at most "
+            f"{MAX_TIMEOUT_S} (a week)"
+        )
+    need = timing["warmup_max_s"] + timing["budget_s"] * 1.5 + trace["max_s"] + 5
+    if timeout_s < need:
+        raise ConfigError(
+            f"timeout_s={timeout_s!r}: a point may take timing.warmup_max_s + 1.5 x timing.budget_s "
+            f"+ trace.max_s + 5 s of set-up = {need:g} s; give timeout_s >= {need:g} or shorten those"
+        )
+
+
+def check_gate(check: dict) -> None:
+    """``check.min_busbw_GBps``: unset, or a finite positive bandwidth."""
+    bar = check.get("min_busbw_GBps")
+    if bar is not None and not (isinstance(bar, (int, float)) and math.isfinite(bar) and bar > 0):
+        raise ConfigError(f"check.min_busbw_GBps={bar!r}: must be a bandwidth in GB/s > 0, or null for no check")
+
+
+def _check_timing(timing: dict, trace: dict) -> None:
+    for section, values in (("timing", timing), ("trace", trace)):
+        for key, value in values.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(f"{section}.{key}={value!r}: must be a finite number")
+    rules = [
+        ("timing.source", timing["source"] in ("auto", "step", "loop", "device"), "auto, step, loop or device"),
+        ("timing.rounds", 1 <= timing["rounds"] <= 100, "from 1 to 100"),
+        ("timing.loop_target_s", 0 < timing["loop_target_s"] <= 10, "between 0 and 10 seconds"),
+        ("timing.loop_max_samples", 5 <= timing["loop_max_samples"] <= 10_000, "from 5 to 10000"),
+        ("timing.warmup_min_iters", 1 <= timing["warmup_min_iters"] <= 10_000, "from 1 to 10000"),
+        ("timing.warmup_max_s", 0 < timing["warmup_max_s"] <= 3600, "between 0 and 3600 seconds"),
+        ("timing.min_iters", 3 <= timing["min_iters"] <= 10_000, "from 3 to 10000"),
+        (
+            "timing.max_iters",
+            timing["min_iters"] <= timing["max_iters"] <= MAX_ITERS,
+            f"from timing.min_iters to {MAX_ITERS}",
+        ),
+        ("timing.target_rel_ci", 0 < timing["target_rel_ci"] < 1, "between 0 and 1 (0.05 = +-5%)"),
+        ("timing.budget_s", 0 < timing["budget_s"] <= 3600, "between 0 and 3600 seconds"),
+        # bounded: 2000 unblocked 8-device CPU all-gathers deadlocked XLA's rendezvous (jax 0.10)
+        ("timing.iters_per_sample", 1 <= timing["iters_per_sample"] <= 64, "from 1 to 64"),
+        ("trace.iters", 1 <= trace["iters"] <= 10_000, "from 1 to 10000"),
+        ("trace.max_s", 0 < trace["max_s"] <= 3600, "between 0 and 3600 seconds"),
+        ("trace.host_tracer_level", trace["host_tracer_level"] in (None, 0, 1, 2, 3), "null, 0, 1, 2 or 3"),
+        ("trace.python_tracer_level", trace["python_tracer_level"] in (0, 1), "0 or 1"),
+    ]
+    for key, ok, allowed in rules:
+        if not ok:
+            section, name = key.split(".")
+            value = (timing if section == "timing" else trace)[name]
+            raise ConfigError(f"{key}={value!r}: must be {allowed}")
+
+
+def resolve_mesh(axes: dict[str, int], device_count: int) -> dict[str, int]:
+    """Fill a -1 axis with the devices left; raise ConfigError if the mesh does not fit."""
+    fixed = math.prod(s for s in axes.values() if s != -1)
+    resolved = {n: (device_count // fixed if s == -1 else s) for n, s in axes.items()}
+    total = math.prod(resolved.values())
+    if total != device_count:
+        raise ConfigError(
+            f"mesh.axes={axes}: the mesh has {total} devices but {device_count} are available; "
+            f"pick a mesh whose sizes multiply to {device_count} (allowed meshes: {', '.join(_choices('mesh'))})"
+        )
+    return resolved
+
+
+def shards(spec: dict, mesh_axes: dict[str, int]) -> int:
+    """Number of devices in one collective group (the product of the op's axis sizes)."""
+    return math.prod(mesh_axes[a] for a in spec["op"]["axes"])
+
+
+def check_shapes(spec: dict, mesh_axes: dict[str, int]) -> None:
+    """The array must split evenly over the op's axes (twice over for AllToAll); a matmul's
+    dims over their shards."""
+    if spec["op"]["name"] == "matmul":
+        check_dims(parse_matmul(spec["op"]["expr"]), spec["op"]["dims"], mesh_axes)
+        return
+    if spec["op"]["name"] == "transformer_block":
+        return step_ops.check_block_shapes(spec["op"], mesh_axes)
+    if spec["op"]["name"] == "program":
+        return step_ops.check_program_shapes(spec["op"], mesh_axes)
+    p = shards(spec, mesh_axes)
+    size = itemsize(spec["dtype"])
+    elems = spec["op"]["size_bytes"] // size
+    if spec["op"]["name"] in ("reduce_scatter", "all_reduce") and spec.get("check_result", True):
+        sum_inputs(spec["dtype"], p)  # raises when the dtype cannot hold the checked sums
+    need = p * p if spec["op"]["name"] == "all_to_all" else (1 if spec["op"]["name"] == "all_reduce" else p)
+    if elems % need:
+        raise ConfigError(
+            f"op.size_bytes={spec['op']['size_bytes']}: {elems} {spec['dtype']} elements do not split over "
+            f"{'x'.join(spec['op']['axes'])} ({p} devices); {spec['op']['name']} needs a multiple of {need} "
+            f"elements, i.e. of {need * size} bytes"
+        )
+
+
+def sum_inputs(dtype: str, group: int) -> tuple[int, bool]:
+    """``(period, offset)`` of the small-integer inputs of a ReduceScatter or AllReduce over
+    ``group`` devices: device k holds ``base + k`` (``offset``) with ``base`` cycling through
+    ``0..period-1``, the largest choice whose sums ``dtype`` holds exactly. ConfigError when
+    not even 0s and 1s fit."""
+    limit = EXACT_INT[dtype]
+    for period, offset in ((7, True), (7, False), (2, False)):
+        if group * (period - 1) + (group * (group - 1) // 2 if offset else 0) <= limit:
+            return period, offset
+    raise ConfigError(
+        f"dtype={dtype}: a sum over {group} devices can exceed {limit}, the largest integer "
+        f"{dtype} holds exactly, so the result cannot be checked; use int32 or float32, a smaller "
+        "group, or check_result=false"
+    )
+
+
+def check_against_devices(spec: dict, device_count: int) -> dict[str, int]:
+    """Checks that need the device count; returns the resolved mesh axes."""
+    mesh_axes = resolve_mesh(spec["mesh"]["axes"], device_count)
+    check_shapes(spec, mesh_axes)
+    return mesh_axes
+
+
+def check_distributed(dist: dict, hardware: dict, mesh_axes: dict[str, int]) -> dict:
+    """Check ``distributed.*`` before JAX starts; return the plain dict the worker gets."""
+    mode = dist["mode"]
+    if mode not in DISTRIBUTED_MODES:
+        raise ConfigError(f"distributed.mode={mode!r}: allowed modes are {', '.join(DISTRIBUTED_MODES)}")
+    if not _finite(dist["timeout_s"]) or not dist["timeout_s"] > 0:
+        raise ConfigError(f"distributed.timeout_s={dist['timeout_s']!r}: must be a finite number of seconds > 0")
+    axis = dist.get("cross_process_axis")
+    if mode == "none":
+        if axis is not None:
+            raise ConfigError(
+                f"distributed.cross_process_axis={axis!r} needs several processes: "
+                f"use distributed=local or distributed=auto"
+            )
+        return dict(dist)
+    if mode == "local":
+        for key in ("num_processes", "devices_per_process"):
+            if not isinstance(dist.get(key), int) or dist[key] < 1:
+                raise ConfigError(f"distributed.{key}={dist.get(key)!r}: must be a whole number >= 1")
+        if hardware["kind"] not in ("auto", "cpu"):
+            raise ConfigError(
+                f"distributed=local runs CPU devices on this machine, but hardware="
+                f"{hardware['name']} is {hardware['kind']}; use hardware=auto or cpu, or "
+                f"distributed=auto on a {hardware['kind']} cluster"
+            )
+        if dist.get("process_id") is not None or dist.get("coordinator_address") is not None:
+            raise ConfigError(
+                "distributed=local chooses process_id and coordinator_address itself; "
+                "leave them null (they are for distributed=auto)"
+            )
+    if axis is not None:
+        if axis not in mesh_axes:
+            raise ConfigError(
+                f"distributed.cross_process_axis={axis!r} is not a mesh axis (axes: {', '.join(mesh_axes)})"
+            )
+        n, size = dist.get("num_processes"), mesh_axes[axis]
+        if n and size != -1 and size % n and n % size:
+            raise ConfigError(
+                f"distributed.cross_process_axis={axis}: its size {size} and "
+                f"distributed.num_processes={n} must divide one another (see "
+                f"runner.worker.meshes.build_mesh)"
+            )
+    return dict(dist)

@@ -1,0 +1,342 @@
+"""Hydra callbacks: stop the worker when Hydra is done; at the end of a sweep, time the
+points' later rounds (interleaved, :mod:`runner.sweep.rounds`), write the report, and say how it
+went.
+
+Ctrl-C anywhere in a sweep still leaves a report of what finished (:func:`interrupted`): in
+a point or in the later rounds it interrupts at once (``Interrupt.armed``); between points,
+while Hydra composes the next one, it is noted and acted on at the next callback, so Hydra
+never sees it half-way through its own work."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from analysis.rundir import HEADLINE_NAME, RESULT_NAME
+from runner.sweep import command
+from runner.sweep.compose_once import compose_each_point_once
+from runner.sweep.pool import discard_worker
+from runner.sweep.progress import _rel, clock
+
+log = logging.getLogger("shardlab")
+NO_REPORT_EXIT = 4  # the sweep ran but its report could not be written (README, exit status)
+
+
+class Interrupt:
+    """Where a Ctrl-C may land: ``armed`` inside our own code (raise KeyboardInterrupt
+    there), else ``pending`` until the next callback acts on it."""
+
+    armed = False
+    pending = False
+    sweep_dir: Path | None = None
+
+    @staticmethod
+    def handler(signum, frame):
+        if Interrupt.armed:
+            raise KeyboardInterrupt
+        Interrupt.pending = True
+
+    @staticmethod
+    def check(where: str) -> None:
+        """Act on a Ctrl-C that came between points: report, two lines, exit 130."""
+        if Interrupt.pending and Interrupt.sweep_dir is not None:
+            discard_worker()
+            interrupted(Interrupt.sweep_dir, where)
+            sys.exit(130)
+
+
+class armed:
+    """``with armed():`` - a Ctrl-C in this block raises KeyboardInterrupt at once."""
+
+    def __enter__(self):
+        Interrupt.check("between points")
+        Interrupt.armed = True
+
+    def __exit__(self, *exc):
+        Interrupt.armed = False
+        return False
+
+
+def resume_command(sweep_dir: Path, argv: list[str] | None = None) -> str:
+    """The exact command that finishes this sweep: the same arguments (``-m`` too: without it a
+    comma list is one value, not a sweep), its folder, resume."""
+    return command.resume_command(_rel(sweep_dir), sys.argv[1:] if argv is None else argv)  # quoted to paste
+
+
+def report_and_summary(sweep_dir: Path, t_start: float | None = None, interrupted: bool = False) -> Path | None:
+    """Write the report (never losing the measurements to a report bug) and print the
+    closing summary: counts, each family's headline, where the report is, what to run next."""
+    import time
+
+    from analysis.report import write_report
+    from analysis.sweep import MixedSweepError
+
+    written = time.time()
+    try:
+        index = write_report(sweep_dir)
+    except MixedSweepError as exc:
+        log.error("no report: %s (%s)", exc, command.analysis_command("report", _rel(sweep_dir), "--allow-mixed"))
+        return None
+    except OSError as exc:  # a full disk or a read-only folder: every file is whole, old or new
+        log.error(
+            "no report: cannot write %s: %s; on disk: %s; once there is room: %s",
+            _rel(Path(exc.filename)) if exc.filename else _rel(sweep_dir),
+            exc.strerror or exc,
+            on_disk(sweep_dir, written),
+            command.analysis_command("report", _rel(sweep_dir)),
+        )
+        return None
+    except Exception:  # the measurements are on disk; a report bug must not hide them
+        rebuild = command.analysis_command("report", _rel(sweep_dir))
+        log.exception("could not write the report; rebuild it with `%s`", rebuild)
+        return None
+    try:
+        head = json.loads((sweep_dir / HEADLINE_NAME).read_text())
+    except (OSError, ValueError):
+        head = {"families": [], "missing_points": []}
+    results = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob(f"*/{RESULT_NAME}"))]
+    ok = sum(r.get("status") == "ok" for r in results)
+    failed = len(results) - ok
+    fams = head.get("families") or []
+    noisy = sum(f.get("noisy") or 0 for f in fams)
+    unchecked = sum(f.get("unchecked") or 0 for f in fams)
+    flagged = sum(f.get("flagged") or 0 for f in fams)
+    missing = len(head.get("missing_points") or [])
+    took = f" in {clock(time.perf_counter() - t_start)}" if t_start else ""
+    log.info(
+        "%s%s: %d ok, %d failed%s; %d noisy, %d flagged, %d unchecked",
+        "interrupted" if interrupted else "done",
+        took,
+        ok,
+        failed,
+        f", {missing} not run" if missing else "",
+        noisy,
+        flagged,
+        unchecked,
+    )
+    for f in fams:
+        log.info("  %s", f.get("text"))
+    for line in claim_lines(sweep_dir, written):
+        log.info("  %s", line)
+    log.info("report: %s", _rel(index))
+    log.info("traces: %s", command.analysis_command("view", _rel(sweep_dir)))
+    if failed or missing:
+        log.info("resume: %s", resume_command(sweep_dir))
+    return index
+
+
+def on_disk(sweep_dir: Path, since: float) -> str:
+    """What a report that failed at ``since`` left: the points' results (each written whole)
+    and whose ``report/index.html`` is there, if any (every report file is written whole)."""
+    from analysis.rundir import REPORT_DIR
+
+    n = len(list(sweep_dir.glob(f"*/{RESULT_NAME}")))
+    index = sweep_dir / REPORT_DIR / "index.html"
+    try:
+        mtime = index.stat().st_mtime
+    except OSError:
+        page = f"no {REPORT_DIR}/index.html"
+    else:
+        when = time.strftime("%H:%M", time.localtime(mtime))
+        whose = "this report" if mtime >= since - 1 else f"an earlier report ({when})"
+        page = f"{REPORT_DIR}/index.html of {whose}"
+    return f"the {n} point(s)' {RESULT_NAME}, each whole; {page}; no report file cut off"
+
+
+def claim_lines(sweep_dir: Path, since: float) -> list[str]:
+    """The chapter's claims and their verdicts (holds, fails, cannot tell at this noise), from
+    the ``claims.csv`` the report just wrote (one from an earlier report is not this one's)."""
+    import pandas as pd
+
+    from analysis.claims import console_lines
+
+    path = sweep_dir / "claims.csv"
+    try:
+        if path.stat().st_mtime < since - 1:
+            return []
+        lines = console_lines(pd.read_csv(path))
+    except (OSError, ValueError, KeyError):
+        return []
+    return ["the chapter's claims, checked here:", *lines] if lines else []
+
+
+def _status(path: Path) -> str | None:
+    try:
+        r = json.loads(path.read_text())
+        return r.get("status") if isinstance(r, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def launcher_problem(target: str) -> str | None:
+    """Why a Hydra launcher cannot run a sweep, or None. Points are timed one at a time on
+    this machine's devices: a launcher that runs several at once here (joblib, ray, rq) would
+    time them against each other. Hydra's basic launcher and submitit (one job per point,
+    each on its own allocation) are allowed."""
+    if target.endswith("BasicLauncher") or "submitit" in target.lower():
+        return None
+    name = target.rsplit(".", 1)[-1] or "(none)"
+    return (
+        f"hydra/launcher: {name} runs points side by side on one machine, where they would be timed "
+        "against each other; allowed: basic (the default), submitit_local, submitit_slurm"
+    )
+
+
+class SweepCheck(Callback):
+    """Before anything of a sweep is written: stop on a launcher that cannot time it, a key
+    the schema does not have (each point would fail on it), a folder another sweep holds or
+    uses (:mod:`runner.sweep.folder`); a single run into a sweep's folder stops too."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        from runner.config.schema import unknown_key
+        from runner.config.spec import check_gate
+        from runner.errors import ConfigError
+
+        job = OmegaConf.masked_copy(config, [k for k in config.keys() if k != "hydra"])
+        problem = launcher_problem(str(config.hydra.launcher.get("_target_", ""))) or unknown_key(job)
+        try:
+            check_gate(OmegaConf.to_container(job.check))
+        except ConfigError as exc:
+            problem = problem or str(exc)
+        try:  # the sweep's lists, e.g. ${geometric:...} over sizes.min/max/factor
+            OmegaConf.to_container(config.hydra.sweeper, resolve=True)
+        except Exception as exc:  # noqa: BLE001 - Hydra would print a traceback of the resolver
+            problem = problem or str(exc).splitlines()[0].split("while resolving interpolation: ")[-1]
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+            sys.exit(2)
+        from runner.sweep.folder import claim
+        from runner.sweep.progress import job_list
+
+        # the folder's lock, and no other sweep's results in it (before progress writes sweep.json)
+        if problem := claim(config, job_list(config)):
+            print(f"error: {problem}", file=sys.stderr)
+            sys.exit(2)
+        compose_each_point_once()
+        prestart_worker(job)
+
+    def on_run_start(self, config: DictConfig, **kwargs) -> None:
+        """A single run: never into a sweep's folder (before Hydra writes anything there)."""
+        from runner.sweep.folder import single_run_problem
+
+        if problem := single_run_problem(Path(config.hydra.run.dir)):
+            print(f"error: {problem}", file=sys.stderr)
+            sys.exit(2)
+
+
+def prestart_worker(job: DictConfig) -> None:
+    """Start the JAX worker now, so that JAX starts while Hydra composes the first point
+    (about 0.7 s of a sweep's start). The worker is built for the base config; a point that
+    needs other process-wide settings replaces it (runner.sweep.pool), so a guess costs nothing."""
+    from runner.config.jaxenv import process_env
+    from runner.config.spec import build_spec
+    from runner.errors import ConfigError
+    from runner.sweep.pool import get_worker
+
+    if job.get("resume"):  # its points may all be kept: then no JAX should start at all
+        return
+    try:
+        spec = build_spec(job)
+    except (ConfigError, KeyError, ValueError):  # the base config need not be a valid point
+        return
+    if spec["distributed"]["mode"] == "none":
+        get_worker(process_env(spec["hardware"], spec["distributed"], spec["trace"]["gpu_command_buffers"]))
+
+
+class ReportCallback(Callback):
+    """At the end of a multirun: the later rounds, then ``report/`` from the sweep folder."""
+
+    def __init__(self) -> None:
+        self.t_start: float | None = None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        import signal
+        import time
+
+        self.t_start = time.perf_counter()
+        Interrupt.sweep_dir = Path(config.hydra.sweep.dir)
+        signal.signal(signal.SIGINT, Interrupt.handler)
+
+    def on_job_start(self, config: DictConfig, **kwargs) -> None:
+        num = OmegaConf.select(config, "hydra.job.num", default=None)  # missing in a single run
+        if num is not None:
+            Interrupt.check(f"before point {int(num) + 1}")
+
+    def on_run_end(self, config: DictConfig, **kwargs) -> None:
+        discard_worker()
+
+    def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
+        from analysis.rundir import job_dirs
+        from runner.sweep import job
+        from runner.sweep.rounds import interleave
+
+        sweep_dir = Path(config.hydra.sweep.dir)
+        Interrupt.check("after the last point")
+        if job.last_process_index:  # a cluster run: every host ran the sweep; process 0 reports
+            discard_worker()
+            log.info(
+                "process %d: the report is process 0's to write (or `python -m analysis report %s`)",
+                job.last_process_index,
+                sweep_dir,
+            )
+            return
+        try:
+            if int(config.timing.rounds) > 1 and config.distributed.mode != "auto":
+                with armed():
+                    interleave(job_dirs(sweep_dir), int(config.timing.rounds), int(config.timing.seed))
+        except KeyboardInterrupt:
+            discard_worker()
+            interrupted(sweep_dir, "during the later timing rounds: the points keep the rounds they finished")
+            sys.exit(130)
+        discard_worker()
+        if report_and_summary(sweep_dir, self.t_start) is None:  # said why, and what is on disk
+            sys.exit(NO_REPORT_EXIT)
+        bad = [p for p in sweep_dir.glob("*/result.json") if _status(p) != "ok"]
+        if bad:  # after the report: a sweep in which any point failed does not exit 0
+            sys.exit(1)
+        bar = OmegaConf.select(config, "check.min_busbw_GBps", default=None)
+        if bar is not None and (line := gate(sweep_dir, float(bar) * 1e9)):
+            print(f"error: {line}", file=sys.stderr)
+            sys.exit(3)
+
+
+def gate(sweep_dir: Path, min_busbw_Bps: float) -> str | None:
+    """nccl-tests' average bus-bandwidth check over the report's summary.csv: the line to
+    print when a family is below the bar, or None."""
+    import pandas as pd
+
+    from analysis.gate import below_bar, gate_message
+    from analysis.rundir import SUMMARY_NAME
+
+    try:
+        failures = below_bar(pd.read_csv(sweep_dir / SUMMARY_NAME), min_busbw_Bps)
+    except (OSError, ValueError, KeyError) as exc:  # no summary: the report failed; say so
+        return f"check.min_busbw_GBps: no summary to check ({exc})"
+    return gate_message(failures, min_busbw_Bps) if len(failures) else None
+
+
+def interrupted(sweep_dir: Path, where: str) -> None:
+    """Ctrl-C: a report of what finished, marked incomplete, and two lines: what happened
+    with the report's path, and the exact command that resumes. The caller exits."""
+    logging.disable(logging.INFO)  # no closing summary: two lines
+    try:
+        from analysis.report import write_report
+
+        index = _rel(write_report(sweep_dir))
+    except Exception as exc:  # noqa: BLE001 - the measurements stay on disk either way
+        index = f"(no report: {exc})"
+    finally:
+        logging.disable(logging.NOTSET)
+    done = len(list(sweep_dir.glob("*/result.json")))
+    print(
+        f"\ninterrupted {where}; report of the {done} point(s) that finished (incomplete): {index}\n"
+        f"resume: {resume_command(sweep_dir)}",
+        file=sys.stderr,
+        flush=True,
+    )

@@ -1,0 +1,85 @@
+"""A sweep folder holds one sweep, and a single run never writes into one.
+
+Before a sweep writes anything (:class:`runner.sweep.callbacks.SweepCheck`) it takes the folder's
+lock (:mod:`runner.sweep.lock`: shared between the hosts of a ``distributed=auto`` sweep) and
+compares the points it will run with those the folder's ``sweep.json`` records: a folder
+that holds another sweep's results (other ops, another size list, other settings) is refused
+in one line naming what differs, whether resumed or not, since the two sweeps' job folders
+would sit side by side and one report would mix them. A single run (``hydra.run.dir``) into
+a sweep's folder is refused too: its ``result.json`` at the top would stand for the sweep.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from analysis.rundir import RESULT_NAME, SWEEP_NAME, expected_points, job_dirs
+from analysis.sweep_match import sweep_difference
+
+
+def claim(config: DictConfig, jobs: list[list[str]] | None) -> str | None:
+    """Take ``hydra.sweep.dir`` for the sweep of ``jobs`` (each point's overrides, None when
+    the sweeper cannot list them), or the line that says why not."""
+    from runner.sweep.lock import FolderInUse, hold
+    from runner.sweep.progress import _os_error, _rel
+
+    sweep_dir = Path(config.hydra.sweep.dir)
+    where = f"hydra.sweep.dir={_rel(sweep_dir)}"
+    auto = OmegaConf.select(config, "distributed.mode", default="none") == "auto"
+    try:
+        hold(sweep_dir, shared=auto)  # the hosts of one distributed=auto sweep share the folder
+    except (FolderInUse, OSError) as exc:
+        return f"{where}: {_os_error(exc)}"
+    if (sweep_dir / RESULT_NAME).is_file():
+        return f"{where}: holds a single run ({RESULT_NAME} at its top); choose another hydra.sweep.dir"
+    problem = other_sweep(sweep_dir, jobs)
+    return f"{where}: {problem}" if problem else None
+
+
+def other_sweep(sweep_dir: Path, jobs: list[list[str]] | None) -> str | None:
+    """Why ``sweep_dir`` cannot take the sweep of ``jobs``: it holds results of a sweep whose
+    recorded points (``sweep.json``) are other ones; None when it may."""
+    recorded = sorted(expected_points(sweep_dir), key=lambda p: p["num"])
+    if not recorded or jobs is None or not job_dirs(sweep_dir):
+        return None  # nothing recorded or nothing measured yet: nothing to mix with
+    differs = sweep_difference([p.get("overrides") or [] for p in recorded], jobs)
+    if differs is None:
+        return None
+    return (
+        f"holds another sweep ({differs}); a folder holds one sweep: resume that one with the command in "
+        f"{SWEEP_NAME} and resume=true, or give this one a new folder, e.g. "
+        f"hydra.sweep.dir={shlex.quote(str(free_name(sweep_dir)))}"
+    )
+
+
+def free_name(folder: Path) -> Path:
+    """``folder_2`` (or ``_3``, ...): the first such name that does not exist yet."""
+    n = 2
+    while (candidate := folder.with_name(f"{folder.name}_{n}")).exists():
+        n += 1
+    return candidate
+
+
+def single_run_problem(run_dir: Path) -> str | None:
+    """Why a single run may not write into ``run_dir``: it is a sweep's folder (it has a
+    ``sweep.json``) or one of a sweep's job folders while that sweep runs; else None."""
+    from runner.sweep.lock import holder
+    from runner.sweep.progress import _rel
+
+    run_dir = Path(run_dir)
+    where = f"hydra.run.dir={_rel(run_dir)}"
+    if (run_dir / SWEEP_NAME).is_file():
+        return (
+            f"{where}: is a sweep's folder ({SWEEP_NAME}); a single run's {RESULT_NAME} there would hide the "
+            "sweep's points: choose another hydra.run.dir"
+        )
+    for folder in (run_dir, run_dir.parent):
+        if (who := holder(folder)) is not None:
+            return (
+                f"{where}: {folder} is in use by a sweep (pid {who.get('pid', '?')} on {who.get('host', '?')}); "
+                "choose another hydra.run.dir"
+            )
+    return None

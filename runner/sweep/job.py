@@ -1,0 +1,275 @@
+"""``run(cfg)``: one experiment, from a composed config to ``result.json`` in its folder.
+
+This is the pure core behind ``python -m runner``; tests call it directly. It never
+raises for a failing point: the failure is recorded (status ``failed``, the error, and
+whatever was measured before it) so a sweep goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from analysis.book.units import fmt_duration, format_size
+from analysis.rundir import HLO_DIR, RESULT_NAME, TRACE_DIR, now_iso, result_name, stamp, write_json_atomic
+from runner.config.jaxenv import process_env
+from runner.config.spec import build_spec
+from runner.errors import ConfigError, OutputError, PlatformError, WorkerDied
+from runner.sweep.bandwidth import bandwidth, bandwidth_words
+from runner.sweep.pool import discard_worker, get_worker
+
+log = logging.getLogger("shardlab")
+# The JAX process index this host ran its last point as (distributed=auto: every host runs
+# the sweep; only process 0 writes the report at its end).
+last_process_index: int | None = None
+
+
+def _job_dir() -> Path:
+    from hydra.core.hydra_config import HydraConfig
+
+    return Path(HydraConfig.get().runtime.output_dir)
+
+
+def run(cfg: DictConfig, job_dir: str | Path | None = None, rounds: int | None = None) -> dict:
+    """Run the experiment ``cfg`` describes and write ``<job_dir>/result.json``.
+
+    ``job_dir`` defaults to Hydra's output folder for this job. ``rounds`` (default
+    ``timing.rounds``) is how many timing rounds to run now, back to back; a sweep runs only
+    round 1 here and interleaves the rest across its points (:mod:`runner.sweep.rounds`).
+    Returns the result dict.
+    """
+    job_dir = Path(job_dir) if job_dir is not None else _job_dir()
+    job_dir.mkdir(parents=True, exist_ok=True)
+    config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    if config.get("resume"):
+        adopt_unpadded(job_dir)
+        if (kept := kept_result(job_dir, config)) is not None:
+            return kept
+    if ((config.get("distributed") or {}).get("mode")) != "auto":  # hosts of a cluster share the folder
+        for stale in (TRACE_DIR, HLO_DIR):  # an earlier, interrupted attempt's files are not this run's
+            shutil.rmtree(job_dir / stale, ignore_errors=True)
+    t0 = time.perf_counter()
+    result: dict = {
+        **stamp("result"),
+        "status": "failed",
+        "error": None,
+        "error_type": None,
+        "started_at": now_iso(),
+        "config": config,
+    }
+    try:
+        spec = build_spec(cfg)
+    except ConfigError as exc:
+        result.update(error_type="ConfigError", error=str(exc))
+    else:
+        worker = get_worker(process_env(spec["hardware"], spec["distributed"], spec["trace"]["gpu_command_buffers"]))
+        try:
+            check_platform(spec, worker.started(job_dir))
+            reply = worker.run(spec, job_dir, float(cfg.timeout_s))
+        except WorkerDied as exc:
+            discard_worker()
+            result.update(error_type="WorkerDied", error=str(exc))
+        else:
+            record = reply.pop("record")
+            if record.pop("restart_worker", False):  # the worker ends after such a point: start afresh
+                discard_worker()
+            result.update(record)
+            result.update(reply)
+    if result["status"] == "ok" and (result.get("experiment") or {}).get("no_communication"):
+        if "group of 1" not in _warned:
+            _warned.add("group of 1")
+            log.warning(
+                "collectives need at least two devices; this mesh gives %s a group of 1, so what is timed "
+                "is a copy, not communication (matmuls still measure)",
+                result["experiment"]["op"],
+            )
+    hw = result.get("hardware") or {}
+    if result["status"] == "ok" and hw.get("known") is False and "unknown hardware" not in _warned:
+        _warned.add("unknown hardware")  # hardware=auto on a chip no entry covers: said once, on the console
+        log.warning("no model for this chip: %s", hw.get("source"))
+    if result["status"] == "ok":
+        result["prediction"] = predict(result)
+        result["timing"]["seed"] = int(cfg.timing.seed)
+        result["bandwidth"] = bandwidth(result)  # nccl-tests' algbw and busbw, as a sweep line prints them
+    result["wall_s"] = time.perf_counter() - t0
+    result["ended_at"] = now_iso()
+    # distributed=auto: every host runs this job; process 0 writes result.json, the others beside it
+    index = (result.get("environment") or {}).get("process_index") or 0
+    global last_process_index
+    last_process_index = index
+    try:
+        write_json_atomic(job_dir / result_name(index), result)
+    except OSError as exc:  # a full disk or a folder made read-only: the sweep cannot go on
+        raise OutputError(
+            f"cannot write {job_dir / result_name(index)}: {exc.strerror or exc}; the points "
+            "before it are on disk (resume=true finishes the sweep once there is room)"
+        ) from None
+    # With distributed=auto every host would have to join each later round; they run round 1 only.
+    if result["status"] == "ok" and index == 0 and spec["distributed"]["mode"] != "auto":
+        from runner.sweep.rounds import add_round
+
+        for r in range(2, (rounds or int(cfg.timing.rounds)) + 1):
+            add_round(job_dir, r, spec)
+        result = json.loads((job_dir / RESULT_NAME).read_text())
+    _log_line(result, job_dir)
+    return result
+
+
+# The README's install lines ("Install"), word for word: shardlab's own extras pin a JAX it is
+# tested with, where a bare "jax[...]" upgrade may not be (tests/test_install_line.py holds them equal)
+INSTALL = {
+    "tpu": 'pip install -e ".[tpu]"',
+    "gpu": 'pip install -e ".[cuda12]" / pip install -e ".[cuda13]" (NVIDIA, CUDA 12 / 13) or JAX\'s ROCm build '
+    "(https://docs.jax.dev/en/latest/installation.html)",
+}
+_warned: set[str] = set()
+
+
+def check_platform(spec: dict, info: dict) -> None:
+    """Stop when the config asks for an accelerator and JAX came up on another platform;
+    say once on the console when an accelerator seems present but JAX runs on CPU."""
+    want, got = spec["hardware"]["kind"], info.get("backend")
+    if want in ("tpu", "gpu") and got not in (want, "cuda", "rocm") and got is not None:
+        raise PlatformError(
+            f"hardware={spec['hardware']['name']} asks for {want.upper()} devices but JAX came up on {got} "
+            f"({info.get('device_count')} x {info.get('device_kind')})"
+            + (f": {info['accelerator_unused']}" if info.get("accelerator_unused") else "")
+            + f"; install JAX for {want.upper()} with {INSTALL[want]}, or use hardware=auto"
+        )
+    unused = info.get("accelerator_unused")
+    if unused and unused not in _warned:
+        _warned.add(unused)
+        present = "/".join(info.get("accelerator_present") or []) or "an accelerator"
+        log.warning(
+            "JAX runs on %s although %s seems present (%s); to measure it, %s",
+            got,
+            present.upper(),
+            unused,
+            INSTALL.get((info.get("accelerator_present") or ["gpu"])[0], INSTALL["gpu"]),
+        )
+
+
+def adopt_unpadded(job_dir: Path) -> None:
+    """Resume of a sweep from before job folders were zero-padded: ``3_op...`` becomes this
+    point's ``003_op...`` (Hydra has just made it, with its own ``.hydra/``), so its result
+    is kept or re-measured like any other."""
+    head, _, rest = job_dir.name.partition("_")
+    old = job_dir.with_name(f"{int(head)}_{rest}") if head.isdigit() else job_dir
+    if old == job_dir or not old.is_dir() or (job_dir / RESULT_NAME).exists():
+        return
+    for item in old.iterdir():
+        if not (job_dir / item.name).exists():
+            shutil.move(str(item), str(job_dir / item.name))
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def kept_result(job_dir: Path, config: dict) -> dict | None:
+    """With ``resume``: the point's earlier result if it is ``ok`` for this same config.
+
+    Read before any device work, so a resumed sweep whose points all passed starts no JAX.
+    The file is left untouched; the returned dict says ``resumed`` for the progress log.
+    """
+    path = job_dir / RESULT_NAME
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None  # missing or damaged: run the point again
+    if old.get("status") != "ok":
+        return None
+
+    def same(c):  # whether we resume, a sweep's size range and the gate change nothing measured
+        return {k: v for k, v in (c or {}).items() if k not in ("resume", "sizes", "check")}
+
+    if same(old.get("config")) != same(config):
+        log.info("resume: %s has a result for another config; running the point again", job_dir)
+        return None
+    exp = old.get("experiment") or {}
+    size = exp.get("size_bytes")
+    if not _in_multirun():  # a sweep's line for the point says "(kept from before)"
+        log.info(
+            "resume: kept the ok result of %s%s -> %s",
+            exp.get("expr"),
+            f" {format_size(size)}" if size else "",
+            job_dir,
+        )
+    return dict(old, resumed=True)
+
+
+def predict(result: dict) -> dict:
+    """The book's prediction for this run on its hardware's published constants, or why
+    there is none (the report models every point again, with fitted or calibrated constants
+    where the hardware publishes none)."""
+    from analysis.book.collective_cost import placed_group, predict_collective
+    from analysis.book.errors import BookError
+    from analysis.book.hardware import load_hardware, wraparound_for
+    from analysis.book.matmul_cost import predict_matmul
+    from analysis.book.notation import parse
+    from analysis.book.placement import Placement
+
+    exp = result["experiment"]
+    sizes = [exp["mesh"]["axes"][a] for a in exp["axes"]]
+    try:
+        hw = load_hardware(result["hardware"]["name"])
+        physical = exp["mesh"].get("physical")  # where the devices put the axes (TPU)
+        place = Placement.from_dict(physical) if physical and hw.interconnect == "torus" else None
+        if exp["op"] == "matmul":
+            mm = parse(exp["expr"])
+            return predict_matmul(mm, exp["mesh"]["axes"], exp["dims"], exp["dtype"], hw, None, place).to_dict()
+        if place is not None:
+            placed = placed_group(hw, place, exp["axes"])
+            p = predict_collective(exp["op"], exp["V_bytes"], hw=hw, **placed)
+        else:
+            p = predict_collective(exp["op"], exp["V_bytes"], sizes, hw, wraparound_for(hw, sizes))
+    except BookError as exc:
+        # cpu has no published W or T_min: the report fits them from the sweep instead.
+        return {"time_s": None, "note": str(exc)}
+    return p.to_dict()
+
+
+def _in_multirun() -> bool:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def _log_line(result: dict, job_dir: Path) -> None:
+    if _in_multirun():  # the sweep's console has one line per point (runner.sweep.progress)
+        return
+    exp = result.get("experiment") or {}
+    what = exp.get("expr") or result["config"]["op"]["name"]
+    size = exp.get("size_bytes")
+    if exp.get("dims"):  # a matmul: its dims and strategy say more than its bytes
+        dims = " ".join(f"{k}={v}" for k, v in exp["dims"].items())
+        where = f"{what} {dims}" + (f" ({exp['strategy']})" if exp.get("strategy") else "")  # a block has none
+    else:
+        where = f"{what} {format_size(size) if size else ''}".strip()
+    if result["status"] == "ok" and result["timing"].get("missing_reason"):
+        log.warning(
+            "%s: no time (%s estimator): %s -> %s",
+            where,
+            result["timing"]["source"],
+            result["timing"]["missing_reason"],
+            job_dir,
+        )
+    elif result["status"] == "ok":
+        s = result["timing"]["summary"]
+        bw = bandwidth_words(result.get("bandwidth"))
+        log.info(
+            "%s: median %s (+-%.0f%%, %s estimator, %d samples in %d round(s))%s -> %s",
+            where,
+            fmt_duration(s["median_s"]),
+            100 * s["rel_ci_halfwidth"],
+            result["timing"]["source"],
+            s["n"],
+            s.get("rounds", 1),
+            f"  {bw}" if bw else "",
+            job_dir,
+        )
+    else:
+        log.error("%s: FAILED (%s) %s -> %s", where, result["error_type"], result["error"], job_dir)

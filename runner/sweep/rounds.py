@@ -1,0 +1,165 @@
+"""Rounds 2..R of a point's timing, interleaved across a sweep's points.
+
+The machine drifts (other jobs, frequency, memory state): on the project's 2-core machine
+the same 8 MiB AllReduce took 5.3 to 27.7 ms in five runs, each with a +-4% interval from
+its own samples. So each point is timed in R rounds, and a sweep runs round r of every point
+before round r+1 of any, in an order shuffled each round (the seed is recorded): drift then
+hits every point alike, and a point's interval (:func:`analysis.stats.combine_rounds`)
+covers the spread between its rounds.
+
+Round 1 is part of a point's run (:func:`runner.worker.measure.measure`); the rounds after it only
+re-time the compiled program (:func:`runner.worker.measure.retime`) and append to result.json.
+
+Rounds are adaptive (:func:`rounds_rule`): a point stops after ``MIN_ROUNDS`` when its rounds
+agree and its interval meets ``timing.target_rel_ci``; only a point whose rounds disagree, or
+whose interval is still wider, runs on to ``timing.rounds``. result.json's
+``timing.rounds_rule`` says how many rounds the point took and why.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from analysis.rundir import RESULT_NAME, write_json_atomic
+from runner.config.jaxenv import process_env
+from runner.config.spec import build_spec
+from runner.errors import ConfigError, WorkerDied
+from runner.sweep.bandwidth import bandwidth
+from runner.sweep.pool import discard_worker, get_worker
+from runner.worker.timing import summarise
+
+log = logging.getLogger("shardlab")
+
+
+# Fewer rounds than this never stop a point early: with 2, one drifted round is half the
+# evidence, and the rounds' bootstrap interval cannot tell drift from noise.
+MIN_ROUNDS = 3
+
+
+def wanted_rounds(result: dict) -> int:
+    """Rounds the point's config asks for."""
+    return int(((result.get("config") or {}).get("timing") or {}).get("rounds") or 1)
+
+
+def rounds_rule(t: dict, wanted: int, target_rel_ci: float) -> dict:
+    """Whether a point's timing ``t`` (result.json's ``timing``) is done with its rounds, and
+    why, in words the report shows: ``{"rounds", "wanted", "stopped", "why"}``.
+
+    A point stops early, after exactly ``MIN_ROUNDS`` rounds, only when every estimator with
+    rounds (step, loop, device) has rounds that agree (Cochran's Q at 99%,
+    :func:`analysis.stats.rounds_disagree`) and the headline estimator's interval (which, over
+    rounds, spans their spread) is within ``target_rel_ci`` of its median. Otherwise it runs
+    every round ``wanted`` (``timing.rounds``)."""
+    n = len(t.get("rounds") or [])
+    out = {"rounds": n, "wanted": wanted, "stopped": False}
+    if wanted <= MIN_ROUNDS:
+        return dict(out, why=f"timing.rounds={wanted}: every round asked for")
+    if n < MIN_ROUNDS:
+        return dict(out, why=f"{n} of {wanted} rounds so far")
+    summary = t.get("summary") or {}
+    disagree = sorted(name for name, e in (t.get("estimators") or {}).items() if e.get("rounds_disagree"))
+    rel = summary.get("rel_ci_halfwidth")
+    reasons = []
+    if disagree:
+        reasons.append(f"the {' and '.join(disagree)} rounds disagree (Cochran's Q, 99%)")
+    if rel is None or not rel <= target_rel_ci:  # no headline time (n 0) never stops early
+        shown = "no interval" if rel is None else f"±{100 * rel:.1f}%"
+        reasons.append(f"interval {shown}, wider than the target ±{100 * target_rel_ci:g}%")
+    if n == MIN_ROUNDS and not reasons:
+        return dict(
+            out,
+            stopped=True,
+            why=f"stopped after {n} of {wanted} rounds: they agree (Cochran's Q, 99%) and the interval "
+            f"±{100 * rel:.1f}% meets the target ±{100 * target_rel_ci:g}%",
+        )
+    # why the point ran on past MIN_ROUNDS, as it stood then (kept for the last round's sentence)
+    after_min = "; ".join(reasons) if n == MIN_ROUNDS else (t.get("rounds_rule") or {}).get("after_min")
+    out["after_min"] = after_min or "; ".join(reasons)
+    if n < wanted:
+        return dict(out, why=f"{n} of {wanted} rounds so far: {out['after_min']}")
+    return dict(out, why=f"all {wanted} rounds: after {MIN_ROUNDS}, {out['after_min']}")
+
+
+def add_round(job_dir: Path, round_no: int, spec: dict | None = None) -> bool:
+    """Time round ``round_no`` of the ok point in ``job_dir`` and append it to its
+    result.json; False (and nothing written) when the point is not ok, already has the round,
+    stopped after ``MIN_ROUNDS`` (:func:`rounds_rule`), or the worker failed it."""
+    path = Path(job_dir) / RESULT_NAME
+    import json
+
+    try:
+        result = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    t = result.get("timing") or {}
+    if result.get("status") != "ok" or len(t.get("rounds") or []) >= round_no:
+        return False
+    if (t.get("rounds_rule") or {}).get("stopped"):  # its rounds agreed after MIN_ROUNDS
+        return False
+    if spec is None:
+        try:
+            spec = build_spec(OmegaConf.create(result["config"]))
+        except (ConfigError, KeyError) as exc:
+            log.warning("round %d of %s skipped: %s", round_no, job_dir, exc)
+            return False
+    # round 1's trip counts: every round times the same loop programs (the persistent cache has them)
+    loop = (t["rounds"][0].get("loop") or {}) if t.get("rounds") else {}
+    K = loop.get("Ks") or loop.get("K")
+    worker = get_worker(process_env(spec["hardware"], spec["distributed"], spec["trace"]["gpu_command_buffers"]))
+    try:
+        reply = worker.run(
+            spec, job_dir, float(result["config"].get("timeout_s", 600)), kind="retime", round=round_no, K=K
+        )
+    except WorkerDied as exc:
+        discard_worker()
+        log.warning("round %d of %s failed: %s", round_no, Path(job_dir).name, str(exc).splitlines()[0])
+        return False
+    if reply.get("status") != "ok":
+        log.warning("round %d of %s failed: %s", round_no, Path(job_dir).name, reply.get("error"))
+        return False
+    rnd = reply["round"]
+    phases = rnd.pop("phases_s", {})
+    t["rounds"].append(rnd)
+    t.update(summarise(t, result["config"]["timing"], (result.get("environment") or {}).get("backend", "cpu")))
+    t["rounds_rule"] = rounds_rule(t, wanted_rounds(result), float(result["config"]["timing"]["target_rel_ci"]))
+    if "bandwidth" in result:  # from the median of every round so far
+        result["bandwidth"] = bandwidth(result)
+    result.setdefault("phases_s", {})
+    for k, v in phases.items():  # later rounds' setup and compile count too (the benchmark reads them)
+        result["phases_s"][f"rounds_{k}"] = result["phases_s"].get(f"rounds_{k}", 0.0) + v
+    write_json_atomic(path, result)
+    return True
+
+
+def interleave(job_dirs: list[Path], rounds: int, seed: int = 0) -> int:
+    """Rounds 2..``rounds`` of every job, round by round, each round in a shuffled order.
+    Returns how many rounds were added."""
+    rng = random.Random(seed)
+    added = 0
+    for r in range(2, rounds + 1):
+        order = list(job_dirs)
+        rng.shuffle(order)
+        if r > MIN_ROUNDS:  # the points whose rounds agreed are done (the order stays the seed's)
+            order = [d for d in order if not _stopped(d)]
+            if not order:
+                log.info("rounds %d to %d: none needed (every point's rounds agreed)", r, rounds)
+                break
+        log.info("round %d of %d: %d point(s)", r, rounds, len(order))
+        for job_dir in order:
+            added += add_round(job_dir, r)
+    return added
+
+
+def _stopped(job_dir: Path) -> bool:
+    """Whether the point in ``job_dir`` stopped its rounds early (or cannot take more)."""
+    import json
+
+    try:
+        result = json.loads((Path(job_dir) / RESULT_NAME).read_text())
+    except (OSError, ValueError):
+        return True
+    return result.get("status") != "ok" or bool(((result.get("timing") or {}).get("rounds_rule") or {}).get("stopped"))

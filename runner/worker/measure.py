@@ -1,0 +1,321 @@
+"""One sweep point, inside the worker process: mesh, program, compile, check, time, trace.
+
+:func:`measure` is a point's first round: everything, once (it fills ``record`` as it goes,
+so a failure part-way still leaves what was learnt in the job's result.json).
+:func:`retime` is a later round of the same point: the program again (its compile comes
+from JAX's persistent cache) and one more round of the *step* and *loop* timings, which
+the parent interleaves with the other points' rounds (:mod:`runner.sweep.rounds`).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from analysis import trace as trace_analysis
+from analysis.book.collectives import BY_OP, busbw_factor, nccl_S_bytes
+from analysis.hlo import async_pairs, collective_executions
+from analysis.rundir import HLO_COMPILED, HLO_DIR, HLO_LOWERED, TRACE_DIR, now_iso
+from runner.config.memory import check_fits, estimate
+from runner.config.spec import check_against_devices
+from runner.errors import ConfigError
+from runner.worker import copy_curve, meshes, point_cache, programs, timing, tracing
+from runner.worker.ceiling import link_roofline
+from runner.worker.devices import environment, resolve_hardware
+from runner.worker.programs.loop import LoopPrograms
+from runner.worker.result_check import check
+
+
+@dataclass
+class Point:
+    """A point ready to time: its program compiled, its inputs on the devices."""
+
+    mesh: jax.sharding.Mesh
+    mesh_axes: dict
+    prog: programs.Program
+    args: tuple
+    lowered: object
+    compiled: object
+    loop: LoopPrograms | None = None  # the loop estimator's programs, compiled per K when timed
+    loop_check: dict | None = None
+
+    def step(self):
+        return self.compiled(*self.args)
+
+
+def prepare(spec: dict, phase: timing.Phases, record: dict | None = None) -> Point:
+    """Mesh, program, inputs and the compiled step (and loop) program of ``spec``."""
+    with phase("setup"):
+        devices = jax.devices()
+        mesh_axes = check_against_devices(spec, len(devices))  # last checks before device work
+        point_cache.make_room(estimate(spec, mesh_axes), len(devices))  # points kept for later rounds
+        cross = spec.get("distributed", {}).get("cross_process_axis")
+        mesh = meshes.build_mesh(mesh_axes, cross, name=spec["mesh"]["name"])  # errors name the mesh
+        prog = programs.build(spec, mesh)
+    with phase("input"):
+        args = prog.make_input()
+        args = args if isinstance(args, tuple) else (args,)  # a matmul takes two arrays
+    with phase("lower"):
+        lowered = prog.fn.lower(*args)
+    with phase("compile"):
+        compiled = lowered.compile()
+    point = Point(mesh, mesh_axes, prog, args, lowered, compiled)
+    if spec["timing"]["loop"]:  # compiled in time_round, once its trip counts are known
+        point.loop = LoopPrograms(prog.fn, mesh, args, compiled.as_text())
+    return point
+
+
+def time_round(point: Point, spec: dict, round_no: int, K: list[int] | int | None = None) -> dict:
+    """One round of the *step* and *loop* estimators, with the machine's state."""
+    t = spec["timing"]
+    out = {"round": round_no, "started_at": now_iso(), **timing.machine_state()}
+    faults0 = timing.minor_faults()
+    step = timing.time_step(point.step, t, meshes.agree)
+    steps_run = step["warmup_iters"] + len(step["samples_s"]) * t["iters_per_sample"]
+    out["page_faults_per_step"] = (timing.minor_faults() - faults0) / max(steps_run, 1)
+    out["step"] = {k: v for k, v in step.items() if k != "summary"}
+    if point.loop is not None:
+        # K1, K2 set how many collectives the loop calls run: every process takes process 0's
+        # (a later round gets round 1's, so its compiles come from the persistent cache)
+        Ks = timing.given_Ks(K) or meshes.agree(timing.loop_Ks(step["summary"]["median_s"], t["loop_target_s"]))
+        calls = point.loop.calls(Ks)
+        point.loop_check = point.loop.check
+        out["loop_compile_s"] = point.loop.compile_s
+        if calls is not None:
+            out["loop"] = timing.time_loop(calls, Ks, t, meshes.agree)
+    return out
+
+
+def memory_now() -> dict:
+    """This process's resident memory now and its high-water mark since the last reset
+    (Linux ``/proc/self/status``; empty elsewhere)."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return {}
+    out = {}
+    for line in status.splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out["rss_bytes" if key == "VmRSS" else "rss_peak_bytes"] = int(value.split()[0]) * 1024
+    return out
+
+
+def reset_peak_memory() -> None:
+    """Restart the high-water mark of resident memory (Linux: ``5`` to ``/proc/self/clear_refs``)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+def measure(spec: dict, job_dir: Path, record: dict) -> None:
+    """Round 1 of ``spec``: write ``hlo/`` and ``trace/`` under ``job_dir``; fill ``record``."""
+    reset_peak_memory()
+    before = memory_now()
+    try:
+        _measure(spec, job_dir, record)
+    finally:  # what the point really held, beside the estimate it was admitted with
+        after = memory_now()
+        if before and after:
+            record["memory_peak"] = {
+                "rss_before_bytes": before["rss_bytes"],
+                "rss_peak_bytes": after["rss_peak_bytes"],
+                "growth_bytes": after["rss_peak_bytes"] - before["rss_bytes"],
+            }
+
+
+def _measure(spec: dict, job_dir: Path, record: dict) -> None:
+    phase = record["phases_s"] = timing.Phases()
+    with phase("setup"):
+        devices = jax.devices()
+        if jax.process_count() > 1 and spec.get("distributed", {}).get("mode", "none") == "none":
+            raise ConfigError(
+                f"JAX sees {jax.process_count()} processes (a multi-host slice or a cluster job) but "
+                "distributed=none; use distributed=auto so that they join one mesh"
+            )
+        record["environment"] = environment(jax, devices)
+        record["hardware"] = resolve_hardware(spec["hardware"], devices)
+        mesh_axes = check_against_devices(spec, len(devices))
+        # memory_stats() is None on the CPU backend (its devices use host memory) and has no
+        # bytes_limit with XLA_PYTHON_CLIENT_ALLOCATOR=platform: then the entry's HBM size
+        stats = jax.local_devices()[0].memory_stats() or {}
+        limit = stats.get("bytes_limit") or record["hardware"].get("memory_bytes")
+        record["memory_estimate"] = check_fits(spec, mesh_axes, limit, devices_on_host=jax.default_backend() == "cpu")
+    point = prepare(spec, phase)
+    op = spec["op"]
+    group = int(np.prod([point.mesh_axes[a] for a in op["axes"]]))
+    record["experiment"] = {
+        "op": op["name"],
+        "expr": point.prog.expr,
+        "axes": op["axes"],
+        "size_bytes": op.get("size_bytes"),
+        "V_bytes": point.prog.V_bytes,
+        "dtype": spec["dtype"],
+        "group_size": group,
+        "num_groups": len(devices) // group,
+        "mesh": {
+            "name": spec["mesh"]["name"],
+            "axes": point.mesh_axes,
+            "device_ids": point.mesh.device_ids.tolist(),
+            "devices": meshes.device_coords(point.mesh),
+            # each axis' physical extent and wraparound (TPU)
+            "physical": meshes.physical_placement(point.mesh, record["hardware"].get("wraparound")),
+        },
+        "hardware": record["hardware"]["name"],
+        **point.prog.extra,
+    }
+    if op["name"] in BY_OP and group < 2:
+        # XLA turns a collective over one device into a copy: what is timed is not communication
+        record["experiment"]["no_communication"] = "group of 1: XLA runs the collective as a copy"
+    record["experiment"]["placement"] = meshes.describe(point.mesh, op["axes"])  # which axes cross processes
+    record["process"] = meshes.process_info()
+    record["compile"] = {"lower_s": phase["lower"], "compile_s": phase["compile"]}
+    with phase("hlo_dump"):
+        (job_dir / HLO_DIR).mkdir(parents=True, exist_ok=True)
+        hlo_text = point.compiled.as_text()
+        if jax.process_index() == 0:  # one copy per job; every process compiles the same program
+            (job_dir / HLO_LOWERED).write_text(point.lowered.as_text())
+            (job_dir / HLO_COMPILED).write_text(hlo_text)
+    record["files"] = {"hlo_lowered": HLO_LOWERED, "hlo_compiled": HLO_COMPILED}
+
+    if spec["check_result"]:
+        with phase("check"):
+            want = point.prog.reference() if point.prog.reference is not None else None
+            record["check"] = check(point.step(), want, spec["dtype"], point.prog.tolerance)
+        if not record["check"]["passed"]:
+            raise AssertionError(f"result differs from the NumPy reference: {record['check']}")
+    else:
+        record["check"] = {"passed": None, "unchecked": True, "why": "check_result=false"}
+
+    with phase("timing"):
+        first = time_round(point, spec, 1)
+    point_cache.put(spec, point)  # the later rounds time it as it stands (runner.worker.point_cache)
+    record["timing"] = {"rounds": [first], "loop_check": point.loop_check, "seed": spec["timing"]["seed"]}
+    record["timing"].update(timing.summarise(record["timing"], spec["timing"], record["environment"]["backend"]))
+
+    with phase("ceiling"):
+        record["ceiling"] = ceiling(spec, record, point, group)
+
+    if spec["trace"]["enabled"]:
+        try:
+            with phase("trace"):
+                captured = tracing.capture(point.step, meshes.trace_dir(job_dir / TRACE_DIR), spec["trace"])
+        except Exception as exc:  # a trace is for attribution: the point's timings stand without it
+            record["trace"] = {"error": f"{type(exc).__name__}: {exc}"}
+            # The profiler may still be running in this process, and every later point would
+            # fail with "Profile has already been started": the worker ends after this point.
+            record["restart_worker"] = True
+            return
+        record["files"]["xplane"] = str(captured.pop("xplane").relative_to(job_dir))
+        record["trace"] = captured
+        record["trace"]["wall_s"] = phase["trace"]
+        with phase("trace_parse"):
+            ops = trace_analysis.device_ops(
+                trace_analysis.read_xplane(job_dir / record["files"]["xplane"]), async_pairs(hlo_text)
+            )
+            names = target_instructions(hlo_text, op["name"], op.get("grad"), group)
+            record["timing"]["device"] = {
+                "samples_s": trace_analysis.device_samples(ops, names),
+                "what": "the collective's device time" if names is not None else "the program's device time",
+                "instructions": sorted(names) if names is not None else None,
+            }
+            record["timing"].update(
+                timing.summarise(record["timing"], spec["timing"], record["environment"]["backend"])
+            )
+            record["trace"].update(
+                perturbation(ops, captured["wall_samples_s"], record["timing"], record["environment"]["backend"])
+            )
+
+
+def retime(spec: dict, round_no: int, K: int | None) -> dict:
+    """A later round of a point measured before: its phases' seconds and the round. Where the
+    device estimator is the one the fits use (TPU, GPU, or ``timing.source=device``), the
+    round traces the point again, so that its device times have rounds too; the trace goes to
+    a temporary folder (the point's own ``trace/`` keeps the first round's, for XProf).
+
+    The point comes from the worker's cache of prepared points (:mod:`runner.worker.point_cache`):
+    its inputs stay placed and its programs compiled from round 1, so the round costs its timed
+    samples. Where the cache no longer has it, the round prepares it again and its ``inputs``
+    entry says why."""
+    phase = timing.Phases()
+    point = point_cache.get(spec)
+    if point is not None:
+        inputs = {"placed": "kept", "why": "the inputs and programs of the point's earlier round, kept in the worker"}
+    else:
+        inputs = {"placed": "again", "why": point_cache.why_missing(spec)}
+        point = prepare(spec, phase)
+    try:
+        with phase("timing"):
+            out = time_round(point, spec, round_no, K)
+    except BaseException:
+        point_cache.drop(spec)  # a round that failed part-way: its loop carry may be in any state
+        raise
+    if inputs["placed"] == "again":
+        point_cache.put(spec, point)
+    out["inputs"] = inputs
+    if spec["trace"]["enabled"] and timing.device_is_source(spec["timing"], jax.default_backend()):
+        with phase("trace"), tempfile.TemporaryDirectory(prefix="shardlab-round-") as tmp:
+            captured = tracing.capture(point.step, Path(tmp), spec["trace"])
+            hlo_text = point.compiled.as_text()
+            ops = trace_analysis.device_ops(trace_analysis.read_xplane(captured["xplane"]), async_pairs(hlo_text))
+            group = int(np.prod([point.mesh_axes[a] for a in spec["op"]["axes"]]))
+            names = target_instructions(hlo_text, spec["op"]["name"], spec["op"].get("grad"), group)
+            out["device"] = {"samples_s": trace_analysis.device_samples(ops, names)}
+    out["phases_s"] = dict(phase)
+    return out
+
+
+def target_instructions(hlo_text: str, op: str, grad: bool = False, group: int = 2) -> set[str] | None:
+    """Names, as the trace shows them, of the top-level instructions that run the collective a
+    point measures (:func:`analysis.hlo.collective_executions`: by opcode, whatever JAX named
+    them, so an AllReduce may be ``psum.7``; both halves of an async pair; a fusion or an
+    offloaded ``call-start``/``call-done`` wrapping it, never the nested instruction). An
+    empty set when the compiled program runs none: the device estimator then has no time.
+    None, timed whole, for a matmul, a grad, or a ``group`` of 1 (XLA runs a copy, and the
+    point is flagged as no communication)."""
+    if op not in BY_OP or grad or group < 2:
+        return None
+    hlo = BY_OP[op].hlo
+    return {name for name, kinds in collective_executions(hlo_text).items() if hlo in kinds}
+
+
+def ceiling(spec: dict, record: dict, point: Point, group: int) -> dict | None:
+    """The point's bus-bandwidth ceiling: on CPU the copy curve (measured once per process or
+    reused from this machine's cache, :mod:`runner.worker.copy_curve`) read at the point's bus bytes
+    per device, with its interval; the book's roofline elsewhere (:mod:`runner.worker.ceiling`); None
+    for programs without a collective to hold to it."""
+    op = spec["op"]
+    if op["name"] not in BY_OP or op.get("grad") or group < 2:
+        return None
+    n_axes = sum(1 for a in op["axes"] if point.mesh_axes[a] > 1)
+    if record["hardware"].get("kind") == "cpu" or record["environment"]["backend"] == "cpu":
+        bus_bytes = nccl_S_bytes(op["name"], point.prog.V_bytes, group) * busbw_factor(op["name"], group)
+        return copy_curve.at(copy_curve.cpu_curve(), int(bus_bytes))
+    return link_roofline(record["hardware"], n_axes, record["experiment"]["mesh"].get("physical"), op["axes"])
+
+
+def perturbation(ops, traced_walls: list[float], t: dict, backend: str | None = None) -> dict:
+    """What tracing did to the step, and how much of an untraced step the device spent.
+
+    ``profiler_slowdown`` = traced step / untraced step (both wall times of one blocked
+    step). ``dispatch_share`` = (step - device time) / step: the part of a step the device
+    did not spend on the program (the host's dispatch and sync), from the device estimator;
+    only where the device times its own ops (not on ``cpu``, where the "device time" is the
+    traced host thread's: it waits for the other devices and is slowed by the profiler, 3.7-97x
+    here, so it came out above the step, a share of -93.7), and never below 0.
+    """
+    step = (t["estimators"].get("step") or {}).get("median_s")
+    device = (t["estimators"].get("device") or {}).get("median_s")
+    out = {"op_events": int(len(ops)), "traced_step_median_s": float(np.median(traced_walls))}
+    if step:
+        out["profiler_slowdown"] = out["traced_step_median_s"] / step
+        if device and backend != "cpu" and device <= step:
+            out["dispatch_share"] = (step - device) / step
+    if len(ops):
+        out["ops"] = trace_analysis.op_summary(trace_analysis.op_steps(ops)).to_dict(orient="records")
+    return out

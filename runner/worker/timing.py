@@ -1,0 +1,282 @@
+"""Untraced timing of one compiled step: warm up until settled, then iterate until the
+median is known well enough or the budget is spent.
+
+By default every iteration blocks before the next starts. That bounds the work in flight
+(2000 unblocked 8-device CPU all-gathers deadlocked XLA's rendezvous and aborted the process
+after 40 s, jax 0.10.2) and makes each sample one whole step as a caller sees it. ``iters_per_sample`` > 1
+dispatches that many steps before blocking (still bounded), which hides the launch and sync
+cost on GPU/TPU; on CPU it changed nothing measurable here.
+
+The sample source and the clock are parameters, so the stopping rules can be tested with
+seeded samples and a fake clock instead of real time.
+
+Two of the three estimators are timed here: *step* (:func:`time_step`, the wall time of one
+blocked step, as a caller sees it) and *loop* (:func:`time_loop`, the program repeated K1 and
+K2 times in one call; the slope between them leaves out what a call pays once). The third, *device*, comes from the
+trace (:mod:`runner.worker.measure`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import numpy as np
+
+from analysis.stats import combine_rounds, rel_ci_halfwidth, summarize
+
+
+class Phases(dict):
+    """Seconds spent in each named phase of a point, for the benchmark's breakdown. (It travels
+    back to the main process with the result: defined here, not beside JAX, so that unpickling
+    it imports no JAX there.)"""
+
+    @contextlib.contextmanager
+    def __call__(self, name: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self[name] = self.get(name, 0.0) + time.perf_counter() - t0
+
+
+CHECK_EVERY = 10  # re-evaluate the stopping rule every this many samples
+WARMUP_WINDOW = 3  # warm-up ends when the median of the last 3 is within 10% of the 3 before
+WARMUP_TOLERANCE = 0.1
+
+
+def wait(out) -> None:
+    """Block until ``out`` (a JAX array, or a tuple of them: a whole training step's
+    outputs) is computed."""
+    if isinstance(out, (tuple, list)):
+        for x in out:
+            wait(x)
+    else:
+        out.block_until_ready()
+
+
+def once(step, k: int = 1) -> float:
+    """Seconds per step over ``k`` back-to-back steps, blocking on the last."""
+    t0 = time.perf_counter()
+    for _ in range(k - 1):
+        step()
+    wait(step())
+    return (time.perf_counter() - t0) / k
+
+
+def _local(flag: bool) -> bool:
+    return flag
+
+
+def warm_up(step, min_iters: int, max_s: float, agree=_local, sample=once, clock=time.perf_counter) -> list[float]:
+    """Run until the median of the last 3 iterations is within 10% of the 3 before them,
+    or ``max_s`` has passed."""
+    times: list[float] = []
+    t_end = clock() + max_s
+    while True:
+        times.append(sample(step))
+        if len(times) >= 2 * WARMUP_WINDOW:
+            prev = np.median(times[-2 * WARMUP_WINDOW : -WARMUP_WINDOW])
+            last = np.median(times[-WARMUP_WINDOW:])
+            settled = abs(last - prev) <= WARMUP_TOLERANCE * prev and len(times) >= min_iters
+            if agree(settled or clock() > t_end):  # warmup_max_s bounds warmup_min_iters too
+                return times
+
+
+def time_step(step, timing: dict, agree=_local, sample=once, clock=time.perf_counter) -> dict:
+    """Timing samples of ``step`` (a callable returning a JAX array) and their summary.
+
+    ``agree`` turns each local stop decision into the one every process follows (with
+    several JAX processes, process 0's: see :func:`runner.worker.meshes.agree`). ``sample(step, k)``
+    returns seconds per step over ``k`` steps; ``clock()`` returns seconds.
+    """
+    t_start = clock()
+    warm = warm_up(step, timing["warmup_min_iters"], timing["warmup_max_s"], agree, sample, clock)
+    t_warm = clock()
+    samples: list[float] = []
+    stop = "max_iters"
+    while len(samples) < timing["max_iters"]:
+        samples.append(sample(step, timing["iters_per_sample"]))
+        n = len(samples)
+        if n % CHECK_EVERY == 0:
+            # The budget holds even before min_iters: a slow step with a large min_iters would
+            # otherwise run on until timeout_s and lose every sample with the worker.
+            spent = clock() - t_warm >= timing["budget_s"]
+            tight = n >= timing["min_iters"] and rel_ci_halfwidth(samples) <= timing["target_rel_ci"]
+            if agree(tight or spent):
+                stop = "ci_tight" if tight else ("budget" if n >= timing["min_iters"] else "budget (before min_iters)")
+                break
+    t_done = clock()
+    return {
+        "samples_s": samples,
+        "summary": summarize(samples),
+        "warmup_iters": len(warm),
+        "warmup_s": t_warm - t_start,
+        "timed_s": t_done - t_warm,
+        "stop_reason": stop,
+    }
+
+
+def time_loop(calls, Ks, timing: dict, agree=_local, clock=time.perf_counter) -> dict:
+    """The *loop* estimator: seconds per repetition, from the slope between two trip counts.
+
+    ``calls[i]()`` runs the loop program with ``Ks[i]`` repetitions (K1 < K2) and blocks. Each
+    sample is one pair, (t(K2) - t(K1)) / (K2 - K1): what a call pays once - the dispatch and
+    sync, and any copy XLA makes before its while loop - cancels, where t(K) / K divided it
+    into the repetitions (at K = 2-3 a 16 MiB ReduceScatter read 1.99x the blocked step).
+    The two calls of a pair alternate in order, so a drift within a pair lifts half the
+    samples and lowers the other half. One warm-up call of each, then pairs until the
+    interval is within ``timing.target_rel_ci``, at least 5 and at most
+    ``timing.loop_max_samples``, or half the round's budget is spent (every stop on the
+    decision ``agree`` shares). ``clock()`` returns seconds.
+    """
+    (K1, K2), (short, long_) = Ks, calls
+    short()
+    long_()
+    samples: list[float] = []
+    pairs: list[list[float]] = []
+    stop = "max_samples"
+    t_start = clock()
+    while len(samples) < timing["loop_max_samples"]:
+        t = {}
+        for K, call in ((K1, short), (K2, long_)) if len(samples) % 2 == 0 else ((K2, long_), (K1, short)):
+            t0 = clock()
+            call()
+            t[K] = clock() - t0
+        pairs.append([t[K1], t[K2]])
+        samples.append((t[K2] - t[K1]) / (K2 - K1))
+        if len(samples) >= 5:
+            tight = rel_ci_halfwidth(samples) <= timing["target_rel_ci"]
+            spent = clock() - t_start >= timing["budget_s"] / 2
+            if agree(tight or spent):
+                stop = "ci_tight" if tight else "budget"
+                break
+    return {
+        "samples_s": samples,
+        "K": K2,
+        "Ks": [K1, K2],
+        "call_s": pairs,
+        "stop_reason": stop,
+        "timed_s": clock() - t_start,
+    }
+
+
+K_MIN, K_MAX = 8, 512
+
+
+def given_Ks(K) -> list[int] | None:
+    """The trip counts a later round reuses: round 1's [K1, K2], or from a result written before
+    there were two (one K, the per-call estimator's), that K as K2."""
+    if not K:
+        return None
+    if isinstance(K, int):
+        return [max(2, K // 4), max(K, 3)]
+    return [int(k) for k in K]
+
+
+def loop_Ks(step_median_s: float, target_s: float) -> list[int]:
+    """The two trip counts [K1, K2] of the loop estimator: K2 repetitions take about
+    ``target_s`` (from 8 to 512: the slope spans at least 6 repetitions, so one call's noise
+    is spread over them), K1 = K2 / 4, at least 2 (at K = 1 XLA removes the while loop and with
+    it the input copy the slope must cancel)."""
+    K2 = int(min(max(round(target_s / max(step_median_s, 1e-9)), K_MIN), K_MAX))
+    return [max(2, K2 // 4), K2]
+
+
+def minor_faults() -> int:
+    """Minor page faults of this process so far (a buffer the OS hands back faults again)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def machine_state() -> dict:
+    """What else the machine was doing: 1-minute load average and CPU count."""
+    import os
+
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = None
+    return {"loadavg_1m": load, "cpu_count": os.cpu_count()}
+
+
+ESTIMATORS = ("step", "loop", "device")
+# On TPU and GPU the device timestamps its own ops and the profiler does not slow them; on
+# CPU the "device" is a host thread that the profiler slows 2-5x (traced one 8-device
+# all-gather: 1.5-3.5 ms against 0.70 ms untraced), so there the blocked step is the truth.
+AUTO_SOURCE = {"tpu": "device", "gpu": "device", "cuda": "device", "rocm": "device"}
+
+
+def device_is_source(timing: dict, backend: str) -> bool:
+    """Whether the fits use the *device* estimator (``timing.source``, or auto on TPU/GPU)."""
+    wanted = timing.get("source", "auto")
+    return (AUTO_SOURCE.get(backend, "step") if wanted == "auto" else wanted) == "device"
+
+
+def summarise(record: dict, timing: dict, backend: str) -> dict:
+    """The estimators of a point's timing record (its ``rounds`` and ``device`` samples),
+    combined over rounds, and the one the tables and fits use (``source``, ``summary``).
+
+    ``timing.source=auto`` picks *device* on TPU and GPU and *step* on CPU. A *loop* source
+    with no samples (a loop XLA did not keep) falls back to *step*, saying why. A *device*
+    source never falls back: without device samples (no trace, or the trace held no execution
+    of the collective) ``summary`` is empty (``n`` 0, no ``median_s``) and ``missing_reason``
+    says why; the step and loop estimators stay in ``estimators`` under their own names.
+    """
+    rounds = record.get("rounds") or []
+    seed = int(timing.get("seed") or 0)
+    estimators = {}
+    step = [r["step"]["samples_s"] for r in rounds if r.get("step")]
+    if step:
+        estimators["step"] = combine_rounds(step, seed)
+    loop = [r["loop"]["samples_s"] for r in rounds if r.get("loop")]
+    if loop:
+        estimators["loop"] = dict(combine_rounds(loop, seed), K=rounds[-1]["loop"]["K"])
+    # round 1's device samples come from the point's own trace; later rounds trace again only
+    # where device is the source (runner.worker.measure.retime)
+    device = [(record.get("device") or {}).get("samples_s") or []]
+    device += [r["device"]["samples_s"] for r in rounds[1:] if (r.get("device") or {}).get("samples_s")]
+    if device[0]:
+        estimators["device"] = combine_rounds(device, seed)
+    wanted = timing.get("source", "auto")
+    source = AUTO_SOURCE.get(backend, "step") if wanted == "auto" else wanted
+    why = f"timing.source={wanted}" + (f" on {backend}" if wanted == "auto" else "")
+    missing = None
+    if source == "device" and source not in estimators:
+        # No fallback: where device time is asked for, a blocked step's wall time (the host's
+        # dispatch and sync with it) is not a stand-in: XProf would show no such number. The
+        # point keeps its status and its step/loop estimators, but has no headline time.
+        missing = f"no device time: {_why_missing(source, record)}"
+        why += f"; {missing}"
+    elif source not in estimators:
+        why += f"; no {source} samples ({_why_missing(source, record)}), so step"
+        source = "step"
+    faults = [r.get("page_faults_per_step") for r in rounds if r.get("page_faults_per_step") is not None]
+    return {
+        "estimators": estimators,
+        "source": source,
+        "source_reason": why,
+        "summary": estimators.get(source, {"n": 0}),
+        "missing_reason": missing,
+        "page_faults_per_step": float(np.median(faults)) if faults else None,
+    }
+
+
+def _why_missing(source: str, record: dict) -> str:
+    """Why ``source`` has no samples, in words a console line and the report can show."""
+    if source == "device":
+        device = record.get("device")
+        if device is None:
+            return "the point was not traced (trace.enabled=false, or its trace failed: see result.json's trace)"
+        names = device.get("instructions")
+        if names is None:
+            return "the trace held no device op of the program"
+        if not names:
+            return "the compiled program runs no instruction of the collective"
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        return f"the trace held no execution of {shown}"
+    if source == "loop":
+        check = record.get("loop_check") or {}
+        return check.get("why") or "timing.loop=false"
+    return "it did not run"
