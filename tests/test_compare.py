@@ -27,9 +27,9 @@ def test_writes_markdown_html_csv_and_figures(report):
         "ratios.csv",
         "fits.csv",
         "config_diff.csv",
-        "time_vs_bytes.png",
-        "bandwidth_vs_bytes.png",
-        "ratio_vs_bytes.png",
+        "time_vs_size.png",
+        "busbw_vs_size.png",
+        "ratio_vs_size.png",
     ):
         assert (report / name).is_file(), name
     assert (report / "index.html").read_text().count("data:image/png;base64,") == 3

@@ -417,7 +417,7 @@ def test_the_ceiling_doubles_its_iterations_when_a_stall_makes_the_difference_ne
 def test_unchecked_points_are_ringed_in_the_figures():
     import matplotlib.pyplot as plt
 
-    from analysis.report.figures import _mark_unchecked
+    from analysis.report.sweep_figures import _mark_unchecked
 
     p = pd.DataFrame({"V_bytes": [1024.0, 2048.0], "time_s": [1e-3, 2e-3], "caveats": ["", "unchecked; noisy"]})
     fig, ax = plt.subplots()

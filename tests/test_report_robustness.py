@@ -55,7 +55,7 @@ def test_truncated_trace_and_corrupt_hlo_are_skipped_and_the_report_stands(tmp_p
     # noisy run may leave one out as a cache edge)
     pngs = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", md)
     has_model = summary.loc[summary["is_target"], "model_time_s"].notna().any()
-    expected = {"time_vs_bytes.png", "bandwidth_vs_bytes.png"} | ({"measured_over_model.png"} if has_model else set())
+    expected = {"time_vs_size.png", "busbw_vs_size.png"} | ({"measured_over_model.png"} if has_model else set())
     assert set(pngs) == expected
     assert all((root / "report" / p).stat().st_size > 0 for p in pngs)
     assert index.read_text().count("data:image/png;base64,") == len(expected)
@@ -85,7 +85,7 @@ def test_a_one_device_sweep_ends_with_a_report_that_says_no_communication(tmp_pa
     md = (root / "report" / "report.md").read_text()
     assert "no communication (group of 1)" in md.split("## Headline", 1)[1].split("\n## ", 1)[0]
     # the time figure only: a group of one has no bus bandwidth to draw on a log axis
-    assert re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", md) == ["time_vs_bytes.png"]
+    assert re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", md) == ["time_vs_size.png"]
     assert index.read_text().count("data:image/png;base64,") == 1
 
 

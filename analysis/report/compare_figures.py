@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from analysis.report.figures import WIDTH_IN, bytes_axis, gbps_axis, time_axis  # also selects Agg
+from analysis.report.axes import WIDTH_IN, bytes_axis, gbps_axis, time_axis  # also selects Agg
 from analysis.rundir import atomic_path
 
 
@@ -67,17 +67,17 @@ def _save(fig, ax, title: str, path: Path) -> Path:
     return path
 
 
-def time_vs_bytes(points: pd.DataFrame, path: Path, title: str, labels: list[str]) -> Path:
+def time_vs_size(points: pd.DataFrame, path: Path, title: str, labels: list[str]) -> Path:
     """Every sweep's untraced medians (bars: their 95% CI) against V on the same log-log axes."""
     return _overlay(points, "time_s", "time per step (median)", path, title, labels)
 
 
-def bandwidth_vs_bytes(points: pd.DataFrame, path: Path, title: str, labels: list[str]) -> Path:
+def busbw_vs_size(points: pd.DataFrame, path: Path, title: str, labels: list[str]) -> Path:
     """Every sweep's bus bandwidth against V on the same log-log axes."""
     return _overlay(points, "busbw_Bps", "bus bandwidth (GB/s), nccl-tests convention", path, title, labels)
 
 
-def ratio_vs_bytes(ratios: pd.DataFrame, path: Path, title: str, labels: list[str]) -> Path:
+def ratio_vs_size(ratios: pd.DataFrame, path: Path, title: str, labels: list[str]) -> Path:
     """Time ratio (sweep / reference) against V with its 95% CI, a line at 1 (no difference)."""
     palette = _palette(labels)
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.5))

@@ -136,15 +136,15 @@ def write_compare_report(dirs: list[Path], out: Path) -> Path:
     rep.heading("Figures")
     title = " vs ".join(labels)
     rep.figure(
-        compare_figures.time_vs_bytes(points, out / "time_vs_bytes.png", title, labels),
+        compare_figures.time_vs_size(points, out / "time_vs_size.png", title, labels),
         "Time per step against V, one colour per sweep, one marker per collective (bars: 95% CI).",
     )
     rep.figure(
-        compare_figures.bandwidth_vs_bytes(points, out / "bandwidth_vs_bytes.png", title, labels),
+        compare_figures.busbw_vs_size(points, out / "busbw_vs_size.png", title, labels),
         "Bus bandwidth against V, one colour per sweep.",
     )
     rep.figure(
-        compare_figures.ratio_vs_bytes(ratios, out / "ratio_vs_bytes.png", title, labels),
+        compare_figures.ratio_vs_size(ratios, out / "ratio_vs_size.png", title, labels),
         f"Time ratio over {labels[0]} against V with its 95% CI; the dashed line is no difference.",
     )
     write_text_atomic(out / "compare.md", rep.to_markdown(out))

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from analysis.report.figures import (  # also selects the headless backend
+from analysis.report.axes import (  # also selects the headless backend
     WIDTH_IN,
-    _finish,
+    finish,
     human_log_labels,
     log_y_axis,
     time_axis,
@@ -54,7 +54,7 @@ def roofline(jobs: pd.DataFrame, C: float | None, bw_Bps: float | None, path: Pa
     ax.grid(True, which="major", alpha=0.3)
     if ax.get_legend():
         ax.get_legend().remove()
-    return _finish(fig, {"all": ax}, title, path)
+    return finish(fig, {"all": ax}, title, path)
 
 
 def question4(q4: pd.DataFrame, measured: float | None, model: float | None, path: Path, title: str) -> Path:
@@ -74,7 +74,7 @@ def question4(q4: pd.DataFrame, measured: float | None, model: float | None, pat
     ax.set_xlabel(f"{dim}")
     time_axis(ax, "time per step")
     ax.grid(True, which="major", alpha=0.3)
-    return _finish(fig, {"all": ax}, title, path)
+    return finish(fig, {"all": ax}, title, path)
 
 
 def collective_matmul(pairs: pd.DataFrame, path: Path, title: str) -> Path:
@@ -89,4 +89,4 @@ def collective_matmul(pairs: pd.DataFrame, path: Path, title: str) -> Path:
     ax.set_xlabel("varying dim")
     time_axis(ax, "time per step")
     ax.grid(True, which="major", alpha=0.3)
-    return _finish(fig, {"all": ax}, title, path)
+    return finish(fig, {"all": ax}, title, path)

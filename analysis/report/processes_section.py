@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.processes import placement_comparison, process_table
-from analysis.report import figures
+from analysis.report import sweep_figures as figures
 from analysis.report.document import Report
 from analysis.rundir import write_text_atomic
 from analysis.sweep import Sweep

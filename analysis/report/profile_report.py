@@ -22,8 +22,8 @@ from matplotlib.ticker import FuncFormatter
 
 from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration, fmt_pct
 from analysis.profile import step_summary, timeline, typical_step
+from analysis.report.axes import DPI, WIDTH_IN
 from analysis.report.document import Report
-from analysis.report.figures import DPI, WIDTH_IN
 from analysis.rundir import atomic_path, write_text_atomic
 
 MAX_DEVICES_DRAWN = 16  # more lanes than this no longer read at 5 inches

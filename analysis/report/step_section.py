@@ -12,8 +12,8 @@ import pandas as pd
 import seaborn as sns
 
 from analysis.book.units import fmt_duration, fmt_pct
+from analysis.report.axes import WIDTH_IN, finish
 from analysis.report.document import Report
-from analysis.report.figures import WIDTH_IN, _finish
 from analysis.rundir import write_text_atomic
 from analysis.steps import model_error_by_kind, step_table
 
@@ -101,4 +101,4 @@ def share_figure(table: pd.DataFrame, path: Path) -> Path:
     ax.grid(True, alpha=0.3)
     if ax.get_legend():
         ax.get_legend().remove()
-    return _finish(fig, {"all": ax}, "Where the step turns communication-bound", path)
+    return finish(fig, {"all": ax}, "Where the step turns communication-bound", path)

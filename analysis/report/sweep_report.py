@@ -18,7 +18,7 @@ from analysis.fit import BOOTSTRAP, SEED
 from analysis.headline import family_name, headline_sentence, headline_table, within
 from analysis.matmul_cases import Matmuls, load_matmuls
 from analysis.predictions import family_fit
-from analysis.report import figures
+from analysis.report import sweep_figures as figures
 from analysis.report.claims_section import add_claims_section
 from analysis.report.columns import write_dictionary
 from analysis.report.document import Report
@@ -241,7 +241,7 @@ def _figures(sweep: Sweep, out: Path) -> list[tuple[Path, str]]:
     cross = pd.DataFrame(cross, columns=["family", "V_bytes", "label"])
     figs = [
         (
-            figures.time_vs_size(pts, cur, out / "time_vs_bytes.png", title),
+            figures.time_vs_size(pts, cur, out / "time_vs_size.png", title),
             "How long does it take? Time per step against V (log-log): medians with their 95% intervals "
             "(markers), the α-β fit (dashed) and the book's model (solid).",
         ),
@@ -252,7 +252,7 @@ def _figures(sweep: Sweep, out: Path) -> list[tuple[Path, str]]:
     if len(moved):
         figs.append(
             (
-                figures.busbw_vs_size(moved, cur, cross, out / "bandwidth_vs_bytes.png", title),
+                figures.busbw_vs_size(moved, cur, cross, out / "busbw_vs_size.png", title),
                 "How close to the ceiling? Bus bandwidth against V with each point's ceiling (dotted grey; on "
                 "CPU measured at the point's own size, so caches show), the model's curve, and where each family "
                 "turns bandwidth-bound (dotted vertical). Crosses: flagged points, left out of the fits.",
