@@ -17,6 +17,14 @@ layout, the trace and HLO readers and the timing statistics (and the report at t
 sweep).
 """
 
-from runner.sweep.job import run
-
 __all__ = ["run"]
+
+
+def __getattr__(name: str):
+    # ``from runner import run`` without importing the sweep side (Hydra, OmegaConf) into every
+    # process that imports a runner module: the worker imports runner.worker.serve only
+    if name == "run":
+        from runner.sweep.job import run
+
+        return run
+    raise AttributeError(f"module 'runner' has no attribute {name!r}")

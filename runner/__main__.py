@@ -1,71 +1,34 @@
 """``shardlab [overrides]`` or ``python -m runner [overrides]``: Hydra turns the config into one
-``run(cfg)`` call."""
+``run(cfg)`` call (:mod:`runner.sweep.app`).
+
+Kept this small on purpose: a worker process (spawned) imports this module again as its
+``__mp_main__``, and a Ctrl-C that lands while Hydra and the config load is answered here
+with two lines, not a traceback.
+"""
 
 from __future__ import annotations
 
-import logging
+import signal
 import sys
-from pathlib import Path
-
-import hydra
-from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
-from omegaconf import DictConfig
-
-from runner.config.schema import CONF_DIR, register_configs
-from runner.errors import OutputError, PlatformError
-from runner.sweep.callbacks import armed, interrupted
-from runner.sweep.job import run
-from runner.sweep.pool import discard_worker
-
-register_configs()
-log = logging.getLogger("shardlab")
-_task_ran = False  # set once Hydra has composed a config and handed it to the task
-
-
-@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")  # checkout or installed copy
-def app(cfg: DictConfig) -> dict:
-    global _task_ran
-    _task_ran = True
-    multirun = HydraConfig.get().mode == RunMode.MULTIRUN
-    # A sweep runs round 1 of each point now and interleaves the other rounds at its end
-    # (runner.sweep.callbacks); a single run does all its rounds at once.
-    try:
-        if multirun:  # Ctrl-C: see runner.sweep.callbacks (a sweep keeps what it measured)
-            with armed():
-                result = run(cfg, rounds=1)
-        else:
-            result = run(cfg)
-    except PlatformError as exc:  # no point of this run can measure what it asks for: stop now
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
-    except OutputError as exc:
-        discard_worker()
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(1)
-    except KeyboardInterrupt:  # Ctrl-C: no traceback; a sweep leaves a report of what finished
-        discard_worker()
-        if multirun:
-            interrupted(Path(HydraConfig.get().sweep.dir), f"at point {HydraConfig.get().job.num + 1}")
-        else:
-            print("\ninterrupted", file=sys.stderr)
-        sys.exit(130)
-    if result["status"] != "ok" and HydraConfig.get().mode == RunMode.RUN:
-        # A single run that failed exits non-zero; in a multirun the sweep goes on.
-        sys.exit(2 if result["error_type"] == "ConfigError" else 1)
-    return result  # Hydra hands it to the callbacks (runner.sweep.progress reads ``resumed``)
 
 
 def main() -> None:
-    """The ``shardlab`` command and ``python -m runner``. Hydra reports a config it cannot
-    compose (an unknown option, a value outside a key's choices: its message lists them) and
-    exits 1, which here means "a point failed": such an error exits 2, as every bad config."""
+    """The ``shardlab`` command and ``python -m runner``."""
     try:
-        app()
-    except SystemExit as exc:
-        if exc.code == 1 and not _task_ran:
-            raise SystemExit(2) from None
-        raise
+        from runner.sweep.app import start
+
+        start()
+    except KeyboardInterrupt:
+        # Ctrl-C outside a point: while Python loads Hydra, Hydra composes the config or the
+        # sweep is set up (a point's own Ctrl-C is handled in runner.sweep.app and
+        # runner.sweep.callbacks). A second Ctrl-C must not cut these lines short.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        from runner.sweep.pool import discard_worker
+
+        discard_worker()
+        print("\ninterrupted before any point ran: nothing was measured or written", file=sys.stderr)
+        print("run the same command again to start", file=sys.stderr)
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

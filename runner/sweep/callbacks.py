@@ -324,6 +324,15 @@ def gate(sweep_dir: Path, min_busbw_Bps: float) -> str | None:
 def interrupted(sweep_dir: Path, where: str) -> None:
     """Ctrl-C: a report of what finished, marked incomplete, and two lines: what happened
     with the report's path, and the exact command that resumes. The caller exits."""
+    done = len(list(sweep_dir.glob("*/result.json")))
+    if not done:  # Ctrl-C while the first point (or its worker) was starting: nothing to report
+        print(
+            f"\ninterrupted {where}, before any point finished: nothing was measured\n"
+            f"resume: {resume_command(sweep_dir)}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return
     logging.disable(logging.INFO)  # no closing summary: two lines
     try:
         from analysis.report import write_report
@@ -333,7 +342,6 @@ def interrupted(sweep_dir: Path, where: str) -> None:
         index = f"(no report: {exc})"
     finally:
         logging.disable(logging.NOTSET)
-    done = len(list(sweep_dir.glob("*/result.json")))
     print(
         f"\ninterrupted {where}; report of the {done} point(s) that finished (incomplete): {index}\n"
         f"resume: {resume_command(sweep_dir)}",

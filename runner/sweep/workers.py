@@ -35,6 +35,20 @@ def _tail(path: Path, lines: int = 20) -> str:
 
 
 @contextlib.contextmanager
+def _sigint_ignored():
+    """SIGINT ignored for the duration (in the main thread; elsewhere, as it was)."""
+    try:
+        saved = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: signals cannot be set here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, saved)
+
+
+@contextlib.contextmanager
 def _environ(env: dict):
     """This process's environment with ``env`` added, for the duration (a spawned child
     inherits it)."""
@@ -104,7 +118,11 @@ class Worker:
         self.process = ctx.Process(
             target=serve, args=(child, env, log, os.getpid()), daemon=True, name="shardlab-worker"
         )
-        with _environ(env):  # settings read at process start (glibc's malloc) must be there at spawn
+        # settings read at process start (glibc's malloc) must be there at spawn; and the child
+        # starts with Ctrl-C ignored (an ignored signal stays ignored across exec, and Python
+        # then installs no KeyboardInterrupt handler): Ctrl-C reaches the whole process group,
+        # and the parent, not a worker half-way through its imports, decides what happens
+        with _environ(env), _sigint_ignored():
             self.process.start()
         child.close()
 

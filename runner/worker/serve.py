@@ -174,13 +174,19 @@ def serve(conn, env: dict, startup_log: str, parent_pid: int) -> None:
             except ConfigError as exc:
                 point_cache.drop(spec)  # a failed point takes no later round: free its inputs
                 reply = {"status": "failed", "error_type": "ConfigError", "error": str(exc), "record": record}
-            except Exception as exc:  # one point's failure must not end the sweep
+            except BaseException as exc:  # noqa: BLE001 - one point's failure must not end the sweep
+                # This process ignores SIGINT, so a KeyboardInterrupt (or SystemExit, or any
+                # BaseException) here was raised by the point's own code, e.g. a user's function:
+                # a failed point like any other, its traceback in the point's log. It may have
+                # left JAX half-way through something, so a fresh worker serves the next point.
                 point_cache.drop(spec)
                 traceback.print_exc()
+                if not isinstance(exc, Exception):
+                    record["restart_worker"] = True
                 reply = {
                     "status": "failed",
                     "error_type": type(exc).__name__,
-                    "error": str(exc),
+                    "error": str(exc) or type(exc).__name__,
                     "record": record,
                     "traceback": traceback.format_exc(),
                 }

@@ -1,0 +1,68 @@
+"""The Hydra app: a composed config into one ``run(cfg)`` call (:func:`start` is what
+``python -m runner`` and ``shardlab`` run, through :mod:`runner.__main__`)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from runner.config.schema import CONF_DIR, register_configs
+from runner.errors import OutputError, PlatformError
+from runner.sweep.callbacks import armed, interrupted
+from runner.sweep.job import run
+from runner.sweep.pool import discard_worker
+
+register_configs()
+log = logging.getLogger("shardlab")
+_task_ran = False  # set once Hydra has composed a config and handed it to the task
+
+
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")  # checkout or installed copy
+def app(cfg: DictConfig) -> dict:
+    global _task_ran
+    _task_ran = True
+    multirun = HydraConfig.get().mode == RunMode.MULTIRUN
+    # A sweep runs round 1 of each point now and interleaves the other rounds at its end
+    # (runner.sweep.callbacks); a single run does all its rounds at once.
+    try:
+        if multirun:  # Ctrl-C: see runner.sweep.callbacks (a sweep keeps what it measured)
+            with armed():
+                result = run(cfg, rounds=1)
+        else:
+            result = run(cfg)
+    except PlatformError as exc:  # no point of this run can measure what it asks for: stop now
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except OutputError as exc:
+        discard_worker()
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:  # Ctrl-C: no traceback; a sweep leaves a report of what finished
+        discard_worker()
+        if multirun:
+            interrupted(Path(HydraConfig.get().sweep.dir), f"at point {HydraConfig.get().job.num + 1}")
+        else:
+            print("\ninterrupted", file=sys.stderr)
+        sys.exit(130)
+    if result["status"] != "ok" and HydraConfig.get().mode == RunMode.RUN:
+        # A single run that failed exits non-zero; in a multirun the sweep goes on.
+        sys.exit(2 if result["error_type"] == "ConfigError" else 1)
+    return result  # Hydra hands it to the callbacks (runner.sweep.progress reads ``resumed``)
+
+
+def start() -> None:
+    """Run the Hydra app. Hydra reports a config it cannot compose (an unknown option, a value
+    outside a key's choices: its message lists them) and exits 1, which here means "a point
+    failed": such an error exits 2, as every bad config."""
+    try:
+        app()
+    except SystemExit as exc:
+        if exc.code == 1 and not _task_ran:
+            raise SystemExit(2) from None
+        raise
