@@ -197,9 +197,14 @@ class SweepCheck(Callback):
         from runner.config.schema import unknown_key
         from runner.config.spec import check_gate
         from runner.errors import ConfigError
+        from runner.sweep.folder import unwritable
 
         job = OmegaConf.masked_copy(config, [k for k in config.keys() if k != "hydra"])
-        problem = launcher_problem(str(config.hydra.launcher.get("_target_", ""))) or unknown_key(job)
+        problem = (
+            launcher_problem(str(config.hydra.launcher.get("_target_", "")))
+            or unknown_key(job)
+            or unwritable(Path(config.hydra.sweep.dir), "hydra.sweep.dir")
+        )
         try:
             check_gate(OmegaConf.to_container(job.check))
         except ConfigError as exc:
@@ -223,9 +228,10 @@ class SweepCheck(Callback):
 
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
         """A single run: never into a sweep's folder (before Hydra writes anything there)."""
-        from runner.sweep.folder import single_run_problem
+        from runner.sweep.folder import single_run_problem, unwritable
 
-        if problem := single_run_problem(Path(config.hydra.run.dir)):
+        run_dir = Path(config.hydra.run.dir)
+        if problem := unwritable(run_dir, "hydra.run.dir") or single_run_problem(run_dir):
             print(f"error: {problem}", file=sys.stderr)
             sys.exit(2)
 

@@ -11,7 +11,10 @@ a sweep's folder is refused too: its ``result.json`` at the top would stand for 
 
 from __future__ import annotations
 
+import errno
+import os
 import shlex
+import tempfile
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -61,6 +64,32 @@ def free_name(folder: Path) -> Path:
     while (candidate := folder.with_name(f"{folder.name}_{n}")).exists():
         n += 1
     return candidate
+
+
+def unwritable(folder: Path, key: str) -> str | None:
+    """Why Hydra could not write its output into ``folder`` (given as ``key``): a symlink loop
+    or a dangling link on the way, a file where the folder should be, a folder that cannot be
+    created or written (read-only, no permission, no space); else None, and the folder exists.
+    Asked before Hydra creates the folder, whose own failure is a traceback."""
+    where = f"{key}={folder}"
+    how = f"choose another {key}"
+    for part in [folder, *folder.parents]:
+        if part.is_symlink() and not part.exists():  # exists() follows the link: False on a loop
+            try:
+                os.stat(part)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    return f"{where}: {part} is a symlink loop; {how}"
+            return f"{where}: {part} is a symlink to nothing ({os.readlink(part)}); {how}"
+    if folder.exists() and not folder.is_dir():
+        return f"{where}: is a file, not a folder; {how}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".shardlab-probe-"):
+            pass
+    except OSError as exc:
+        return f"{where}: cannot write there: {exc.strerror or exc}; {how}"
+    return None
 
 
 def single_run_problem(run_dir: Path) -> str | None:

@@ -280,5 +280,5 @@ def _rel(path: Path) -> str:
     """``path`` relative to the current folder when it is below it (shorter lines)."""
     try:
         return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
+    except (ValueError, RuntimeError, OSError):  # not below it; a symlink loop; an unreadable part
         return str(path)
