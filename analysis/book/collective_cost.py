@@ -29,7 +29,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from analysis.book.collectives import normalize_kind
+from analysis.book import collectives
 from analysis.book.dtypes import dtype_bytes
 from analysis.book.errors import HardwareError, NotationError
 from analysis.book.fabric_cost import ring_line_cost, switch_cost
@@ -111,7 +111,8 @@ def predict_collective(
     ``--topology``); without them, a group larger than ``hw.domain_size`` is assumed to fill
     domains in order, and the prediction's ``note`` says so."""
 
-    k = normalize_kind(kind)
+    row = collectives.kind(kind)
+    k = row.op
     sizes = [int(s) for s in axis_sizes]
     if hw.kind == "auto" or hw.interconnect is None:
         raise HardwareError(f"hardware {hw.name!r} names no chip: pick one (e.g. tpu_v5e, h100, cpu)")
@@ -129,7 +130,7 @@ def predict_collective(
     levels = [s for s in spans or () if s.n > 1]
     if levels and not (len(levels) == 1 and levels[0] is spans[0] and spans[0].fabric.bw_attr == "link_bw_unidir_Bps"):
         return _across(k, float(V_bytes), sizes, rings, list(spans), hw, note)
-    base = "reduce_scatter" if k == "all_reduce" else k
+    base, mult = row.priced_as, row.cost_times  # AllReduce: 2 x ReduceScatter
     switch = hw.interconnect == "switch"
     if hw.interconnect == "host":
         act = [(n, True) for n, _ in act]
@@ -143,10 +144,9 @@ def predict_collective(
         hops, lat, bw, lat_txt, bw_txt = ring_line_cost(
             base, V_bytes, [n for n, _ in act], [r for _, r in act], hw, act_own
         )
-    mult = 2 if k == "all_reduce" else 1
     formula = f"max({lat_txt}, {bw_txt}) = max({fmt_time(lat)}, {fmt_time(bw)})"
-    if mult == 2:
-        formula = f"2 * (ReduceScatter: {formula}) [AllReduce = ReduceScatter + AllGather]"
+    if mult != 1:
+        formula = f"{mult} * ({collectives.BY_OP[base].notation}: {formula}) [{row.notation} = {row.cost_why}]"
     topo = (
         "switch"
         if switch
@@ -168,7 +168,7 @@ def predict_collective(
     if topo in ("line", "mixed"):
         _, blat, bbw, blat_txt, bbw_txt = ring_line_cost(base, V_bytes, [n for n, _ in act], [True] * len(act), hw)
         pred["book_time_s"] = mult * max(blat, bbw)
-        pred["book_formula"] = f"{'2 * ' if mult == 2 else ''}max({blat_txt}, {bbw_txt})"
+        pred["book_formula"] = f"{f'{mult} * ' if mult != 1 else ''}max({blat_txt}, {bbw_txt})"
         lines = [str(n) for (n, r), o in zip(act, act_own) if not r and o is None]
         notes = []
         if any(o is not None for o in act_own):
@@ -226,7 +226,8 @@ def _across(
     k: str, V: float, sizes: list[int], rings: list[bool], spans: list[Span], hw: Hardware, note: str
 ) -> CollectivePrediction:
     """A collective whose group crosses domains: each level over its own fabric (module docstring)."""
-    base = "reduce_scatter" if k == "all_reduce" else k
+    row = collectives.BY_OP[k]
+    base, mult = row.priced_as, row.cost_times  # AllReduce: 2 x ReduceScatter at each level
     n_all = math.prod(s.n for s in spans)
     levels, texts, done = [], [], 1  # done: devices per block of the levels below this one
     for s in spans:
@@ -275,15 +276,15 @@ def _across(
             f"[{f.where}, {f.name} (N={s.n}): max({lat_txt}, {bw_txt}) = max({fmt_time(lat)}, {fmt_time(bw)})]"
         )
         done *= s.n
-    mult = 2 if k == "all_reduce" else 1
     lat, bw = max(lv["latency_time_s"] for lv in levels), max(lv["bandwidth_time_s"] for lv in levels)
     serial = sum(lv["time_s"] for lv in levels)
     formula = (
         f"max over levels, which overlap (the book's cross-node model): {'; '.join(texts)} = "
         f"{fmt_time(max(lat, bw))} (one after another: {fmt_time(serial)})"
     )
-    if mult == 2:
-        formula = f"2 * (ReduceScatter: {formula}) [AllReduce = ReduceScatter + AllGather at each level]"
+    if mult != 1:
+        why = f"{row.notation} = {row.cost_why} at each level"
+        formula = f"{mult} * ({collectives.BY_OP[base].notation}: {formula}) [{why}]"
     hops = (max if base == "all_to_all" else sum)(lv["hops"] for lv in levels)
     scaled = tuple(
         {**lv, **{key: mult * lv[key] for key in ("hops", "latency_time_s", "bandwidth_time_s", "time_s")}}
@@ -372,7 +373,9 @@ class CostContext:
 
     def cost(self, coll) -> CollectiveCost:
         """V and predicted time of ``coll`` (a ``notation.Collective``), already checked."""
-        full = coll.operand if coll.kind in ("ReduceScatter", "AllReduce") else coll.operand.without_axes(coll.axes)
+        # V: the operand as written (the unreduced array), or without the collective's axes
+        op = coll.operand
+        full = op if collectives.kind(coll.kind).V_side == "operand" else op.without_axes(coll.axes)
         elems = full.local_elements(self.mesh, self.sizes)
         parts = [str(self.sizes[d.name] // math.prod(self.mesh[a] for a in d.axes)) for d in full.dims]
         v = self.bytes_per * elems

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import os
 
+from analysis.book.collectives import BY_OP, bus_bytes, local_bytes, per_device_bytes
 from analysis.book.dtypes import itemsize
 from analysis.book.units import fmt_bytes, format_size
 from runner.config.matmul_plan import parse_matmul
@@ -77,6 +78,9 @@ def _read(path: str) -> str | None:
 
 
 CEILING_CAP = 64 << 20  # runner.worker.ceiling copies at most this much per device
+# A collective's own buffers and the allocator's slack, per device, as a multiple of its larger
+# buffer (nccl-tests' S: V, or V/p for AllToAll), measured (see the module); one per collective.
+WORKING_SET = {"all_gather": 3, "reduce_scatter": 1, "all_reduce": 4, "all_to_all": 2}
 
 
 def estimate(spec: dict, mesh_axes: dict[str, int]) -> dict[str, int]:
@@ -91,25 +95,13 @@ def estimate(spec: dict, mesh_axes: dict[str, int]) -> dict[str, int]:
     V = op["size_bytes"]
     p = math.prod(mesh_axes[a] for a in op["axes"])
     devices = math.prod(mesh_axes.values())
-    # per device: (input, output) of one step
-    inp, out = {
-        "all_gather": (V // p, V),
-        "reduce_scatter": (V, V // p),
-        "all_reduce": (V, V),
-        "all_to_all": (V // p, V // p),
-    }[op["name"]]
+    inp, out = local_bytes(op["name"], V, p)  # per device: input and output of one step
     device = inp + 3 * out  # up to three step results alive at once
     if spec.get("timing", {}).get("loop", True):
         device += inp + out  # the loop's copy of its carry and its temporary output
     # the collective's own buffers and the allocator's slack: measured (see the module)
-    device += {"all_gather": 3 * V, "reduce_scatter": V, "all_reduce": 4 * V, "all_to_all": 2 * V // p}[op["name"]]
-    bus = {
-        "all_gather": V * (p - 1) // p,
-        "reduce_scatter": V * (p - 1) // p,
-        "all_reduce": 2 * V * (p - 1) // p,
-        "all_to_all": V // p * (p - 1) // p,
-    }[op["name"]]
-    ceiling = devices * 2 * min(max(bus, 4096), CEILING_CAP)
+    device += per_device_bytes(BY_OP[op["name"]].S_side, V, p, WORKING_SET[op["name"]])
+    ceiling = devices * 2 * min(max(bus_bytes(op["name"], V, p), 4096), CEILING_CAP)
     check = out if spec.get("check_result", True) else 0  # one shard of the answer at a time
     return {"host_bytes": RUNTIME_BYTES + ceiling + check, "per_device_bytes": device}
 

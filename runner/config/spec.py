@@ -16,6 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from analysis.book.collectives import BY_OP
 from analysis.book.collectives import OPS as COLLECTIVES
 from analysis.book.dtypes import RUN_DTYPES, itemsize
 from runner.config import step_ops
@@ -133,8 +134,9 @@ def _collective_op(op: dict, axes: dict, mesh_name: str, dtype: str) -> dict:
             f"op.size_bytes={op['size_bytes']!r}: V={size_bytes} B is not a whole number of "
             f"{dtype} elements ({itemsize(dtype)} B each)"
         )
-    if op.get("grad") and op["name"] not in ("all_gather", "reduce_scatter"):
-        raise ConfigError(f"op.grad=true: allowed only for all_gather and reduce_scatter, not {op['name']}")
+    if op.get("grad") and not BY_OP[op["name"]].grad:
+        allowed = " and ".join(name for name, k in BY_OP.items() if k.grad)
+        raise ConfigError(f"op.grad=true: allowed only for {allowed}, not {op['name']}")
     return {"name": op["name"], "axes": op_axes, "size_bytes": size_bytes, "grad": bool(op.get("grad"))}
 
 
@@ -243,9 +245,10 @@ def check_shapes(spec: dict, mesh_axes: dict[str, int]) -> None:
     p = shards(spec, mesh_axes)
     size = itemsize(spec["dtype"])
     elems = spec["op"]["size_bytes"] // size
-    if spec["op"]["name"] in ("reduce_scatter", "all_reduce") and spec.get("check_result", True):
+    row = BY_OP[spec["op"]["name"]]
+    if row.sums and spec.get("check_result", True):
         sum_inputs(spec["dtype"], p)  # raises when the dtype cannot hold the checked sums
-    need = p * p if spec["op"]["name"] == "all_to_all" else (1 if spec["op"]["name"] == "all_reduce" else p)
+    need = p**row.splits  # AllToAll: p rows, each split p ways again; AllReduce: not split
     if elems % need:
         raise ConfigError(
             f"op.size_bytes={spec['op']['size_bytes']}: {elems} {spec['dtype']} elements do not split over "

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from jax.sharding import Mesh
 
-from runner.worker.programs import block, collectives, grads, matmul, user
+from runner.worker.programs import block, collectives, matmul, user
 from runner.worker.programs.base import Program
 
 
@@ -29,9 +29,7 @@ def build(spec: dict, mesh: Mesh) -> Program:
         return block.build(op, mesh, spec["dtype"])
     if op["name"] == "program":
         return user.build(op, mesh, spec["dtype"])
-    if op.get("grad"):
-        return grads.build(op["name"], op["axes"], mesh, op["size_bytes"], spec["dtype"])
-    return collectives.build(op["name"], op["axes"], mesh, op["size_bytes"], spec["dtype"])
+    return collectives.build(op["name"], op["axes"], mesh, op["size_bytes"], spec["dtype"], grad=bool(op.get("grad")))
 
 
 __all__ = ["Program", "build"]
