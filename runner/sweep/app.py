@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 from runner.config.schema import CONF_DIR, register_configs
 from runner.errors import OutputError, PlatformError
 from runner.sweep.callbacks import armed, interrupted
+from runner.sweep.held_stderr import HeldStderr, one_line, release
 from runner.sweep.job import run
 from runner.sweep.pool import discard_worker
 
@@ -27,6 +28,7 @@ _task_ran = False  # set once Hydra has composed a config and handed it to the t
 def app(cfg: DictConfig) -> dict:
     global _task_ran
     _task_ran = True
+    release()  # composed: Hydra's and our own messages go straight to the terminal
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     # A sweep runs round 1 of each point now and interleaves the other rounds at its end
     # (runner.sweep.callbacks); a single run does all its rounds at once.
@@ -60,9 +62,16 @@ def start() -> None:
     """Run the Hydra app. Hydra reports a config it cannot compose (an unknown option, a value
     outside a key's choices: its message lists them) and exits 1, which here means "a point
     failed": such an error exits 2, as every bad config."""
+    held = HeldStderr(sys.stderr)
+    sys.stderr = held
     try:
         app()
     except SystemExit as exc:
-        if exc.code == 1 and not _task_ran:
+        if exc.code == 1 and not _task_ran and held.held is not None:
+            sys.stderr = held.real
+            print(f"error: {one_line(held.text())}", file=sys.stderr)
+            held.held = None
             raise SystemExit(2) from None
         raise
+    finally:
+        held.release()

@@ -195,6 +195,9 @@ class SweepCheck(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         from runner.config.schema import unknown_key
+        from runner.sweep.held_stderr import release
+
+        release()  # the config is composed: stderr goes straight to the terminal again
         from runner.config.spec import check_gate
         from runner.errors import ConfigError
         from runner.sweep.folder import unwritable
@@ -228,6 +231,9 @@ class SweepCheck(Callback):
 
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
         """A single run: never into a sweep's folder (before Hydra writes anything there)."""
+        from runner.sweep.held_stderr import release
+
+        release()  # the config is composed: stderr goes straight to the terminal again
         from runner.sweep.folder import single_run_problem, unwritable
 
         run_dir = Path(config.hydra.run.dir)
