@@ -21,35 +21,31 @@ import numpy as np
 import pandas as pd
 
 from analysis import trace as trace_reader
+from analysis.record import Process, Result
 from analysis.rundir import HOST_RESULTS_GLOB, safe_path
 
 OPS_COLUMNS = ["process", "host", "device", "hlo_module", "hlo_op", "start_ns", "end_ns", "duration_ns", "iteration"]
 
 
-def process_parts(result: dict) -> list[dict]:
-    """``{process_id, host, xplane, device_ids}`` for every process of a job (xplane relative to
-    its folder; device_ids: the global ids of its devices, in its local order)."""
-    if result.get("processes"):
-        return [
-            {
-                "process_id": p["process_id"],
-                "host": p.get("host"),
-                "xplane": p.get("xplane"),
-                "device_ids": p.get("device_ids"),
-            }
-            for p in result["processes"]
-        ]
-    job_dir = Path(result["job_dir"])
-    parts = [result] + [r for r in (_load(p) for p in sorted(job_dir.glob(HOST_RESULTS_GLOB))) if isinstance(r, dict)]
-    return [
-        {
-            "process_id": (r.get("environment") or {}).get("process_index", 0),
-            "host": (r.get("environment") or {}).get("host"),
-            "xplane": (r.get("files") or {}).get("xplane"),
-            "device_ids": (r.get("process") or {}).get("device_ids"),
-        }
-        for r in parts
-    ]
+def process_parts(result: dict) -> list[Process]:
+    """Every process of a job, with its ``process_id``, ``host``, ``xplane`` (relative to the
+    job folder) and ``device_ids`` (the global ids of its devices, in its local order)."""
+    rec = Result.from_json(result)
+    if rec.processes:
+        return list(rec.processes)
+    hosts = (_load(p) for p in sorted(Path(rec.job_dir).glob(HOST_RESULTS_GLOB)))
+    return [_own_part(r) for r in [rec, *(Result.from_json(h) for h in hosts if isinstance(h, dict))]]
+
+
+def _own_part(r: Result) -> Process:
+    """The process that wrote ``r``, as a merged record lists it."""
+    index = r.environment.process_index
+    return Process(
+        process_id=0 if index is None else index,
+        host=r.environment.host,
+        xplane=r.files.get("xplane"),
+        device_ids=r.process.device_ids,
+    )
 
 
 def _load(path: Path):
@@ -72,13 +68,13 @@ def merged_device_ops(result: dict) -> pd.DataFrame:
     """Every process's device-op executions in one table (:data:`OPS_COLUMNS`)."""
     tables = []
     for part in process_parts(result):
-        if not part["xplane"]:
+        if not part.xplane:
             continue
         ops = trace_reader.device_ops(
-            trace_reader.read_xplane(safe_path(Path(result["job_dir"]), part["xplane"], "xplane"))
+            trace_reader.read_xplane(safe_path(Path(result["job_dir"]), part.xplane, "xplane"))
         )
-        ops["device"] = global_device_ids(ops["device"], part.get("device_ids"))
-        tables.append(ops.assign(process=part["process_id"], host=part["host"]))
+        ops["device"] = global_device_ids(ops["device"], part.device_ids)
+        tables.append(ops.assign(process=part.process_id, host=part.host))
     if not tables:
         return pd.DataFrame(columns=OPS_COLUMNS)
     return pd.concat(tables, ignore_index=True)[OPS_COLUMNS]
@@ -133,32 +129,31 @@ def process_table(results: list[dict], summary: pd.DataFrame) -> pd.DataFrame:
     # The collective each job asked for; for a matmul (no single target), its first collective.
     ok = summary[summary["status"] == "ok"].sort_values("is_target", ascending=False, kind="stable")
     targets = ok.drop_duplicates("job").set_index("job")
-    for r in results:
-        placement = (r.get("experiment") or {}).get("placement") or {}
-        parts = process_parts(r) if r.get("status") == "ok" else []
-        if placement.get("process_count", 1) < 2 or r["job"] not in targets.index:
+    for result in results:
+        r = Result.from_json(result)
+        placement = r.experiment.placement
+        if (placement.process_count or 1) < 2 or r.job not in targets.index:
             continue
-        t = targets.loc[r["job"]]
+        parts = process_parts(result) if r.ok else []
+        t = targets.loc[r.job]
         row = {
-            "job": r["job"],
+            "job": r.job,
             "op": t["op"],
             "hlo_op": t["hlo_op"],
             "axes": t["axes"],
             "dtype": t["dtype"],
             "group_size": t["group_size"],
             "V_bytes": t["V_bytes"],
-            "processes": placement["process_count"],
-            "processes_per_group": placement.get("processes_per_group"),
-            "crosses_processes": bool(placement.get("crosses_processes")),
+            "processes": placement.process_count,
+            "processes_per_group": placement.processes_per_group,
+            "crosses_processes": bool(placement.crosses_processes),
             "time_s": t["time_s"],
             "busbw_Bps": t["busbw_Bps"],
-            "slowest_process_time_s": max(
-                ((p.get("timing_summary") or {}).get("median_s") or np.nan) for p in r.get("processes") or [{}]
-            ),
+            "slowest_process_time_s": max(p.timing_summary.median_s or np.nan for p in r.processes or [Process()]),
         }
         try:
-            ops = merged_device_ops(r)
-            hosts = {p["host"] for p in parts}
+            ops = merged_device_ops(result)
+            hosts = {p.host for p in parts}
             skew = collective_skew(ops, same_clock=len(hosts) == 1)
             hit = skew[skew["hlo_op"] == t["hlo_op"]] if len(skew) and isinstance(t["hlo_op"], str) else skew.iloc[0:0]
             if len(hit):

@@ -10,32 +10,18 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.record import Result
 from analysis.stats import Z95, bootstrap_medians
 
 
-def source_rounds(result: dict) -> list[list[float]]:
-    """The samples of a result's *source* estimator, one list per round (empty rounds dropped),
-    as :func:`runner.worker.timing.summarise` combined them: step and loop from every round; device
-    from the point's own trace (round 1) and the later rounds' traces."""
-    t = result.get("timing") or {}
-    source = t.get("source") or "step"
-    rounds = t.get("rounds") or []
-    if source == "device":
-        found = [(t.get("device") or {}).get("samples_s") or []]
-        found += [(r.get("device") or {}).get("samples_s") or [] for r in rounds[1:]]
-    else:
-        found = [(r.get(source) or {}).get("samples_s") or [] for r in rounds]
-    return [[float(x) for x in r] for r in found if r]
-
-
 def rounds_by_job(results: list[dict]) -> dict[str, list[list[float]]]:
-    """``{job: source_rounds}`` of a sweep's ok results that kept samples."""
+    """``{job: samples}`` of a sweep's ok results that kept samples: their *source* estimator's,
+    one list per round (:meth:`analysis.record.Timing.source_rounds`)."""
     out = {}
-    for r in results:
-        if r.get("status") == "ok" and r.get("job") is not None:
-            found = source_rounds(r)
-            if found:
-                out[str(r["job"])] = found
+    for r in map(Result.from_json, results):
+        found = r.timing.source_rounds() if r.ok and r.job is not None else []
+        if found:
+            out[str(r.job)] = found
     return out
 
 

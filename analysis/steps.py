@@ -18,6 +18,7 @@ from analysis.book.errors import BookError
 from analysis.book.hardware import Hardware
 from analysis.profile import step_summary
 from analysis.profile_load import analyse, load_hlo
+from analysis.record import Result, either
 from analysis.rundir import job_file
 from analysis.trace import TraceError
 
@@ -65,11 +66,7 @@ def mesh_predictor(hw: Hardware, mesh: dict[str, int]):
 
 def step_jobs(results: list[dict]) -> list[dict]:
     """The ok results of whole-step ops."""
-    return [
-        r
-        for r in results
-        if r.get("status") == "ok" and (r.get("experiment") or {}).get("op") in STEP_OPS and r.get("job_dir")
-    ]
+    return [r for r in results if (rec := Result.from_json(r)).ok and rec.experiment.op in STEP_OPS and rec.job_dir]
 
 
 def collective_rows(result: dict, hw: Hardware | None) -> tuple[pd.DataFrame | None, pd.DataFrame | None, str]:
@@ -81,7 +78,7 @@ def collective_rows(result: dict, hw: Hardware | None) -> tuple[pd.DataFrame | N
         return None, None, str(err)
     if xplane is None or hlo is None:
         return None, None, "no trace or no HLO (trace.enabled=false?)"
-    mesh = (result.get("experiment") or {}).get("mesh", {}).get("axes")
+    mesh = Result.from_json(result).experiment.mesh.axes
     try:
         texts, _ = load_hlo(str(hlo), [xplane])
         found = analyse([xplane], texts, mesh, mesh_predictor(hw, mesh) if hw is not None and mesh else None)
@@ -94,22 +91,23 @@ def step_table(results: list[dict], hw: Hardware | None) -> tuple[pd.DataFrame, 
     """(one row per whole-step point, :data:`STEP_COLUMNS`; every collective of every point
     with the point's ``job``)."""
     rows, colls = [], []
-    for r in step_jobs(results):
-        exp = r["experiment"]
-        table, steps, why = collective_rows(r, hw)
-        dims = exp.get("dims") or {}
-        devices = int(np.prod(list((exp.get("mesh") or {}).get("axes", {}).values()) or [1]))
-        C = (hw.flops_per_s or {}).get(exp.get("dtype")) if hw is not None else None
+    for result in step_jobs(results):
+        r = Result.from_json(result)
+        exp = r.experiment
+        table, steps, why = collective_rows(result, hw)
+        mesh = exp.mesh.axes or {}
+        devices = int(np.prod(list(mesh.values()) or [1]))
+        C = (hw.flops_per_s or {}).get(exp.dtype) if hw is not None else None
         row = {
-            "job": r["job"],
-            "op": exp["op"],
-            "sharding": exp.get("sharding") or "",
-            "mesh": "x".join(str(v) for v in (exp.get("mesh") or {}).get("axes", {}).values()),
-            "B": dims.get("B"),
+            "job": r.job,
+            "op": exp.op,
+            "sharding": exp.sharding or "",
+            "mesh": "x".join(str(v) for v in mesh.values()),
+            "B": (exp.dims or {}).get("B"),
             "devices": devices,
-            "dtype": exp.get("dtype"),
-            "step_s": (r.get("timing") or {}).get("summary", {}).get("median_s", np.nan),
-            "T_math_s": exp["flops"] / (devices * C) if C and exp.get("flops") else np.nan,
+            "dtype": exp.dtype,
+            "step_s": either(r.timing.summary.median_s, np.nan),
+            "T_math_s": exp.flops / (devices * C) if C and exp.flops else np.nan,
             "skipped": why,
         }
         if table is not None:

@@ -20,6 +20,7 @@ from analysis import trace as trace_reader
 from analysis.book.collective_cost import active_axes
 from analysis.book.collectives import BY_OP
 from analysis.point_flags import TRACE_SLOWDOWN_LIMIT, dispatch_floor, flags
+from analysis.record import ESTIMATORS, LOOP, Result, Timing, either
 from analysis.rundir import job_file
 from analysis.trace.overlap import overlap_summary
 
@@ -61,101 +62,95 @@ def _dispatch_share(share, backend) -> float | None:
     return share
 
 
-def _estimator_columns(t: dict) -> dict:
-    """``step_time_s``, ``loop_time_s``, ``device_time_s`` and their intervals."""
+def _estimator_columns(t: Timing) -> dict:
+    """``step_time_s``, ``loop_time_s``, ``device_time_s``, their intervals and ``loop_K``."""
     out = {}
-    for name in ("step", "loop", "device"):
-        e = (t.get("estimators") or {}).get(name) or {}
-        out[f"{name}_time_s"] = e.get("median_s")
-        out[f"{name}_ci_low_s"] = e.get("ci_low_s")
-        out[f"{name}_ci_high_s"] = e.get("ci_high_s")
-    out["loop_K"] = ((t.get("estimators") or {}).get("loop") or {}).get("K")
+    for name in ESTIMATORS:
+        e = t.estimator(name)
+        out.update({f"{name}_time_s": e.median_s, f"{name}_ci_low_s": e.ci_low_s, f"{name}_ci_high_s": e.ci_high_s})
+    out["loop_K"] = t.estimator(LOOP).K
     return out
 
 
-def _run_columns(r: dict) -> dict:
-    exp = r.get("experiment") or {}
-    cfg = r.get("config") or {}
-    env = r.get("environment") or {}
-    op_cfg = cfg.get("op") or {}
-    mesh = exp.get("mesh") or {}
-    t = r.get("timing") or {}
-    s = t.get("summary") or {}
-    trace = r.get("trace") or {}
-    check = r.get("check") or {}
-    target = ((cfg.get("timing") or {}).get("target_rel_ci")) or 0.05
+def _run_columns(result: dict | Result) -> dict:
+    """The columns of a job's every row, from its result.json (:class:`analysis.record.Result`):
+    what ran (``experiment``, else the config it was asked with), where, its timing and checks."""
+    r = result if isinstance(result, Result) else Result.from_json(result)
+    exp, cfg, env, t, s = r.experiment, r.config, r.environment, r.timing, r.timing.summary
+    mesh_axes = exp.mesh.axes or {}
+    target = cfg.timing.target_rel_ci or 0.05
+    rel_ci = s.rel_ci_halfwidth if s.rel_ci_halfwidth is not None else np.inf
     return {
-        "job": r["job"],
-        "status": r.get("status"),
-        "error_type": r.get("error_type"),
-        "error": r.get("error"),
-        "op": exp.get("op", op_cfg.get("name")),
-        "expr": exp.get("expr", op_cfg.get("expr")),
-        "dtype": exp.get("dtype", cfg.get("dtype")),
-        "mesh": mesh.get("name", (cfg.get("mesh") or {}).get("name")),
-        "mesh_axes": ",".join(f"{k}={v}" for k, v in (mesh.get("axes") or {}).items()),
-        "axes": "".join(exp.get("axes") or op_cfg.get("axes") or []),
-        "axis_sizes": "x".join(str((mesh.get("axes") or {}).get(a, "")) for a in exp.get("axes") or []),
+        "job": r.job,
+        "status": r.status,
+        "error_type": r.error_type,
+        "error": r.error,
+        "op": either(exp.op, cfg.op.name),
+        "expr": either(exp.expr, cfg.op.expr),
+        "dtype": either(exp.dtype, cfg.dtype),
+        "mesh": either(exp.mesh.name, cfg.mesh.name),
+        "mesh_axes": ",".join(f"{k}={v}" for k, v in mesh_axes.items()),
+        "axes": "".join(exp.axes or cfg.op.axes or []),
+        "axis_sizes": "x".join(str(mesh_axes.get(a, "")) for a in exp.axes or []),
         # where the mesh axes lay on the physical axes (TPU; analysis.book.placement), for the model
-        "placement": json.dumps(mesh["physical"], sort_keys=True) if mesh.get("physical") else None,
-        "n_axes": active_axes([(mesh.get("axes") or {}).get(a, 1) for a in exp.get("axes") or []]),
-        "group_size": exp.get("group_size"),
-        "num_groups": exp.get("num_groups"),
-        "size_bytes": exp.get("size_bytes"),
-        "V_bytes": exp.get("V_bytes"),
-        "hardware": exp.get("hardware", (cfg.get("hardware") or {}).get("name")),
-        "backend": env.get("backend"),
-        "device_kind": env.get("device_kind"),
-        "device_count": env.get("device_count"),
-        "jax_version": env.get("jax_version"),
-        "source": t.get("source"),
+        "placement": json.dumps(exp.mesh.physical, sort_keys=True) if exp.mesh.physical else None,
+        "n_axes": active_axes([mesh_axes.get(a, 1) for a in exp.axes or []]),
+        "group_size": exp.group_size,
+        "num_groups": exp.num_groups,
+        "size_bytes": exp.size_bytes,
+        "V_bytes": exp.V_bytes,
+        "hardware": either(exp.hardware, cfg.hardware.name),
+        "backend": env.backend,
+        "device_kind": env.device_kind,
+        "device_count": env.device_count,
+        "jax_version": env.jax_version,
+        "source": t.source,
         # why the source estimator gave no time (device found no execution of the collective);
         # time_s is then empty: no other estimator's number stands in for it
-        "missing_reason": t.get("missing_reason"),
-        "time_s": s.get("median_s"),
-        "time_p10_s": s.get("p10_s"),
-        "time_p90_s": s.get("p90_s"),
-        "time_p95_s": s.get("p95_s"),
-        "time_p99_s": s.get("p99_s"),
-        "time_max_s": s.get("max_s"),
-        "time_ci_low_s": s.get("ci_low_s"),
-        "time_ci_high_s": s.get("ci_high_s"),
-        "time_cv": s.get("cv"),
-        "time_rel_ci": s.get("rel_ci_halfwidth"),
-        "time_n": s.get("n"),
-        "time_rounds": s.get("rounds"),
-        "rounds_disagree": bool(s.get("rounds_disagree")),
+        "missing_reason": t.missing_reason,
+        "time_s": s.median_s,
+        "time_p10_s": s.p10_s,
+        "time_p90_s": s.p90_s,
+        "time_p95_s": s.p95_s,
+        "time_p99_s": s.p99_s,
+        "time_max_s": s.max_s,
+        "time_ci_low_s": s.ci_low_s,
+        "time_ci_high_s": s.ci_high_s,
+        "time_cv": s.cv,
+        "time_rel_ci": s.rel_ci_halfwidth,
+        "time_n": s.n,
+        "time_rounds": s.rounds,
+        "rounds_disagree": bool(s.rounds_disagree),
         # adaptive rounds (runner.sweep.rounds.rounds_rule): how many timing.rounds asked for, and why
         # the point took the rounds it did (stopped after 3 when they agreed, else all)
-        "rounds_wanted": (t.get("rounds_rule") or {}).get("wanted"),
-        "rounds_why": (t.get("rounds_rule") or {}).get("why"),
+        "rounds_wanted": t.rounds_rule.wanted,
+        "rounds_why": t.rounds_rule.why,
         # a point without a time is not noisy: it has none; an imported one (nccl-tests' average
         # over its iterations) brings no interval to judge, which is not the same as a wide one
-        "noisy": s.get("median_s") is not None
-        and t.get("source") != "imported"
-        and (s.get("rel_ci_halfwidth") if s.get("rel_ci_halfwidth") is not None else np.inf) > NOISY_FACTOR * target,
+        "noisy": s.median_s is not None and t.source != "imported" and rel_ci > NOISY_FACTOR * target,
         **_estimator_columns(t),
-        "page_faults_per_step": t.get("page_faults_per_step"),
-        "checked": check.get("passed") is not None if check else None,
-        "compile_s": (r.get("compile") or {}).get("compile_s"),
-        "profiler_slowdown": trace.get("profiler_slowdown"),
-        "dispatch_share": _dispatch_share(trace.get("dispatch_share"), env.get("backend")),
-        "no_communication": exp.get("no_communication"),
-        "ceiling_kind": (r.get("ceiling") or {}).get("kind"),
-        "ceiling_busbw_Bps": (r.get("ceiling") or {}).get("busbw_Bps"),
-        "ceiling_ci_low_Bps": (r.get("ceiling") or {}).get("ci_low_Bps"),
-        "ceiling_ci_high_Bps": (r.get("ceiling") or {}).get("ci_high_Bps"),
-        "ceiling_inconsistent": (r.get("ceiling") or {}).get("inconsistent"),
+        "page_faults_per_step": t.page_faults_per_step,
+        "checked": r.check.passed is not None if r.check else None,
+        "compile_s": r.compile.compile_s,
+        "profiler_slowdown": r.trace.profiler_slowdown,
+        "dispatch_share": _dispatch_share(r.trace.dispatch_share, env.backend),
+        "no_communication": exp.no_communication,
+        "ceiling_kind": r.ceiling.kind,
+        "ceiling_busbw_Bps": r.ceiling.busbw_Bps,
+        "ceiling_ci_low_Bps": r.ceiling.ci_low_Bps,
+        "ceiling_ci_high_Bps": r.ceiling.ci_high_Bps,
+        "ceiling_inconsistent": r.ceiling.inconsistent,
         # matmul jobs
-        "strategy": exp.get("strategy"),
-        "flops": exp.get("flops"),
-        "grad": bool(exp.get("grad", op_cfg.get("grad"))),
-        "dims": " ".join(f"{k}={v}" for k, v in (exp.get("dims") or op_cfg.get("dims") or {}).items()) or None,
+        "strategy": exp.strategy,
+        "flops": exp.flops,
+        "grad": bool(either(exp.grad, cfg.op.grad)),
+        "dims": " ".join(f"{k}={v}" for k, v in (exp.dims or cfg.op.dims or {}).items()) or None,
     }
 
 
-def _hlo_rows(r: dict) -> tuple[list[dict], dict | None, str | None]:
-    """One row per collective of the job's compiled HLO; what the trace needs of the module
+def _hlo_rows(r: dict, mesh_axes: dict) -> tuple[list[dict], dict | None, str | None]:
+    """One row per collective of the job's compiled HLO (its groups named by the axes of
+    ``mesh_axes``, the mesh as the point built it); what the trace needs of the module
     (``opcodes``: every instruction's opcode; ``pairs``: async done -> start names); and any
     problem reading the file."""
     try:
@@ -166,7 +161,6 @@ def _hlo_rows(r: dict) -> tuple[list[dict], dict | None, str | None]:
         return [], None, None
     try:
         text = path.read_text()
-        mesh_axes = ((r.get("experiment") or {}).get("mesh") or {}).get("axes") or {}
         axis_names = list(mesh_axes)
         # HLO replica groups number devices by their position in the mesh, not by device id.
         device_ids = np.arange(int(np.prod(list(mesh_axes.values())))).reshape(list(mesh_axes.values()) or [0])
@@ -221,13 +215,14 @@ def _trace_ops(r: dict, facts: dict | None) -> tuple[pd.DataFrame | None, dict, 
 
 def job_rows(r: dict) -> list[dict]:
     """The summary rows of one job: one per collective in its compiled HLO (at least one)."""
-    base = _run_columns(r)
+    rec = Result.from_json(r)
+    base = _run_columns(rec)
     problems = []
-    hlo_rows, facts, err = _hlo_rows(r)
+    hlo_rows, facts, err = _hlo_rows(r, rec.experiment.mesh.axes or {})
     problems += [err] if err else []
-    kind, rel = hlo_kind_of(base["op"], base["grad"]), (r.get("files") or {}).get("hlo_compiled")
-    imported = ((r.get("timing") or {}).get("source")) == "imported"  # another tool's numbers: no HLO to expect
-    if r.get("status") == "ok" and kind and not any(h["hlo_kind"] == kind for h in hlo_rows):
+    kind, rel = hlo_kind_of(base["op"], base["grad"]), rec.files.get("hlo_compiled")
+    imported = rec.timing.source == "imported"  # another tool's numbers: no HLO to expect
+    if rec.ok and kind and not any(h["hlo_kind"] == kind for h in hlo_rows):
         # No HLO to read (deleted, damaged, cut short): the timing still stands, so the point
         # keeps its row, named by its op, and says what is missing.
         if not err and not imported:

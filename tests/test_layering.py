@@ -30,6 +30,7 @@ HEAVY = ("jax", "jaxlib", "pandas", "matplotlib", "seaborn", "numpy")
 RUNNER_MAY_USE = (
     "analysis.book",
     "analysis.rundir",
+    "analysis.record",
     "analysis.sweep_match",
     "analysis.trace",
     "analysis.hlo",

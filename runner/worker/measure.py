@@ -19,6 +19,7 @@ import numpy as np
 from analysis import trace as trace_analysis
 from analysis.book.collectives import BY_OP, busbw_factor, nccl_S_bytes
 from analysis.hlo import async_pairs, collective_executions
+from analysis.record import DEVICE, LOOP, STEP
 from analysis.rundir import HLO_COMPILED, HLO_DIR, HLO_LOWERED, TRACE_DIR, now_iso
 from runner.config.memory import check_fits, estimate
 from runner.config.spec import check_against_devices
@@ -77,7 +78,7 @@ def time_round(point: Point, spec: dict, round_no: int, K: list[int] | int | Non
     step = timing.time_step(point.step, t, meshes.agree)
     steps_run = step["warmup_iters"] + len(step["samples_s"]) * t["iters_per_sample"]
     out["page_faults_per_step"] = (timing.minor_faults() - faults0) / max(steps_run, 1)
-    out["step"] = {k: v for k, v in step.items() if k != "summary"}
+    out[STEP] = {k: v for k, v in step.items() if k != "summary"}
     if point.loop is not None:
         # K1, K2 set how many collectives the loop calls run: every process takes process 0's
         # (a later round gets round 1's, so its compiles come from the persistent cache)
@@ -86,7 +87,7 @@ def time_round(point: Point, spec: dict, round_no: int, K: list[int] | int | Non
         point.loop_check = point.loop.check
         out["loop_compile_s"] = point.loop.compile_s
         if calls is not None:
-            out["loop"] = timing.time_loop(calls, Ks, t, meshes.agree)
+            out[LOOP] = timing.time_loop(calls, Ks, t, meshes.agree)
     return out
 
 
@@ -219,7 +220,7 @@ def _measure(spec: dict, job_dir: Path, record: dict) -> None:
                 trace_analysis.read_xplane(job_dir / record["files"]["xplane"]), async_pairs(hlo_text)
             )
             names = target_instructions(hlo_text, op["name"], op.get("grad"), group)
-            record["timing"]["device"] = {
+            record["timing"][DEVICE] = {
                 "samples_s": trace_analysis.device_samples(ops, names),
                 "what": "the collective's device time" if names is not None else "the program's device time",
                 "instructions": sorted(names) if names is not None else None,
@@ -265,7 +266,7 @@ def retime(spec: dict, round_no: int, K: int | None) -> dict:
             ops = trace_analysis.device_ops(trace_analysis.read_xplane(captured["xplane"]), async_pairs(hlo_text))
             group = int(np.prod([point.mesh_axes[a] for a in spec["op"]["axes"]]))
             names = target_instructions(hlo_text, spec["op"]["name"], spec["op"].get("grad"), group)
-            out["device"] = {"samples_s": trace_analysis.device_samples(ops, names)}
+            out[DEVICE] = {"samples_s": trace_analysis.device_samples(ops, names)}
     out["phases_s"] = dict(phase)
     return out
 
@@ -309,8 +310,8 @@ def perturbation(ops, traced_walls: list[float], t: dict, backend: str | None = 
     traced host thread's: it waits for the other devices and is slowed by the profiler, 3.7-97x
     here, so it came out above the step, a share of -93.7), and never below 0.
     """
-    step = (t["estimators"].get("step") or {}).get("median_s")
-    device = (t["estimators"].get("device") or {}).get("median_s")
+    step = (t["estimators"].get(STEP) or {}).get("median_s")
+    device = (t["estimators"].get(DEVICE) or {}).get("median_s")
     out = {"op_events": int(len(ops)), "traced_step_median_s": float(np.median(traced_walls))}
     if step:
         out["profiler_slowdown"] = out["traced_step_median_s"] / step

@@ -23,6 +23,7 @@ import time
 
 import numpy as np
 
+from analysis.record import DEVICE, LOOP, STEP
 from analysis.stats import combine_rounds, rel_ci_halfwidth, summarize
 
 
@@ -201,17 +202,17 @@ def machine_state() -> dict:
     return {"loadavg_1m": load, "cpu_count": os.cpu_count()}
 
 
-ESTIMATORS = ("step", "loop", "device")
-# On TPU and GPU the device timestamps its own ops and the profiler does not slow them; on
-# CPU the "device" is a host thread that the profiler slows 2-5x (traced one 8-device
-# all-gather: 1.5-3.5 ms against 0.70 ms untraced), so there the blocked step is the truth.
-AUTO_SOURCE = {"tpu": "device", "gpu": "device", "cuda": "device", "rocm": "device"}
+# The estimators are named once, as the record's keys (analysis.record.ESTIMATORS). On TPU and
+# GPU the device timestamps its own ops and the profiler does not slow them; on CPU the
+# "device" is a host thread that the profiler slows 2-5x (traced one 8-device all-gather:
+# 1.5-3.5 ms against 0.70 ms untraced), so there the blocked step is the truth.
+AUTO_SOURCE = {"tpu": DEVICE, "gpu": DEVICE, "cuda": DEVICE, "rocm": DEVICE}
 
 
 def device_is_source(timing: dict, backend: str) -> bool:
     """Whether the fits use the *device* estimator (``timing.source``, or auto on TPU/GPU)."""
     wanted = timing.get("source", "auto")
-    return (AUTO_SOURCE.get(backend, "step") if wanted == "auto" else wanted) == "device"
+    return (AUTO_SOURCE.get(backend, STEP) if wanted == "auto" else wanted) == DEVICE
 
 
 def summarise(record: dict, timing: dict, backend: str) -> dict:
@@ -227,31 +228,31 @@ def summarise(record: dict, timing: dict, backend: str) -> dict:
     rounds = record.get("rounds") or []
     seed = int(timing.get("seed") or 0)
     estimators = {}
-    step = [r["step"]["samples_s"] for r in rounds if r.get("step")]
+    step = [r[STEP]["samples_s"] for r in rounds if r.get(STEP)]
     if step:
-        estimators["step"] = combine_rounds(step, seed)
-    loop = [r["loop"]["samples_s"] for r in rounds if r.get("loop")]
+        estimators[STEP] = combine_rounds(step, seed)
+    loop = [r[LOOP]["samples_s"] for r in rounds if r.get(LOOP)]
     if loop:
-        estimators["loop"] = dict(combine_rounds(loop, seed), K=rounds[-1]["loop"]["K"])
+        estimators[LOOP] = dict(combine_rounds(loop, seed), K=rounds[-1][LOOP]["K"])
     # round 1's device samples come from the point's own trace; later rounds trace again only
     # where device is the source (runner.worker.measure.retime)
-    device = [(record.get("device") or {}).get("samples_s") or []]
-    device += [r["device"]["samples_s"] for r in rounds[1:] if (r.get("device") or {}).get("samples_s")]
+    device = [(record.get(DEVICE) or {}).get("samples_s") or []]
+    device += [r[DEVICE]["samples_s"] for r in rounds[1:] if (r.get(DEVICE) or {}).get("samples_s")]
     if device[0]:
-        estimators["device"] = combine_rounds(device, seed)
+        estimators[DEVICE] = combine_rounds(device, seed)
     wanted = timing.get("source", "auto")
-    source = AUTO_SOURCE.get(backend, "step") if wanted == "auto" else wanted
+    source = AUTO_SOURCE.get(backend, STEP) if wanted == "auto" else wanted
     why = f"timing.source={wanted}" + (f" on {backend}" if wanted == "auto" else "")
     missing = None
-    if source == "device" and source not in estimators:
+    if source == DEVICE and source not in estimators:
         # No fallback: where device time is asked for, a blocked step's wall time (the host's
         # dispatch and sync with it) is not a stand-in: XProf would show no such number. The
         # point keeps its status and its step/loop estimators, but has no headline time.
         missing = f"no device time: {_why_missing(source, record)}"
         why += f"; {missing}"
     elif source not in estimators:
-        why += f"; no {source} samples ({_why_missing(source, record)}), so step"
-        source = "step"
+        why += f"; no {source} samples ({_why_missing(source, record)}), so {STEP}"
+        source = STEP
     faults = [r.get("page_faults_per_step") for r in rounds if r.get("page_faults_per_step") is not None]
     return {
         "estimators": estimators,
@@ -265,8 +266,8 @@ def summarise(record: dict, timing: dict, backend: str) -> dict:
 
 def _why_missing(source: str, record: dict) -> str:
     """Why ``source`` has no samples, in words a console line and the report can show."""
-    if source == "device":
-        device = record.get("device")
+    if source == DEVICE:
+        device = record.get(DEVICE)
         if device is None:
             return "the point was not traced (trace.enabled=false, or its trace failed: see result.json's trace)"
         names = device.get("instructions")
@@ -276,7 +277,7 @@ def _why_missing(source: str, record: dict) -> str:
             return "the compiled program runs no instruction of the collective"
         shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
         return f"the trace held no execution of {shown}"
-    if source == "loop":
+    if source == LOOP:
         check = record.get("loop_check") or {}
         return check.get("why") or "timing.loop=false"
     return "it did not run"

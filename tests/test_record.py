@@ -1,0 +1,259 @@
+"""The record between runner and analysis (:mod:`analysis.record`): what result.json holds,
+read as typed sections. Old files (``format_version`` 1, written before a key existed) and
+damaged ones load; each estimator's numbers land in that estimator's columns; what the worker
+writes is what the readers read."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from analysis.record import DEVICE, ESTIMATORS, LOOP, STEP, Estimate, Result, Timing
+from analysis.resample import rounds_by_job
+from analysis.rundir import read_result
+from analysis.summary import _run_columns, summary_table
+
+# A result.json as shardlab wrote it before the timing had rounds, estimators, adaptive rounds,
+# a missing_reason or a ceiling with an interval (format_version 1 throughout): one AllGather
+# point on CPU with only the step timed.
+OLD_RESULT = {
+    "format": "shardlab.result",
+    "format_version": 1,
+    "shardlab_version": "0.1.0",
+    "status": "ok",
+    "error": None,
+    "error_type": None,
+    "config": {"op": {"name": "all_gather", "axes": ["X"]}, "dtype": "float32", "timing": {"rounds": 1}},
+    "environment": {"jax_version": "0.4.30", "backend": "cpu", "device_kind": "cpu", "device_count": 8},
+    "experiment": {
+        "op": "all_gather",
+        "expr": "AllGather_X(A[I_X]) -> A[I]",
+        "axes": ["X"],
+        "size_bytes": 4096,
+        "V_bytes": 4096,
+        "dtype": "float32",
+        "group_size": 8,
+        "num_groups": 1,
+        "mesh": {"name": "auto", "axes": {"X": 8}},
+        "hardware": "cpu",
+    },
+    "compile": {"compile_s": 0.25},
+    "check": {"passed": True, "max_rel_error": 0.0},
+    "timing": {
+        "source": "step",
+        "summary": {
+            "n": 40,
+            "median_s": 2e-4,
+            "p10_s": 1.5e-4,
+            "p90_s": 3e-4,
+            "ci_low_s": 1.9e-4,
+            "ci_high_s": 2.1e-4,
+            "cv": 0.2,
+            "rel_ci_halfwidth": 0.08,
+        },
+        "samples_s": [2e-4] * 40,
+    },
+    "trace": {"profiler_slowdown": 2.5, "dispatch_share": -3.0},
+    "ceiling": {"kind": "device_copy", "busbw_Bps": 5e9},
+}
+
+# every column of summary.csv that comes from result.json, for OLD_RESULT
+OLD_COLUMNS = {
+    "job": "000_old",
+    "status": "ok",
+    "error_type": None,
+    "error": None,
+    "op": "all_gather",
+    "expr": "AllGather_X(A[I_X]) -> A[I]",
+    "dtype": "float32",
+    "mesh": "auto",
+    "mesh_axes": "X=8",
+    "axes": "X",
+    "axis_sizes": "8",
+    "placement": None,
+    "n_axes": 1,
+    "group_size": 8,
+    "num_groups": 1,
+    "size_bytes": 4096,
+    "V_bytes": 4096,
+    "hardware": "cpu",
+    "backend": "cpu",
+    "device_kind": "cpu",
+    "device_count": 8,
+    "jax_version": "0.4.30",
+    "source": "step",
+    "missing_reason": None,
+    "time_s": 2e-4,
+    "time_p10_s": 1.5e-4,
+    "time_p90_s": 3e-4,
+    "time_p95_s": None,
+    "time_p99_s": None,
+    "time_max_s": None,
+    "time_ci_low_s": 1.9e-4,
+    "time_ci_high_s": 2.1e-4,
+    "time_cv": 0.2,
+    "time_rel_ci": 0.08,
+    "time_n": 40,
+    "time_rounds": None,
+    "rounds_disagree": False,
+    "rounds_wanted": None,
+    "rounds_why": None,
+    "noisy": False,  # +-8% is within 5 x the default target, 5% (config.timing has no target_rel_ci)
+    **{f"{e}_{c}": None for e in ESTIMATORS for c in ("time_s", "ci_low_s", "ci_high_s")},
+    "loop_K": None,
+    "page_faults_per_step": None,
+    "checked": True,
+    "compile_s": 0.25,
+    "profiler_slowdown": 2.5,
+    "dispatch_share": None,  # a negative share on cpu is no share
+    "no_communication": None,
+    "ceiling_kind": "device_copy",
+    "ceiling_busbw_Bps": 5e9,
+    "ceiling_ci_low_Bps": None,
+    "ceiling_ci_high_Bps": None,
+    "ceiling_inconsistent": None,
+    "strategy": None,
+    "flops": None,
+    "grad": False,
+    "dims": None,
+}
+
+
+def _write(tmp_path, name: str, result: dict):
+    job = tmp_path / name
+    job.mkdir()
+    (job / "result.json").write_text(json.dumps(result))
+    return read_result(job)
+
+
+def test_an_old_format_result_gives_every_column_it_can_and_none_for_the_rest(tmp_path):
+    r = _write(tmp_path, "000_old", OLD_RESULT)
+    assert _run_columns(r) == OLD_COLUMNS
+    row = summary_table([r]).iloc[0]
+    assert (row["time_s"], row["busbw_over_ceiling"] > 0, row["flags"], row["caveats"]) == (2e-4, True, "", "")
+
+
+def test_a_result_missing_its_sections_falls_back_to_its_config(tmp_path):
+    """A point that failed before it ran: no experiment, timing, environment or check; the
+    config says what was asked for."""
+    failed = {
+        "format_version": 1,
+        "status": "failed",
+        "error_type": "ConfigError",
+        "error": "mesh X=3 does not divide 8 devices",
+        "config": {
+            "op": {"name": "matmul", "expr": "A[I, J_X] * B[J, K] -> C[I, K]", "axes": ["X"], "grad": True},
+            "dtype": "bfloat16",
+            "mesh": {"name": "line"},
+            "hardware": {"name": "cpu"},
+            "timing": {"target_rel_ci": 0.02},
+        },
+        "experiment": None,  # damaged: null where an object belongs
+        "timing": [],
+    }
+    cols = _run_columns(_write(tmp_path, "001_failed", failed))
+    assert {k: cols[k] for k in ("status", "error_type", "op", "expr", "dtype", "mesh", "hardware", "axes")} == {
+        "status": "failed",
+        "error_type": "ConfigError",
+        "op": "matmul",
+        "expr": "A[I, J_X] * B[J, K] -> C[I, K]",
+        "dtype": "bfloat16",
+        "mesh": "line",
+        "hardware": "cpu",
+        "axes": "X",
+    }
+    assert (cols["grad"], cols["mesh_axes"], cols["axis_sizes"], cols["n_axes"]) == (True, "", "", 0)
+    assert (cols["time_s"], cols["source"], cols["noisy"], cols["checked"], cols["rounds_disagree"]) == (
+        None,
+        None,
+        False,
+        None,
+        False,
+    )
+    assert all(cols[f"{e}_time_s"] is None for e in ESTIMATORS)
+
+
+def _estimate(median: float, **more) -> dict:
+    return {"n": 10, "median_s": median, "ci_low_s": median * 0.9, "ci_high_s": median * 1.1, **more}
+
+
+def test_each_estimator_fills_its_own_columns():
+    timing = {
+        "source": "loop",
+        "summary": _estimate(2e-4),
+        "estimators": {STEP: _estimate(3e-4), LOOP: _estimate(2e-4, K=64), DEVICE: _estimate(1e-4)},
+    }
+    cols = _run_columns({"job": "0", "status": "ok", "timing": timing})
+    columns = [f"{e}_{c}" for e in ESTIMATORS for c in ("time_s", "ci_low_s", "ci_high_s")] + ["loop_K"]
+    assert {k: cols[k] for k in columns} == {
+        "step_time_s": 3e-4,
+        "step_ci_low_s": pytest.approx(2.7e-4),
+        "step_ci_high_s": pytest.approx(3.3e-4),
+        "loop_time_s": 2e-4,
+        "loop_ci_low_s": pytest.approx(1.8e-4),
+        "loop_ci_high_s": pytest.approx(2.2e-4),
+        "loop_K": 64,
+        "device_time_s": 1e-4,
+        "device_ci_low_s": pytest.approx(0.9e-4),
+        "device_ci_high_s": pytest.approx(1.1e-4),
+    }
+    assert (cols["source"], cols["time_s"]) == ("loop", 2e-4)
+
+
+def test_malformed_sections_read_as_empty_ones():
+    r = Result.from_json({"status": "ok", "experiment": [], "timing": {"summary": None, "rounds": "x"}, "check": {}})
+    assert r.experiment.op is None and r.experiment.mesh.axes is None
+    assert r.timing.summary == Estimate() and r.timing.rounds == ()
+    assert r.check is None and r.ok
+    assert Result.from_json(None) == Result()
+
+
+def test_an_unknown_estimator_name_is_an_error_naming_the_three():
+    with pytest.raises(ValueError, match=r"estimator 'wall': not one of step, loop, device"):
+        Timing().estimator("wall")
+
+
+def test_the_source_rounds_come_from_the_source_estimator():
+    rounds = [
+        {"round": 1, STEP: {"samples_s": [1.0, 2.0]}, LOOP: {"samples_s": [0.5]}},
+        {"round": 2, STEP: {"samples_s": [3.0]}, LOOP: {"samples_s": []}, DEVICE: {"samples_s": [0.2]}},
+    ]
+    device_round_1 = {"samples_s": [0.1, 0.3]}
+
+    def got(source):
+        return Timing.from_json({"source": source, "rounds": rounds, DEVICE: device_round_1}).source_rounds()
+
+    assert got(STEP) == [[1.0, 2.0], [3.0]]
+    assert got(LOOP) == [[0.5]]  # the empty round is dropped
+    assert got(DEVICE) == [[0.1, 0.3], [0.2]]  # round 1 from the point's own trace
+    assert got(None) == got(STEP)
+    assert got("imported") == []
+    results = [
+        {"job": "a", "status": "ok", "timing": {"source": LOOP, "rounds": rounds}},
+        {"job": "b", "status": "failed", "timing": {"source": STEP, "rounds": rounds}},
+        {"job": "c", "status": "ok", "timing": {"source": "imported"}},
+    ]
+    assert rounds_by_job(results) == {"a": [[0.5]]}
+
+
+def test_what_the_worker_summarises_is_what_the_readers_read():
+    """runner.worker.timing writes the record's estimator keys; analysis.record reads them back."""
+    from runner.worker.timing import summarise
+
+    record = {
+        "rounds": [
+            {STEP: {"samples_s": [3e-4] * 20}, LOOP: {"samples_s": [2e-4] * 10, "K": 32}},
+            {STEP: {"samples_s": [3e-4] * 20}, LOOP: {"samples_s": [2e-4] * 10, "K": 32}},
+        ],
+        DEVICE: {"samples_s": [1e-4] * 5},
+    }
+    record.update(summarise(record, {"source": "auto", "seed": 0}, "tpu"))
+    t = Timing.from_json(json.loads(json.dumps(record)))
+    assert sorted(t.estimators) == sorted(ESTIMATORS)
+    assert [(e, t.estimator(e).n, t.estimator(e).median_s) for e in ESTIMATORS] == [
+        (STEP, 40, 3e-4),
+        (LOOP, 20, 2e-4),
+        (DEVICE, 5, 1e-4),
+    ]
+    assert (t.source, t.summary.median_s, t.estimator(LOOP).K, t.missing_reason) == (DEVICE, 1e-4, 32, None)
