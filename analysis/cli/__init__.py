@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from pathlib import Path
 
@@ -41,4 +42,15 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(COMMANDS[argv[0]][0])
     cmd_parser = argparse.ArgumentParser(prog=f"{prog} {argv[0]}", description=COMMANDS[argv[0]][1])
     module.add_arguments(cmd_parser)
-    return module.main(cmd_parser.parse_args(argv[1:]))
+    args = cmd_parser.parse_args(argv[1:])
+    try:
+        return module.main(args)
+    except BrokenPipeError:
+        # the reader went away (``... | head``): what it wanted was printed; say nothing more.
+        # Python would print a traceback, then a second one flushing stdout at exit: point
+        # stdout at /dev/null first, and exit as a command killed by SIGPIPE does.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
