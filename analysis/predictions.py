@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import Counter
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -18,7 +20,7 @@ import pandas as pd
 from analysis.book.collective_cost import placed_group, predict_collective
 from analysis.book.collectives import OPS
 from analysis.book.errors import BookError
-from analysis.book.hardware import Hardware, load_hardware, wraparound_for
+from analysis.book.hardware import YAML_KEYS, Hardware, load_hardware, wraparound_for
 from analysis.book.placement import Placement
 
 
@@ -38,8 +40,32 @@ def group_args(row, hw: Hardware) -> dict:
     return {"axis_sizes": sizes, "wraparound": wraparound_for(hw, sizes)}
 
 
-def hardware_for(name: str) -> Hardware | None:
-    """The hardware entry ``name``, or None when there is no such entry."""
+def recorded_node(results: Iterable[dict], name: str) -> dict | None:
+    """The hardware node the ok points that ran on ``name`` recorded in ``result.json`` (the
+    entry with the run's ``hardware.X=...`` overrides; the most common one if they differ),
+    or None where none recorded the full node: a result file written before the run recorded
+    every key (``hardware=auto`` wrote the YAML entry as it was) is read by name instead."""
+    counts: Counter[str] = Counter()
+    nodes: dict[str, dict] = {}
+    for r in results:
+        node = r.get("hardware") if r.get("status") == "ok" else None
+        if isinstance(node, dict) and node.get("name") == name and set(YAML_KEYS) <= set(node):
+            key = json.dumps(node, sort_keys=True, default=str)
+            counts[key] += 1
+            nodes.setdefault(key, node)
+    return nodes[counts.most_common(1)[0][0]] if counts else None
+
+
+def hardware_for(name: str, results: Iterable[dict] = ()) -> Hardware | None:
+    """The constants the points that ran on ``name`` ran with: the node ``results`` recorded
+    (:func:`recorded_node`: overrides and entries found on Hydra's search path included),
+    else the ``conf/hardware`` entry ``name``; None when there is neither."""
+    node = recorded_node(results, name)
+    if node is not None:
+        try:
+            return Hardware.from_dict(node, f"hardware {name!r} as its points recorded it")
+        except BookError:
+            pass  # a record this reader cannot take: the entry by name, as for an old result
     try:
         return load_hardware(name)
     except BookError:
@@ -50,14 +76,16 @@ def _unit_hw(hw: Hardware) -> Hardware:
     return dataclasses.replace(hw, link_bw_bidir_Bps=1.0, link_bw_unidir_Bps=1.0, hop_latency_s=1.0, calibrated=())
 
 
-def unit_terms(points: pd.DataFrame) -> pd.DataFrame:
+def unit_terms(points: pd.DataFrame, results: Iterable[dict] = ()) -> pd.DataFrame:
     """Add ``latency_unit`` (seconds per second of T_min: the hops) and ``bandwidth_unit``
-    (seconds per 1/W: the bytes the formula sends over a link) to each point."""
+    (seconds per 1/W: the bytes the formula sends over a link) to each point, on the hardware
+    its run recorded in ``results`` (:func:`hardware_for`)."""
+    results = list(results)
     lat, bw = [], []
     cache: dict[str, Hardware | None] = {}
     for row in points.to_dict("records"):
         if row["hardware"] not in cache:  # (setdefault would load the file for every row)
-            cache[row["hardware"]] = hardware_for(row["hardware"])
+            cache[row["hardware"]] = hardware_for(row["hardware"], results)
         hw = cache[row["hardware"]]
         if hw is None or row["op"] not in OPS:
             lat.append(np.nan), bw.append(np.nan)
@@ -79,6 +107,8 @@ def model_constants(hw: Hardware, fits: pd.DataFrame) -> tuple[Hardware | None, 
             f"({len(hw.calibrated)} entries; {hw.source})"
         )
     if hw.link_bw_bidir_Bps is not None and hw.hop_latency_s is not None:
+        if changed := overridden(hw):
+            return hw, f"constants of `{hw.name}` as its runs set them ({', '.join(changed)}; the entry: {hw.source})"
         return hw, f"published constants of `{hw.name}` ({hw.source})"
     best = calibration_fit(fits)
     if best is not None:
@@ -96,6 +126,18 @@ def model_constants(hw: Hardware, fits: pd.DataFrame) -> tuple[Hardware | None, 
         f"`{hw.name}` has no published constants and the sweep has no AllGather fit with a bandwidth "
         "regime to calibrate them"
     )
+
+
+def overridden(hw: Hardware) -> list[str]:
+    """``key=value`` for each model constant of ``hw`` that differs from its ``conf/hardware``
+    entry (a run's ``hardware.X=...``); empty when they agree or there is no such entry."""
+    try:
+        entry = load_hardware(hw.name)
+    except BookError:
+        return []
+    keys = ("link_bw_bidir_Bps", "link_bw_unidir_Bps", "hop_latency_s")
+    changed = [(k, getattr(hw, k)) for k in keys if getattr(hw, k) != getattr(entry, k)]
+    return [f"hardware.{k}={'null' if v is None else f'{v:g}'}" for k, v in changed]
 
 
 def calibration_fit(fits: pd.DataFrame) -> pd.Series | None:

@@ -174,12 +174,12 @@ def load_sweep(root: str | Path, hardware: str | None = None, allow_mixed: bool 
             "them. Report them together anyway with --allow-mixed, or re-run the odd ones"
         )
     summary = summary_table(results)
-    points = unit_terms(target_points(summary))
+    points = unit_terms(target_points(summary), results)
     fitted = fit_points(points, rounds_by_job(results)) if len(points) else None
     fits, left_out = (fitted.fits, fitted.left_out) if fitted else (pd.DataFrame(columns=GROUP_KEYS), pd.DataFrame())
     ran_on = summary.loc[summary["status"] == "ok", "hardware"].dropna()
     hw_name = hardware or (ran_on.mode().iloc[0] if len(ran_on) else None)
-    hw = (load_hardware(hardware) if hardware else hardware_for(hw_name)) if hw_name else None
+    hw = (load_hardware(hardware) if hardware else hardware_for(hw_name, results)) if hw_name else None
     if hw is not None:
         model_hw, model_source = model_constants(hw, fits)
     else:

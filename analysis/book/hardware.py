@@ -25,6 +25,7 @@ from analysis.book.topology import parse_topology, wraparound_for, wraparound_re
 
 __all__ = [
     "Hardware",
+    "YAML_KEYS",
     "Calibration",
     "ExpectedFactor",
     "calibrated_for",
@@ -87,8 +88,9 @@ class ExpectedFactor:
 
 @dataclass(frozen=True)
 class Hardware:
-    """One chip's constants. W and T_min may be None (``cpu``): callers that fitted them
-    supply them with ``dataclasses.replace(hw, link_bw_bidir_Bps=..., hop_latency_s=...)``."""
+    """One chip's constants. W and T_min may be None (``cpu``): the model then says which key
+    to set (:meth:`require`). Built from a YAML mapping or a run's recorded hardware node by
+    :meth:`from_dict`, the one reader of both."""
 
     name: str
     kind: str
@@ -116,15 +118,53 @@ class Hardware:
     expected: tuple[ExpectedFactor, ...] = ()
     expected_source: str = ""
 
+    @classmethod
+    def from_dict(cls, raw: Any, where: str | None = None) -> Hardware:
+        """The ``Hardware`` of a mapping: a hardware YAML file as read, or the ``hardware``
+        node of a composed config (or of a ``result.json``) as a plain dict. Keys it does not
+        know (a record's ``known``) are ignored; numbers written as strings are read as
+        numbers; a bad rule, pattern, ``calibrated`` or ``expected`` entry is a HardwareError
+        naming ``where`` (default: the entry's name)."""
+        if not isinstance(raw, dict) or "name" not in raw:
+            raise HardwareError(f"{where or 'hardware'}: not a hardware entry (needs at least name and kind)")
+        where = where or f"hardware {raw['name']!r}"
+        kw: dict[str, Any] = {k: v for k, v in raw.items() if k in YAML_KEYS}
+        for key in _NUMBERS:
+            kw[key] = _num(raw.get(key), key, where)
+        flops = raw.get("flops_per_s") or {}
+        kw["flops_per_s"] = {str(k): _num(v, f"flops_per_s.{k}", where) for k, v in flops.items()}
+        kw["device_kinds"] = tuple(str(k) for k in raw.get("device_kinds") or ())
+        kw["device_kind_patterns"] = tuple(str(p) for p in raw.get("device_kind_patterns") or ())
+        for pattern in kw["device_kind_patterns"]:
+            _compile(pattern, where)
+        for key in ("domain_size", "device_count"):
+            if raw.get(key) is not None:
+                kw[key] = int(_num(raw[key], key, where))
+        kw["name"], kw["kind"] = str(raw["name"]), str(raw.get("kind", "auto"))
+        kw["source"] = str(raw.get("source") or "")
+        kw["calibrated"] = _calibrations(raw.get("calibrated") or [], where)
+        kw["expected"], kw["expected_source"] = _expected(raw.get("expected") or {}, where)
+        if kw.get("wraparound") not in (None, *WRAPAROUND_RULES):
+            raise HardwareError(f"{where}: wraparound={kw['wraparound']!r} is not one of {WRAPAROUND_RULES}")
+        if kw.get("interconnect") not in (None, *INTERCONNECTS):
+            raise HardwareError(f"{where}: interconnect={kw['interconnect']!r} is not one of {INTERCONNECTS}")
+        return cls(**kw)
+
     def require(self, attr: str) -> float:
-        """A constant the model needs, or a HardwareError saying how to supply it."""
+        """A constant the model needs, or a HardwareError naming the key to set (the runner's
+        ``hardware.KEY=...`` or the YAML's ``KEY:``), the analysis commands' flag for it, and
+        ``calibrate``, which fits W and T_min to a sweep."""
         value = getattr(self, attr)
         if value is None:
-            raise HardwareError(
-                f"hardware {self.name!r} has no {attr} (null in its YAML); supply a fitted "
-                f"value: dataclasses.replace(hw, {attr}=...), or --{attr.replace('_', '-')} "
-                "on the command line"
-            )
+            what, flag = _SUPPLY.get(attr, ("", None))
+            unit = f" ({what})" if what else ""
+            ways = f"set hardware.{attr}=...{unit} on the runner's command line or in the hardware YAML"
+            if flag:  # (the flags and calibrate cover W and T_min only)
+                ways += (
+                    f", {flag} for python -m analysis predict/hlo/profile, or calibrate it: "
+                    "python -m analysis calibrate SWEEP --name NAME"
+                )
+            raise HardwareError(f"hardware {self.name!r} has no {attr}: {ways}")
         return float(value)
 
     def flops(self, dtype: str) -> float:
@@ -133,6 +173,18 @@ class Hardware:
             known = ", ".join(self.flops_per_s) or "none"
             raise HardwareError(f"hardware {self.name!r} has no flops_per_s for {dtype} (known: {known})")
         return float(self.flops_per_s[dtype])
+
+
+# The keys of a hardware YAML entry (and of the runner's Hydra schema, runner.config.schema.
+# HardwareConf, which tests/test_hardware_route.py holds equal): every field but what is derived.
+YAML_KEYS = tuple(f.name for f in fields(Hardware) if f.name != "expected_source")
+
+# The constants the analysis commands take as flags (analysis.cli.options): what each is, and its flag.
+_SUPPLY = {
+    "hop_latency_s": ("seconds per hop", "--hop-latency-s"),
+    "link_bw_bidir_Bps": ("bytes/s over a link, both directions", "--link-bw-bidir-Bps"),
+    "link_bw_unidir_Bps": ("bytes/s over a link, one direction", "--link-bw-unidir-Bps"),
+}
 
 
 def calibrated_for(hw: Hardware, op: str, n_axes: int) -> Hardware:
@@ -237,7 +289,8 @@ def _compile(pattern: str, where: str) -> re.Pattern:
 
 
 def load_hardware(name_or_path: str) -> Hardware:
-    """Load ``conf/hardware/<name>.yaml``, or a YAML file given by path."""
+    """Load ``conf/hardware/<name>.yaml``, or a YAML file given by path (read, then
+    :meth:`Hardware.from_dict`)."""
     import yaml  # pyyaml: a small import, kept lazy like everything the CLI may not need
 
     path = Path(name_or_path)
@@ -249,26 +302,7 @@ def load_hardware(name_or_path: str) -> Hardware:
     raw = yaml.safe_load(path.read_text()) or {}
     if not isinstance(raw, dict) or "name" not in raw:
         raise HardwareError(f"{path}: not a hardware file (needs at least name and kind)")
-    where = str(path)
-    known_keys = {f.name for f in fields(Hardware)}
-    kw: dict[str, Any] = {k: v for k, v in raw.items() if k in known_keys}
-    for key in _NUMBERS:
-        kw[key] = _num(raw.get(key), key, where)
-    kw["flops_per_s"] = {str(k): _num(v, f"flops_per_s.{k}", where) for k, v in (raw.get("flops_per_s") or {}).items()}
-    kw["device_kinds"] = tuple(str(k) for k in raw.get("device_kinds") or ())
-    kw["device_kind_patterns"] = tuple(str(p) for p in raw.get("device_kind_patterns") or ())
-    for pattern in kw["device_kind_patterns"]:
-        _compile(pattern, where)
-    if raw.get("domain_size") is not None:
-        kw["domain_size"] = int(_num(raw["domain_size"], "domain_size", where))
-    kw["kind"] = str(raw.get("kind", "auto"))
-    kw["calibrated"] = _calibrations(raw.get("calibrated") or [], where)
-    kw["expected"], kw["expected_source"] = _expected(raw.get("expected") or {}, where)
-    if kw.get("wraparound") not in (None, *WRAPAROUND_RULES):
-        raise HardwareError(f"{where}: wraparound={kw['wraparound']!r} is not one of {WRAPAROUND_RULES}")
-    if kw.get("interconnect") not in (None, *INTERCONNECTS):
-        raise HardwareError(f"{where}: interconnect={kw['interconnect']!r} is not one of {INTERCONNECTS}")
-    return Hardware(**kw)
+    return Hardware.from_dict(raw, str(path))
 
 
 @functools.lru_cache(maxsize=1)

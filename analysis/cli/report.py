@@ -15,8 +15,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--hardware",
-        help="model with this conf/hardware entry's constants instead of the "
-        "one the sweep ran on (e.g. one written by `python -m analysis calibrate`)",
+        help="model with this conf/hardware entry's constants (a name or a YAML path) instead of "
+        "those the sweep's points recorded, which are their entry's with any hardware.X=... overrides "
+        "(e.g. an entry written by `python -m analysis calibrate`)",
     )
 
 

@@ -60,7 +60,6 @@ class HardwareConf:
     device_count: int | None = None
     interconnect: str | None = None  # torus | switch | host
     wraparound: str | None = None  # always | never | multiple_of_4 | only_16
-    topology: str | None = None  # physical slice shape, e.g. "4x4x4"; None = each mesh axis its own
     link_bw_unidir_Bps: float | None = None
     link_bw_bidir_Bps: float | None = None
     hop_latency_s: float | None = None
@@ -80,6 +79,32 @@ class HardwareConf:
     # factors beyond link rates for analysis.book.expected_cost: {source, inside: {op: {bw_share,
     # floor_s}}, across: {...}} (validated by analysis.book.hardware)
     expected: dict[str, Any] = field(default_factory=dict)
+    # (the fields are analysis.book.hardware.YAML_KEYS exactly: tests/test_hardware_route.py)
+
+
+def hardware_record(entry: dict, node: dict) -> dict:
+    """What a ``hardware=auto`` run records in ``result.json`` and predicts with: every key of
+    :class:`HardwareConf`, from ``entry`` (the catalogue entry the devices resolved to), with
+    what the composed ``node`` sets beyond its name and kind laid over it, so that
+    ``hardware.hop_latency_s=...`` on the command line reaches the model. (An ``auto`` node
+    holds the schema's defaults elsewhere: a key still at its default was not set.)"""
+    defaults = {
+        f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        for f in dataclasses.fields(HardwareConf)
+        if f.default is not MISSING
+    }
+    out = {**entry, **{k: v for k, v in defaults.items() if k not in entry}}
+    for key, value in node.items():
+        if key in defaults and key not in ("name", "kind") and value != defaults[key]:
+            out[key] = _merged(out.get(key), value)
+    return out
+
+
+def _merged(base: Any, over: Any) -> Any:
+    # as Hydra merges a dict override into a named entry's dict (flops_per_s.float32=...)
+    if isinstance(base, dict) and isinstance(over, dict):
+        return {**base, **{k: _merged(base.get(k), v) for k, v in over.items()}}
+    return over
 
 
 @dataclass

@@ -24,7 +24,6 @@ MAX_DIM = 1 << 40  # one dim of op.dims; products are checked against MAX_BYTES 
 MAX_SEED = 2**32 - 1  # numpy.random.default_rng and random.Random both accept 0..2**32-1
 MAX_SWEEP_SIZES = 64  # sizes.min..sizes.max: more points than a sweep could finish
 COORDINATOR = re.compile(r"\[?[A-Za-z0-9_.:-]+\]?:([0-9]{1,5})")  # host:port, [v6]:port
-TOPOLOGY = re.compile(r"[1-9][0-9]{0,4}(x[1-9][0-9]{0,4}){0,3}")
 
 
 def whole(value: Any) -> bool:
@@ -174,5 +173,3 @@ def _check_hardware(hw: dict) -> None:
             re.compile(str(pattern))
         except re.error as exc:
             raise ConfigError(f"hardware.device_kind_patterns: {pattern!r} is not a regex ({exc})") from None
-    topo = hw.get("topology")
-    _need(topo is None or bool(TOPOLOGY.fullmatch(str(topo))), "hardware.topology", topo, "null or sizes such as 4x4x4")

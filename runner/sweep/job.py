@@ -201,12 +201,13 @@ def kept_result(job_dir: Path, config: dict) -> dict | None:
 
 
 def predict(result: dict) -> dict:
-    """The book's prediction for this run on its hardware's published constants, or why
-    there is none (the report models every point again, with fitted or calibrated constants
-    where the hardware publishes none)."""
+    """The book's prediction for this run on the constants it ran with (the hardware node it
+    recorded: its entry with any ``hardware.X=...`` overrides), or why there is none (the
+    report models every point again, with fitted or calibrated constants where the hardware
+    publishes none)."""
     from analysis.book.collective_cost import placed_group, predict_collective
     from analysis.book.errors import BookError
-    from analysis.book.hardware import load_hardware, wraparound_for
+    from analysis.book.hardware import Hardware, wraparound_for
     from analysis.book.matmul_cost import predict_matmul
     from analysis.book.notation import parse
     from analysis.book.placement import Placement
@@ -214,7 +215,7 @@ def predict(result: dict) -> dict:
     exp = result["experiment"]
     sizes = [exp["mesh"]["axes"][a] for a in exp["axes"]]
     try:
-        hw = load_hardware(result["hardware"]["name"])
+        hw = Hardware.from_dict(result["hardware"])  # not reloaded by name: a what-if or a search-path entry
         physical = exp["mesh"].get("physical")  # where the devices put the axes (TPU)
         place = Placement.from_dict(physical) if physical and hw.interconnect == "torus" else None
         if exp["op"] == "matmul":
@@ -226,7 +227,7 @@ def predict(result: dict) -> dict:
         else:
             p = predict_collective(exp["op"], exp["V_bytes"], sizes, hw, wraparound_for(hw, sizes))
     except BookError as exc:
-        # cpu has no published W or T_min: the report fits them from the sweep instead.
+        # cpu publishes no W or T_min (the note names the key to set): the report fits them to the sweep
         return {"time_s": None, "note": str(exc)}
     return p.to_dict()
 

@@ -7,6 +7,7 @@ import platform
 import socket
 
 from analysis.book.hardware import resolve_auto
+from runner.config.schema import hardware_record
 from runner.errors import ConfigError
 
 
@@ -41,13 +42,14 @@ def resolve_hardware(hw: dict, devices) -> dict:
     """The hardware entry to record and predict with.
 
     ``auto`` picks the file whose ``device_kinds`` names the devices' kind (``cpu`` when JAX
-    found no accelerator). A named entry must match the platform JAX found: predicting TPU
-    times from a CPU run would compare nothing.
+    found no accelerator), with the composed node's own ``hardware.X=...`` values over it.
+    A named entry must match the platform JAX found: predicting TPU times from a CPU run
+    would compare nothing.
     """
     platform_ = devices[0].platform
     kind = devices[0].device_kind
-    if hw["kind"] == "auto":
-        return resolve_auto(platform_, kind)
+    if hw["kind"] == "auto":  # the entry that covers the devices, under the node's hardware.X=... overrides
+        return hardware_record(resolve_auto(platform_, kind), hw)
     if hw["kind"] != platform_:
         raise ConfigError(
             f"hardware={hw['name']}: this entry is for {hw['kind']} devices but JAX found "
