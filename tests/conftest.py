@@ -85,8 +85,7 @@ def cpu_collectives_hlo() -> dict:
 def tiny_sweeps(tmp_path_factory) -> dict[str, Path]:
     """Two tiny real sweeps that differ only in dtype: AllGather and AllReduce over X at 4 sizes,
     untraced, with a small timing budget (about 10 s each). ``{"float32": dir, "bfloat16": dir}``."""
-    import subprocess
-    import sys
+    from shardlab_cli import runner
 
     root = tmp_path_factory.mktemp("tiny_sweeps")
     fast = [
@@ -99,22 +98,13 @@ def tiny_sweeps(tmp_path_factory) -> dict[str, Path]:
     dirs = {}
     for dtype in ("float32", "bfloat16"):
         dirs[dtype] = root / dtype
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "runner",
-                "+sweep=collectives_sizes",
-                "op=all_gather,all_reduce",
-                "op.size_bytes=4KiB,32KiB,256KiB,2MiB",
-                f"dtype={dtype}",
-                *fast,
-                f"hydra.sweep.dir={dirs[dtype]}",
-            ],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=300,
+        runner(
+            "+sweep=collectives_sizes",
+            "op=all_gather,all_reduce",
+            "op.size_bytes=4KiB,32KiB,256KiB,2MiB",
+            f"dtype={dtype}",
+            *fast,
+            f"hydra.sweep.dir={dirs[dtype]}",
+            expect=0,
         )
-        assert proc.returncode == 0, proc.stderr[-3000:]
     return dirs

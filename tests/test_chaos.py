@@ -10,11 +10,10 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-from test_reliability import alive, descendants, gone_within
+from shardlab_cli import alive, descendants, gone_within, runner, start
 
 SIZES = ["1KiB", "2KiB", "4KiB", "8KiB", "16KiB"]
 ARGS = [
@@ -62,16 +61,15 @@ def snapshot(out: Path) -> dict[str, dict]:
     return snap
 
 
-def test_random_kills_then_resume_lose_nothing_and_leave_nothing(tmp_path, repo_root):
+def test_random_kills_then_resume_lose_nothing_and_leave_nothing(tmp_path):
     rng = random.Random(20261123)
     out = tmp_path / "sweep"
     seen: dict[str, dict] = {}
     everyone: set[int] = set()
     for trial in range(TRIALS):
-        cmd = [sys.executable, "-m", "runner", *ARGS, f"hydra.sweep.dir={out}"] + (["resume=true"] if trial else [])
-        main = subprocess.Popen(
-            cmd, cwd=repo_root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-        )
+        resume = ["resume=true"] if trial else []
+        quiet = subprocess.DEVNULL
+        main = start("runner", *ARGS, f"hydra.sweep.dir={out}", *resume, stdout=quiet, stderr=quiet, new_session=True)
         time.sleep(rng.uniform(2.0, 7.0))
         procs = descendants(main.pid)
         everyone |= procs | {main.pid}
@@ -89,14 +87,7 @@ def test_random_kills_then_resume_lose_nothing_and_leave_nothing(tmp_path, repo_
             assert now.get(job) == first, f"trial {trial}: the ok result of {job} was lost or rewritten"
         seen.update(now)
 
-    final = subprocess.run(
-        [sys.executable, "-m", "runner", *ARGS, f"hydra.sweep.dir={out}", "resume=true"],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert final.returncode == 0, final.stderr[-2000:]
+    runner(*ARGS, f"hydra.sweep.dir={out}", "resume=true", expect=0)
     results = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/result.json")}
     sizes = sorted(r["config"]["op"]["size_bytes"] for r in results.values())
     assert sizes == sorted(SIZES), sizes  # every point exactly once

@@ -9,14 +9,13 @@ from __future__ import annotations
 import copy
 import json
 import math
-import subprocess
-import sys
 
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
+from shardlab_cli import runner
 
 from runner.config.spec import build_spec
 from runner.config.spec_values import MAX_BYTES, MAX_SEED, MAX_TIMEOUT_S
@@ -52,7 +51,7 @@ STRING = [
     ("collective", k)
     for k in (
         "op.size_bytes", "mesh.shape", "sizes.min", "sizes.max", "hardware.interconnect", "hardware.wraparound",
-        "hardware.topology", "hardware.name", "hardware.source", "mesh.name", "distributed.cross_process_axis",
+        "hardware.name", "hardware.source", "mesh.name", "distributed.cross_process_axis",
     )
 ] + [("matmul", "op.expr"), ("program", "op.target"), ("auto", "distributed.coordinator_address")]  # fmt: skip
 
@@ -114,22 +113,17 @@ def _refused_in_one_line_naming(cfg, key: str) -> str | None:
 FAST = settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 
 
-@pytest.mark.parametrize("base,key", NUMERIC, ids=[k for _, k in NUMERIC])
-@seed(27)
-@FAST
-@given(value=NUMBERS)
-def test_any_number_at_any_numeric_key_is_accepted_or_one_line_naming_it(bases, base, key, value):
-    cfg = _with(bases[base], key, value)
-    if cfg is not None:
-        _refused_in_one_line_naming(cfg, key)
+# a number at every numeric key, text at every string key
+KEYS = [pytest.param(base, key, NUMBERS, id=f"{key}=<number>") for base, key in NUMERIC]
+KEYS += [pytest.param(base, key, TEXT, id=f"{key}=<text>") for base, key in STRING]
 
 
-@pytest.mark.parametrize("base,key", STRING, ids=[k for _, k in STRING])
+@pytest.mark.parametrize("base,key,values", KEYS)
 @seed(27)
 @FAST
-@given(value=TEXT)
-def test_any_text_at_any_string_key_is_accepted_or_one_line_naming_it(bases, base, key, value):
-    cfg = _with(bases[base], key, value)
+@given(data=st.data())
+def test_any_value_at_any_key_is_accepted_or_one_line_naming_it(bases, base, key, values, data):
+    cfg = _with(bases[base], key, data.draw(values, label=key))
     if cfg is not None:
         _refused_in_one_line_naming(cfg, key)
 
@@ -165,6 +159,12 @@ UNDECIDED = {
 @FAST
 @given(value=st.one_of(st.integers(-(2**40), 2**40), st.floats(allow_nan=True, allow_infinity=True), NUMBERS))
 def test_a_value_is_accepted_exactly_when_its_key_allows_it(bases, key, value):
+    _accepted_exactly_when_allowed(bases, key, value)
+
+
+def _accepted_exactly_when_allowed(bases, key, value) -> None:
+    """``key=value`` is refused in one line naming the key, or accepted: accepted exactly when
+    ALLOWED says so (where UNDECIDED leaves it to the code, either)."""
     base = "program" if key == "op.dims.B" else "collective"
     cfg = _with(bases[base], key, value)
     if cfg is None:
@@ -185,15 +185,8 @@ def test_a_value_is_accepted_exactly_when_its_key_allows_it(bases, key, value):
         (["timing.rounds=2", "timing.seed=-1"], "timing.seed=-1: must be a whole number from 0 to 4294967295"),
     ],
 )
-def test_a_bad_value_exits_2_with_one_line_before_any_device_work(tmp_path, repo_root, overrides, line):
-    r = subprocess.run(
-        [sys.executable, "-m", "runner", "hardware=cpu", f"hydra.run.dir={tmp_path / 'run'}", *overrides],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 2, r.stderr
+def test_a_bad_value_exits_2_with_one_line_before_any_device_work(tmp_path, overrides, line):
+    r = runner("hardware=cpu", f"hydra.run.dir={tmp_path / 'run'}", *overrides, expect=2)
     run_dir = tmp_path / "run"
     assert (r.stdout + r.stderr).strip().splitlines() == [f"all_gather: FAILED (ConfigError) {line} -> {run_dir}"]
     result = json.loads((run_dir / "result.json").read_text())
@@ -209,11 +202,5 @@ BOUNDARIES += [2**50, 2**50 + 32, 1e10, 1e307, float("inf"), float("-inf"), floa
 @pytest.mark.parametrize("key", sorted(ALLOWED))
 def test_each_keys_range_ends_exactly_where_documented(bases, key):
     """The edges of every range, deterministically (the random test may miss them)."""
-    base = "program" if key == "op.dims.B" else "collective"
     for value in BOUNDARIES:
-        cfg = _with(bases[base], key, value)
-        if cfg is None:
-            continue
-        line = _refused_in_one_line_naming(cfg, key)
-        if not UNDECIDED.get(key, lambda v: False)(value):
-            assert (line is None) == ALLOWED[key](value), f"{key}={value!r}: {line or 'accepted'}"
+        _accepted_exactly_when_allowed(bases, key, value)

@@ -5,33 +5,17 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
+from shardlab_cli import runner, start
 
 FAST = ["timing.rounds=2", "timing.budget_s=0.2", "timing.min_iters=5", "trace.iters=2"]
 
 
-def test_a_sweep_prints_one_line_per_point_and_a_summary(tmp_path, repo_root):
+def test_a_sweep_prints_one_line_per_point_and_a_summary(tmp_path):
     out = tmp_path / "sweep"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "runner",
-            "+sweep=allgather_sizes",
-            "op.size_bytes=1KiB,4KiB,16KiB",
-            *FAST,
-            f"hydra.sweep.dir={out}",
-        ],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = runner("+sweep=allgather_sizes", "op.size_bytes=1KiB,4KiB,16KiB", *FAST, f"hydra.sweep.dir={out}", expect=0)
     lines = proc.stdout.strip().splitlines()
     assert lines[0] == f"shardlab: 3 points x 2 round(s) -> {out}"
     points = [line for line in lines if line.startswith("[")]
@@ -48,16 +32,10 @@ def test_a_sweep_prints_one_line_per_point_and_a_summary(tmp_path, repo_root):
     assert head["incomplete"] is False and len(head["families"]) == 1
 
 
-def test_ctrl_c_leaves_a_report_marked_incomplete_and_the_resume_command(tmp_path, repo_root):
+def test_ctrl_c_leaves_a_report_marked_incomplete_and_the_resume_command(tmp_path):
     out = tmp_path / "sweep"
     args = ["+sweep=allgather_sizes", "op.size_bytes=1KiB,2KiB,4KiB,8KiB,16KiB,32KiB", *FAST, f"hydra.sweep.dir={out}"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "runner", *args],
-        cwd=repo_root,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start("runner", *args)
     try:
         for line in proc.stdout:  # wait for the second point, then Ctrl-C
             if line.startswith("[2/6]"):
@@ -123,15 +101,8 @@ def test_time_left_does_not_leap_from_noise_at_the_smallest_sizes():
     assert last > 5 * first
 
 
-def test_a_single_run_prints_one_line_and_no_warnings(tmp_path, repo_root):
-    proc = subprocess.run(
-        [sys.executable, "-m", "runner", "op.size_bytes=1KiB", *FAST, f"hydra.run.dir={tmp_path}"],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
+def test_a_single_run_prints_one_line_and_no_warnings(tmp_path):
+    proc = runner("op.size_bytes=1KiB", *FAST, f"hydra.run.dir={tmp_path}", expect=0)
     assert proc.stderr == ""  # no Hydra callback warnings, no JAX chatter
     (line,) = proc.stdout.strip().splitlines()
     assert line.startswith("AllGather_X(A[I_X]) -> A[I] 1KiB: median ") and line.endswith(f"-> {tmp_path}")

@@ -8,12 +8,12 @@ short ``distributed.timeout_s`` and check that no process is left behind.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pandas as pd
 import pytest
+from shardlab_cli import runner, start
 
 from runner.config.jaxenv import MODE_ENV, NUM_PROCESSES_ENV, process_env
 from runner.config.spec import build_spec
@@ -77,24 +77,9 @@ def _gone(pid: int) -> bool:
 
 
 @pytest.fixture(scope="module")
-def sweep(tmp_path_factory, repo_root):
+def sweep(tmp_path_factory):
     out = tmp_path_factory.mktemp("dist") / "axes"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "runner",
-            "+sweep=cross_process_axes",
-            "op.size_bytes=16MiB",
-            f"hydra.sweep.dir={out}",
-            *FAST,
-        ],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    runner("+sweep=cross_process_axes", "op.size_bytes=16MiB", f"hydra.sweep.dir={out}", *FAST, expect=0)
     results = {}
     for p in out.glob("*/result.json"):
         r = json.loads(p.read_text())
@@ -263,17 +248,14 @@ def test_traced_steps_stop_on_the_shared_decision_not_the_local_clock(tmp_path):
 # --- distributed=auto: the README's cluster recipe, two hosts faked on this machine ---------
 
 
-def test_the_hosts_of_a_distributed_auto_sweep_share_its_folder_and_one_report(tmp_path, repo_root):
+def test_the_hosts_of_a_distributed_auto_sweep_share_its_folder_and_one_report(tmp_path):
     # "Every host runs the same command" into one shared folder: here two processes on
     # 127.0.0.1, each told its process id (as a cluster's environment would), 2 CPU devices each.
     from runner.sweep.distributed import free_port
 
     out = tmp_path / "ag"
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    env = {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
     command = [
-        sys.executable,
-        "-m",
-        "runner",
         "+sweep=allgather_sizes",
         "op.size_bytes=1KiB,2KiB",
         "distributed=auto",
@@ -288,15 +270,7 @@ def test_the_hosts_of_a_distributed_auto_sweep_share_its_folder_and_one_report(t
         f"hydra.sweep.dir={out}",
     ]
     hosts = [
-        subprocess.Popen(
-            [*command, f"distributed.process_id={i}"],
-            cwd=repo_root,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for i in (0, 1)
+        start("runner", *command, f"distributed.process_id={i}", env=env, stderr=subprocess.STDOUT) for i in (0, 1)
     ]
     try:
         logs = [h.communicate(timeout=400)[0] for h in hosts]

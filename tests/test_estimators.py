@@ -1,10 +1,10 @@
 """The three estimators, rounds, the ceiling, the page-fault and check fixes, on real runs of
-8 CPU devices and on hand-built trace tables in TPU and GPU shapes."""
+8 CPU devices. (The device estimator on hand-built TPU and GPU trace tables: test_trace.py; the
+fits on one regime: test_fit_stats.py.)"""
 
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pandas as pd
@@ -12,7 +12,6 @@ import pytest
 
 from analysis.book.collectives import busbw_factor, nccl_S_bytes
 from analysis.stats import combine_rounds
-from analysis.trace import EVENT_COLUMNS, device_ops, device_samples
 from runner import run
 
 QUICK = ["timing.min_iters=5", "timing.budget_s=0.3", "trace.iters=3", "timing.rounds=1"]
@@ -111,74 +110,6 @@ def test_device_times_get_rounds_where_device_is_the_source(compose_cfg, tmp_pat
     assert "device" not in step["timing"]["rounds"][1]
 
 
-# ---------------------------------------------------------------- the device estimator
-def _events(rows) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=EVENT_COLUMNS).astype({"start_ns": float, "duration_ns": float})
-
-
-def test_device_samples_from_a_tpu_shaped_trace():
-    rows = []
-    for dev in range(4):
-        for it in range(3):
-            t0 = 10_000 * it
-            # the collective takes 100 ns on devices 0-2 and 400 ns on device 3; a fusion beside it
-            rows.append(
-                (
-                    f"/device:TPU:{dev}",
-                    "XLA Ops",
-                    "all-gather.1",
-                    t0,
-                    400.0 if dev == 3 else 100.0,
-                    None,
-                    None,
-                    None,
-                    None,
-                )
-            )
-            rows.append((f"/device:TPU:{dev}", "XLA Ops", "fusion.2", t0 + 500, 50.0, None, None, None, None))
-    ops = device_ops(_events(rows))
-    # per step: the median over devices of the collective's own time
-    assert device_samples(ops, {"all-gather.1"}) == pytest.approx([100e-9] * 3)
-    # the whole program: each device's busy time (its ops' union); median over devices
-    assert device_samples(ops, None) == pytest.approx([150e-9] * 3)
-
-
-def test_device_samples_sum_a_gpu_ops_kernels():
-    rows = []
-    for it in range(2):
-        for dev in range(2):
-            t0 = 1_000_000 * it
-            # one NCCL all-reduce launched as two kernels (one scope), 30 + 70 us
-            rows.append(
-                (
-                    f"/device:GPU:{dev}",
-                    "Stream #14",
-                    "ncclKernel_AllReduce_a",
-                    t0,
-                    30_000.0,
-                    "all-reduce.3",
-                    "jit_step",
-                    None,
-                    7 + it,
-                )
-            )
-            rows.append(
-                (
-                    f"/device:GPU:{dev}",
-                    "Stream #14",
-                    "ncclKernel_AllReduce_b",
-                    t0 + 40_000,
-                    70_000.0,
-                    "all-reduce.3",
-                    "jit_step",
-                    None,
-                    7 + it,
-                )
-            )
-    ops = device_ops(_events(rows))
-    assert device_samples(ops, {"all-reduce.3"}) == pytest.approx([100e-6, 100e-6])
-
-
 # ---------------------------------------------------------------- bus bandwidth as nccl-tests
 def nccl_tests_alltoall_busbw(count_per_peer: int, nranks: int, typesize: int, sec: float) -> float:
     """nccl-tests src/alltoall.cu AlltoAllGetBw, written out: baseBw = count*nranks*typesize/sec,
@@ -263,56 +194,6 @@ def test_unchecked_points_say_so_in_the_summary(compose_cfg, tmp_path):
     row = summary_table(read_results(tmp_path)).iloc[0]
     assert row["checked"] is False or row["checked"] == False  # noqa: E712 (numpy bool)
     assert "unchecked" in row["caveats"]
-
-
-# ---------------------------------------------------------------- fits on one regime
-def _family(V, T, flags=None):
-    hops = np.full(len(V), 4.0)
-    return pd.DataFrame(
-        {
-            "op": "all_gather",
-            "axes": "X",
-            "group_size": 8,
-            "dtype": "float32",
-            "mesh": "auto",
-            "job": [f"{i}" for i in range(len(V))],
-            "V_bytes": V,
-            "time_s": T,
-            "latency_unit": hops,
-            "bandwidth_unit": V,
-            "flags": flags or [""] * len(V),
-        }
-    )
-
-
-def test_fit_leaves_out_flagged_points_and_a_cache_regime_and_says_why():
-    from analysis.fit import fit_table
-
-    V = np.array([2.0**k for k in range(10, 27)])
-    # latency 40 us (T_min 10 us x 4 hops); bandwidth 4e9 B/s in cache (up to 1 MiB), 1e9 B/s beyond
-    W = np.where(V <= 2**20, 4e9, 1e9)
-    T = np.maximum(40e-6, V / W)
-    flags = [""] * len(V)
-    flags[-1] = "bus bandwidth 1.30x its ceiling (a measurement problem)"
-    T[-1] = V[-1] / 3e9  # the flagged point would pull W up
-    fits, left = fit_table(_family(V, T, flags))
-    row = fits.iloc[0]
-    assert row["W_Bps"] == pytest.approx(1e9, rel=1e-6) and row["T_min_s"] == pytest.approx(1e-5, rel=1e-6)
-    why = dict(zip(left["job"], left["reason"]))
-    assert why[str(len(V) - 1)].startswith("bus bandwidth 1.30x")
-    cache = [j for j, w in why.items() if "cache edge" in w]
-    assert cache and all(V[int(j)] <= 2**20 for j in cache)
-
-
-def test_too_few_points_get_no_fit_and_no_infinity():
-    from analysis.fit import fit_table
-
-    fits, _ = fit_table(_family(np.array([1e3, 1e6]), np.array([1e-4, 1e-3])))
-    assert fits.iloc[0]["note"].startswith("too few points (2")
-    assert "W_Bps" not in fits or pd.isna(fits.iloc[0].get("W_Bps"))
-    lat, _ = fit_table(_family(np.array([1e3, 2e3, 4e3]), np.array([4e-5] * 3)))
-    assert lat.iloc[0]["W_Bps"] is None and "latency-bound" in lat.iloc[0]["note"]
-    assert not any(isinstance(v, float) and math.isinf(v) for v in lat.iloc[0].to_dict().values())
 
 
 # ---------------------------------------------------------------- collectives by opcode

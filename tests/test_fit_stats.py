@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -78,6 +80,32 @@ def _family(V, T, flags=None, L=4.0):
             "flags": flags if flags is not None else [""] * n,
         }
     )
+
+
+def test_fit_leaves_out_flagged_points_and_a_cache_regime_and_says_why():
+    V = np.array([2.0**k for k in range(10, 27)])
+    # latency 40 us (T_min 10 us x 4 hops); bandwidth 4e9 B/s in cache (up to 1 MiB), 1e9 B/s beyond
+    W = np.where(V <= 2**20, 4e9, 1e9)
+    T = np.maximum(40e-6, V / W)
+    flags = [""] * len(V)
+    flags[-1] = "bus bandwidth 1.30x its ceiling (a measurement problem)"
+    T[-1] = V[-1] / 3e9  # the flagged point would pull W up
+    fits, left = fit_table(_family(V, T, flags))
+    row = fits.iloc[0]
+    assert row["W_Bps"] == pytest.approx(1e9, rel=1e-6) and row["T_min_s"] == pytest.approx(1e-5, rel=1e-6)
+    why = dict(zip(left["job"], left["reason"]))
+    assert why[f"{len(V) - 1:03d}"].startswith("bus bandwidth 1.30x")
+    cache = [j for j, w in why.items() if "cache edge" in w]
+    assert cache and all(V[int(j)] <= 2**20 for j in cache)
+
+
+def test_too_few_points_get_no_fit_and_no_infinity():
+    fits, _ = fit_table(_family(np.array([1e3, 1e6]), np.array([1e-4, 1e-3])))
+    assert fits.iloc[0]["note"].startswith("too few points (2")
+    assert "W_Bps" not in fits or pd.isna(fits.iloc[0].get("W_Bps"))
+    lat, _ = fit_table(_family(np.array([1e3, 2e3, 4e3]), np.array([4e-5] * 3)))
+    assert lat.iloc[0]["W_Bps"] is None and "latency-bound" in lat.iloc[0]["note"]
+    assert not any(isinstance(v, float) and math.isinf(v) for v in lat.iloc[0].to_dict().values())
 
 
 def test_fit_table_leaves_out_flagged_points_and_a_cache_edge_and_says_why():

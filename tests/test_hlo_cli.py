@@ -12,6 +12,7 @@ import sys
 
 import pytest
 from hlo_samples import hlo_path
+from shardlab_cli import analysis
 
 from analysis.cli import main
 
@@ -184,8 +185,7 @@ def test_malformed_hlo_exits_2_without_traceback(tmp_path):
     f.write_text(
         "ENTRY e {\n  p = f32[8]{0} parameter(0)\n  ROOT c = f32[8]{0} all-reduce(p), replica_groups={0,1}\n}\n"
     )
-    proc = subprocess.run([sys.executable, "-m", "analysis", "hlo", str(f)], capture_output=True, text=True)
-    assert proc.returncode == 2
+    proc = analysis("hlo", f, expect=2)
     assert proc.stderr.startswith(f"error: {f}: bad replica_groups") and "Traceback" not in proc.stderr
 
 

@@ -1,4 +1,4 @@
-"""Tests for analysis.hlo_groups: replica groups in their three spellings (explicit, iota,
+"""Tests for analysis.hlo.groups: replica groups in their three spellings (explicit, iota,
 mesh axes) and the mesh axes a list of groups spans."""
 
 from __future__ import annotations

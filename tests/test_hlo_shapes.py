@@ -1,4 +1,4 @@
-"""Tests for analysis.hlo_shapes: the bytes of HLO shapes."""
+"""Tests for analysis.hlo.shapes: the bytes of HLO shapes."""
 
 from __future__ import annotations
 

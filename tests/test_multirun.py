@@ -3,32 +3,26 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
+from shardlab_cli import analysis, runner
 
 SIZES = ["1KiB", "64KiB", "1MiB"]
 FAST = ["timing.rounds=2", "timing.budget_s=0.2", "timing.min_iters=5", "trace.iters=2"]
 
 
-def _runner(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
-
-
 @pytest.fixture(scope="module")
-def sweep(tmp_path_factory, repo_root):
+def sweep(tmp_path_factory):
     out = tmp_path_factory.mktemp("sweep") / "collectives"
-    proc = _runner(
+    runner(
         "+sweep=collectives_sizes",
         f"op.size_bytes={','.join(SIZES)}",
         "op=all_gather,all_reduce",
         f"hydra.sweep.dir={out}",
         *FAST,
-        cwd=repo_root,
+        expect=0,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
     return out
 
 
@@ -89,14 +83,7 @@ def test_every_point_was_timed_in_two_interleaved_rounds(sweep):
     assert (sweep / "sweep.json").is_file() and (sweep / "samples.csv").is_file()
 
 
-def test_analysis_report_rebuilds_from_disk(sweep, repo_root):
+def test_analysis_report_rebuilds_from_disk(sweep):
     (sweep / "report" / "report.md").unlink()
-    proc = subprocess.run(
-        [sys.executable, "-m", "analysis", "report", str(sweep)],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
+    analysis("report", sweep, timeout=120, expect=0)
     assert (sweep / "report" / "report.md").is_file()

@@ -11,6 +11,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from shardlab_cli import runner
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = ["timing.rounds=1", "timing.budget_s=0.2", "timing.min_iters=5", "trace.iters=2"]
@@ -46,13 +47,7 @@ def test_an_unknown_key_added_with_plus_is_refused_before_any_work(compose_cfg, 
 
     with pytest.raises(ConfigError, match=r"^op.sise_bytes: op has no such key; its keys are name, axes, size_bytes"):
         build_spec(compose_cfg(["+op.sise_bytes=1KiB"]))
-    proc = subprocess.run(
-        [sys.executable, "-m", "runner", "-m", "+op.sise_bytes=1KiB", f"hydra.sweep.dir={tmp_path}/s"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = runner("-m", "+op.sise_bytes=1KiB", f"hydra.sweep.dir={tmp_path}/s", timeout=60)
     assert proc.returncode == 2 and not (tmp_path / "s").exists()
     assert proc.stderr.strip().splitlines() == [
         "error: op.sise_bytes: op has no such key; its keys are name, axes, size_bytes, grad, expr, dims, strategy, "
@@ -166,23 +161,14 @@ def test_job_folders_are_zero_padded_and_resume_adopts_old_unpadded_ones(tmp_pat
 
 def test_the_gate_fails_a_sweep_below_the_bar_after_its_report(tmp_path):
     out = tmp_path / "s"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "runner",
-            "+sweep=allgather_sizes",
-            "sizes.max=4KiB",
-            *FAST,
-            "check.min_busbw_GBps=1000",
-            f"hydra.sweep.dir={out}",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    proc = runner(
+        "+sweep=allgather_sizes",
+        "sizes.max=4KiB",
+        *FAST,
+        "check.min_busbw_GBps=1000",
+        f"hydra.sweep.dir={out}",
+        expect=3,
     )
-    assert proc.returncode == 3, proc.stderr[-2000:]
     assert (out / "report" / "index.html").is_file()
     assert sorted(p.name.split(",")[0] for p in out.iterdir() if p.name[0].isdigit()) == [
         "000_op.size_bytes=1KiB",

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
+from shardlab_cli import analysis
 
 from analysis.cli import main
 
@@ -118,10 +117,5 @@ def test_cpu_needs_fitted_constants(capsys):
 
 
 def test_module_entry_point_without_traceback():
-    proc = subprocess.run(
-        [sys.executable, "-m", "analysis", "predict", "A[I_X, J_X]", "--hardware", "tpu_v4p", "--mesh", "X=4"],
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 2
+    proc = analysis("predict", "A[I_X, J_X]", "--hardware", "tpu_v4p", "--mesh", "X=4", expect=2)
     assert "mesh axis X is used twice" in proc.stderr and "Traceback" not in proc.stderr

@@ -15,6 +15,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from xspace_bytes import field as _f
 
 from analysis import profile as prof
 from analysis.cli import main as cli
@@ -322,23 +323,6 @@ def test_overlap_with_counts_only_the_covered_part():
 
 
 # ---------------------------------------------------------------- a TPU trace, as TPUs write it
-
-
-def _v(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b, n = n & 0x7F, n >> 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _f(number: int, value) -> bytes:
-    """A protobuf field: a varint for an int, length-delimited for str/bytes."""
-    if isinstance(value, int):
-        return _v(number << 3) + _v(value)
-    value = value.encode() if isinstance(value, str) else value
-    return _v(number << 3 | 2) + _v(len(value)) + value
 
 
 _STAT_IDS = {"device_offset_ps": 1, "device_duration_ps": 2, "program_id": 3, "hlo_category": 4}

@@ -9,9 +9,9 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
+from shardlab_cli import analysis, gone_within, runner, start, wait_for_workers
 
 from runner.sweep.workers import STARTUP_LOG_DIR_ENV, reap_startup_logs
 from runner.worker.serve import TEST_HANG_ENV
@@ -19,80 +19,21 @@ from runner.worker.serve import TEST_HANG_ENV
 FAST = ["timing.rounds=1", "timing.budget_s=0.2", "timing.min_iters=5", "trace.iters=2"]
 
 
-def descendants(pid: int) -> set[int]:
-    """Every live process below ``pid`` (from /proc's parent links)."""
-    parents: dict[int, int] = {}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-                parents[int(d.name)] = int(fields[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    out, todo = set(), [pid]
-    while todo:
-        p = todo.pop()
-        kids = [c for c, pp in parents.items() if pp == p]
-        out.update(kids)
-        todo += kids
-    return out
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        return state != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def gone_within(pids: set[int], seconds: float) -> set[int]:
-    """The pids still alive after ``seconds``."""
-    deadline = time.time() + seconds
-    while time.time() < deadline and any(alive(p) for p in pids):
-        time.sleep(0.2)
-    return {p for p in pids if alive(p)}
-
-
-def start(args: list[str], cwd, env=None) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "runner", *args],
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        start_new_session=True,
-    )
-
-
-def wait_for_workers(main: subprocess.Popen, want: int, timeout: float = 60) -> set[int]:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        kids = descendants(main.pid)
-        if len(kids) >= want:
-            return kids
-        time.sleep(0.2)
-    raise AssertionError(f"the sweep started {len(descendants(main.pid))} processes, not {want}")
-
-
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
 @pytest.mark.parametrize("mode", ["none", "local"])
-def test_killing_the_sweep_mid_point_leaves_no_process(tmp_path, repo_root, how, mode):
+def test_killing_the_sweep_mid_point_leaves_no_process(tmp_path, how, mode):
     # the 4 KiB point hangs: killed mid-point. The start-up logs go to this test's own folder, so
     # another shardlab running on the machine cannot add to what is counted
     logs = tmp_path / "worker-logs"
-    env = dict(os.environ, **{TEST_HANG_ENV: str(4 << 10), STARTUP_LOG_DIR_ENV: str(logs)})
     main = start(
-        [
-            "+sweep=allgather_sizes",
-            "op.size_bytes=4KiB",
-            f"distributed={mode}",
-            *FAST,
-            f"hydra.sweep.dir={tmp_path / 'sweep'}",
-        ],
-        repo_root,
-        env,
+        "runner",
+        "+sweep=allgather_sizes",
+        "op.size_bytes=4KiB",
+        f"distributed={mode}",
+        *FAST,
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        env={TEST_HANG_ENV: str(4 << 10), STARTUP_LOG_DIR_ENV: str(logs)},
+        new_session=True,
     )
     try:
         workers = wait_for_workers(main, 1 if mode == "none" else 2)
@@ -113,29 +54,13 @@ def test_killing_the_sweep_mid_point_leaves_no_process(tmp_path, repo_root, how,
     assert not logs.exists() or not any(logs.iterdir())
 
 
-def test_a_second_sweep_into_the_same_folder_stops_at_once(tmp_path, repo_root):
+def test_a_second_sweep_into_the_same_folder_stops_at_once(tmp_path):
     out = tmp_path / "sweep"
-    env = dict(os.environ, **{TEST_HANG_ENV: str(4 << 10)})
-    first = start(["+sweep=allgather_sizes", "op.size_bytes=4KiB", *FAST, f"hydra.sweep.dir={out}"], repo_root, env)
+    sweep = ["+sweep=allgather_sizes", *FAST, f"hydra.sweep.dir={out}"]
+    first = start("runner", *sweep, "op.size_bytes=4KiB", env={TEST_HANG_ENV: str(4 << 10)}, new_session=True)
     try:
         wait_for_workers(first, 1)
-        second = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "runner",
-                "+sweep=allgather_sizes",
-                "op.size_bytes=1KiB",
-                *FAST,
-                f"hydra.sweep.dir={out}",
-                "resume=true",
-            ],
-            cwd=repo_root,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert second.returncode == 2
+        second = runner(*sweep, "op.size_bytes=1KiB", "resume=true", timeout=60, expect=2)
         errors = [line for line in second.stderr.splitlines() if line.strip()]
         assert len(errors) == 1 and "is in use by another sweep" in errors[0] and f"pid {first.pid}" in errors[0]
         assert not list(out.glob("*/result.json"))  # the second wrote nothing
@@ -191,24 +116,9 @@ def test_junk_result_files_never_pass_for_measurements(tmp_path):
     assert "absolute path" in row["skipped"] and "leaves the job folder" in row["skipped"]
 
 
-def test_a_sweep_with_a_failed_point_exits_nonzero_after_its_report(tmp_path, repo_root):
+def test_a_sweep_with_a_failed_point_exits_nonzero_after_its_report(tmp_path):
     out = tmp_path / "sweep"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "runner",
-            "+sweep=allgather_sizes",
-            "op.size_bytes=7,9",
-            *FAST,
-            f"hydra.sweep.dir={out}",
-        ],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 1
+    proc = runner("+sweep=allgather_sizes", "op.size_bytes=7,9", *FAST, f"hydra.sweep.dir={out}", timeout=120, expect=1)
     assert (out / "report" / "index.html").is_file() and "resume:" in proc.stdout
 
 
@@ -226,8 +136,8 @@ def test_points_that_were_not_measured_alike_are_not_mixed(tmp_path, compose_cfg
     odd.write_text(json.dumps(r))
     with pytest.raises(MixedSweepError, match=f"environment.jax_version: {ours}, 0.9.0"):
         write_report(root)
-    proc = subprocess.run([sys.executable, "-m", "analysis", "report", str(root)], capture_output=True, text=True)
-    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "--allow-mixed" in proc.stderr
+    proc = analysis("report", root, expect=2)
+    assert len(proc.stderr.strip().splitlines()) == 1 and "--allow-mixed" in proc.stderr
     assert write_report(root, allow_mixed=True).is_file()
 
 
@@ -253,38 +163,6 @@ def test_a_sweep_of_global_groups_is_not_a_mixture_but_another_machine_still_is(
     assert mixture([result("all_gather", "x8"), result("all_reduce", "x8")], sizes) == {
         "config.op.name": ['"all_gather"', '"all_reduce"']
     }
-
-
-def test_a_full_disk_is_one_line_and_leaves_no_temp_file(tmp_path, monkeypatch):
-    import errno
-
-    from analysis.rundir import write_json_atomic
-
-    real_dumps = json.dumps
-    monkeypatch.setattr("os.fdopen", lambda fd, mode: _Full(fd))
-    with pytest.raises(OSError) as err:
-        write_json_atomic(tmp_path / "result.json", {"a": 1})
-    assert err.value.errno == errno.ENOSPC
-    assert list(tmp_path.iterdir()) == []  # neither the file nor its temp
-    assert real_dumps({"x": float("nan")}, allow_nan=True)  # (json itself untouched)
-
-
-class _Full:
-    """A file on a full disk: every write fails with ENOSPC."""
-
-    def __init__(self, fd):
-        self.fd = fd
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        os.close(self.fd)
-
-    def write(self, _):
-        import errno
-
-        raise OSError(errno.ENOSPC, "No space left on device")
 
 
 def test_container_memory_limits_are_honoured(tmp_path, monkeypatch):
@@ -320,23 +198,10 @@ def test_the_memory_estimate_bounds_what_each_collective_holds(compose_cfg, tmp_
         assert grew <= est <= 2.5 * grew, (op, grew / 2**20, est / 2**20)
 
 
-def test_a_launcher_that_runs_points_side_by_side_is_refused_before_anything_is_written(tmp_path, repo_root):
+def test_a_launcher_that_runs_points_side_by_side_is_refused_before_anything_is_written(tmp_path):
     out = tmp_path / "sweep"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "runner",
-            "-m",
-            "op.size_bytes=1KiB",
-            f"hydra.sweep.dir={out}",
-            "hydra.launcher._target_=hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher",
-        ],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    joblib = "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
+    proc = runner("-m", "op.size_bytes=1KiB", f"hydra.sweep.dir={out}", f"hydra.launcher._target_={joblib}", timeout=60)
     assert proc.returncode == 2 and not out.exists()
     assert proc.stderr.strip().splitlines() == [
         "error: hydra/launcher: JoblibLauncher runs points side by side on one machine, where they would be timed "
@@ -347,14 +212,10 @@ def test_a_launcher_that_runs_points_side_by_side_is_refused_before_anything_is_
 def test_analysis_hlo_on_a_file_that_is_not_hlo_exits_2(tmp_path):
     junk = tmp_path / "notes.txt"
     junk.write_text("this is a shopping list\n" * 10)
-    proc = subprocess.run(
-        [sys.executable, "-m", "analysis", "hlo", str(junk)], capture_output=True, text=True, timeout=60
-    )
-    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "HLO" in proc.stderr
-    proc = subprocess.run(
-        [sys.executable, "-m", "analysis", "hlo", "/dev/urandom"], capture_output=True, text=True, timeout=60
-    )  # used to read forever
-    assert proc.returncode == 2 and "not a regular file" in proc.stderr
+    proc = analysis("hlo", junk, timeout=60, expect=2)
+    assert len(proc.stderr.strip().splitlines()) == 1 and "HLO" in proc.stderr
+    proc = analysis("hlo", "/dev/urandom", timeout=60, expect=2)  # used to read forever
+    assert "not a regular file" in proc.stderr
 
 
 def test_a_point_keeps_its_timing_without_its_hlo_files_and_is_readable_by_all(tmp_path, compose_cfg):
@@ -501,10 +362,5 @@ def test_out_of_range_or_nested_result_files_are_failed_points_and_the_report_is
         "x",  # its own error; its V nulled, so the report's size column holds numbers only
     ]
     assert results[7]["experiment"]["V_bytes"] is None
-    r = subprocess.run(
-        [sys.executable, "-m", "analysis", "report", str(tmp_path), "--allow-mixed"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    r = analysis("report", tmp_path, "--allow-mixed")
     assert "Traceback" not in r.stderr, r.stderr[-2000:]

@@ -6,12 +6,11 @@ from __future__ import annotations
 import errno
 import io
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from shardlab_cli import runner
 
 from analysis.rundir import write_bytes_atomic
 
@@ -74,6 +73,20 @@ def test_a_report_cut_off_by_a_full_disk_leaves_every_file_whole(tmp_path, compo
     assert write_report(root) == index  # and with room again, a whole new one
 
 
+def test_a_full_disk_is_one_line_and_leaves_no_temp_file(tmp_path, monkeypatch):
+    import json
+
+    from analysis.rundir import write_json_atomic
+
+    real_dumps = json.dumps
+    _disk_full_for(monkeypatch, "result")
+    with pytest.raises(OSError) as err:
+        write_json_atomic(tmp_path / "result.json", {"a": 1})
+    assert err.value.errno == errno.ENOSPC
+    assert list(tmp_path.iterdir()) == []  # neither the file nor its temp
+    assert real_dumps({"x": float("nan")}, allow_nan=True)  # (json itself untouched)
+
+
 def test_the_atomic_writer_leaves_the_old_file_or_the_new_one(tmp_path, monkeypatch):
     path = tmp_path / "index.html"
     path.write_bytes(b"old")
@@ -86,26 +99,11 @@ def test_the_atomic_writer_leaves_the_old_file_or_the_new_one(tmp_path, monkeypa
     assert path.read_bytes() == b"new" and oct(path.stat().st_mode & 0o777) == "0o644"
 
 
-def test_a_sweep_whose_report_cannot_be_written_exits_4_and_says_what_is_on_disk(tmp_path, repo_root):
+def test_a_sweep_whose_report_cannot_be_written_exits_4_and_says_what_is_on_disk(tmp_path):
     out = tmp_path / "s"
     out.mkdir()
     (out / "report").write_text("a file where the report folder goes\n")  # as an unwritable folder would
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "runner",
-            "+sweep=allgather_sizes",
-            "op.size_bytes=1KiB",
-            *FAST,
-            f"hydra.sweep.dir={out}",
-        ],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 4, proc.stderr[-3000:]
+    proc = runner("+sweep=allgather_sizes", "op.size_bytes=1KiB", *FAST, f"hydra.sweep.dir={out}", expect=4)
     (line,) = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("no report")]
     assert line == (
         f"no report: cannot write {out / 'report'}: File exists; on disk: the 1 point(s)' result.json, each whole; "

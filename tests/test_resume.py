@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 
 import pandas as pd
 from omegaconf import OmegaConf, open_dict
+from shardlab_cli import runner
 
 from runner import run
 from runner.sweep.progress import count_jobs
@@ -16,30 +15,16 @@ from runner.sweep.progress import count_jobs
 FAST = ["timing.rounds=1", "timing.budget_s=0.2", "timing.min_iters=5", "trace.enabled=false"]
 
 
-def _sweep(out, repo_root, *extra):
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "runner",
-            "+sweep=allgather_sizes",
-            "op.size_bytes=1KiB,4KiB,16KiB",
-            f"hydra.sweep.dir={out}",
-            *FAST,
-            *extra,
-        ],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=300,
+def _sweep(out, *extra):
+    proc = runner(
+        "+sweep=allgather_sizes", "op.size_bytes=1KiB,4KiB,16KiB", f"hydra.sweep.dir={out}", *FAST, *extra, expect=0
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout + proc.stderr
 
 
-def test_resume_keeps_ok_points_reruns_failed_and_missing_and_logs_progress(tmp_path, repo_root):
+def test_resume_keeps_ok_points_reruns_failed_and_missing_and_logs_progress(tmp_path):
     out = tmp_path / "sweep"
-    log = _sweep(out, repo_root)
+    log = _sweep(out)
     # one line per point as it ends: k of N, what varies, the result, elapsed and the time left
     lines = [ln for ln in log.splitlines() if re.search(r"\[\d/3\] op\.size_bytes=", ln)]
     assert len(lines) == 3, log[-3000:]
@@ -58,7 +43,7 @@ def test_resume_keeps_ok_points_reruns_failed_and_missing_and_logs_progress(tmp_
     (jobs["4KiB"] / "result.json").write_text(json.dumps(failed))
     (jobs["16KiB"] / "result.json").unlink()
 
-    log = _sweep(out, repo_root, "resume=true")
+    log = _sweep(out, "resume=true")
     assert "resume: 2 result(s) there; ok ones of the same config are kept" in log
     assert len(re.findall(r"\(kept from before\)", log)) == 1, log[-3000:]
     assert (jobs["1KiB"] / "result.json").read_bytes() == kept  # left exactly as it was
@@ -117,36 +102,20 @@ def test_the_printed_resume_command_keeps_multirun_and_drops_the_old_folder_and_
     ]
 
 
-def _runner(repo_root, *args):
-    return subprocess.run(
-        [sys.executable, "-m", "runner", *args], cwd=repo_root, capture_output=True, text=True, timeout=300
-    )
-
-
 def _one_line(proc) -> str:
     lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
     assert proc.returncode == 2 and len(lines) == 1, proc.stdout + proc.stderr
     return lines[0]
 
 
-def test_a_sweep_folder_holds_one_sweep(tmp_path, repo_root):
+def test_a_sweep_folder_holds_one_sweep(tmp_path):
     out = tmp_path / "D"
-    first = _runner(
-        repo_root, "+sweep=allgather_sizes", "op.size_bytes=1KiB,2KiB,4KiB", *FAST, f"hydra.sweep.dir={out}"
-    )
-    assert first.returncode == 0, first.stderr[-3000:]
+    runner("+sweep=allgather_sizes", "op.size_bytes=1KiB,2KiB,4KiB", *FAST, f"hydra.sweep.dir={out}", expect=0)
     kept = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".shardlab.lock"}
 
     # the first example: the same sweep with another size list, resumed into its folder
     line = _one_line(
-        _runner(
-            repo_root,
-            "+sweep=allgather_sizes",
-            "op.size_bytes=1KiB,4KiB,8KiB",
-            *FAST,
-            f"hydra.sweep.dir={out}",
-            "resume=true",
-        )
+        runner("+sweep=allgather_sizes", "op.size_bytes=1KiB,4KiB,8KiB", *FAST, f"hydra.sweep.dir={out}", "resume=true")
     )
     assert line == (
         f"error: hydra.sweep.dir={out}: holds another sweep (op.size_bytes: 1KiB,2KiB,4KiB there, "
@@ -155,13 +124,8 @@ def test_a_sweep_folder_holds_one_sweep(tmp_path, repo_root):
     )
     # the second: +sweep=collectives_sizes resumed into the AllGather sweep's folder
     line = _one_line(
-        _runner(
-            repo_root,
-            "+sweep=collectives_sizes",
-            "op.size_bytes=1KiB,2KiB,4KiB",
-            *FAST,
-            f"hydra.sweep.dir={out}",
-            "resume=true",
+        runner(
+            "+sweep=collectives_sizes", "op.size_bytes=1KiB,2KiB,4KiB", *FAST, f"hydra.sweep.dir={out}", "resume=true"
         )
     )
     assert (
@@ -170,10 +134,10 @@ def test_a_sweep_folder_holds_one_sweep(tmp_path, repo_root):
     )
     # not resumed either: its job folders would sit beside the old ones
     assert "holds another sweep (op.size_bytes: " in _one_line(
-        _runner(repo_root, "+sweep=allgather_sizes", "op.size_bytes=8KiB", *FAST, f"hydra.sweep.dir={out}")
+        runner("+sweep=allgather_sizes", "op.size_bytes=8KiB", *FAST, f"hydra.sweep.dir={out}")
     )
     # a single run into the sweep's folder
-    assert _one_line(_runner(repo_root, "op.size_bytes=1KiB", *FAST, f"hydra.run.dir={out}")) == (
+    assert _one_line(runner("op.size_bytes=1KiB", *FAST, f"hydra.run.dir={out}")) == (
         f"error: hydra.run.dir={out}: is a sweep's folder (sweep.json); a single run's result.json there would "
         "hide the sweep's points: choose another hydra.run.dir"
     )
@@ -181,14 +145,13 @@ def test_a_sweep_folder_holds_one_sweep(tmp_path, repo_root):
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".shardlab.lock"} == kept
 
     # the sweep itself resumes, and its report counts its own three points
-    again = _runner(
-        repo_root,
+    again = runner(
         "+sweep=allgather_sizes",
         "op.size_bytes=1KiB,2KiB,4KiB",
         *FAST,
         f"hydra.sweep.dir={out}",
         "resume=true",
+        expect=0,
     )
-    assert again.returncode == 0, again.stderr[-3000:]
     assert len(re.findall(r"\(kept from before\)", again.stdout + again.stderr)) == 3
     assert sorted(pd.read_csv(out / "summary.csv")["size_bytes"]) == [1024, 2048, 4096]

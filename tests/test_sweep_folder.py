@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from omegaconf import open_dict
+from shardlab_cli import analysis
 
 from analysis.sweep_match import match_jobs, sweep_difference
 from runner.sweep import lock
@@ -159,10 +160,8 @@ def test_the_issues_mixed_folder_is_refused_by_the_report(tmp_path):
         MixedSweepError, match=r"job folders the sweep did not ask for: 001_op.size_bytes=2KiB, 002_op.size_bytes=4KiB"
     ):
         load_sweep(root)
-    proc = subprocess.run([sys.executable, "-m", "analysis", "report", str(root)], capture_output=True, text=True)
-    assert (
-        proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "001_op.size_bytes=2KiB" in proc.stderr
-    )
+    proc = analysis("report", root, expect=2)
+    assert len(proc.stderr.strip().splitlines()) == 1 and "001_op.size_bytes=2KiB" in proc.stderr
 
 
 def test_a_folder_copied_without_its_overrides_is_matched_by_its_name(tmp_path):

@@ -388,26 +388,25 @@ def test_profile_prices_a_runs_collectives_over_its_recorded_placement():
     assert flat["model_time_s"] == pytest.approx(VBIG / 1.8e11, **rel)
 
 
+def _v5p_all_gather(path, capsys, devices: int, elements: int, groups: str, topology: str) -> dict:
+    """``analysis hlo --json`` on one bf16 all-gather of ``elements`` per device into 16M
+    elements over ``devices`` devices, on a v5p of ``topology``: its row."""
+    path.write_text(
+        f"HloModule m, num_partitions={devices}\n\nENTRY e {{\n  p = bf16[{elements}]{{0}} parameter(0)\n"
+        f"  ROOT ag = bf16[16777216]{{0}} all-gather(p), replica_groups={groups}, dimensions={{0}}\n}}\n"
+    )
+    assert main(["hlo", str(path), "--hardware", "tpu_v5p", "--topology", topology, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)["collectives"][0]
+
+
 def test_hlo_places_a_group_on_the_slice_by_its_device_ids(tmp_path, capsys):
     # bf16[262144] -> bf16[16777216] over 64 devices: V = 33,554,432 B. On a 4x4x4 v5p, ids 0..63
     # cover x, y and z: three rings, V / (1.8e11 * 3) = 62.14 us (as one ring of 64: 186.41 us).
     # Groups of 4 consecutive ids on a 2x2x4 lie along z, no full cube: a line, 3 * (V/4) / 9e10.
-    f = tmp_path / "ag.hlo"
-    f.write_text(
-        "HloModule m, num_partitions=64\n\nENTRY e {\n  p = bf16[262144]{0} parameter(0)\n"
-        "  ROOT ag = bf16[16777216]{0} all-gather(p), replica_groups=[1,64]<=[64], dimensions={0}\n}\n"
-    )
-    assert main(["hlo", str(f), "--hardware", "tpu_v5p", "--topology", "4x4x4", "--json"]) == 0
-    ag = json.loads(capsys.readouterr().out)["collectives"][0]
+    ag = _v5p_all_gather(tmp_path / "ag.hlo", capsys, 64, 262144, "[1,64]<=[64]", "4x4x4")
     assert (ag["links"], ag["model_time_s"]) == ("ring", pytest.approx(VBIG / (1.8e11 * 3), **rel))
     assert ag["wraparound_reason"].startswith("on x (4 of 4), y (4 of 4), z (4 of 4) of topology 4x4x4")
     # 16 devices in groups of 4 consecutive ids: bf16[4194304] -> bf16[16777216], V = 2^25 B
-    g = tmp_path / "z.hlo"
-    g.write_text(
-        "HloModule m, num_partitions=16\n\nENTRY e {\n  p = bf16[4194304]{0} parameter(0)\n"
-        "  ROOT ag = bf16[16777216]{0} all-gather(p), replica_groups=[4,4]<=[16], dimensions={0}\n}\n"
-    )
-    assert main(["hlo", str(g), "--hardware", "tpu_v5p", "--topology", "2x2x4", "--json"]) == 0
-    ag = json.loads(capsys.readouterr().out)["collectives"][0]
+    ag = _v5p_all_gather(tmp_path / "z.hlo", capsys, 16, 4194304, "[4,4]<=[16]", "2x2x4")
     assert (ag["links"], ag["model_time_s"]) == ("line", pytest.approx(3 * (VBIG / 4) / 9e10, **rel))
     assert ag["wraparound_reason"].startswith("on z (4 of 4) of topology 2x2x4")

@@ -1,6 +1,6 @@
 """Trace tables -> per-device op intervals, for the shapes CPU, TPU and GPU profiles have.
 
-The reader itself is exercised on real CPU traces in test_runner.py; here the tables are
+The reader itself is exercised on real CPU traces in test_collective_runs.py; here the tables are
 built by hand, because no TPU or GPU trace can be produced on the CI machine.
 """
 
@@ -26,6 +26,11 @@ def _events(rows) -> pd.DataFrame:
     return df.astype({"start_ns": float, "duration_ns": float})
 
 
+def _row(plane, line, name, start_ns, duration_ns, hlo_op=None, hlo_module=None, ordinal=None, scope=None) -> tuple:
+    """One event, in EVENT_COLUMNS order."""
+    return (plane, line, name, start_ns, duration_ns, hlo_op, hlo_module, ordinal, scope)
+
+
 def test_tpu_xla_ops_line_gives_one_interval_per_device_and_iteration():
     rows = []
     for dev in range(4):
@@ -49,38 +54,51 @@ def test_tpu_xla_ops_line_gives_one_interval_per_device_and_iteration():
     assert s["devices"] == 4
 
 
+# --- the device estimator: per step, the median over devices ------------------------------
+
+
+def test_device_samples_from_a_tpu_shaped_trace():
+    rows = []
+    for dev in range(4):
+        for it in range(3):
+            t0 = 10_000 * it
+            # the collective takes 100 ns on devices 0-2 and 400 ns on device 3; a fusion beside it
+            rows.append(_row(f"/device:TPU:{dev}", "XLA Ops", "all-gather.1", t0, 400.0 if dev == 3 else 100.0))
+            rows.append(_row(f"/device:TPU:{dev}", "XLA Ops", "fusion.2", t0 + 500, 50.0))
+    ops = device_ops(_events(rows))
+    # per step: the median over devices of the collective's own time
+    assert device_samples(ops, {"all-gather.1"}) == pytest.approx([100e-9] * 3)
+    # the whole program: each device's busy time (its ops' union); median over devices
+    assert device_samples(ops, None) == pytest.approx([150e-9] * 3)
+
+
+def test_device_samples_sum_a_gpu_ops_kernels():
+    rows = []
+    for it in range(2):
+        for dev in range(2):
+            t0 = 1_000_000 * it
+            # one NCCL all-reduce launched as two kernels (one scope), 30 + 70 us
+            plane = f"/device:GPU:{dev}"
+            for kernel, start, dur in (
+                ("ncclKernel_AllReduce_a", t0, 30_000.0),
+                ("ncclKernel_AllReduce_b", t0 + 40_000, 70_000.0),
+            ):
+                rows.append(_row(plane, "Stream #14", kernel, start, dur, "all-reduce.3", "jit_step", scope=7 + it))
+    ops = device_ops(_events(rows))
+    assert device_samples(ops, {"all-reduce.3"}) == pytest.approx([100e-6, 100e-6])
+
+
 def test_gpu_stream_kernels_are_attributed_by_hlo_op_stat():
     rows = []
     for dev in range(2):
         for it in range(2):
             t0 = 5000.0 * it
+            plane, compute = f"/device:GPU:{dev}", "Stream #13(Compute)"
             rows.append(
-                (
-                    f"/device:GPU:{dev}",
-                    "Stream #13(Compute)",
-                    "ncclDevKernel_AllGather_RING_LL(...)",
-                    t0,
-                    400.0,
-                    "all-gather-start.1",
-                    "jit_f",
-                    None,
-                    None,
-                )
+                _row(plane, compute, "ncclDevKernel_AllGather_RING_LL(...)", t0, 400.0, "all-gather-start.1", "jit_f")
             )
-            rows.append((f"/device:GPU:{dev}", "Stream #7(MemcpyH2D)", "MemcpyH2D", t0, 10.0, None, None, None, None))
-            rows.append(
-                (
-                    f"/device:GPU:{dev}",
-                    "Stream #13(Compute)",
-                    "loop_fusion",
-                    t0 + 500,
-                    40.0,
-                    "fusion.3",
-                    "jit_f",
-                    None,
-                    None,
-                )
-            )
+            rows.append(_row(plane, "Stream #7(MemcpyH2D)", "MemcpyH2D", t0, 10.0))
+            rows.append(_row(plane, compute, "loop_fusion", t0 + 500, 40.0, "fusion.3", "jit_f"))
     ops = device_ops(_events(rows))
     assert set(ops["hlo_op"]) == {"all-gather-start.1", "fusion.3"}  # memcpy has no hlo_op: not an op
     assert set(ops["hlo_module"]) == {"jit_f"}
@@ -110,32 +128,10 @@ def test_gpu_kernels_of_one_launch_are_one_execution():
     rows = []
     for it, scope in enumerate((658, 660)):
         t0 = 2_000_000.0 * it
-        rows.append(
-            (
-                "/device:GPU:0",
-                "Stream #14(Compute,Memset)",
-                "Memset 3",
-                t0,
-                800.0,
-                "custom-call.1",
-                "jit_f",
-                None,
-                scope,
-            )
-        )
-        rows.append(
-            (
-                "/device:GPU:0",
-                "Stream #14(Compute,Memset)",
-                "nvjet_sm90_tst_256x128",
-                t0 + 244_000,
-                1_193_000.0,
-                "custom-call.1",
-                "jit_f",
-                None,
-                scope,
-            )
-        )
+        stream = "Stream #14(Compute,Memset)"
+        rows.append(_row("/device:GPU:0", stream, "Memset 3", t0, 800.0, "custom-call.1", "jit_f", scope=scope))
+        gemm = ("nvjet_sm90_tst_256x128", t0 + 244_000, 1_193_000.0)
+        rows.append(_row("/device:GPU:0", stream, *gemm, "custom-call.1", "jit_f", scope=scope))
     ops = device_ops(_events(rows))
     assert list(ops["iteration"]) == [0, 1] and list(ops["kernels"]) == [2, 2]
     steps = op_steps(ops)
@@ -278,19 +274,39 @@ def test_an_async_all_gather_is_one_execution_from_start_to_done_with_compute_be
     assert device_samples(ops, {"all-gather-done.2"}) == pytest.approx([300e-9] * 2)  # named by its done alone
 
 
-def test_async_start_and_done_wrapping_a_collective_pair_by_the_done_operand():
-    # names that do not say "start"/"done": the opcode in the text does
-    start = "%rs.1 = ((f32[8]{0}), f32[2]{0}) async-start(f32[8]{0} %p), calls=%wrapped_reduce_scatter"
-    done = "%rs.2 = f32[2]{0} async-done(((f32[8]{0}), f32[2]{0}) %rs.1)"
-    ev = _tpu_events(
-        [
-            (start, "rs.1", "reduce-scatter", 0, 10),
-            (_FUSION, "fusion.2", "loop fusion", 20, 100),
-            (done, "rs.2", "reduce-scatter", 130, 40),
-        ]
-    )
-    ops = device_ops(ev)
-    assert device_samples(ops, {"rs.1", "rs.2"}) == pytest.approx([170e-9] * 2)
+_RS_START = "%rs.1 = ((f32[8]{0}), f32[2]{0}) async-start(f32[8]{0} %p), calls=%wrapped_reduce_scatter"
+_RS_DONE = "%rs.2 = f32[2]{0} async-done(((f32[8]{0}), f32[2]{0}) %rs.1)"
+_CALL_START = "%call-start.2 = ((f32[8]{0}), f32[8]{0}, u32[]) call-start(f32[8]{0} %p), to_apply=%offloaded_all_reduce"
+_CALL_DONE = "%call-done.2 = f32[8]{0} call-done(((f32[8]{0}), f32[8]{0}, u32[]) %call-start.2)"
+
+
+@pytest.mark.parametrize(
+    "ops, names, span_s",
+    [
+        pytest.param(  # names that do not say "start"/"done": the opcode in the text does
+            [
+                (_RS_START, "rs.1", "reduce-scatter", 0, 10),
+                (_FUSION, "fusion.2", "loop fusion", 20, 100),
+                (_RS_DONE, "rs.2", "reduce-scatter", 130, 40),
+            ],
+            {"rs.1", "rs.2"},
+            170e-9,
+            id="async-start wrapping a collective, paired by the done's operand",
+        ),
+        pytest.param(
+            [
+                (_CALL_START, "call-start.2", "all-reduce", 0, 5),
+                (_FUSION, "fusion.2", "loop fusion", 10, 300),
+                (_CALL_DONE, "call-done.2", "all-reduce", 400, 100),
+            ],
+            {"call-start.2", "call-done.2"},
+            500e-9,
+            id="a SparseCore offload's call-start to call-done",
+        ),
+    ],
+)
+def test_an_async_pair_is_one_execution_from_its_start_to_its_done(ops, names, span_s):
+    assert device_samples(device_ops(_tpu_events(ops)), names) == pytest.approx([span_s] * 2)
 
 
 def test_an_all_gather_fusion_is_timed_by_the_fusion_name():
@@ -298,20 +314,6 @@ def test_an_all_gather_fusion_is_timed_by_the_fusion_name():
     ev = _tpu_events([(text, "fusion.7", "all-gather fusion", 0, 640), (_FUSION, "fusion.2", "loop fusion", 700, 5)])
     ops = device_ops(ev)
     assert device_samples(ops, {"fusion.7"}) == pytest.approx([640e-9] * 2)
-
-
-def test_a_sparsecore_offload_call_start_to_call_done_is_one_execution():
-    start = "%call-start.2 = ((f32[8]{0}), f32[8]{0}, u32[]) call-start(f32[8]{0} %p), to_apply=%offloaded_all_reduce"
-    done = "%call-done.2 = f32[8]{0} call-done(((f32[8]{0}), f32[8]{0}, u32[]) %call-start.2)"
-    ev = _tpu_events(
-        [
-            (start, "call-start.2", "all-reduce", 0, 5),
-            (_FUSION, "fusion.2", "loop fusion", 10, 300),
-            (done, "call-done.2", "all-reduce", 400, 100),
-        ]
-    )
-    ops = device_ops(ev)
-    assert device_samples(ops, {"call-start.2", "call-done.2"}) == pytest.approx([500e-9] * 2)
 
 
 def test_two_collectives_in_flight_each_get_their_own_span():

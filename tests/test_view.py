@@ -17,7 +17,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.parse
@@ -25,6 +24,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from shardlab_cli import analysis, start
 
 from runner import run
 
@@ -106,14 +106,7 @@ def _serve(cwd: Path, tmpdir: Path):
     """Run ``python -m analysis view outputs/sweeps/s1`` in ``cwd`` with TMPDIR=``tmpdir``;
     yield its url, port, process and the line it prints after the url ("" if none)."""
     tmpdir.mkdir(exist_ok=True)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "analysis", "view", SWEEP],
-        cwd=cwd,
-        env={**os.environ, "TMPDIR": str(tmpdir)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    proc = start("analysis", "view", SWEEP, cwd=cwd, env={"TMPDIR": str(tmpdir)}, stderr=subprocess.DEVNULL)
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
 
@@ -269,16 +262,9 @@ def test_a_read_only_folder_is_served_without_writing_to_it(traced_run, tmp_path
     assert _snapshot(traced_run.base) == traced_run.snapshot, "the served folder must stay untouched"
 
 
-def test_view_of_a_folder_without_traces_fails_clearly(tmp_path, repo_root):
-    proc = subprocess.run(
-        [sys.executable, "-m", "analysis", "view", str(tmp_path)],
-        check=False,
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 2 and "holds no traces" in proc.stderr and not proc.stdout
+def test_view_of_a_folder_without_traces_fails_clearly(tmp_path):
+    proc = analysis("view", tmp_path, timeout=60, expect=2)
+    assert "holds no traces" in proc.stderr and not proc.stdout
 
 
 @pytest.mark.parametrize("port", ["-1", "99999", "busy"])
@@ -287,13 +273,7 @@ def test_a_bad_or_busy_port_is_one_line_and_exit_2(traced_run, port):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         value = str(taken.getsockname()[1]) if port == "busy" else port
-        proc = subprocess.run(
-            [sys.executable, "-m", "analysis", "view", SWEEP, "--port", value],
-            cwd=traced_run.base,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        proc = analysis("view", SWEEP, "--port", value, cwd=traced_run.base, timeout=120)
     want = {
         "-1": "error: --port=-1: must be from 1 to 65535, or 0 for a free one",
         "99999": "error: --port=99999: must be from 1 to 65535, or 0 for a free one",

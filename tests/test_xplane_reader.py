@@ -16,6 +16,9 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from xspace_bytes import bytes_field as _lf
+from xspace_bytes import varint as _varint
+from xspace_bytes import varint_field as _vf
 
 from analysis.trace import (
     EVENT_COLUMNS,
@@ -130,26 +133,6 @@ def test_truncated_garbage_and_missing_files_raise_trace_error(cpu_traces, tmp_p
 
 
 # --- XSpaces written byte by byte -------------------------------------------------------
-
-
-def _varint(n: int) -> bytes:
-    n &= (1 << 64) - 1  # negative int64s: ten bytes, two's complement
-    out = bytearray()
-    while True:
-        b, n = n & 0x7F, n >> 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _vf(number: int, value: int) -> bytes:
-    return _varint(number << 3) + _varint(value)
-
-
-def _lf(number: int, payload: bytes | str) -> bytes:
-    if isinstance(payload, str):
-        payload = payload.encode()
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
 def _stat(mid: int | None, kind: str | None = None, value=None) -> bytes:

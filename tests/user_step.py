@@ -1,5 +1,5 @@
-"""A user's own training step, as the README's example writes it (tests/test_steps.py checks
-that the two stay the same)."""
+"""A user's own training step, as the README's example writes it (tests/test_training_steps.py
+checks that the two stay the same)."""
 
 import jax
 import jax.numpy as jnp

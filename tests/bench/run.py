@@ -25,6 +25,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))  # shardlab_cli: how the tests start shardlab
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -32,17 +33,11 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 def sweep_breakdown(work: Path, cache: Path, label: str) -> dict:
     """Run the default sweep as a user does, note when the first point's line appears, and
     split its wall time into its parts (every round of every point)."""
+    from shardlab_cli import start
+
     out = work / f"sweep_{label}"
-    env = dict(os.environ, SHARDLAB_CACHE_DIR=str(cache))
     t0 = time.time()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "runner", "+sweep=allgather_sizes", f"hydra.sweep.dir={out}"],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start("runner", "+sweep=allgather_sizes", f"hydra.sweep.dir={out}", env={"SHARDLAB_CACHE_DIR": str(cache)})
     first_result = None
     for line in proc.stdout:  # the console's one line per point: "[1/17] op.size_bytes=1KiB  ok ..."
         if first_result is None and re.match(r"\[\s*1/", line):  # "[ 1/17]": padded to the total

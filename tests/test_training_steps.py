@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from shardlab_cli import analysis, runner
 
 from runner import run
 
@@ -51,10 +50,7 @@ def test_analysis_profile_finds_every_collective_the_hlo_lists_within_the_step(c
     job = tmp_path / "block"
     r = run(compose_cfg(["op=transformer_block", "op.sharding=fsdp_tp", "mesh=xy_4x2", SMALL, *FAST]), job)
     assert r["status"] == "ok", r.get("error")
-    proc = subprocess.run(
-        [sys.executable, "-m", "analysis", "profile", str(job), "--json"], capture_output=True, text=True, timeout=120
-    )
-    assert proc.returncode == 0, proc.stderr
+    proc = analysis("profile", job, "--json", timeout=120, expect=0)
     table = pd.DataFrame(json.loads(proc.stdout)["collectives"])
     assert sorted(table["kind"]) == _kinds(job)
     assert (table["executions"] > 0).all()  # every collective of the HLO ran in the trace
@@ -82,7 +78,7 @@ def test_a_sweep_of_blocks_gets_the_step_section(compose_cfg, tmp_path):
     assert (root / "report" / "step_comms_share.png").is_file()
 
 
-def test_a_users_function_runs_as_a_point_and_profiles(tmp_path, repo_root):
+def test_a_users_function_runs_as_a_point_and_profiles(tmp_path):
     readme = (REPO / "README.md").read_text()
     example = re.search(r"```python\n(# my_step\.py\n.*?)```", readme, re.S)
     assert example, "the README shows a user's step under '# my_step.py'"
@@ -90,33 +86,21 @@ def test_a_users_function_runs_as_a_point_and_profiles(tmp_path, repo_root):
     assert code.split("\n", 1)[1].strip() in (REPO / "tests" / "user_step.py").read_text()
     (tmp_path / "my_step.py").write_text(code)
     job = tmp_path / "run"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "runner",
-            "op=program",
-            f"op.target={tmp_path / 'my_step.py'}:train_step",
-            "op.inputs=['x[B_X, D]', 'w1[D, F_Y]', 'w2[F_Y, D]']",
-            "op.dims={B: 32, D: 64, F: 128}",
-            "mesh=xy_4x2",
-            *FAST,
-            f"hydra.run.dir={job}",
-        ],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    runner(
+        "op=program",
+        f"op.target={tmp_path / 'my_step.py'}:train_step",
+        "op.inputs=['x[B_X, D]', 'w1[D, F_Y]', 'w2[F_Y, D]']",
+        "op.dims={B: 32, D: 64, F: 128}",
+        "mesh=xy_4x2",
+        *FAST,
+        f"hydra.run.dir={job}",
+        expect=0,
     )
-    assert proc.returncode == 0, proc.stderr[-2000:]
     r = json.loads((job / "result.json").read_text())
     assert r["check"] == {"passed": True, "kind": "finite", "outputs": 3, "max_rel_error": None, "tolerance": None}
     assert r["experiment"]["target"].endswith("my_step.py:train_step")
     assert "all-reduce" in _kinds(job)  # XLA's collectives for the sharded step
-    prof = subprocess.run(
-        [sys.executable, "-m", "analysis", "profile", str(job), "--json"], capture_output=True, text=True, timeout=120
-    )
-    assert prof.returncode == 0, prof.stderr
+    prof = analysis("profile", job, "--json", timeout=120, expect=0)
     assert sorted(pd.DataFrame(json.loads(prof.stdout)["collectives"])["kind"]) == _kinds(job)
 
 

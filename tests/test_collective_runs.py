@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
+from shardlab_cli import runner
 
 from analysis import trace as trace_reader
 from analysis.hlo import parse_collectives
@@ -76,36 +75,18 @@ def test_mesh_that_does_not_match_the_devices_fails_before_compile(compose_cfg, 
     assert "compile" not in result and not (tmp_path / "hlo").exists()
 
 
-def test_an_accelerator_config_on_cpu_stops_before_any_point(compose_cfg, tmp_path, repo_root):
+def test_an_accelerator_config_on_cpu_stops_before_any_point(compose_cfg, tmp_path):
     from runner.errors import PlatformError
 
     with pytest.raises(PlatformError, match=r"hardware=tpu_v5e asks for TPU devices but JAX came up on cpu"):
         run(compose_cfg(["hardware=tpu_v5e", *QUICK]), tmp_path / "one")
     assert not (tmp_path / "one" / "result.json").exists()
     # as a sweep: one line on stderr, exit 2, and no point measured
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "runner",
-            "+sweep=allgather_sizes",
-            "hardware=tpu_v5e",
-            "op.size_bytes=1KiB,2KiB",
-            f"hydra.sweep.dir={tmp_path}/sweep",
-        ],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 2
+    sweep = f"hydra.sweep.dir={tmp_path}/sweep"
+    proc = runner("+sweep=allgather_sizes", "hardware=tpu_v5e", "op.size_bytes=1KiB,2KiB", sweep, timeout=120, expect=2)
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and 'pip install -e ".[tpu]"' in errors[0], proc.stderr[-2000:]
     assert not list((tmp_path / "sweep").glob("*/result.json"))
-
-
-def _cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.parametrize(
@@ -116,9 +97,9 @@ def _cli(*args, cwd):
         ("dtype=float64", ["'float64'", "full_key: dtype", "bfloat16"]),  # Hydra: at composition
     ],
 )
-def test_cli_bad_input_exits_nonzero_naming_key_and_choices(tmp_path, repo_root, override, needles):
-    proc = _cli(override, f"hydra.run.dir={tmp_path}/run", cwd=repo_root)
-    assert proc.returncode == 2  # a bad config, whether shardlab or Hydra (at composition) finds it
+def test_cli_bad_input_exits_nonzero_naming_key_and_choices(tmp_path, override, needles):
+    # exit 2: a bad config, whether shardlab or Hydra (at composition) finds it
+    proc = runner(override, f"hydra.run.dir={tmp_path}/run", timeout=120, expect=2)
     out = proc.stdout + proc.stderr
     for needle in needles:
         assert needle in out, out
