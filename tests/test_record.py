@@ -257,3 +257,55 @@ def test_what_the_worker_summarises_is_what_the_readers_read():
         (DEVICE, 5, 1e-4),
     ]
     assert (t.source, t.summary.median_s, t.estimator(LOOP).K, t.missing_reason) == (DEVICE, 1e-4, 32, None)
+
+
+def test_a_point_the_runner_measures_fills_every_section_the_readers_read(tmp_path, compose_cfg):
+    """A writer that renames a key (``estimators``, ``compile_s``, ``busbw_Bps``, ...) leaves
+    the readers with None; one real AllGather point shows every field they read is written."""
+    from runner import run
+
+    run(compose_cfg(["op.size_bytes=4KiB", "timing.rounds=1", "timing.budget_s=0.2", "timing.min_iters=5"]), tmp_path)
+    r = Result.from_json(read_result(tmp_path))
+    exp, t = r.experiment, r.timing
+    read = {
+        "status": r.status,
+        "format_version": r.format_version,
+        "config.op.name": r.config.op.name,
+        "config.timing.target_rel_ci": r.config.timing.target_rel_ci,
+        "environment": (r.environment.backend, r.environment.device_count, r.environment.process_index),
+        "experiment": (exp.op, exp.axes, exp.dtype, exp.group_size, exp.V_bytes, exp.mesh.name, exp.mesh.axes),
+        "experiment.placement.process_count": exp.placement.process_count,
+        "timing.source": t.source,
+        "timing.summary": (t.summary.n > 0, t.summary.median_s > 0, t.summary.rel_ci_halfwidth is not None),
+        "timing.estimators": {e: t.estimator(e).median_s > 0 for e in ESTIMATORS},
+        "timing.estimators.loop.K": t.estimator(LOOP).K > 0,
+        "timing.rounds": [(x.round, len(x.samples(STEP)) > 0, len(x.samples(LOOP)) > 0) for x in t.rounds],
+        "timing.device": len(t.device.samples_s) > 0,
+        "check.passed": r.check.passed,
+        "compile.compile_s": r.compile.compile_s > 0,
+        "ceiling": (r.ceiling.kind, r.ceiling.busbw_Bps > 0, r.ceiling.ci_low_Bps > 0),
+        "trace.profiler_slowdown": r.trace.profiler_slowdown > 0,
+        "process.device_ids": r.process.device_ids,
+        "files": sorted(r.files),
+    }
+    assert read == {
+        "status": "ok",
+        "format_version": 1,
+        "config.op.name": "all_gather",
+        "config.timing.target_rel_ci": 0.05,
+        "environment": ("cpu", 8, 0),
+        "experiment": ("all_gather", ["X"], "float32", 8, 4096, "auto", {"X": 8}),
+        "experiment.placement.process_count": 1,
+        "timing.source": STEP,
+        "timing.summary": (True, True, True),
+        "timing.estimators": {STEP: True, LOOP: True, DEVICE: True},
+        "timing.estimators.loop.K": True,
+        "timing.rounds": [(1, True, True)],
+        "timing.device": True,
+        "check.passed": True,
+        "compile.compile_s": True,
+        "ceiling": ("device_copy", True, True),
+        "trace.profiler_slowdown": True,
+        "process.device_ids": list(range(8)),
+        "files": ["hlo_compiled", "hlo_lowered", "xplane"],
+    }
