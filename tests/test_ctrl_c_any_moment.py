@@ -1,0 +1,74 @@
+"""Ctrl-C at any moment of a sweep's start - while Python loads Hydra, while Hydra composes the
+config, while the sweep is set up, while the worker starts JAX, during the first point - prints
+two lines (what happened; how to go on) and nothing else, exits 130 and leaves nothing running.
+(It printed a 30-line KeyboardInterrupt traceback from Hydra's composition, or from the worker's
+imports, and "(no report: 'group_size')" when no point had finished.)
+
+A terminal's Ctrl-C goes to the whole foreground process group, and an impatient user presses it
+twice: the test does the same, at moments spread over the start-up. Whatever moment each lands
+on, the same promise must hold, so the test does not depend on this machine's speed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from shardlab_cli import REPO_ROOT, command, gone_within
+
+SWEEP = ["+sweep=allgather_sizes", "timing.rounds=2", "timing.budget_s=0.2", "timing.min_iters=5", "trace.iters=2"]
+
+
+def _group(pgid: int) -> set[int]:
+    """Every live process of process group ``pgid`` (the sweep, its worker, what they started)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.add(int(stat.parent.name))
+    return found
+
+
+def _default_sigint():
+    # as a shell starting a foreground job: Ctrl-C at its default, whatever pytest inherited
+    # (a background job of a non-interactive shell starts with SIGINT ignored)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.mark.parametrize("after_s", [0.3, 1.5, 3.0, 6.0])
+def test_ctrl_c_twice_at_any_moment_of_the_start_says_two_lines(tmp_path, after_s):
+    out = tmp_path / "sweep"
+    proc = subprocess.Popen(
+        command("runner", *SWEEP, f"hydra.sweep.dir={out}"),
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=_default_sigint,
+    )
+    try:
+        time.sleep(after_s)
+        for _ in range(2):
+            os.killpg(proc.pid, signal.SIGINT)
+            time.sleep(0.2)
+        _, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    said = [line for line in err.splitlines() if line.strip()]
+    assert len(said) == 2, err
+    assert said[0].startswith("interrupted "), err
+    assert said[1] == "run the same command again to start" or said[1].startswith("resume: python -m runner "), err
+    assert "(no report:" not in err
+    assert not gone_within(_group(proc.pid), 30.0), "a process was left running"

@@ -1,0 +1,54 @@
+"""An output folder Hydra cannot write into is one line naming the key, before anything runs:
+a symlink loop or a link to nothing on the way, a file where the folder should be, a folder
+that cannot be created (each was a Hydra traceback: ``FileExistsError``, ``OSError: Too many
+levels of symbolic links``, ``FileNotFoundError``)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from shardlab_cli import runner
+
+from runner.sweep.folder import unwritable
+
+
+@pytest.fixture
+def odd_paths(tmp_path):
+    (tmp_path / "loop1").symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere" / "x")
+    (tmp_path / "a_file").write_text("not a folder")
+    return tmp_path
+
+
+def test_unwritable_says_why_for_each_kind_of_bad_folder(odd_paths):
+    t = odd_paths
+    assert unwritable(t / "loop1" / "run", "hydra.run.dir") == (
+        f"hydra.run.dir={t / 'loop1' / 'run'}: {t / 'loop1'} is a symlink loop; choose another hydra.run.dir"
+    )
+    assert unwritable(t / "dangling" / "s", "hydra.sweep.dir") == (
+        f"hydra.sweep.dir={t / 'dangling' / 's'}: {t / 'dangling'} is a symlink to nothing "
+        f"({t / 'nowhere' / 'x'}); choose another hydra.sweep.dir"
+    )
+    assert unwritable(t / "a_file", "hydra.run.dir") == (
+        f"hydra.run.dir={t / 'a_file'}: is a file, not a folder; choose another hydra.run.dir"
+    )
+    # below a file: the folder cannot be created
+    assert unwritable(t / "a_file" / "run", "hydra.run.dir") == (
+        f"hydra.run.dir={t / 'a_file' / 'run'}: cannot write there: Not a directory; choose another hydra.run.dir"
+    )
+    # a good folder is created (Hydra would) and nothing is left in it
+    assert unwritable(t / "new" / "run", "hydra.run.dir") is None
+    assert os.listdir(t / "new" / "run") == []
+
+
+@pytest.mark.parametrize("mode", ["run", "sweep"])
+def test_a_run_or_sweep_into_a_symlink_loop_is_one_line_and_exit_2(odd_paths, mode):
+    where = odd_paths / "loop1" / "out"
+    args = ["op.size_bytes=4KiB", "timing.rounds=1", f"hydra.{mode}.dir={where}"]
+    proc = runner(*(["+sweep=allgather_sizes"] if mode == "sweep" else []), *args, expect=2)
+    said = [line for line in proc.stderr.splitlines() if line.strip()]
+    loop = odd_paths / "loop1"
+    assert said == [f"error: hydra.{mode}.dir={where}: {loop} is a symlink loop; choose another hydra.{mode}.dir"]
+    assert proc.stdout == ""
