@@ -20,10 +20,6 @@ def interrupted(x):
     raise KeyboardInterrupt("raised by the user's step")
 
 
-def exits(x):
-    raise SystemExit(3)
-
-
 def boom(x):
     raise Boom("a BaseException of its own")
 """
@@ -34,7 +30,6 @@ QUICK = ["timing.min_iters=5", "timing.budget_s=0.3", "trace.iters=3", "timing.r
     "fn, error_type, error",
     [
         ("interrupted", "KeyboardInterrupt", "raised by the user's step"),
-        ("exits", "SystemExit", "3"),
         ("boom", "Boom", "a BaseException of its own"),
     ],
 )
