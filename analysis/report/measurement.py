@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pandas as pd
 
+from analysis.record import DEVICE, LOOP, STEP
 from analysis.report.document import fmt
 
 ESTIMATOR_WORDS = {
-    "step": "the wall time of one blocked step (what a caller sees, the host's dispatch and sync included)",
-    "loop": "per repetition, the slope between two loop calls of K1 and K2 repetitions (a call's fixed costs cancel)",
-    "device": "the devices' own op times from the profiler trace",
+    STEP: "the wall time of one blocked step (what a caller sees, the host's dispatch and sync included)",
+    LOOP: "per repetition, the slope between two loop calls of K1 and K2 repetitions (a call's fixed costs cancel)",
+    DEVICE: "the devices' own op times from the profiler trace",
 }
 
 
@@ -34,7 +35,7 @@ def measurement_text(pts: pd.DataFrame) -> str:
     if not len(pts):
         return "No point succeeded."
     src = pts["source"].dropna().mode()
-    src = src.iloc[0] if len(src) else "step"
+    src = src.iloc[0] if len(src) else STEP
     rounds = pts["time_rounds"].dropna()
     parts = [f"Times are the **{src}** estimator: {ESTIMATOR_WORDS.get(src, src)}."]
     if len(rounds):
@@ -59,7 +60,7 @@ def measurement_text(pts: pd.DataFrame) -> str:
         parts.append(
             f"The *device* estimator comes from the traced steps; tracing slowed a step {slow.median():.2g}x "
             f"(range {slow.min():.2g}x to {slow.max():.2g}x: traced step / untraced step, measured per point)"
-            + (", which is why on CPU the step, not the trace, is timed." if src == "step" else ".")
+            + (", which is why on CPU the step, not the trace, is timed." if src == STEP else ".")
         )
         parts.append(slowdown_text(pts))
     share = pts["dispatch_share"].dropna()

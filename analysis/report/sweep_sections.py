@@ -12,6 +12,7 @@ import pandas as pd
 from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration, fmt_pct
 from analysis.fit import BANDWIDTH_REGIME, CLEARLY_BANDWIDTH, LARGEST, MIN_POINTS, REGIME_JUMP
 from analysis.headline import within
+from analysis.record import STEP
 from analysis.report.document import Link, Report
 from analysis.report.nccl_table import avg_busbw_line, nccl_frame
 from analysis.rundir import LOG_NAME, RESULT_NAME, SUMMARY_NAME, sweep_command
@@ -197,7 +198,7 @@ def model_section(rep: Report, sweep: Sweep) -> None:
 
 def _source(pts: pd.DataFrame) -> str:
     src = pts["source"].dropna().mode() if "source" in pts else pd.Series(dtype=object)
-    return src.iloc[0] if len(src) else "step"
+    return src.iloc[0] if len(src) else STEP
 
 
 def problems_section(rep: Report, sweep: Sweep, failed: pd.DataFrame) -> None:

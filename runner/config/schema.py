@@ -20,6 +20,7 @@ from analysis.book.collectives import OPS as COLLECTIVES
 from analysis.book.dtypes import RUN_DTYPES
 from analysis.book.folders import project_folder
 from analysis.book.units import SizeError, format_size, parse_size
+from analysis.record import ESTIMATORS
 from runner.config.matmul_plan import STRATEGIES
 from runner.config.step_ops import SHARDINGS
 
@@ -44,7 +45,7 @@ OpName = _choices("OpName", (*COLLECTIVES, "matmul", "transformer_block", "progr
 Sharding = _choices("Sharding", SHARDINGS)
 DType = _choices("DType", RUN_DTYPES)
 Strategy = _choices("Strategy", STRATEGIES)
-Source = _choices("Source", ("auto", "step", "loop", "device"))  # timing estimators
+Source = _choices("Source", ("auto", *ESTIMATORS))  # timing estimators
 Mode = _choices("Mode", ("none", "local", "auto"))  # distributed modes, see conf/distributed/
 Kind = _choices("Kind", ("auto", "cpu", "tpu", "gpu"))  # hardware kinds
 

@@ -33,6 +33,7 @@ from hydra.core.utils import JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from analysis.record import STEP
 from runner.sweep.command import this_command
 
 log = logging.getLogger("shardlab")
@@ -192,7 +193,7 @@ class ProgressCallback(Callback):
             timing = float((result.get("phases_s") or {}).get("timing", wall))
             t = result.get("timing") or {}
             # the blocked step's time, whichever estimator is the headline (device may have none)
-            step = float(((t.get("estimators") or {}).get("step") or t.get("summary") or {}).get("median_s") or 0.0)
+            step = float(((t.get("estimators") or {}).get(STEP) or t.get("summary") or {}).get("median_s") or 0.0)
             self.done.append((V, wall, timing, step))
         line = point_line(k + 1, self.total, what, result)
         left = self.time_left(k)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from analysis.record import LOOP
 from analysis.rundir import RESULT_NAME, write_json_atomic
 from runner.config.jaxenv import process_env
 from runner.config.spec import build_spec
@@ -107,7 +108,7 @@ def add_round(job_dir: Path, round_no: int, spec: dict | None = None) -> bool:
             log.warning("round %d of %s skipped: %s", round_no, job_dir, exc)
             return False
     # round 1's trip counts: every round times the same loop programs (the persistent cache has them)
-    loop = (t["rounds"][0].get("loop") or {}) if t.get("rounds") else {}
+    loop = (t["rounds"][0].get(LOOP) or {}) if t.get("rounds") else {}
     K = loop.get("Ks") or loop.get("K")
     worker = get_worker(process_env(spec["hardware"], spec["distributed"], spec["trace"]["gpu_command_buffers"]))
     try:
