@@ -18,6 +18,7 @@ import pandas as pd
 from analysis.book.hardware import Hardware, load_hardware, resolve
 from analysis.fit import GROUP_KEYS, fit_points
 from analysis.predictions import curves, hardware_for, model_constants, predict_points, self_fit, unit_terms
+from analysis.record import DEVICE, ESTIMATORS, Result
 from analysis.resample import rounds_by_job
 from analysis.rundir import expected_points, job_dirs, read_results
 from analysis.summary import summary_table
@@ -64,13 +65,11 @@ def samples_table(results: list[dict]) -> pd.DataFrame:
     """Every timing sample of every job, long format: ``job, round, estimator, sample, time_s``."""
     rows = []
     for r in results:
-        t = r.get("timing") or {}
-        for rnd in t.get("rounds") or []:
-            for est in ("step", "loop", "device"):  # (a later round has device samples where device is the source)
-                for i, v in enumerate((rnd.get(est) or {}).get("samples_s") or []):
-                    rows.append((r["job"], rnd.get("round"), est, i, v))
-        for i, v in enumerate((t.get("device") or {}).get("samples_s") or []):
-            rows.append((r["job"], 1, "device", i, v))
+        t = Result.from_json(r).timing
+        for rnd in t.rounds:
+            for est in ESTIMATORS:  # (a later round has device samples where device is the source)
+                rows += [(r["job"], rnd.round, est, i, v) for i, v in enumerate(rnd.samples(est))]
+        rows += [(r["job"], 1, DEVICE, i, v) for i, v in enumerate(t.device.samples_s or [])]
     return pd.DataFrame(rows, columns=["job", "round", "estimator", "sample", "time_s"])
 
 

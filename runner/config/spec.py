@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from analysis.book.collectives import BY_OP
 from analysis.book.collectives import OPS as COLLECTIVES
 from analysis.book.dtypes import RUN_DTYPES, itemsize
+from analysis.record import ESTIMATORS
 from runner.config import step_ops
 from runner.config.matmul_plan import check_dims, parse_matmul, plan, used_axes
 from runner.config.memory import check_fits
@@ -186,7 +187,7 @@ def _check_timing(timing: dict, trace: dict) -> None:
             if isinstance(value, float) and not math.isfinite(value):
                 raise ConfigError(f"{section}.{key}={value!r}: must be a finite number")
     rules = [
-        ("timing.source", timing["source"] in ("auto", "step", "loop", "device"), "auto, step, loop or device"),
+        ("timing.source", timing["source"] in ("auto", *ESTIMATORS), ", ".join(("auto", *ESTIMATORS))),
         ("timing.rounds", 1 <= timing["rounds"] <= 100, "from 1 to 100"),
         ("timing.loop_target_s", 0 < timing["loop_target_s"] <= 10, "between 0 and 10 seconds"),
         ("timing.loop_max_samples", 5 <= timing["loop_max_samples"] <= 10_000, "from 5 to 10000"),
