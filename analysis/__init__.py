@@ -9,7 +9,7 @@ It never imports :mod:`runner`, so it works on folders produced on another machi
   loaded once (:func:`load_sweep`);
 * analyzers, DataFrames in and out, never writing files: :mod:`.summary`, :mod:`.stats`,
   :mod:`.fit` (with :mod:`.resample`, its bootstrap), :mod:`.predictions`, :mod:`.calibrate`,
-  :mod:`.compare`, :mod:`.claims`, :mod:`.matmul_cases`, :mod:`.question4`, :mod:`.processes`;
+  :mod:`.compare`, :mod:`.claims`, :mod:`.matmul_cases`, :mod:`.strategy_crossover`, :mod:`.processes`;
 * :mod:`analysis.report` - the only code that renders and writes reports;
 * :mod:`analysis.cli` - one module per ``python -m analysis`` command.
 

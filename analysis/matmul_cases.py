@@ -22,7 +22,7 @@ from analysis.book.errors import BookError
 from analysis.book.hardware import Hardware, load_hardware
 from analysis.book.matmul_cost import predict_matmul
 from analysis.book.notation import parse
-from analysis.question4 import measured_crossover, q4_table, varying_dim
+from analysis.strategy_crossover import measured_crossover, q4_table, varying_dim
 from analysis.summary import dims_of, mesh_of
 
 

@@ -283,7 +283,7 @@ def collective_table(ops: pd.DataFrame, hlo: pd.DataFrame, steps: pd.DataFrame) 
             arrival_skew_s=skew,
             time_after_arrival_s=after,
             time_with_waiting_s=waiting,
-            time_last_arrival_s=after,  # the older name of time_after_arrival_s (analysis.steps reads it)
+            time_last_arrival_s=after,  # the older name of time_after_arrival_s (analysis.training_steps reads it)
         )
         .reset_index()
         .rename(columns={"hlo_op": "name"})
@@ -296,7 +296,7 @@ def collective_table(ops: pd.DataFrame, hlo: pd.DataFrame, steps: pd.DataFrame) 
     # measured/model from the time after arrival: the model prices the transfer once every
     # device is in, not a device's wait for a late peer (arrival skew is the program's, not the link's)
     out["measured_over_model"] = out["time_after_arrival_s"] / out["model_time_s"]
-    out["last_arrival_over_model"] = out["measured_over_model"]  # its older name (analysis.steps reads it)
+    out["last_arrival_over_model"] = out["measured_over_model"]  # its older name (analysis.training_steps reads it)
     return out.sort_values("time_per_step_s", ascending=False, na_position="last", kind="stable").reset_index(drop=True)
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from analysis.book.hardware import load_hardware
 from analysis.matmul_cases import explain
-from analysis.question4 import measured_crossover, model_crossover, q4_table
+from analysis.strategy_crossover import measured_crossover, model_crossover, q4_table
 
 
 def test_explain_marks_and_says_why():

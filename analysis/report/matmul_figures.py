@@ -57,7 +57,7 @@ def roofline(jobs: pd.DataFrame, C: float | None, bw_Bps: float | None, path: Pa
     return finish(fig, {"all": ax}, title, path)
 
 
-def question4(q4: pd.DataFrame, measured: float | None, model: float | None, path: Path, title: str) -> Path:
+def strategy_crossover(q4: pd.DataFrame, measured: float | None, model: float | None, path: Path, title: str) -> Path:
     """Time against the varying dim for Question 4's two strategies, with the measured
     crossover (dashed) and the model's (dotted)."""
     import matplotlib.pyplot as plt

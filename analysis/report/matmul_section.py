@@ -11,9 +11,9 @@ from analysis.book.errors import BookError
 from analysis.book.hardware import load_hardware
 from analysis.book.units import fmt_duration, fmt_pct
 from analysis.matmul_cases import Matmuls, ring_pairs
-from analysis.question4 import measured_crossover, model_crossover, q4_table
 from analysis.report import matmul_figures
 from analysis.report.document import Report
+from analysis.strategy_crossover import measured_crossover, model_crossover, q4_table
 from analysis.summary import dims_of, mesh_of
 
 
@@ -156,7 +156,7 @@ def add_matmul_section(rep: Report, mm: Matmuls, out: Path) -> None:
                 mc = None
             figs.append(
                 (
-                    matmul_figures.question4(
+                    matmul_figures.strategy_crossover(
                         g, measured_crossover(g), mc, out / f"question4_{len(figs)}.png", f"Question 4: {expr}"
                     ),
                     "Time against the varying dim for both strategies; dashed: the measured crossover, dotted: "

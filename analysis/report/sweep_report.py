@@ -25,7 +25,6 @@ from analysis.report.document import Report
 from analysis.report.matmul_section import add_matmul_section
 from analysis.report.measurement import measurement_text
 from analysis.report.processes_section import add_processes_section
-from analysis.report.step_section import add_step_section
 from analysis.report.sweep_sections import (
     fits_section,
     model_section,
@@ -35,6 +34,7 @@ from analysis.report.sweep_sections import (
     resume_command,
     what_ran,
 )
+from analysis.report.training_step_section import add_step_section
 from analysis.rundir import (
     FIT_NAME,
     HEADLINE_NAME,

@@ -2,7 +2,7 @@
 step's time, the book's T_math and predicted T_comms, and what its trace measured of the
 collectives (time, exposed time, the costliest one), from :mod:`analysis.profile_load`.
 
-Tables only; the report section is :mod:`analysis.report.step_section`.
+Tables only; the report section is :mod:`analysis.report.training_step_section`.
 """
 
 from __future__ import annotations
