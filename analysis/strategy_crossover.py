@@ -1,5 +1,6 @@
-"""Question 4 of the chapter in a sweep, the crossover between two matmul strategies: gather then multiply (strategy 1) or multiply then
-AllReduce (strategy 2), side by side as a dim grows, and where the winner changes: measured
+"""The crossover between two matmul strategies (the chapter's Question 4) in a sweep: gather
+then multiply (strategy 1) or multiply then AllReduce (strategy 2), side by side as a dim
+grows, and where the winner changes: measured
 (:func:`measured_crossover`) and in the book's model (:func:`model_crossover`). Tables only;
 the report section is :mod:`analysis.report.matmul_section`."""
 
