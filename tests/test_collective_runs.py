@@ -94,7 +94,7 @@ def test_an_accelerator_config_on_cpu_stops_before_any_point(compose_cfg, tmp_pa
     [
         ("op.size_bytes=7", ["op.size_bytes=7", "float32"]),
         ("mesh=nosuch", ["mesh", "nosuch", "xy_4x2"]),
-        ("dtype=float64", ["'float64'", "full_key: dtype", "bfloat16"]),  # Hydra: at composition
+        ("dtype=float64", ["'float64'", "override dtype=float64", "bfloat16"]),  # Hydra: at composition
     ],
 )
 def test_cli_bad_input_exits_nonzero_naming_key_and_choices(tmp_path, override, needles):
