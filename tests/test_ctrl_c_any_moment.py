@@ -42,7 +42,7 @@ def _default_sigint():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-@pytest.mark.parametrize("after_s", [0.3, 2.0, 5.0])
+@pytest.mark.parametrize("after_s", [0.5, 4.0])
 def test_ctrl_c_twice_at_any_moment_of_the_start_says_two_lines(tmp_path, after_s):
     out = tmp_path / "sweep"
     proc = subprocess.Popen(
