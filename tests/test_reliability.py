@@ -264,12 +264,14 @@ def test_a_multi_line_error_stays_in_its_table_row(tmp_path, compose_cfg):
     assert cells(lines[rows[0]]) == cells(lines[rows[0] - 1])  # as many cells as the row above
 
 
-def test_every_mesh_override_the_readme_shows_composes(compose_cfg, repo_root):
+def test_every_mesh_override_the_docs_show_composes(compose_cfg, repo_root):
     import re
 
     from runner.config.spec import build_spec
 
-    shown = re.findall(r"mesh\.(?:axes|shape)=(?:'[^']*'|\{[^}]*\}|[\w-]+)", (repo_root / "README.md").read_text())
+    docs = [repo_root / "README.md", *sorted((repo_root / "docs").glob("*.md"))]
+    text = "\n".join(page.read_text() for page in docs)
+    shown = re.findall(r"mesh\.(?:axes|shape)=(?:'[^']*'|\{[^}]*\}|[\w-]+)", text)
     assert len(shown) >= 3
     for override in shown:
         build_spec(compose_cfg([override.replace("'", "")]))  # composes and validates
