@@ -1,9 +1,10 @@
 """``expected_time_s`` (analysis.book.expected_cost) held against published nccl-tests tables
-(tests/data/published, SOURCES.md). The factors of the Hopper entries were fitted to one
-source only (the fit set, FIT below); every other source is held out (the test set) and was
-never used to set a factor. The test prints, per source and regime, the median
-expected/measured and the shares within 25% and 2x, for the roofline and for the expected
-model, and pins the figures the closing note of issue 28 gives."""
+(tests/data/published, SOURCES.md). The factors were fitted to two sources only (the fit set,
+"fit" in FILES / ROWS_CSV): the Dell 2x8 H200 RoCE table for the Hopper entries (and, by
+analogy, the A100 and Blackwell ones), Google's 2x8 A3 High TCPX example for gcp_a3_high's
+across level. Every other source is held out (the test set) and was never used to set a
+factor. The test prints, per source and regime, the median expected/measured and the shares
+within 25% and 2x, for the roofline and for the expected model, and pins the figures."""
 
 from __future__ import annotations
 
@@ -26,7 +27,14 @@ FILES = {
     "h200_2node_oci_all_reduce_perf.txt": ("h200", "test"),
     "a100_40gb_2node_oci_all_reduce_perf.txt": ("a100_40gb", "test"),
 }
-ROWS_CSV = {"gb200_nvl72_rack_all_reduce_rows.csv": ("gb200", "test", "all_reduce", 72)}
+# file -> (hardware entry, set, collective, ranks): tables printed without rank lines
+ROWS_CSV = {
+    "gcp_a3_high_2node_tcpx_all_reduce_rows.csv": ("gcp_a3_high", "fit", "all_reduce", 16),
+    "gb200_nvl72_rack_all_reduce_rows.csv": ("gb200", "test", "all_reduce", 72),
+    # p6-b200's EFA gives 400 Gb/s per GPU, the b200 entry's scale-out figure; its factors are
+    # the Hopper fit's by analogy, never set from this file
+    "b200_2node_aws_p6_efa_all_reduce_rows.csv": ("b200", "test", "all_reduce", 16),
+}
 
 
 def published_rows() -> list[dict]:
@@ -124,17 +132,21 @@ def test_validation_against_published_tables(capsys):
     with capsys.disabled():
         print("\n" + "\n".join(lines))
     fit, test = (summary([r for r in rows if r["set"] == w], "expected") for w in ("fit", "test"))
-    # the fit set, by construction: every large row within 25%, every smaller row within 2x
-    assert fit["large"][:2] == (7, 7) and fit["small"][:2] == (18, 18)
-    # the held-out set against issue 28's goal (>= 80% of large rows within 25%, >= 75% of smaller rows
-    # within 2x; "within" symmetric: max(r, 1/r)): 13 of 17 large rows (76%; the roofline 11) - short
-    # of it by the A3 Mega and GB200 rows at 256 MiB - 1 GiB and the 10 GiB A100 row (0.70); of 25
-    # smaller rows (all GCP A3 Mega, whose TCPXO network floors at 123 us against the fitted 43.5 us)
-    # 1 is within 2x. The goal is not reached on the held-out set.
+    # FIT set (Dell 2x8 H200 RoCE; Google's 2x8 A3 High TCPX example), by construction: every
+    # large row within 25%, every smaller row within 2x
+    assert fit["large"][:2] == (13, 13) and fit["small"][:2] == (26, 26)
+    # TEST set (held out: no factor was set or changed by looking at these files) against issue 28's
+    # goal (>= 80% of large rows within 25%, >= 75% of smaller rows within 2x; "within" symmetric:
+    # max(r, 1/r)). Large: 13 of 17 (76%; the roofline 11) - short by the A3 Mega and GB200 rows at
+    # 256 MiB - 1 GiB and the 10 GiB A100 row (0.70). Smaller: 7 of 31 (23%): the 6 AWS p6-b200 EFA
+    # rows (8 - 256 B, 50.6 - 57.1 us against the analogy floor 43.5 us) are all within 2x; of the 25
+    # GCP A3 Mega rows 1 is: its TCPXO network floors at 123 us against the Hopper fit's 43.5 us, and
+    # no fit-set source or vendor document gives a TCPXO floor (TCPX's, 1645 us, is another
+    # transport). The goal is not reached on the held-out set.
     assert test["large"][:2] == (17, 13)
-    assert test["small"][:2] == (25, 1)
+    assert test["small"][:2] == (31, 7)
     roof = summary([r for r in rows if r["set"] == "test"], "roofline")
-    assert roof["large"][:2] == (17, 11) and roof["small"][:2] == (25, 0)
+    assert roof["large"][:2] == (17, 11) and roof["small"][:2] == (31, 0)
 
 
 def test_predict_gives_the_roofline_and_the_expected_time_side_by_side(capsys):
