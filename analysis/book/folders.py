@@ -5,7 +5,7 @@ In a source checkout they are the repository's top-level folders, which users ed
 install (``pip install .``, a wheel) carries copies inside the ``runner`` package:
 ``pyproject.toml`` maps ``runner/conf`` and ``runner/sweeps`` onto the two folders. Users who
 install shardlab add their own config folder to Hydra's search path instead of editing these
-(README, "Your own configs").
+(docs/configs.md, "Your own configs").
 """
 
 from __future__ import annotations

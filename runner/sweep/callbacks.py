@@ -25,7 +25,7 @@ from runner.sweep.pool import discard_worker
 from runner.sweep.progress import _rel, clock
 
 log = logging.getLogger("shardlab")
-NO_REPORT_EXIT = 4  # the sweep ran but its report could not be written (README, exit status)
+NO_REPORT_EXIT = 4  # the sweep ran but its report could not be written (docs/programs.md, exit status)
 
 
 class Interrupt:
