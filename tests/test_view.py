@@ -121,7 +121,12 @@ def _serve(cwd: Path, tmpdir: Path):
         assert "http://127.0.0.1:" in first, first
         url = first.split(" at ", 1)[1].split()[0]
         yield SimpleNamespace(
-            url=url, port=int(url.rsplit(":", 1)[1].strip("/")), proc=proc, note=line(5), tmpdir=tmpdir
+            url=url,
+            port=int(url.rsplit(":", 1)[1].strip("/")),
+            proc=proc,
+            note=line(5),
+            timeline=line(5),
+            tmpdir=tmpdir,
         )
     finally:
         proc.send_signal(signal.SIGINT)
@@ -168,6 +173,21 @@ def test_view_of_a_relative_path_lists_the_run_and_listens_only_on_loopback(serv
     assert listeners, "the server should be listening"
     # 0100007F = 127.0.0.1 in /proc/net/tcp's little-endian hex; no 0.0.0.0, no ::
     assert all(addr == "0100007F" for addr, _ in listeners), listeners
+
+
+def test_view_prints_the_first_points_trace_viewer_and_it_answers(served):
+    # XProf opens on its Overview Page (0.0 ms and "No step marker observed" on CPU): the
+    # command names the timeline's own address
+    prefix = "the first point's timeline (Trace Viewer): "
+    assert served.timeline.startswith(prefix), served.timeline
+    link = urllib.parse.urlsplit(served.timeline.removeprefix(prefix).strip())
+    assert (link.hostname, link.port, link.path) == ("127.0.0.1", served.port, "/")
+    params = dict(urllib.parse.parse_qsl(link.query))
+    assert params["run"] == JOB and params["tool"] == "trace_viewer@" and params["host"]
+    assert _request(served.port, f"/?{link.query}")[0] == 200
+    # the host it names is one XProf lists for that run
+    hosts = _json(served.port, f"{PREFIX}/hosts?{_q(run=JOB, tag='trace_viewer@')}")
+    assert params["host"] in {h["hostname"] if isinstance(h, dict) else h for h in hosts}, hosts
 
 
 def test_paths_outside_the_served_traces_are_refused(served, outside):
