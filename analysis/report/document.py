@@ -19,9 +19,11 @@ from pathlib import Path
 import pandas as pd
 
 # Fits a 1280-px page: the body stops at 1200 px, tables wrap long cells, figures scale down.
+# Cells break inside a word only where the word alone is wider than the page (break-word, not
+# anywhere: with anywhere the browser squeezed narrow columns to "faile d", "all_gat her").
 _CSS = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:1em 0;font-size:13px;max-width:100%}
-th,td{border:1px solid #ccc;padding:3px 7px;text-align:right;overflow-wrap:anywhere;vertical-align:top}
+th,td{border:1px solid #ccc;padding:3px 7px;text-align:right;overflow-wrap:break-word;vertical-align:top}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}img{max-width:100%}
 code{background:#f3f3f3;padding:1px 3px;overflow-wrap:anywhere}.note{color:#555}
 nav{background:#fafafa;border:1px solid #ddd;padding:.5em 1em}.incomplete{background:#fff3cd;padding:.5em 1em}"""
@@ -139,10 +141,20 @@ class Report:
 
 
 def _inline(text: str) -> str:
-    """Markdown's inline `code`, **bold** and [links](href), as HTML (the rest escaped)."""
+    """Markdown's inline `code`, **bold**, *emphasis* and [links](href), as HTML (the rest
+    escaped). An asterisk with a space on either side is a product (``T_min * hops``), not
+    emphasis; nothing inside `code` is touched."""
     t = html.escape(text)
-    t = re.sub(r"`([^`]+)`", r"<code>\1</code>", t)
+    codes: list[str] = []
+
+    def stash(m: re.Match) -> str:  # code spans keep their asterisks
+        codes.append(m.group(1))
+        return f"\x00{len(codes) - 1}\x00"
+
+    t = re.sub(r"`([^`]+)`", stash, t)
     t = re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", t)
+    t = re.sub(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])", r"<em>\1</em>", t)
+    t = re.sub(r"\x00(\d+)\x00", lambda m: f"<code>{codes[int(m.group(1))]}</code>", t)
     t = re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", r'<a href="\2">\1</a>', t)
     return t.replace("\n\n", "<br><br>")
 
