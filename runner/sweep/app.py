@@ -75,3 +75,5 @@ def start() -> None:
         raise
     finally:
         held.release()
+        if sys.stderr is held:
+            sys.stderr = held.real

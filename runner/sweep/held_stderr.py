@@ -48,6 +48,11 @@ class HeldStderr(io.TextIOBase):
     def isatty(self) -> bool:
         return self.real.isatty()
 
+    @property
+    def buffer(self):
+        """The real stream's bytes (what writes there is not held)."""
+        return self.real.buffer
+
     def text(self) -> str:
         """What was held (empty once released)."""
         return "".join(self.held or [])
@@ -61,9 +66,13 @@ class HeldStderr(io.TextIOBase):
 
 
 def release() -> None:
-    """Let stderr through (the config is composed): a no-op when it is not held."""
+    """Let stderr through (the config is composed) and put the real stream back as
+    ``sys.stderr``; a no-op when it is not held. (Handlers that took the stand-in meanwhile
+    keep writing through it.)"""
     if isinstance(sys.stderr, HeldStderr):
-        sys.stderr.release()
+        held = sys.stderr
+        held.release()
+        sys.stderr = held.real
 
 
 def one_line(text: str) -> str:
