@@ -38,6 +38,14 @@ def test_one_line_keeps_the_message_and_the_options_and_drops_the_rest():
         == "Could not override 'op.bad'; To append to your config use +op.bad=1; Key 'bad' not in 'OpConf'"
     )
     assert one_line("") == "Hydra could not compose the config"
+    # options that end the text join the last sentence, however many came before
+    assert one_line("Error in 'a'\nsecond sentence\nAvailable options in 'op':\n\tx\n\ty\n") == (
+        "Error in 'a'; second sentence; Available options in 'op': x, y"
+    )
+    # a sentence after the search path is kept, the path's entries are not
+    assert one_line("Could not find 'op/x'\nConfig search path:\n\tprovider=main\nwhile composing the defaults\n") == (
+        "Could not find 'op/x'; while composing the defaults"
+    )
 
 
 @pytest.mark.parametrize(
