@@ -20,7 +20,7 @@ import pandas as pd
 from analysis.book.collective_cost import placed_group, predict_collective
 from analysis.book.collectives import OPS
 from analysis.book.errors import BookError
-from analysis.book.hardware import YAML_KEYS, Hardware, load_hardware, wraparound_for
+from analysis.book.hardware import Hardware, is_full_record, load_hardware, wraparound_for
 from analysis.book.placement import Placement
 
 
@@ -49,7 +49,7 @@ def recorded_node(results: Iterable[dict], name: str) -> dict | None:
     nodes: dict[str, dict] = {}
     for r in results:
         node = r.get("hardware") if r.get("status") == "ok" else None
-        if isinstance(node, dict) and node.get("name") == name and set(YAML_KEYS) <= set(node):
+        if is_full_record(node) and node.get("name") == name:
             key = json.dumps(node, sort_keys=True, default=str)
             counts[key] += 1
             nodes.setdefault(key, node)

@@ -30,6 +30,8 @@ __all__ = [
     "ExpectedFactor",
     "calibrated_for",
     "load_hardware",
+    "is_full_record",
+    "from_record",
     "hardware_dir",
     "hardware_names",
     "entries",
@@ -303,6 +305,18 @@ def load_hardware(name_or_path: str) -> Hardware:
     if not isinstance(raw, dict) or "name" not in raw:
         raise HardwareError(f"{path}: not a hardware file (needs at least name and kind)")
     return Hardware.from_dict(raw, str(path))
+
+
+def is_full_record(node) -> bool:
+    """Whether a run's recorded hardware node carries every key (runs record the whole node,
+    overrides included; older result files recorded only part of it)."""
+    return isinstance(node, dict) and set(YAML_KEYS) <= set(node)
+
+
+def from_record(node: dict) -> Hardware:
+    """The hardware a run ran with: its recorded node when that is whole (a what-if override,
+    an entry found on Hydra's search path), else the catalogue entry of its name."""
+    return Hardware.from_dict(node) if is_full_record(node) else load_hardware(node["name"])
 
 
 @functools.lru_cache(maxsize=1)

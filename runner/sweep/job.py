@@ -207,7 +207,7 @@ def predict(result: dict) -> dict:
     publishes none)."""
     from analysis.book.collective_cost import placed_group, predict_collective
     from analysis.book.errors import BookError
-    from analysis.book.hardware import YAML_KEYS, Hardware, load_hardware, wraparound_for
+    from analysis.book.hardware import from_record, wraparound_for
     from analysis.book.matmul_cost import predict_matmul
     from analysis.book.notation import parse
     from analysis.book.placement import Placement
@@ -215,10 +215,7 @@ def predict(result: dict) -> dict:
     exp = result["experiment"]
     sizes = [exp["mesh"]["axes"][a] for a in exp["axes"]]
     try:
-        node = result["hardware"]
-        # the node the run recorded, not reloaded by name: a what-if or a search-path entry; a
-        # record from before runs recorded every key is read by name, as the analysis does
-        hw = Hardware.from_dict(node) if set(YAML_KEYS) <= set(node) else load_hardware(node["name"])
+        hw = from_record(result["hardware"])  # not reloaded by name: a what-if or a search-path entry
         physical = exp["mesh"].get("physical")  # where the devices put the axes (TPU)
         place = Placement.from_dict(physical) if physical and hw.interconnect == "torus" else None
         if exp["op"] == "matmul":
