@@ -30,6 +30,21 @@ from analysis.report.axes import (  # also selects the headless backend
 CURVE_STYLE = {"α-β fit": (0, (5, 2)), "book model": "-"}
 
 
+def _measured(ax, p: pd.DataFrame, y: str, lo, hi, color, fam: str) -> None:
+    """A family's medians as markers, their 95% intervals (``lo``..``hi``) as error bars."""
+    ax.errorbar(
+        p["V_bytes"],
+        p[y],
+        yerr=[p[y] - lo, hi - p[y]],
+        fmt="o",
+        ms=4,
+        color=color,
+        ecolor=color,
+        capsize=2,
+        label=f"{fam}: measured",
+    )
+
+
 def _mark_unchecked(ax, p: pd.DataFrame, y: str) -> None:
     """Points whose result was not checked (check_result=false): a hollow ring around them."""
     unchecked = p[p["caveats"].fillna("").astype(str).str.contains("unchecked")] if "caveats" in p else p.iloc[0:0]
@@ -52,17 +67,7 @@ def time_vs_size(points: pd.DataFrame, curves: pd.DataFrame, path: Path, title: 
     palette, (fig, axes) = family_colors(fams), panels(fams, title)
     for fam, p in points.groupby("family", sort=False):
         ax, color = axes[fam], palette[fam]
-        ax.errorbar(
-            p["V_bytes"],
-            p["time_s"],
-            yerr=[p["time_s"] - p["time_ci_low_s"], p["time_ci_high_s"] - p["time_s"]],
-            fmt="o",
-            ms=4,
-            color=color,
-            ecolor=color,
-            capsize=2,
-            label=f"{fam}: measured",
-        )
+        _measured(ax, p, "time_s", p["time_ci_low_s"], p["time_ci_high_s"], color, fam)
         _mark_unchecked(ax, p, "time_s")
         for kind, c in curves[curves["family"] == fam].groupby("curve", sort=False):
             ax.plot(
@@ -90,17 +95,7 @@ def busbw_vs_size(points: pd.DataFrame, curves: pd.DataFrame, crossovers: pd.Dat
         p = p.sort_values("V_bytes")
         lo = p["busbw_Bps"] * p["time_s"] / p["time_ci_high_s"]
         hi = p["busbw_Bps"] * p["time_s"] / p["time_ci_low_s"]
-        ax.errorbar(
-            p["V_bytes"],
-            p["busbw_Bps"],
-            yerr=[p["busbw_Bps"] - lo, hi - p["busbw_Bps"]],
-            fmt="o",
-            ms=4,
-            color=color,
-            ecolor=color,
-            capsize=2,
-            label=f"{fam}: measured",
-        )
+        _measured(ax, p, "busbw_Bps", lo, hi, color, fam)
         _mark_unchecked(ax, p, "busbw_Bps")
         flagged = p[p["flags"].fillna("").astype(str).ne("")] if "flags" in p else p.iloc[0:0]
         if len(flagged):
