@@ -236,3 +236,6 @@ def test_a_row_with_an_unknown_side_is_refused_naming_the_key_and_the_choices():
     assert str(e.value) == "broadcast: V_side='outcome'; allowed: result, operand, operand x group"
     with pytest.raises(book.NotationError, match=r"input='half'; allowed: shard, whole"):
         dataclasses.replace(BROADCAST, input="half")
+    with pytest.raises(book.NotationError) as e:
+        dataclasses.replace(BROADCAST, output="half")
+    assert str(e.value) == "broadcast: output='half'; allowed: shard, whole"
