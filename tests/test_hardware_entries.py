@@ -88,8 +88,46 @@ def test_a_bad_pattern_and_a_nameless_mapping_are_errors():
 
 
 def test_calibrated_entries_are_read():
-    got = hw(calibrated=[{"op": "all_gather", "n_axes": "2", "link_bw_bidir_Bps": "4e10", "hop_latency_s": 1e-6}])
-    assert got.calibrated == (Calibration("all_gather", 2, 4e10, 1e-6, None, None),)
+    got = hw(
+        calibrated=[
+            {"op": "all_gather", "n_axes": "2", "link_bw_bidir_Bps": "4e10", "hop_latency_s": 1e-6},
+            {
+                "op": "all_reduce",
+                "n_axes": 1,
+                "link_bw_bidir_Bps": 5e10,
+                "hop_latency_s": "2e-6",
+                "rel_rms_error": "0.05",
+                "n_points": "7",
+            },
+        ]
+    )
+    assert got.calibrated == (
+        Calibration("all_gather", 2, 4e10, 1e-6, None, None),
+        Calibration("all_reduce", 1, 5e10, 2e-6, 0.05, 7),
+    )
+    assert type(got.calibrated[1].n_points) is int
+
+
+CAL = {"op": "all_gather", "n_axes": 1, "link_bw_bidir_Bps": 1e9, "hop_latency_s": 1e-6}
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"link_bw_bidir_Bps": "x"}, "hardware 'h': link_bw_bidir_Bps='x' is not a number"),
+        ({"hop_latency_s": "x"}, "hardware 'h': hop_latency_s='x' is not a number"),
+        ({"rel_rms_error": "x"}, "hardware 'h': rel_rms_error='x' is not a number"),
+        ({"n_points": "x"}, "invalid literal for int() with base 10: 'x'"),
+    ],
+)
+def test_a_bad_calibrated_entry_names_its_key(change, message):
+    with pytest.raises(HardwareError) as err:
+        hw(calibrated=[CAL | change])
+    assert str(err.value) == f"hardware 'h': a calibrated entry is malformed ({message})"
+    missing = {k: v for k, v in CAL.items() if k != "n_axes"}
+    with pytest.raises(HardwareError) as err:
+        hw(calibrated=[missing])
+    assert str(err.value) == "hardware 'h': a calibrated entry has no n_axes"
 
 
 def test_expected_factors_are_read_whole_after_a_leading_source():
