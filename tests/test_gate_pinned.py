@@ -94,3 +94,13 @@ def test_the_message_names_each_family_and_cuts_the_sizes_after_eight():
     nine = pd.DataFrame([_row("all_to_all", 2, "float16", (i + 1) * KiB, 1e8) for i in range(9)])
     line = gate_message(below_bar(nine, 1.25e9), 1.25e9)
     assert line.endswith("(9 of 9 points below: 1KiB, 2KiB, 3KiB, 4KiB, 5KiB, 6KiB, 7KiB, 8KiB ...)")
+
+
+def test_a_family_without_a_dtype_is_judged_and_a_0_1_target_column_counts_as_flags():
+    # an imported table may leave a family's dtype empty (NaN): it is still a family; and an
+    # is_target column of 0/1 (as a CSV may give it) selects the 1 rows only
+    rows = [_row("all_gather", 2, math.nan, KiB, 1e9), _row("all_gather", 2, math.nan, 2 * KiB, 5e9, target=0)]
+    df = pd.DataFrame(rows).astype({"is_target": "int64"})
+    fails = below_bar(df, 2e9)
+    assert fails[["op", "group_size", "points"]].values.tolist() == [["all_gather", 2, 1]]
+    assert math.isnan(fails["dtype"][0]) and fails["avg_busbw_Bps"].tolist() == [1e9]
