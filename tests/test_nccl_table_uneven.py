@@ -1,7 +1,7 @@
 """nccl-tests' table on the sizes a plausible-wrong version prints differently (issue 30's
 mutation check): counts that do not divide evenly (nccl-tests prints whole elements), a
 collective the table has no per-rank rule for, a long time in microseconds, and bandwidth
-cells that are not numbers."""
+cells that are not numbers; and a run's bandwidth with half an interval."""
 
 from __future__ import annotations
 
@@ -42,3 +42,17 @@ def test_sizes_print_as_integers_and_a_long_time_keeps_its_last_digits():
 
 def test_a_bandwidth_cell_that_is_not_a_number_is_skipped_in_the_average():
     assert avg_busbw_line(pd.DataFrame({"busbw_Bps": ["", "-", "3e9", 1e9]})) == "# Avg bus bandwidth    : 2 "
+
+
+def test_a_run_with_one_end_of_its_interval_missing_has_no_bandwidth_interval():
+    from runner.sweep.bandwidth import bandwidth
+
+    # the key as format_version 1 wrote it (read either way)
+    result = {
+        "status": "ok",
+        "experiment": {"op": "all_gather", "V_bytes": 8e9, "group_size": 4},
+        "timing": {"summary": {"median_s": 2.0, "ci_low_s": 1.0, "ci_high_s": None}},
+    }
+    bw = bandwidth(result)
+    assert (bw["S_bytes"], bw["algbw_Bps"], bw["busbw_Bps"]) == (8e9, 4e9, 3e9)
+    assert "busbw_ci_low_Bps" not in bw and "busbw_ci_high_Bps" not in bw
