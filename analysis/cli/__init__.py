@@ -29,14 +29,34 @@ COMMANDS = {
 }
 
 
+def _complete(parser: argparse.ArgumentParser, subs: dict[str, argparse.ArgumentParser]) -> None:
+    """Answer a shell's tab completion through argcomplete's protocol (enabled by
+    ``eval "$(register-python-argcomplete shardlab-analysis)"``) and exit; without argcomplete
+    installed, return. Only the command on the line gets its options: a TAB imports one
+    command's module, not all of them."""
+    try:
+        import argcomplete
+    except ImportError:
+        return
+    line = os.environ.get("COMP_LINE", "")[: int(os.environ.get("COMP_POINT") or 1 << 30)]
+    # _ARGCOMPLETE counts the words before the arguments: 1 for the script, 3 for python -m analysis
+    args = line.split()[int(os.environ.get("_ARGCOMPLETE") or 1) :]
+    if args and args[0] in subs and (len(args) > 1 or line[-1:].isspace()):
+        module = importlib.import_module(COMMANDS[args[0]][0])
+        module.add_arguments(subs[args[0]])
+        subs[args[0]].add_argument("-h", "--help", action="help", help="show this help message and exit")
+    argcomplete.autocomplete(parser)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` (default: the process's), run the command, return its exit status."""
     argv = sys.argv[1:] if argv is None else argv
     prog = "shardlab-analysis" if Path(sys.argv[0]).name == "shardlab-analysis" else "python -m analysis"
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (_module, help_text) in COMMANDS.items():
-        sub.add_parser(name, help=help_text, add_help=False)
+    subs = {name: sub.add_parser(name, help=help_text, add_help=False) for name, (_, help_text) in COMMANDS.items()}
+    if "_ARGCOMPLETE" in os.environ:  # the shell asks for tab completions: answer and exit
+        _complete(parser, subs)
     if not argv or argv[0] not in COMMANDS:
         parser.parse_args(argv)  # prints usage / the allowed commands and exits 2
     module = importlib.import_module(COMMANDS[argv[0]][0])

@@ -65,9 +65,11 @@ def write_report(root: str | Path, hardware: str | None = None, allow_mixed: boo
     t0 = time.perf_counter()
     sweep = load_sweep(root, hardware, allow_mixed)
     from analysis.report.nccl_export import write_nccl_exports
+    from analysis.report.tensorboard_export import report_line, write_tensorboard
 
     write_text_atomic(root / SUMMARY_NAME, sweep.summary.to_csv(index=False))  # each file whole or not at all
     write_nccl_exports(root, sweep.points, sweep.results)  # nccl-tests/<family>.json and .txt
+    tensorboard = write_tensorboard(root, sweep.points)  # tensorboard/: HParams and curves, if installed
     write_text_atomic(root / SAMPLES_NAME, samples_table(sweep.results).to_csv(index=False))
     head = headline_table(sweep.summary, sweep.points, sweep.fits)
     families = [dict(r, text=headline_sentence(pd.Series(r))) for r in _records(head)]
@@ -105,6 +107,8 @@ def write_report(root: str | Path, hardware: str | None = None, allow_mixed: boo
     out.mkdir(exist_ok=True)
     write_dictionary(out / "columns.md")
     rep = build(sweep, head, mm, out)
+    if line := report_line(root, tensorboard):  # under "Points and their files", the report's last section
+        rep.text(line)
     write_text_atomic(out / "report.md", rep.to_markdown(out))
     index = out / "index.html"
     write_text_atomic(index, rep.to_html())
