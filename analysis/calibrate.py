@@ -53,7 +53,7 @@ def calibration_table(points: pd.DataFrame, base: str, rounds: dict | None = Non
 
     ``points`` are a sweep's ok target rows (:func:`analysis.report.target_points`);
     ``base`` is the hardware (name or YAML path) whose topology rules give the unit terms;
-    ``rounds``: each job's samples (:func:`analysis.resample.rounds_by_job`) for the intervals.
+    ``rounds``: each point's samples (:func:`analysis.resample.rounds_by_point`) for the intervals.
     """
     pts = unit_terms(points.assign(hardware=base))
     pts = pts.dropna(subset=["time_s", "latency_unit", "bandwidth_unit"])
@@ -72,7 +72,7 @@ def calibration_table(points: pd.DataFrame, base: str, rounds: dict | None = Non
                 "n_axes": int(f["n_axes"]),
                 "rel_rms_error": f["book_rel_rmse"],
                 "meshes": ", ".join(sorted(set(pts.loc[mine, "mesh_axes"].astype(str)))),
-                "left_out": "; ".join(f"{r.job}: {r.reason}" for r in gone.itertuples()),
+                "left_out": "; ".join(f"{r.point}: {r.reason}" for r in gone.itertuples()),
             }
         )
     return pd.DataFrame(rows, columns=CALIBRATION_COLUMNS)

@@ -41,42 +41,42 @@ def verdict(ratio: float, lo: float, hi: float, expected: float | str, tol: floa
 
 
 def ratio_ci(a: pd.Series, b: pd.Series) -> tuple[float, float, float]:
-    """``a / b`` for two job rows, with the conservative interval of the two medians' CIs."""
+    """``a / b`` for two point rows, with the conservative interval of the two medians' CIs."""
     r = a["time_s"] / b["time_s"]
     return r, a["time_ci_low_s"] / b["time_ci_high_s"], a["time_ci_high_s"] / b["time_ci_low_s"]
 
 
-def job_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """One row per ok job, with the HLO collective kinds it compiled to (``hlo_kinds``)."""
+def point_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per ok point, with the HLO collective kinds it compiled to (``hlo_kinds``)."""
     ok = summary[summary["status"] == "ok"]
-    kinds = ok.groupby("job")["hlo_kind"].agg(lambda k: sorted(set(k.dropna()))).rename("hlo_kinds")
-    jobs = ok.drop_duplicates("job").set_index("job").join(kinds).reset_index()
-    jobs["grad"] = jobs.get("grad", pd.Series(False, index=jobs.index)).fillna(False).astype(bool)
-    return jobs
+    kinds = ok.groupby("point")["hlo_kind"].agg(lambda k: sorted(set(k.dropna()))).rename("hlo_kinds")
+    points = ok.drop_duplicates("point").set_index("point").join(kinds).reset_index()
+    points["grad"] = points.get("grad", pd.Series(False, index=points.index)).fillna(False).astype(bool)
+    return points
 
 
-def _pick(jobs: pd.DataFrame, **want) -> pd.Series | None:
-    m = pd.Series(True, index=jobs.index)
+def _pick(points: pd.DataFrame, **want) -> pd.Series | None:
+    m = pd.Series(True, index=points.index)
     for key, value in want.items():
-        m &= jobs[key] == value
-    hit = jobs[m]
+        m &= points[key] == value
+    hit = points[m]
     return hit.sort_values("time_s").iloc[len(hit) // 2] if len(hit) else None
 
 
-def _collective(jobs, op, group, V, n_axes=1, grad=False):
+def _collective(points, op, group, V, n_axes=1, grad=False):
     if V is None:
         return None
-    return _pick(jobs, op=op, group_size=group, V_bytes=V, n_axes=n_axes, grad=grad)
+    return _pick(points, op=op, group_size=group, V_bytes=V, n_axes=n_axes, grad=grad)
 
 
 def claims_table(summary: pd.DataFrame, backend: str | None = None) -> pd.DataFrame:
     """Every claim: what was measured, the book's value, the ratio with its CI, the verdict
     and (where it does not hold) the reason."""
-    jobs = job_table(summary)
+    points = point_table(summary)
     backend = backend or (
-        jobs["backend"].dropna().mode().iloc[0] if len(jobs) and jobs["backend"].notna().any() else None
+        points["backend"].dropna().mode().iloc[0] if len(points) and points["backend"].notna().any() else None
     )
-    ag = jobs[(jobs["op"] == "all_gather") & ~jobs["grad"]] if len(jobs) else jobs
+    ag = points[(points["op"] == "all_gather") & ~points["grad"]] if len(points) else points
     sizes = sorted(set(ag["V_bytes"].dropna())) if len(ag) else []
     big, small = (sizes[-1], sizes[0]) if len(sizes) > 1 else (sizes[0] if sizes else None, None)
     rows = []
@@ -111,8 +111,8 @@ def claims_table(summary: pd.DataFrame, backend: str | None = None) -> pd.DataFr
             }
         )
 
-    ag8 = _collective(jobs, "all_gather", 8, big)
-    ag2 = _collective(jobs, "all_gather", 2, big)
+    ag8 = _collective(points, "all_gather", 8, big)
+    ag2 = _collective(points, "all_gather", 2, big)
     add(
         "bandwidth-bound cost does not depend on the number of devices",
         "AllGather, 8 devices / 2 devices",
@@ -124,43 +124,43 @@ def claims_table(summary: pd.DataFrame, backend: str | None = None) -> pd.DataFr
         "ReduceScatter costs what AllGather costs",
         "ReduceScatter / AllGather, 8 devices",
         1.0,
-        _collective(jobs, "reduce_scatter", 8, big),
+        _collective(points, "reduce_scatter", 8, big),
         ag8,
     )
     add(
         "AllReduce costs twice an AllGather",
         "AllReduce / AllGather, 8 devices",
         2.0,
-        _collective(jobs, "all_reduce", 8, big),
+        _collective(points, "all_reduce", 8, big),
         ag8,
     )
     add(
         "AllToAll costs a quarter of an AllGather (on a ring)",
         "AllToAll / AllGather, 8 devices",
         0.25,
-        _collective(jobs, "all_to_all", 8, big),
+        _collective(points, "all_to_all", 8, big),
         ag8,
     )
     add(
         "gathering over two axes doubles the bandwidth",
         "AllGather over 2 axes / over 1 axis, 8 devices",
         0.5,
-        _collective(jobs, "all_gather", 8, big, n_axes=2),
+        _collective(points, "all_gather", 8, big, n_axes=2),
         ag8,
     )
     add(
         "small buffers are latency-bound, and there more devices cost more",
         "AllGather of the smallest V, 8 devices / 2 devices",
         ">1",
-        _collective(jobs, "all_gather", 8, small),
-        _collective(jobs, "all_gather", 2, small),
+        _collective(points, "all_gather", 8, small),
+        _collective(points, "all_gather", 2, small),
     )
     for fwd, other, claim_text, back in (
         ("all_gather", "reduce_scatter", "the backward pass of an AllGather is a ReduceScatter", "reduce-scatter"),
         ("reduce_scatter", "all_gather", "the backward pass of a ReduceScatter is an AllGather", "all-gather"),
     ):
-        g = _pick(jobs, op=fwd, grad=True) if len(jobs) else None
-        o = _collective(jobs, other, g["group_size"], g["V_bytes"]) if g is not None else None
+        g = _pick(points, op=fwd, grad=True) if len(points) else None
+        o = _collective(points, other, g["group_size"], g["V_bytes"]) if g is not None else None
         add(
             claim_text,
             f"time of grad / forward {back}; the grad's HLO has {', '.join(g['hlo_kinds']) if g is not None else '?'}",
@@ -172,13 +172,13 @@ def claims_table(summary: pd.DataFrame, backend: str | None = None) -> pd.DataFr
         if g is not None:  # the HLO fact decides this claim; the time ratio is the cost side of it
             rows[-1]["verdict"] = HOLDS if back in g["hlo_kinds"] else FAILS
             rows[-1]["reason"] = "" if back in g["hlo_kinds"] else f"the backward pass compiled to {g['hlo_kinds']}"
-    rows.append(_collective_matmul(jobs, backend))
+    rows.append(_collective_matmul(points, backend))
     return pd.DataFrame(rows)
 
 
-def _collective_matmul(jobs: pd.DataFrame, backend: str | None) -> dict:
+def _collective_matmul(points: pd.DataFrame, backend: str | None) -> dict:
     claim = "collective matmul approaches max(T_math, T_comms)"
-    mm = jobs[jobs["op"] == "matmul"] if len(jobs) else jobs
+    mm = points[points["op"] == "matmul"] if len(points) else points
     ring = mm[mm["strategy"] == "collective_matmul"] if len(mm) else mm
     for r in ring.itertuples():
         naive = mm[(mm["expr"] == r.expr) & (mm["dims"] == r.dims) & (mm["strategy"] != "collective_matmul")]
@@ -213,7 +213,7 @@ def _collective_matmul(jobs: pd.DataFrame, backend: str | None) -> dict:
         "ci_low": np.nan,
         "ci_high": np.nan,
         "verdict": MISSING,
-        "reason": "the sweep has no collective_matmul job with a traced naive counterpart",
+        "reason": "the sweep has no collective_matmul point with a traced naive counterpart",
     }
 
 

@@ -1,7 +1,7 @@
-"""Comparing sweeps that share experiments: small functions over DataFrames.
+"""Comparing sweeps that share points: small functions over DataFrames.
 
 A sweep's points (:attr:`analysis.sweep.Sweep.points`) carry a ``sweep`` label. An
-experiment is identified by :data:`IDENTITY_KEYS` plus those :data:`SETTING_KEYS` the sweeps
+point is identified by :data:`IDENTITY_KEYS` plus those :data:`SETTING_KEYS` the sweeps
 do not differ in; a setting that is constant within each sweep and differs between them (the
 dtype of a float32 sweep against a bfloat16 one, the mesh of x8 against xy_4x2) is what the
 comparison is about, so it is left out of the match. Ratios are ``sweep / reference``, the
@@ -48,7 +48,7 @@ def flatten_config(cfg: Any, prefix: str = "") -> dict[str, str]:
 
 def config_values(results_by_sweep: dict[str, list[dict]]) -> pd.DataFrame:
     """Rows ``sweep, key, value``: every distinct value each flattened config key took in each
-    sweep's jobs (from result.json's ``config``)."""
+    sweep's points (from result.json's ``config``)."""
     rows = {
         (sweep, k, v)
         for sweep, results in results_by_sweep.items()
@@ -60,7 +60,7 @@ def config_values(results_by_sweep: dict[str, list[dict]]) -> pd.DataFrame:
 
 def differing_keys(values: pd.DataFrame, sweeps: Iterable[str]) -> pd.DataFrame:
     """One row per config key whose set of values is not the same in every sweep; one column
-    per sweep with its values (``, ``-joined; ``(absent)`` where its jobs lack the key)."""
+    per sweep with its values (``, ``-joined; ``(absent)`` where its points lack the key)."""
     sweeps = list(sweeps)
     table = {
         key: {s: ", ".join(sorted(g.loc[g["sweep"] == s, "value"])) or "(absent)" for s in sweeps}
@@ -72,7 +72,7 @@ def differing_keys(values: pd.DataFrame, sweeps: Iterable[str]) -> pd.DataFrame:
 
 def split_absent(diff: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(keys every sweep's configs have, keys some lack). The second kind usually comes from a
-    newer shardlab that added a config key with its default, not from a different experiment."""
+    newer shardlab that added a config key with its default, not from a different point."""
     absent = (diff.iloc[:, 1:] == "(absent)").any(axis=1)
     return diff[~absent].reset_index(drop=True), diff[absent].reset_index(drop=True)
 
@@ -101,7 +101,7 @@ def sweep_labels(names: list[str], diff: pd.DataFrame) -> list[str]:
 
 
 def match_keys(points: pd.DataFrame) -> tuple[list[str], list[str]]:
-    """(keys that identify an experiment across the sweeps, setting keys the sweeps differ in)."""
+    """(keys that identify a point across the sweeps, setting keys the sweeps differ in)."""
     varied = []
     for key in SETTING_KEYS:
         per_sweep = points.groupby("sweep")[key].agg(lambda s: frozenset(s.astype(str)))
@@ -111,7 +111,7 @@ def match_keys(points: pd.DataFrame) -> tuple[list[str], list[str]]:
 
 
 def ratio_table(points: pd.DataFrame, keys: list[str], reference: str) -> pd.DataFrame:
-    """Per shared experiment and other sweep: both medians, ``time_ratio`` = sweep / reference
+    """Per shared point and other sweep: both medians, ``time_ratio`` = sweep / reference
     and its approximate 95% CI.
 
     The CI combines the two medians' CIs in log space: each side of the ratio's interval is
@@ -164,7 +164,7 @@ def ratio_table(points: pd.DataFrame, keys: list[str], reference: str) -> pd.Dat
 
 def fits_side_by_side(fits: pd.DataFrame, keys: list[str], labels: list[str]) -> pd.DataFrame:
     """Fitted constants (:func:`analysis.fit.fit_table` rows with a ``sweep`` column), one row
-    per experiment family (``keys`` less size) and one column per constant and sweep."""
+    per family (``keys`` less size) and one column per constant and sweep."""
     family = [k for k in keys if k in fits.columns and k != "size_bytes"]
     values = [v for v in FIT_VALUES if v in fits.columns]
     if not len(fits) or not values:
@@ -189,7 +189,7 @@ def load_sweeps(dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFr
     Each sweep is read once (:func:`analysis.sweep.load_sweep`). Raises :class:`CompareError`
     for a folder without results.
     """
-    from analysis.rundir import job_dirs
+    from analysis.rundir import point_dirs
     from analysis.sweep import load_sweep
 
     if len(dirs) < 2:
@@ -197,7 +197,7 @@ def load_sweeps(dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFr
     names = [Path(d).resolve().name for d in dirs]
     sweeps = []
     for d in dirs:
-        if not Path(d).is_dir() or not job_dirs(d):
+        if not Path(d).is_dir() or not point_dirs(d):
             raise CompareError(f"{d} holds no run folders (no */result.json)")
         try:
             s = load_sweep(d)

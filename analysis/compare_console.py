@@ -1,6 +1,6 @@
-"""What ``analysis compare`` prints on the console: per shared experiment, both sweeps' times
+"""What ``analysis compare`` prints on the console: per shared point, both sweeps' times
 in us and bus bandwidths in GB/s (the report's units), the ratio with its 95% interval, and how
-many experiments differ; the files hold the rest."""
+many points differ; the files hold the rest."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pandas as pd
 
 from analysis.book.units import fmt_bytes, fmt_duration
 
-MAX_LINES = 40  # more experiments than this: the first ones, and the count of the rest
+MAX_LINES = 40  # more points than this: the first ones, and the count of the rest
 
 
 def _gbs(bps) -> str:
@@ -20,7 +20,7 @@ def console_summary(ratios: pd.DataFrame, max_lines: int = MAX_LINES) -> str:
     out = []
     for (sweep, ref), g in ratios.groupby(["sweep", "reference"], sort=False):
         n_diff = int(g["differs"].sum())
-        out.append(f"{sweep} against {ref}: {len(g)} shared experiments, {n_diff} differ (95% interval excludes 1)")
+        out.append(f"{sweep} against {ref}: {len(g)} shared points, {n_diff} differ (95% interval excludes 1)")
         for r in g.head(max_lines).itertuples():
             op = getattr(r, "op", "")
             out.append(

@@ -212,7 +212,7 @@ def fit_family(
     with 95% bootstrap intervals for every constant and a leave-one-size-out prediction per point.
 
     Intervals: each replicate redraws every point's median from its rounds and their samples
-    (``rounds``: job -> the source estimator's samples per round, :func:`analysis.resample.rounds_by_job`;
+    (``rounds``: point -> the source estimator's samples per round, :func:`analysis.resample.rounds_by_point`;
     a point without them is drawn from its own interval) and repeats the whole fit, regime
     selection included; seeded from ``seed`` and the family ``key``. Without a bandwidth regime
     (no bandwidth-bound point taking 1.5x its latency term) W is None and the crossover too.
@@ -309,21 +309,21 @@ def fit_points(
         fam = dict(zip(by, key))
         g = g.dropna(subset=["V_bytes", "time_s"])
         flagged = g["flags"].fillna("").astype(str).ne("") if "flags" in g else pd.Series(False, index=g.index)
-        left += [dict(fam, job=r.job, V_bytes=r.V_bytes, reason=r.flags) for r in g[flagged].itertuples()]
+        left += [dict(fam, point=r.point, V_bytes=r.V_bytes, reason=r.flags) for r in g[flagged].itertuples()]
         g = g[~flagged]
         fit = fit_family(g, rounds, seed, n_boot, key)
         left += [
-            dict(fam, job=g.at[i, "job"] if "job" in g else None, V_bytes=g.at[i, "V_bytes"], reason=why)
+            dict(fam, point=g.at[i, "point"] if "point" in g else None, V_bytes=g.at[i, "V_bytes"], reason=why)
             for i, why in fit.left
         ]
         cv[fit.cv_model_time_s.index] = fit.cv_model_time_s
         rows.append(dict(fam, **fit.row))
-    left_out = pd.DataFrame(left, columns=[*by, "job", "V_bytes", "reason"])
+    left_out = pd.DataFrame(left, columns=[*by, "point", "V_bytes", "reason"])
     return Fits(pd.DataFrame(rows), left_out, cv.set_axis(original))
 
 
 def fit_table(points: pd.DataFrame, rounds: dict | None = None, seed: int = SEED) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One row of fitted constants per experiment family and every point left out of its
+    """One row of fitted constants per family and every point left out of its
     family's fit with the reason (:func:`fit_points` without the cross-validation)."""
     fits = fit_points(points, rounds, seed)
     return fits.fits, fits.left_out

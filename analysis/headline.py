@@ -116,10 +116,10 @@ def headline_table(summary: pd.DataFrame, points: pd.DataFrame, fits: pd.DataFra
     regime (``bandwidth_regime``; else None, and the sentence says "no bandwidth regime in
     range"). ``measured_over_model_median`` is against the model as the report uses it (a
     self-fit where ``model_self_fit``); ``out_of_sample_*`` give the out-of-sample ratio's
-    median, range and count by the model's regime. ``failed`` counts the failed jobs of the
-    same op and dtype (a failed job may not know its group).
+    median, range and count by the model's regime. ``failed`` counts the failed points of the
+    same op and dtype (a failed point may not know its group).
     """
-    failed = summary[(summary["status"] != "ok")].drop_duplicates("job")
+    failed = summary[(summary["status"] != "ok")].drop_duplicates("point")
     rows = []
     for key, g in points.groupby(FAMILY_KEYS, sort=False):
         fam = dict(zip(FAMILY_KEYS, key))

@@ -1,7 +1,7 @@
-"""Sharded matmul jobs against the book's cases: tables only (the report section that shows
+"""Sharded matmul points against the book's cases: tables only (the report section that shows
 them is :mod:`analysis.report.matmul_section`).
 
-For every matmul job: which of the book's four cases it is and the collectives the book
+For every matmul point: which of the book's four cases it is and the collectives the book
 prescribes (:func:`analysis.book.matmul_cost.predict_matmul`), the collectives XLA emitted (from the
 summary's HLO rows), a mark where they differ and why, the measured time beside T_math,
 T_comms, their max and sum, the FLOP/s achieved, and how much collective time overlapped
@@ -26,13 +26,13 @@ from analysis.strategy_crossover import measured_crossover, q4_table, varying_di
 from analysis.summary import dims_of, mesh_of
 
 
-def matmul_jobs(summary: pd.DataFrame) -> pd.DataFrame:
-    """One row per matmul job, with the collectives found in its compiled HLO."""
+def matmul_points(summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per matmul point, with the collectives found in its compiled HLO."""
     mm = summary[summary["op"] == "matmul"]
     if not len(mm):
         return mm
     rows = []
-    for _job, g in mm.groupby("job", sort=False):
+    for _point, g in mm.groupby("point", sort=False):
         first = g.iloc[0].to_dict()
         kinds = (
             g.dropna(subset=["hlo_kind"]) if {"hlo_kind", "hlo_axes"} <= set(g) else g.iloc[0:0].assign(hlo_axes=None)
@@ -63,11 +63,11 @@ def intensity(expr, dims, dtype) -> float:
         return float("nan")
 
 
-def ring_pairs(jobs: pd.DataFrame) -> pd.DataFrame:
+def ring_pairs(points: pd.DataFrame) -> pd.DataFrame:
     """Collective matmul (``ring``) and its naive counterpart (``naive``: the same expression
     and dims, another strategy) side by side: ``expr, size, kind, time_s`` (``size`` the dim
     that varies across the pairs, else the product of the dims)."""
-    ok = jobs[jobs["status"] == "ok"]
+    ok = points[points["status"] == "ok"]
     rings = ok[ok["strategy"] == "collective_matmul"]
     rows = []
     for r in rings.itertuples():
@@ -103,8 +103,8 @@ def _unit(hw: Hardware) -> Hardware:
 
 @functools.lru_cache(maxsize=1)
 def _cpu() -> Hardware:
-    """The ``cpu`` entry, read once: the stand-in that classifies a job when no constants are
-    given (every job of a sweep asks, twice: for its case and for its d as it ran)."""
+    """The ``cpu`` entry, read once: the stand-in that classifies a point when no constants are
+    given (every point of a sweep asks, twice: for its case and for its d as it ran)."""
     return load_hardware("cpu")
 
 
@@ -167,10 +167,10 @@ def explain(prescribed: list[str], emitted: list[str], strategy: str, case: int 
     return "DIFFERS", "XLA chose other collectives than the book's recipe"
 
 
-def case_table(jobs: pd.DataFrame, hw: Hardware | None) -> pd.DataFrame:
-    """The report's matmul table, one row per job (failed jobs show their error)."""
+def case_table(points: pd.DataFrame, hw: Hardware | None) -> pd.DataFrame:
+    """The report's matmul table, one row per point (failed points show their error)."""
     rows = []
-    for r in jobs.to_dict("records"):
+    for r in points.to_dict("records"):
         book = book_recipe(r, hw) if _text(r.get("expr")) and _text(r.get("dims")) else {"prescribed": [], "case": None}
         mark, why = (
             explain(book.get("prescribed", []), r["emitted"], r.get("strategy"), book.get("case"))
@@ -179,7 +179,7 @@ def case_table(jobs: pd.DataFrame, hw: Hardware | None) -> pd.DataFrame:
         )
         rows.append(
             {
-                "job": r["job"],
+                "point": r["point"],
                 "expr": r.get("expr") or "",
                 "strategy": r.get("strategy"),
                 "dims": r.get("dims"),
@@ -212,7 +212,7 @@ SPLIT_EVERY_WAY = ("matmul_then_allreduce", "matmul_then_reducescatter", "collec
 
 
 def work_devices_as_ran(row: dict) -> float | None:
-    """The devices a job's product was split over, as it ran: every device for the strategies
+    """The devices a point's product was split over, as it ran: every device for the strategies
     that multiply local blocks (partial sums reduced after, or a ring), the book's recipe's d
     for ``auto`` (XLA's choice, which the case table compares with the recipe) and for
     ``allgather_then_matmul`` (the recipe: gather, then repeat the product along that axis)."""
@@ -222,25 +222,25 @@ def work_devices_as_ran(row: dict) -> float | None:
     return float(d) if d else None
 
 
-def measured_C(jobs: pd.DataFrame) -> tuple[float | None, str]:
+def measured_C(points: pd.DataFrame) -> tuple[float | None, str]:
     """C for hardware without published FLOP/s: the FLOP/s per working device of the fastest
     matmul without communication, or else of any matmul (then a lower bound), and how it was
     got. Per *working* device (FLOPs / (time x d), d the devices the product was split over as
-    it ran: :func:`work_devices_as_ran`), so that an ``auto`` job C came from has a T_math equal
-    to its time, and a job that split the product 8 ways is not read as 8x faster."""
-    C, how, _ = _fastest(jobs)
+    it ran: :func:`work_devices_as_ran`), so that an ``auto`` point C came from has a T_math equal
+    to its time, and a point that split the product 8 ways is not read as 8x faster."""
+    C, how, _ = _fastest(points)
     return C, how
 
 
-def C_source_job(jobs: pd.DataFrame) -> str | None:
-    """The job :func:`measured_C` took C from: its T_math equals its own time by construction,
+def C_source_point(points: pd.DataFrame) -> str | None:
+    """The point :func:`measured_C` took C from: its T_math equals its own time by construction,
     so it is no evidence for the model (the headline leaves it out of measured / T_math)."""
-    return _fastest(jobs)[2]
+    return _fastest(points)[2]
 
 
-def _fastest(jobs: pd.DataFrame) -> tuple[float | None, str, str | None]:
-    """(C, how it was got, the job it came from): see :func:`measured_C`."""
-    ok = jobs[jobs["status"] == "ok"]
+def _fastest(points: pd.DataFrame) -> tuple[float | None, str, str | None]:
+    """(C, how it was got, the point it came from): see :func:`measured_C`."""
+    ok = points[points["status"] == "ok"]
     if not len(ok):
         return None, "", None
     d = pd.Series([work_devices_as_ran(r) for r in ok.to_dict("records")], index=ok.index, dtype=float)
@@ -254,26 +254,26 @@ def _fastest(jobs: pd.DataFrame) -> tuple[float | None, str, str | None]:
     how = (
         "the fastest matmul without communication in this sweep"
         if pool is not per_worker
-        else "the fastest matmul of this sweep, communication included (a lower bound: no job here ran without it)"
+        else "the fastest matmul of this sweep, communication included (a lower bound: no point here ran without it)"
     )
-    job = str(ok.at[best, "job"]) if "job" in ok else None  # a table built by hand may name no jobs
-    return float(pool[best]), how, job
+    point = str(ok.at[best, "point"]) if "point" in ok else None  # a table built by hand may name no points
+    return float(pool[best]), how, point
 
 
 def model_hardware(
-    jobs: pd.DataFrame, model_hw: Hardware | None
+    points: pd.DataFrame, model_hw: Hardware | None
 ) -> tuple[Hardware | None, float | None, str, str | None]:
-    """The constants the matmul tables use: ``model_hw`` (else the entry the jobs ran on), with
+    """The constants the matmul tables use: ``model_hw`` (else the entry the points ran on), with
     C measured here (:func:`measured_C`) where the entry publishes no FLOP/s; the measured C
-    (or None), a note on what is measured or missing, for the report to print, and the job C
+    (or None), a note on what is measured or missing, for the report to print, and the point C
     came from where the tables use it (None where C is published)."""
-    hw_name = jobs["hardware"].dropna().mode()
+    hw_name = points["hardware"].dropna().mode()
     hw = model_hw or (load_hardware(hw_name.iloc[0]) if len(hw_name) else None)
-    C, how, source = _fastest(jobs)
-    note, c_job = "", None
+    C, how, source = _fastest(points)
+    note, c_point = "", None
     if hw is not None and C and not hw.flops_per_s:
-        hw = dataclasses.replace(hw, flops_per_s={d: C for d in set(jobs["dtype"].dropna())})
-        c_job = source
+        hw = dataclasses.replace(hw, flops_per_s={d: C for d in set(points["dtype"].dropna())})
+        c_point = source
         note = (
             f" `{hw.name}` has no published FLOP/s: C = {C:.3g} FLOP/s per device, from `{source}`, {how} "
             "(its FLOPs over its time and its d); its own T_math equals its time by construction, so the "
@@ -284,19 +284,19 @@ def model_hardware(
             f" `{hw.name}` has no link constants, so T_comms is left out: calibrate them from an "
             "AllGather sweep (`python -m analysis calibrate`) and rebuild with `--hardware NAME`."
         )
-    return hw, C, note, c_job
+    return hw, C, note, c_point
 
 
-def matmul_headline(jobs: pd.DataFrame, table: pd.DataFrame, c_job: str | None = None) -> list[str]:
+def matmul_headline(points: pd.DataFrame, table: pd.DataFrame, c_point: str | None = None) -> list[str]:
     """The answer a matmul sweep's reader wants first, in a few sentences: how many ran, whether
     XLA emitted the collectives the book prescribes, the best compute rate, how the measured
     times compare with the book's max(T_math, T_comms), and Question 4's and collective
-    matmul's verdicts where the sweep ran them. ``table``: :func:`case_table` of ``jobs``;
-    ``c_job``: the job C was measured from (:func:`C_source_job`), left out of measured / model."""
+    matmul's verdicts where the sweep ran them. ``table``: :func:`case_table` of ``points``;
+    ``c_point``: the point C was measured from (:func:`C_source_point`), left out of measured / model."""
     from analysis.book.units import fmt_duration
 
     ok = table[table["status"] == "ok"]
-    said = [f"{len(table)} matmul jobs: {len(ok)} ok, {len(table) - len(ok)} failed"]
+    said = [f"{len(table)} matmul points: {len(ok)} ok, {len(table) - len(ok)} failed"]
     if len(ok):
         differs = ok[ok["match"] == "DIFFERS"]
         said[0] += (
@@ -307,25 +307,25 @@ def matmul_headline(jobs: pd.DataFrame, table: pd.DataFrame, c_job: str | None =
         if rate.notna().any():
             best = ok.loc[rate.idxmax()]
             said.append(
-                f"fastest: `{best['job']}` ({best['strategy']}) at {rate.max() / 1e9:.3g} GFLOP/s "
+                f"fastest: `{best['point']}` ({best['strategy']}) at {rate.max() / 1e9:.3g} GFLOP/s "
                 f"in {fmt_duration(best['time (s)'])}"
             )
         bound = pd.to_numeric(ok["max (s)"], errors="coerce")
         t_math = pd.to_numeric(ok["T_math (s)"], errors="coerce")
         model = bound.where(bound.notna(), t_math)
-        ratio = (pd.to_numeric(ok["time (s)"], errors="coerce") / model)[ok["job"] != c_job].dropna()
+        ratio = (pd.to_numeric(ok["time (s)"], errors="coerce") / model)[ok["point"] != c_point].dropna()
         if len(ratio):
             what = "max(T_math, T_comms)" if bound.notna().any() else "T_math (no link constants for T_comms)"
             said.append(
                 f"measured / the book's {what}: median {ratio.median():.2g} over {len(ratio)} "
-                + ("job" if len(ratio) == 1 else "jobs")
+                + ("point" if len(ratio) == 1 else "points")
                 + (
-                    f" (leaving out `{c_job}`, whose time gave C)"
-                    if c_job is not None and (ok["job"] == c_job).any()
+                    f" (leaving out `{c_point}`, whose time gave C)"
+                    if c_point is not None and (ok["point"] == c_point).any()
                     else ""
                 )
             )
-    q4 = q4_table(jobs)
+    q4 = q4_table(points)
     for expr, g in q4.groupby("expr"):
         cross, dim = measured_crossover(g), g["dim"].iloc[0]
         said.append(
@@ -337,7 +337,7 @@ def matmul_headline(jobs: pd.DataFrame, table: pd.DataFrame, c_job: str | None =
                 f"{g['value'].min():.0f}..{g['value'].max():.0f}"
             )
         )
-    pairs = ring_pairs(jobs)
+    pairs = ring_pairs(points)
     if len(pairs):
         t = pairs.pivot_table(index=["expr", "dims"], columns="kind", values="time_s")
         r = (t["ring"] / t["naive"]).median()
@@ -351,26 +351,26 @@ def matmul_headline(jobs: pd.DataFrame, table: pd.DataFrame, c_job: str | None =
 
 @dataclasses.dataclass(frozen=True)
 class Matmuls:
-    """A sweep's matmul jobs, analysed once for the headline and the report's section:
-    ``jobs`` (:func:`matmul_jobs`), ``table`` (:func:`case_table`), and the constants, the
+    """A sweep's matmul points, analysed once for the headline and the report's section:
+    ``points`` (:func:`matmul_points`), ``table`` (:func:`case_table`), and the constants, the
     measured C and the note of :func:`model_hardware`."""
 
-    jobs: pd.DataFrame
+    points: pd.DataFrame
     table: pd.DataFrame
     hw: Hardware | None
     C: float | None
     note: str
-    C_job: str | None = None  # the job C was measured from, where the tables use a measured C
+    C_point: str | None = None  # the point C was measured from, where the tables use a measured C
 
     @property
     def headline(self) -> list[str]:
-        return matmul_headline(self.jobs, self.table, self.C_job)
+        return matmul_headline(self.points, self.table, self.C_point)
 
 
 def load_matmuls(summary: pd.DataFrame, model_hw: Hardware | None) -> Matmuls | None:
     """The sweep's matmuls (None when it ran none)."""
-    jobs = matmul_jobs(summary)
-    if not len(jobs):
+    points = matmul_points(summary)
+    if not len(points):
         return None
-    hw, C, note, c_job = model_hardware(jobs, model_hw)
-    return Matmuls(jobs, case_table(jobs, hw), hw, C, note, c_job)
+    hw, C, note, c_point = model_hardware(points, model_hw)
+    return Matmuls(points, case_table(points, hw), hw, C, note, c_point)

@@ -1,12 +1,12 @@
-"""Jobs run by several JAX processes: their traces merged, skew, and in- vs cross-process
+"""Points run by several JAX processes: their traces merged, skew, and in- vs cross-process
 (tables only; :mod:`analysis.report.processes_section` shows them).
 
-Each process of a multi-process job (``distributed=local`` or ``auto``) traces only its own
+Each process of a multi-process point (``distributed=local`` or ``auto``) traces only its own
 devices, into ``trace/host<i>/plugins/profile/<time>/<host>.xplane.pb``. This module reads
 them all into one table with a ``process`` column (device ids are global, so they do not
 collide), then asks of every collective: which device was slowest, how far apart were the
 devices, and what does crossing processes cost against staying in one. The report shows a
-section built from these tables only when a sweep has multi-process jobs.
+section built from these tables only when a sweep has multi-process points.
 
 Where the processes come from: ``result.json``'s ``processes`` list (``local``: the runner
 merged them), or ``result.host<i>.json`` files beside it (``auto``: each host wrote its own).
@@ -28,12 +28,12 @@ OPS_COLUMNS = ["process", "host", "device", "hlo_module", "hlo_op", "start_ns", 
 
 
 def process_parts(result: dict) -> list[Process]:
-    """Every process of a job, with its ``process_id``, ``host``, ``xplane`` (relative to the
-    job folder) and ``device_ids`` (the global ids of its devices, in its local order)."""
+    """Every process of a point, with its ``process_id``, ``host``, ``xplane`` (relative to the
+    point folder) and ``device_ids`` (the global ids of its devices, in its local order)."""
     rec = Result.from_json(result)
     if rec.processes:
         return list(rec.processes)
-    hosts = (_load(p) for p in sorted(Path(rec.job_dir).glob(HOST_RESULTS_GLOB)))
+    hosts = (_load(p) for p in sorted(Path(rec.point_dir).glob(HOST_RESULTS_GLOB)))
     return [_own_part(r) for r in [rec, *(Result.from_json(h) for h in hosts if isinstance(h, dict))]]
 
 
@@ -71,7 +71,7 @@ def merged_device_ops(result: dict) -> pd.DataFrame:
         if not part.xplane:
             continue
         ops = trace_reader.device_ops(
-            trace_reader.read_xplane(safe_path(Path(result["job_dir"]), part.xplane, "xplane"))
+            trace_reader.read_xplane(safe_path(Path(result["point_dir"]), part.xplane, "xplane"))
         )
         ops["device"] = global_device_ids(ops["device"], part.device_ids)
         tables.append(ops.assign(process=part.process_id, host=part.host))
@@ -123,21 +123,21 @@ def collective_skew(ops: pd.DataFrame, same_clock: bool = True) -> pd.DataFrame:
 
 
 def process_table(results: list[dict], summary: pd.DataFrame) -> pd.DataFrame:
-    """One row per multi-process job and collective it asked for: placement, timing per
-    process, and the merged trace's skew figures. Empty when no job ran in several processes."""
+    """One row per multi-process point and collective it asked for: placement, timing per
+    process, and the merged trace's skew figures. Empty when no point ran in several processes."""
     rows = []
-    # The collective each job asked for; for a matmul (no single target), its first collective.
+    # The collective each point asked for; for a matmul (no single target), its first collective.
     ok = summary[summary["status"] == "ok"].sort_values("is_target", ascending=False, kind="stable")
-    targets = ok.drop_duplicates("job").set_index("job")
+    targets = ok.drop_duplicates("point").set_index("point")
     for result in results:
         r = Result.from_json(result)
-        placement = r.experiment.placement
-        if (placement.process_count or 1) < 2 or r.job not in targets.index:
+        placement = r.spec.placement
+        if (placement.process_count or 1) < 2 or r.point not in targets.index:
             continue
         parts = process_parts(result) if r.ok else []
-        t = targets.loc[r.job]
+        t = targets.loc[r.point]
         row = {
-            "job": r.job,
+            "point": r.point,
             "op": t["op"],
             "hlo_op": t["hlo_op"],
             "axes": t["axes"],

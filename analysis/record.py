@@ -9,8 +9,10 @@ that turns a damaged file into a failed record; this module owns the keys inside
 Every section is a small frozen dataclass whose :meth:`_Section.from_json` takes what the file
 has and tolerates what it lacks: a key written before it existed (or by an importer, which
 writes only what it knows) reads as None, a missing or malformed section (``null``, a list)
-as an empty one. So every file written at ``format_version`` 1 loads, old or new. Values are
-kept as the JSON gave them (no casting): the tables decide how to show a missing number.
+as an empty one. Values are kept as the JSON gave them (no casting): the tables decide how to
+show a missing number. A file written at ``format_version`` 1 names the spec ``experiment``
+(and a reader of that time added ``job`` and ``job_dir``): :func:`upgraded` reads those as
+``spec``, ``point`` and ``point_dir``, so every file ever written loads.
 
 A reader asks ``Result.from_json(result).timing.estimator(STEP).median_s``, never
 ``((r.get("timing") or {}).get("estimators") or {}).get("step") or {}``.
@@ -37,6 +39,26 @@ def _section(value) -> dict:
 def _items(value) -> list:
     """A JSON array, or an empty one for anything else."""
     return value if isinstance(value, list) else []
+
+
+# format_version 1's keys and the names they have now (analysis.rundir.FORMAT_VERSION 2)
+V1_KEYS = {"experiment": "spec", "job": "point", "job_dir": "point_dir"}
+
+
+def upgraded(result: dict) -> dict:
+    """``result`` with format_version 1's keys under their names now (``experiment`` ->
+    ``spec``, ``job`` -> ``point``, ``job_dir`` -> ``point_dir``); a new dict where one was
+    renamed, ``result`` itself otherwise. A key the file has under its new name wins."""
+    if not any(k in result for k in V1_KEYS):
+        return result
+    out = {}
+    for key, value in result.items():
+        new = V1_KEYS.get(key)
+        if new is None:
+            out[key] = value
+        elif new not in result:
+            out[new] = value
+    return out
 
 
 def either(recorded, otherwise):
@@ -193,7 +215,7 @@ def _checked(estimator: str) -> str:
 
 @dataclass(frozen=True)
 class Mesh(_Section):
-    """``experiment.mesh``: the mesh the point ran on (axes as built, in order)."""
+    """``spec.mesh``: the mesh the point ran on (axes as built, in order)."""
 
     name: str | None = None
     axes: dict | None = None  # {axis: size}
@@ -204,7 +226,7 @@ class Mesh(_Section):
 
 @dataclass(frozen=True)
 class Placement(_Section):
-    """``experiment.placement``: which mesh axes cross JAX processes."""
+    """``spec.placement``: which mesh axes cross JAX processes."""
 
     process_count: int | None = None
     cross_process_axes: list | None = None
@@ -213,8 +235,8 @@ class Placement(_Section):
 
 
 @dataclass(frozen=True)
-class Experiment(_Section):
-    """``experiment``: what was measured, as it ran (sizes resolved, the mesh built)."""
+class Spec(_Section):
+    """``spec``: what was measured, as it ran (sizes resolved, the mesh built)."""
 
     op: str | None = None
     expr: str | None = None
@@ -267,7 +289,7 @@ class TimingConfig(_Section):
 @dataclass(frozen=True)
 class Config(_Section):
     """``config``: the composed Hydra config of the run (a failed point's only description
-    of itself, so the readers fall back to it where ``experiment`` lacks a key)."""
+    of itself, so the readers fall back to it where ``spec`` lacks a key)."""
 
     op: OpConfig = field(default_factory=OpConfig)
     dtype: str | None = None
@@ -331,13 +353,13 @@ class Ceiling(_Section):
 
 @dataclass(frozen=True)
 class Process(_Section):
-    """One JAX process of a job: ``process`` (this file's writer) or an entry of ``processes``
+    """One JAX process of a point: ``process`` (this file's writer) or an entry of ``processes``
     (the runner merged several: ``distributed=local``)."""
 
     process_id: int | None = None
     host: str | None = None
     device_ids: list | None = None
-    xplane: str | None = None  # the process's trace, relative to the job folder
+    xplane: str | None = None  # the process's trace, relative to the point folder
     status: str | None = None
     error: str | None = None
     timing_summary: Estimate = field(default_factory=Estimate)
@@ -346,24 +368,24 @@ class Process(_Section):
 
 @dataclass(frozen=True)
 class Result(_Section):
-    """A point's ``result.json`` (with ``job`` and ``job_dir`` that
+    """A point's ``result.json`` (with ``point`` and ``point_dir`` that
     :func:`analysis.rundir.read_result` adds). ``check`` is None where the file has none."""
 
     status: str | None = None
     error_type: str | None = None
     error: str | None = None
-    job: str | None = None
-    job_dir: str | None = None
+    point: str | None = None
+    point_dir: str | None = None
     format_version: int | None = None
     config: Config = field(default_factory=Config)
     environment: Environment = field(default_factory=Environment)
-    experiment: Experiment = field(default_factory=Experiment)
+    spec: Spec = field(default_factory=Spec)
     timing: Timing = field(default_factory=Timing)
     trace: Trace = field(default_factory=Trace)
     check: Check | None = None
     compile: Compile = field(default_factory=Compile)
     ceiling: Ceiling = field(default_factory=Ceiling)
-    files: dict = field(default_factory=dict)  # {what: path relative to the job folder}
+    files: dict = field(default_factory=dict)  # {what: path relative to the point folder}
     process: Process = field(default_factory=Process)
     processes: tuple = ()  # of Process, where the runner merged several
     hardware: dict = field(default_factory=dict)  # the entry the worker resolved
@@ -374,11 +396,11 @@ class Result(_Section):
     def from_json(cls, d) -> Result:
         """The whole record from ``result.json``'s object; every section present (empty where
         the file lacks it) but ``check``."""
-        d = _section(d)
+        d = upgraded(_section(d))
         sections = {
             "config": Config,
             "environment": Environment,
-            "experiment": Experiment,
+            "spec": Spec,
             "timing": Timing,
             "trace": Trace,
             "compile": Compile,
@@ -386,7 +408,7 @@ class Result(_Section):
             "process": Process,
         }
         return cls(
-            **{k: d.get(k) for k in ("status", "error_type", "error", "job", "job_dir", "format_version")},
+            **{k: d.get(k) for k in ("status", "error_type", "error", "point", "point_dir", "format_version")},
             **{k: kind.from_json(d.get(k)) for k, kind in sections.items()},
             check=Check.from_json(d["check"]) if d.get("check") else None,
             processes=tuple(Process.from_json(p) for p in _items(d.get("processes"))),

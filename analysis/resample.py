@@ -14,14 +14,14 @@ from analysis.record import Result
 from analysis.stats import Z95, bootstrap_medians
 
 
-def rounds_by_job(results: list[dict]) -> dict[str, list[list[float]]]:
-    """``{job: samples}`` of a sweep's ok results that kept samples: their *source* estimator's,
+def rounds_by_point(results: list[dict]) -> dict[str, list[list[float]]]:
+    """``{point: samples}`` of a sweep's ok results that kept samples: their *source* estimator's,
     one list per round (:meth:`analysis.record.Timing.source_rounds`)."""
     out = {}
     for r in map(Result.from_json, results):
-        found = r.timing.source_rounds() if r.ok and r.job is not None else []
+        found = r.timing.source_rounds() if r.ok and r.point is not None else []
         if found:
-            out[str(r.job)] = found
+            out[str(r.point)] = found
     return out
 
 
@@ -32,7 +32,7 @@ def replicate_times(
     drawn from (said in fit.json); None instead of draws when no point has samples or an
     interval (nothing to draw from: the fits then carry no intervals rather than empty ones).
 
-    A point with samples in ``rounds`` (keyed by its ``job``) is redrawn from them
+    A point with samples in ``rounds`` (keyed by its ``point``) is redrawn from them
     (:func:`analysis.stats.bootstrap_medians`). One without (a table built by hand, a result
     that kept none) is drawn log-normally from its 95% interval (``time_ci_low_s``,
     ``time_ci_high_s``), and one without an interval is held at its median.
@@ -41,12 +41,12 @@ def replicate_times(
     T = points["time_s"].to_numpy(float)
     draws = np.tile(T, (n_boot, 1))
     used = set()
-    jobs = points["job"].astype(str) if "job" in points else pd.Series([None] * len(points))
+    names = points["point"].astype(str) if "point" in points else pd.Series([None] * len(points))
     lo = points["time_ci_low_s"].to_numpy(float) if "time_ci_low_s" in points else np.full(len(T), np.nan)
     hi = points["time_ci_high_s"].to_numpy(float) if "time_ci_high_s" in points else np.full(len(T), np.nan)
-    for i, job in enumerate(jobs):
-        if job in rounds:
-            draws[:, i] = bootstrap_medians(rounds[job], n_boot, rng)
+    for i, name in enumerate(names):
+        if name in rounds:
+            draws[:, i] = bootstrap_medians(rounds[name], n_boot, rng)
             used.add("rounds")
         elif lo[i] > 0 and hi[i] >= lo[i]:
             sigma = (np.log(hi[i]) - np.log(lo[i])) / (2 * Z95)

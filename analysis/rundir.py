@@ -1,17 +1,17 @@
 """The run folder: its file names and their reader. The runner writes with these names; the
 analysis reads only through this module, so the layout is stated once.
 
-A run (job) folder::
+A run (point) folder::
 
     .hydra/                       Hydra's composed config and overrides
-    result.json                   status, error, experiment, environment, timings, ...
+    result.json                   status, error, spec, environment, timings, ...
     result.host<i>.json           process i's record when each host wrote its own (distributed=auto)
     hlo/lowered.stablehlo.mlir    the program as JAX lowered it
     hlo/compiled.hlo.txt          after XLA's optimisations
     trace/plugins/profile/<time>/<host>.xplane.pb   (trace/host<i>/... with several processes)
     worker.log, worker.host<i>.log                  what each JAX process printed
 
-A sweep folder holds job folders ``<n>_<what varies>/`` plus ``sweep.json`` (the points the
+A sweep folder holds point folders ``<n>_<what varies>/`` plus ``sweep.json`` (the points the
 sweep asked for, written when it starts), ``summary.csv``, ``samples.csv``, ``fit.json``,
 ``headline.json`` and ``report/``.
 """
@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+
+from analysis.record import upgraded
 
 RESULT_NAME = "result.json"
 HLO_DIR = "hlo"
@@ -39,7 +41,7 @@ HOST_RESULTS_GLOB = "result.host*.json"
 
 # The layout of result.json, fit.json and headline.json; raised when a key changes meaning
 # or goes away (new keys do not raise it). Readers may check it.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: result.json's experiment is spec; job, job_dir and the job columns are point
 
 
 def shardlab_version() -> str:
@@ -72,12 +74,12 @@ def result_name(process_index: int) -> str:
 
 
 def log_name(process_index: int) -> str:
-    """The log of one JAX process in a job folder: ``worker.log``, ``worker.host1.log``, ..."""
+    """The log of one JAX process in a point folder: ``worker.log``, ``worker.host1.log``, ..."""
     return LOG_NAME if process_index == 0 else f"worker.host{process_index}.log"
 
 
-def job_dirs(root: str | Path) -> list[Path]:
-    """The run folders under ``root`` (``root`` itself if it is one), in job-number order."""
+def point_dirs(root: str | Path) -> list[Path]:
+    """The run folders under ``root`` (``root`` itself if it is one), in point-number order."""
     root = Path(root)
     if (root / RESULT_NAME).is_file():
         return [root]
@@ -109,7 +111,7 @@ def _out_of_range(result: dict) -> list[str]:
     import math
 
     bad = []
-    for key in ("timing", "experiment"):
+    for key in ("timing", "spec"):
         if result.get(key) is not None and not isinstance(result[key], dict):
             bad.append(f"{key} as an object")
             result[key] = None
@@ -124,24 +126,25 @@ def _out_of_range(result: dict) -> list[str]:
         if not math.isfinite(value) or (key == "median_s" and not 0 < value < MAX_TIME_S):
             bad.append(f"timing.summary.{key} in range ({value!r})")
             summary[key] = None  # the failed record keeps no value a table could choke on
-    experiment = result.get("experiment") or {}
+    spec = result.get("spec") or {}
     for key in ("V_bytes", "size_bytes"):
-        value = experiment.get(key) if isinstance(experiment, dict) else None
+        value = spec.get(key) if isinstance(spec, dict) else None
         number = isinstance(value, (int, float)) and not isinstance(value, bool)  # imported V may be fractional
         if value is not None and not (number and math.isfinite(value) and 0 <= value <= MAX_BYTES):
-            bad.append(f"experiment.{key} as a byte count ({value!r})")
-            experiment[key] = None
+            bad.append(f"spec.{key} as a byte count ({value!r})")
+            spec[key] = None
     return bad
 
 
-def read_result(job_dir: Path) -> dict:
-    """A job's result.json, with ``job`` (folder name) and ``job_dir`` added.
+def read_result(point_dir: Path) -> dict:
+    """A point's result.json, with ``point`` (folder name) and ``point_dir`` set to where it was
+    read, and a format_version 1 file's keys under their names now (:func:`analysis.record.upgraded`).
 
     A missing, unreadable or malformed file (not a JSON object; ``ok`` without the timing
-    and experiment an ok point has) becomes a failed record that says why, so one damaged
+    and spec an ok point has) becomes a failed record that says why, so one damaged
     folder never stops a report and never passes for a measurement.
     """
-    path = Path(job_dir) / RESULT_NAME
+    path = Path(point_dir) / RESULT_NAME
     try:
         if path.stat().st_size > MAX_RESULT_BYTES:
             raise ValueError(f"{path.stat().st_size} bytes, too large for a result")
@@ -152,12 +155,13 @@ def read_result(job_dir: Path) -> dict:
         result = {"status": "failed", "error_type": "UnreadableResult", "error": f"{path}: nested too deeply"}
     except (OSError, ValueError) as exc:
         result = {"status": "failed", "error_type": "UnreadableResult", "error": f"{path}: {exc}"}
+    result = upgraded(result)
     out_of_range = _out_of_range(result)  # nulled in any record; an ok one becomes failed
     if result.get("status") == "ok":
         lacks = [
             k
             for k, ok in (
-                ("experiment.op", isinstance((result.get("experiment") or {}).get("op"), str)),
+                ("spec.op", isinstance((result.get("spec") or {}).get("op"), str)),
                 (
                     "timing.summary.median_s",
                     isinstance(((result.get("timing") or {}).get("summary") or {}).get("median_s"), (int, float))
@@ -175,31 +179,31 @@ def read_result(job_dir: Path) -> dict:
                 error_type="IncompleteResult",
                 error=f"{path}: says ok but has no {' or '.join(lacks)}",
             )
-    result["job"] = Path(job_dir).name
-    result["job_dir"] = str(job_dir)
+    result["point"] = Path(point_dir).name
+    result["point_dir"] = str(point_dir)
     return result
 
 
-def job_file(result: dict, key: str, max_bytes: int = 4 << 30) -> Path | None:
-    """The file ``result["files"][key]`` names, inside its job folder; None when there is none.
+def point_file(result: dict, key: str, max_bytes: int = 4 << 30) -> Path | None:
+    """The file ``result["files"][key]`` names, inside its point folder; None when there is none.
 
-    Raises ValueError for a name that is absolute or leaves the job folder (``..``, a link
+    Raises ValueError for a name that is absolute or leaves the point folder (``..``, a link
     out), or that is not a regular file or is too large: a result.json is data, and its paths
     must not send a reader to ``/dev/zero`` or anywhere else on disk.
     """
     rel = (result.get("files") or {}).get(key)
-    return safe_path(Path(result["job_dir"]), rel, key, max_bytes) if rel else None
+    return safe_path(Path(result["point_dir"]), rel, key, max_bytes) if rel else None
 
 
-def safe_path(job_dir: Path, rel: str, what: str = "file", max_bytes: int = 4 << 30) -> Path:
-    """``job_dir / rel`` if it is a regular file inside ``job_dir`` of at most ``max_bytes``;
-    else ValueError saying why (see :func:`job_file`)."""
-    job_dir = Path(job_dir).resolve()
+def safe_path(point_dir: Path, rel: str, what: str = "file", max_bytes: int = 4 << 30) -> Path:
+    """``point_dir / rel`` if it is a regular file inside ``point_dir`` of at most ``max_bytes``;
+    else ValueError saying why (see :func:`point_file`)."""
+    point_dir = Path(point_dir).resolve()
     if Path(str(rel)).is_absolute():
         raise ValueError(f"{what}={rel!r}: an absolute path; a run folder's files are relative to it")
-    path = (job_dir / str(rel)).resolve()
-    if job_dir not in path.parents:
-        raise ValueError(f"{what}={rel!r}: leaves the job folder")
+    path = (point_dir / str(rel)).resolve()
+    if point_dir not in path.parents:
+        raise ValueError(f"{what}={rel!r}: leaves the point folder")
     if not path.is_file():
         raise ValueError(f"{path}: missing or not a regular file")
     if path.stat().st_size > max_bytes:
@@ -208,13 +212,13 @@ def safe_path(job_dir: Path, rel: str, what: str = "file", max_bytes: int = 4 <<
 
 
 def read_results(root: str | Path) -> list[dict]:
-    """Every job's result under ``root``."""
-    return [read_result(d) for d in job_dirs(root)]
+    """Every point's result under ``root``."""
+    return [read_result(d) for d in point_dirs(root)]
 
 
-def job_number(job_dir: Path) -> int | None:
-    """The sweep position a job folder's name starts with (``07_op.size_bytes=...`` -> 7)."""
-    head = Path(job_dir).name.split("_", 1)[0]
+def point_number(point_dir: Path) -> int | None:
+    """The sweep position a point folder's name starts with (``07_op.size_bytes=...`` -> 7)."""
+    head = Path(point_dir).name.split("_", 1)[0]
     return int(head) if head.isdigit() else None
 
 

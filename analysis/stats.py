@@ -104,7 +104,7 @@ def combine_rounds(rounds: list, seed: int = 0, confidence: float = CONFIDENCE) 
     bootstrap: rounds are drawn with replacement, each drawn round's samples are redrawn
     with replacement, and the median of the redrawn rounds' medians is taken; the interval
     is the central ``confidence`` of those. So it covers the spread between rounds (drift,
-    other jobs on the machine) as well as the noise within each, which one round's interval
+    other points on the machine) as well as the noise within each, which one round's interval
     cannot. With one round it is the order-statistic interval of :func:`median_ci`.
 
     ``rounds_disagree`` is true when the rounds' medians differ by more than their own

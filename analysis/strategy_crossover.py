@@ -24,10 +24,10 @@ def varying_dim(dims: pd.Series) -> str | None:
     return varying[0] if len(varying) == 1 else None
 
 
-def q4_table(jobs: pd.DataFrame) -> pd.DataFrame:
+def q4_table(points: pd.DataFrame) -> pd.DataFrame:
     """The two Question 4 strategies side by side per expression and dims, in order of the
     dim the sweep varies (``ratio 2/1`` < 1: multiply-then-AllReduce is faster)."""
-    ok = jobs[(jobs["status"] == "ok") & jobs["strategy"].isin(Q4_STRATEGIES)]
+    ok = points[(points["status"] == "ok") & points["strategy"].isin(Q4_STRATEGIES)]
     out = []
     for expr, g in ok.groupby("expr"):
         if set(g["strategy"]) != set(Q4_STRATEGIES):

@@ -21,14 +21,14 @@ from analysis.book.collective_cost import active_axes
 from analysis.book.collectives import BY_OP
 from analysis.point_flags import TRACE_SLOWDOWN_LIMIT, dispatch_floor, flags
 from analysis.record import ESTIMATORS, LOOP, Result, Timing, either
-from analysis.rundir import job_file
+from analysis.rundir import point_file
 from analysis.trace.overlap import overlap_summary
 
 MAX_HLO_BYTES = 1 << 30  # an HLO text file larger than this is not a program's
 
 
 def hlo_kind_of(op: str, grad: bool = False) -> str | None:
-    """The HLO opcode a job of ``op`` is about: its own, or its backward partner's for a grad
+    """The HLO opcode a point of ``op`` is about: its own, or its backward partner's for a grad
     (the book: the backward pass of an AllGather is a ReduceScatter, and vice versa)."""
     k = BY_OP.get(op)
     if k is None:
@@ -73,15 +73,15 @@ def _estimator_columns(t: Timing) -> dict:
 
 
 def _run_columns(result: dict | Result) -> dict:
-    """The columns of a job's every row, from its result.json (:class:`analysis.record.Result`):
-    what ran (``experiment``, else the config it was asked with), where, its timing and checks."""
+    """The columns of a point's every row, from its result.json (:class:`analysis.record.Result`):
+    what ran (``spec``, else the config it was asked with), where, its timing and checks."""
     r = result if isinstance(result, Result) else Result.from_json(result)
-    exp, cfg, env, t, s = r.experiment, r.config, r.environment, r.timing, r.timing.summary
+    exp, cfg, env, t, s = r.spec, r.config, r.environment, r.timing, r.timing.summary
     mesh_axes = exp.mesh.axes or {}
     target = cfg.timing.target_rel_ci or 0.05
     rel_ci = s.rel_ci_halfwidth if s.rel_ci_halfwidth is not None else np.inf
     return {
-        "job": r.job,
+        "point": r.point,
         "status": r.status,
         "error_type": r.error_type,
         "error": r.error,
@@ -140,7 +140,7 @@ def _run_columns(result: dict | Result) -> dict:
         "ceiling_ci_low_Bps": r.ceiling.ci_low_Bps,
         "ceiling_ci_high_Bps": r.ceiling.ci_high_Bps,
         "ceiling_inconsistent": r.ceiling.inconsistent,
-        # matmul jobs
+        # matmul points
         "strategy": exp.strategy,
         "flops": exp.flops,
         "grad": bool(either(exp.grad, cfg.op.grad)),
@@ -149,12 +149,12 @@ def _run_columns(result: dict | Result) -> dict:
 
 
 def _hlo_rows(r: dict, mesh_axes: dict) -> tuple[list[dict], dict | None, str | None]:
-    """One row per collective of the job's compiled HLO (its groups named by the axes of
+    """One row per collective of the point's compiled HLO (its groups named by the axes of
     ``mesh_axes``, the mesh as the point built it); what the trace needs of the module
     (``opcodes``: every instruction's opcode; ``pairs``: async done -> start names); and any
     problem reading the file."""
     try:
-        path = job_file(r, "hlo_compiled", MAX_HLO_BYTES)
+        path = point_file(r, "hlo_compiled", MAX_HLO_BYTES)
     except ValueError as exc:
         return [], None, str(exc)
     if path is None:
@@ -195,7 +195,7 @@ def _trace_ops(r: dict, facts: dict | None) -> tuple[pd.DataFrame | None, dict, 
     opcodes, async halves joined: ``facts`` from :func:`_hlo_rows`), and any problem reading
     them."""
     try:
-        path = job_file(r, "xplane")
+        path = point_file(r, "xplane")
     except ValueError as exc:
         return None, {}, str(exc)
     if path is None:
@@ -213,12 +213,12 @@ def _trace_ops(r: dict, facts: dict | None) -> tuple[pd.DataFrame | None, dict, 
     return trace_reader.op_summary(trace_reader.op_steps(ops)), overlap, None
 
 
-def job_rows(r: dict) -> list[dict]:
-    """The summary rows of one job: one per collective in its compiled HLO (at least one)."""
+def point_rows(r: dict) -> list[dict]:
+    """The summary rows of one point: one per collective in its compiled HLO (at least one)."""
     rec = Result.from_json(r)
     base = _run_columns(rec)
     problems = []
-    hlo_rows, facts, err = _hlo_rows(r, rec.experiment.mesh.axes or {})
+    hlo_rows, facts, err = _hlo_rows(r, rec.spec.mesh.axes or {})
     problems += [err] if err else []
     kind, rel = hlo_kind_of(base["op"], base["grad"]), rec.files.get("hlo_compiled")
     imported = rec.timing.source == "imported"  # another tool's numbers: no HLO to expect
@@ -227,7 +227,7 @@ def job_rows(r: dict) -> list[dict]:
         # keeps its row, named by its op, and says what is missing.
         if not err and not imported:
             problems.append(
-                f"{Path(r['job_dir']) / rel}: no {kind} in the compiled HLO (truncated?)"
+                f"{Path(r['point_dir']) / rel}: no {kind} in the compiled HLO (truncated?)"
                 if rel
                 else "no compiled HLO recorded"
             )
@@ -250,26 +250,26 @@ def job_rows(r: dict) -> list[dict]:
     return rows
 
 
-PARALLEL_FROM = 200  # jobs: from here each job's trace and HLO are read in worker processes
+PARALLEL_FROM = 200  # points: from here each point's trace and HLO are read in worker processes
 
 
 def _all_rows(results: list[dict]) -> list[dict]:
-    """:func:`job_rows` of every result; a large sweep's spread over the cores (reading each
-    job's trace and HLO is most of a report's time: about 20 ms a job here), in spawned
+    """:func:`point_rows` of every result; a large sweep's spread over the cores (reading each
+    point's trace and HLO is most of a report's time: about 20 ms a point here), in spawned
     processes (a forked copy of a process that runs JAX threads may deadlock)."""
     workers = min(os.cpu_count() or 1, 8)
     if len(results) < PARALLEL_FROM or workers < 2:
-        return [row for r in results for row in job_rows(r)]
+        return [row for r in results for row in point_rows(r)]
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        chunks = pool.map(job_rows, results, chunksize=max(len(results) // (4 * workers), 1))
+        chunks = pool.map(point_rows, results, chunksize=max(len(results) // (4 * workers), 1))
         return [row for rows in chunks for row in rows]
 
 
 def summary_table(results: list[dict]) -> pd.DataFrame:
-    """Every job's result (``analysis.rundir.read_results``) as tidy rows, with bandwidths
+    """Every point's result (``analysis.rundir.read_results``) as tidy rows, with bandwidths
     and profiler perturbation."""
     df = pd.DataFrame(_all_rows(results))
     for col in (
@@ -315,7 +315,7 @@ def summary_table(results: list[dict]) -> pd.DataFrame:
     df["trace_over_untraced"] = df["trace_op_time_s"].astype(float) / df["time_s"].astype(float)
     df["trace_unrepresentative"] = pd.to_numeric(df["profiler_slowdown"], errors="coerce") > TRACE_SLOWDOWN_LIMIT
     df["flags"], df["caveats"] = flags(df)
-    # The row of the collective the experiment asked for (XLA may add others, e.g. in matmuls).
+    # The row of the collective the point asked for (XLA may add others, e.g. in matmuls).
     # Backward passes are not the collective they name: keep them out of its fits.
     df["is_target"] = [
         hlo_kind_of(op) == kind and not grad for op, kind, grad in zip(df["op"], df["hlo_kind"], df["grad"])

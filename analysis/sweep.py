@@ -19,19 +19,19 @@ from analysis.book.hardware import Hardware, load_hardware, resolve
 from analysis.fit import GROUP_KEYS, fit_points
 from analysis.predictions import curves, hardware_for, model_constants, predict_points, self_fit, unit_terms
 from analysis.record import DEVICE, ESTIMATORS, Result
-from analysis.resample import rounds_by_job
-from analysis.rundir import expected_points, job_dirs, read_results
+from analysis.resample import rounds_by_point
+from analysis.rundir import expected_points, point_dirs, read_results
 from analysis.summary import summary_table
 from analysis.sweep_id import sweep_identity
-from analysis.sweep_match import match_jobs
+from analysis.sweep_match import match_points
 
 
 @dataclass
 class Sweep:
     """Everything one sweep folder holds, as tables.
 
-    ``summary``: one row per job and collective (``summary.csv``). ``points``: the ok rows of
-    the collective each job asked for, with a ``family`` label, the model's unit terms and
+    ``summary``: one row per point and collective (``summary.csv``). ``points``: the ok rows of
+    the collective each point asked for, with a ``family`` label, the model's unit terms and
     ``model_time_s``. ``fits``: one row of fitted constants per family; ``left_out``: the
     points the fits did not use, each with the reason. ``model_hw``: the
     constants the model used (published, calibrated or fitted here) and ``model_source``
@@ -51,26 +51,26 @@ class Sweep:
     missing: list = field(default_factory=list)  # those without a result
 
     @property
-    def jobs(self) -> pd.DataFrame:
-        """One summary row per job."""
-        return self.summary.drop_duplicates("job")
+    def by_point(self) -> pd.DataFrame:
+        """One summary row per point."""
+        return self.summary.drop_duplicates("point")
 
     @property
     def samples(self) -> pd.DataFrame:
-        """Every timing sample (``samples.csv``): ``job, round, estimator, sample, time_s``."""
+        """Every timing sample (``samples.csv``): ``point, round, estimator, sample, time_s``."""
         return samples_table(self.results)
 
 
 def samples_table(results: list[dict]) -> pd.DataFrame:
-    """Every timing sample of every job, long format: ``job, round, estimator, sample, time_s``."""
+    """Every timing sample of every point, long format: ``point, round, estimator, sample, time_s``."""
     rows = []
     for r in results:
         t = Result.from_json(r).timing
         for rnd in t.rounds:
             for est in ESTIMATORS:  # (a later round has device samples where device is the source)
-                rows += [(r["job"], rnd.round, est, i, v) for i, v in enumerate(rnd.samples(est))]
-        rows += [(r["job"], 1, DEVICE, i, v) for i, v in enumerate(t.device.samples_s or [])]
-    return pd.DataFrame(rows, columns=["job", "round", "estimator", "sample", "time_s"])
+                rows += [(r["point"], rnd.round, est, i, v) for i, v in enumerate(rnd.samples(est))]
+        rows += [(r["point"], 1, DEVICE, i, v) for i, v in enumerate(t.device.samples_s or [])]
+    return pd.DataFrame(rows, columns=["point", "round", "estimator", "sample", "time_s"])
 
 
 def family_label(df: pd.DataFrame) -> pd.Series:
@@ -89,7 +89,7 @@ def family_label(df: pd.DataFrame) -> pd.Series:
 
 
 def target_points(summary: pd.DataFrame) -> pd.DataFrame:
-    """The ok rows of the collective each job asked for, labelled by family."""
+    """The ok rows of the collective each point asked for, labelled by family."""
     pts = summary[(summary["status"] == "ok") & summary["is_target"]].copy()
     pts["family"] = family_label(pts)
     return pts.sort_values(["family", "V_bytes"]).reset_index(drop=True)
@@ -162,10 +162,10 @@ def load_sweep(root: str | Path, hardware: str | None = None, allow_mixed: bool 
     results = read_results(root)
     expected = expected_points(root)
     mixed = mixture(results, expected)
-    # job folders are the sweep's points by their overrides, not their numbers (sweep_match)
-    matched, extra = match_jobs(job_dirs(root), expected) if expected else ({}, [])
+    # point folders are the sweep's points by their overrides, not their numbers (sweep_match)
+    matched, extra = match_points(point_dirs(root), expected) if expected else ({}, [])
     if extra:  # folders the sweep never asked for: copied in, or left by another sweep in this folder
-        mixed["job folders the sweep did not ask for"] = sorted(d.name for d in extra)
+        mixed["point folders the sweep did not ask for"] = sorted(d.name for d in extra)
     if mixed and not allow_mixed:
         said = "; ".join(f"{k}: {', '.join(v[:4])}{' ...' if len(v) > 4 else ''}" for k, v in list(mixed.items())[:6])
         raise MixedSweepError(
@@ -174,7 +174,7 @@ def load_sweep(root: str | Path, hardware: str | None = None, allow_mixed: bool 
         )
     summary = summary_table(results)
     points = unit_terms(target_points(summary), results)
-    fitted = fit_points(points, rounds_by_job(results)) if len(points) else None
+    fitted = fit_points(points, rounds_by_point(results)) if len(points) else None
     fits, left_out = (fitted.fits, fitted.left_out) if fitted else (pd.DataFrame(columns=GROUP_KEYS), pd.DataFrame())
     ran_on = summary.loc[summary["status"] == "ok", "hardware"].dropna()
     hw_name = hardware or (ran_on.mode().iloc[0] if len(ran_on) else None)
@@ -192,9 +192,9 @@ def load_sweep(root: str | Path, hardware: str | None = None, allow_mixed: bool 
     points["measured_over_model_cv"] = points["measured_over_model"].where(
         ~points["model_self_fit"], points["time_s"] / points["cv_model_time_s"]
     )
-    model = points.set_index(["job", "hlo_op"])[["model_time_s", "model_regime"]] if len(points) else None
+    model = points.set_index(["point", "hlo_op"])[["model_time_s", "model_regime"]] if len(points) else None
     if model is not None:  # the summary carries the same model columns for its target rows
-        summary = summary.join(model, on=["job", "hlo_op"])
+        summary = summary.join(model, on=["point", "hlo_op"])
     else:
         summary = summary.assign(model_time_s=float("nan"), model_regime=None)
     missing = [p for p in expected if p["num"] not in matched]

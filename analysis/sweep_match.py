@@ -1,7 +1,7 @@
-"""Which job folder holds which point of a sweep, told by the point's config (its overrides),
+"""Which point folder holds which point of a sweep, told by the point's config (its overrides),
 never by its number alone, and how two sweeps' point lists differ.
 
-A job folder's number is only its position in the sweep that made it: a resume with another
+A point folder's number is only its position in the sweep that made it: a resume with another
 size list makes ``001_op.size_bytes=4KiB`` beside an older ``001_op.size_bytes=2KiB``. A
 folder is this sweep's point when its overrides (``.hydra/overrides.yaml``, else the
 ``<what varies>`` part of its name, which Hydra builds from them) are one the sweep's
@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 # Overrides that change nothing measured: left out when points are compared (as resume and
-# Hydra's job folder names leave them out, conf/config.yaml). distributed.process_id differs
+# Hydra's point folder names leave them out, conf/config.yaml). distributed.process_id differs
 # between the hosts of one multi-host sweep, which share its folders.
 NOT_MEASURED = ("resume", "sizes.min", "sizes.max", "sizes.factor", "check.min_busbw_GBps", "distributed.process_id")
 # ... and also out of a folder's name (override_dirname.exclude_keys in conf/config.yaml)
@@ -33,24 +33,24 @@ def point_key(overrides: list[str]) -> tuple[str, ...]:
 
 
 def name_key(overrides: list[str]) -> str:
-    """The ``<what varies>`` part of the job folder Hydra names for ``overrides`` (sorted,
+    """The ``<what varies>`` part of the point folder Hydra names for ``overrides`` (sorted,
     joined by commas, without the keys conf/config.yaml leaves out of names)."""
     return ",".join(sorted(o for o in overrides if override_key(o) not in NOT_IN_NAME))
 
 
-def job_overrides(job_dir: Path) -> list[str] | None:
-    """The overrides Hydra recorded for a job folder (``.hydra/overrides.yaml``), or None."""
+def point_overrides(point_dir: Path) -> list[str] | None:
+    """The overrides Hydra recorded for a point folder (``.hydra/overrides.yaml``), or None."""
     import yaml
 
     try:
-        data = yaml.safe_load((Path(job_dir) / OVERRIDES_FILE).read_text())
+        data = yaml.safe_load((Path(point_dir) / OVERRIDES_FILE).read_text())
     except (OSError, ValueError, yaml.YAMLError):
         return None
     return [str(o) for o in data] if isinstance(data, list) else None
 
 
-def match_jobs(dirs: list[Path], expected: list[dict]) -> tuple[dict[int, Path], list[Path]]:
-    """``({num: job folder}, [folders that are no point of the sweep])`` for the job folders
+def match_points(dirs: list[Path], expected: list[dict]) -> tuple[dict[int, Path], list[Path]]:
+    """``({num: point folder}, [folders that are no point of the sweep])`` for the point folders
     ``dirs`` and the sweep's ``expected`` points (``sweep.json``: ``{"num", "overrides"}``).
 
     A folder is a point's when its overrides are the point's; of two folders for one point
@@ -60,7 +60,7 @@ def match_jobs(dirs: list[Path], expected: list[dict]) -> tuple[dict[int, Path],
     by_name = {name_key(p.get("overrides") or []): p["num"] for p in expected}
     found: dict[Path, int | None] = {}
     for d in dirs:
-        recorded = job_overrides(d)
+        recorded = point_overrides(d)
         if recorded is not None:
             found[d] = by_key.get(point_key(recorded))
         else:  # copied without .hydra/: the folder's name says what it ran
@@ -75,8 +75,8 @@ def match_jobs(dirs: list[Path], expected: list[dict]) -> tuple[dict[int, Path],
     return matched, extra
 
 
-def _number(job_dir: Path) -> int | None:
-    head = Path(job_dir).name.split("_", 1)[0]
+def _number(point_dir: Path) -> int | None:
+    head = Path(point_dir).name.split("_", 1)[0]
     return int(head) if head.isdigit() else None
 
 

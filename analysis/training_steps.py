@@ -19,12 +19,12 @@ from analysis.book.hardware import Hardware
 from analysis.profile import step_summary
 from analysis.profile_load import analyse, load_hlo
 from analysis.record import Result, either
-from analysis.rundir import job_file
+from analysis.rundir import point_file
 from analysis.trace import TraceError
 
 STEP_OPS = ("transformer_block", "program")
 STEP_COLUMNS = [
-    "job",
+    "point",
     "op",
     "sharding",
     "mesh",
@@ -64,21 +64,21 @@ def mesh_predictor(hw: Hardware, mesh: dict[str, int]):
     return predict
 
 
-def step_jobs(results: list[dict]) -> list[dict]:
+def step_points(results: list[dict]) -> list[dict]:
     """The ok results of whole-step ops."""
-    return [r for r in results if (rec := Result.from_json(r)).ok and rec.experiment.op in STEP_OPS and rec.job_dir]
+    return [r for r in results if (rec := Result.from_json(r)).ok and rec.spec.op in STEP_OPS and rec.point_dir]
 
 
 def collective_rows(result: dict, hw: Hardware | None) -> tuple[pd.DataFrame | None, pd.DataFrame | None, str]:
     """The point's per-collective table and per-step summary from its trace and HLO, or
     (None, None, why not)."""
     try:
-        xplane, hlo = job_file(result, "xplane"), job_file(result, "hlo_compiled")
+        xplane, hlo = point_file(result, "xplane"), point_file(result, "hlo_compiled")
     except ValueError as err:
         return None, None, str(err)
     if xplane is None or hlo is None:
         return None, None, "no trace or no HLO (trace.enabled=false?)"
-    mesh = Result.from_json(result).experiment.mesh.axes
+    mesh = Result.from_json(result).spec.mesh.axes
     try:
         texts, _ = load_hlo(str(hlo), [xplane])
         found = analyse([xplane], texts, mesh, mesh_predictor(hw, mesh) if hw is not None and mesh else None)
@@ -89,17 +89,17 @@ def collective_rows(result: dict, hw: Hardware | None) -> tuple[pd.DataFrame | N
 
 def step_table(results: list[dict], hw: Hardware | None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(one row per whole-step point, :data:`STEP_COLUMNS`; every collective of every point
-    with the point's ``job``)."""
+    with the point's ``point``)."""
     rows, colls = [], []
-    for result in step_jobs(results):
+    for result in step_points(results):
         r = Result.from_json(result)
-        exp = r.experiment
+        exp = r.spec
         table, steps, why = collective_rows(result, hw)
         mesh = exp.mesh.axes or {}
         devices = int(np.prod(list(mesh.values()) or [1]))
         C = (hw.flops_per_s or {}).get(exp.dtype) if hw is not None else None
         row = {
-            "job": r.job,
+            "point": r.point,
             "op": exp.op,
             "sharding": exp.sharding or "",
             "mesh": "x".join(str(v) for v in mesh.values()),
@@ -121,7 +121,7 @@ def step_table(results: list[dict], hw: Hardware | None) -> tuple[pd.DataFrame, 
                 top = ran.sort_values("time_per_step_s", ascending=False).iloc[0]
                 row["top_collective"] = f"{top['kind']} over {top['mesh_axes'] or '?'} ({top['name']})"
                 row["top_collective_s"] = float(top["time_per_step_s"])
-            colls.append(table.assign(job=row["job"]))
+            colls.append(table.assign(point=row["point"]))
         rows.append(row)
     out = pd.DataFrame(rows, columns=STEP_COLUMNS)
     return out, (pd.concat(colls, ignore_index=True) if colls else pd.DataFrame())

@@ -2,7 +2,7 @@
 
 Three rooms, along the process boundary:
 
-* :mod:`runner.sweep` - the Hydra process: ``run(cfg)`` (:mod:`.sweep.job`), the sweep's
+* :mod:`runner.sweep` - the Hydra process: ``run(cfg)`` (:mod:`.sweep.point`), the sweep's
   callbacks, progress lines, rounds, folder lock and the handles on worker processes;
 * :mod:`runner.worker` - the JAX process that those handles spawn (:mod:`.worker.serve`): one
   point measured (:mod:`.worker.measure`: programs, timing, tracing, meshes, the ceiling, the
@@ -24,7 +24,7 @@ def __getattr__(name: str):
     # ``from runner import run`` without importing the sweep side (Hydra, OmegaConf) into every
     # process that imports a runner module: the worker imports runner.worker.serve only
     if name == "run":
-        from runner.sweep.job import run
+        from runner.sweep.point import run
 
         return run
     raise AttributeError(f"module 'runner' has no attribute {name!r}")

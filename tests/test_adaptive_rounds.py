@@ -80,7 +80,7 @@ def test_a_point_without_a_headline_time_runs_every_round():
     assert rule["stopped"] is False and "no interval" in rule["why"]
 
 
-def _job(root, name: str, stopped: bool, status: str = "ok"):
+def _point(root, name: str, stopped: bool, status: str = "ok"):
     d = root / name
     d.mkdir()
     t = {"rounds": [{"round": r} for r in (1, 2, 3)], "rounds_rule": {"stopped": stopped}}
@@ -89,14 +89,14 @@ def _job(root, name: str, stopped: bool, status: str = "ok"):
 
 
 def test_a_stopped_point_takes_no_more_rounds(tmp_path):
-    job = _job(tmp_path, "0_a", stopped=True)
+    point = _point(tmp_path, "0_a", stopped=True)
     # no worker is asked: the point is done (spec={} would fail if it were)
-    assert rounds_mod.add_round(job, 4, spec={}) is False
+    assert rounds_mod.add_round(point, 4, spec={}) is False
 
 
 def test_interleave_runs_rounds_after_the_third_only_for_points_that_need_them(tmp_path, monkeypatch):
-    done, going = _job(tmp_path, "0_a", True), _job(tmp_path, "1_b", False)
-    failed = _job(tmp_path, "2_c", False, "failed")
+    done, going = _point(tmp_path, "0_a", True), _point(tmp_path, "1_b", False)
+    failed = _point(tmp_path, "2_c", False, "failed")
     calls = []
     monkeypatch.setattr(rounds_mod, "add_round", lambda d, r, spec=None: calls.append((d.name, r)) or True)
     assert rounds_mod.interleave([done, going, failed], 5, seed=0) == 8

@@ -31,10 +31,10 @@ FLAGGED = ("all_gather", 32 << 10)  # the point whose ceiling the fixture lowers
 
 def flag_above_ceiling(sweep, op: str, size_bytes: int) -> str:
     """Lower one point's measured ceiling to 1 B/s, so its bus bandwidth lies wholly above it and
-    the point is flagged (as a noisy ceiling on a busy machine may do to any point); its job name."""
+    the point is flagged (as a noisy ceiling on a busy machine may do to any point); its point name."""
     for result in sweep.glob("*/result.json"):
         r = json.loads(result.read_text())
-        if r["experiment"]["op"] == op and r["experiment"]["size_bytes"] == size_bytes:
+        if r["spec"]["op"] == op and r["spec"]["size_bytes"] == size_bytes:
             r["ceiling"].update(busbw_Bps=1.0, ci_low_Bps=1.0, ci_high_Bps=1.0, inconsistent=None)
             result.write_text(json.dumps(r))
             return result.parent.name
@@ -46,7 +46,7 @@ def left_out(sweep, op: str) -> pd.DataFrame:
     from analysis.sweep import load_sweep
 
     gone = load_sweep(sweep).left_out
-    return gone[gone["op"] == op] if len(gone) else pd.DataFrame(columns=["op", "job", "reason"])
+    return gone[gone["op"] == op] if len(gone) else pd.DataFrame(columns=["op", "point", "reason"])
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +107,7 @@ def test_predictions_reproduce_the_calibration_sweep_within_the_fits_error(calib
     pts = predict_points(target_points(summary_table(read_results(sweep))), model_hw)
     for entry in hw.calibrated:
         # the residuals are over the points the fit kept
-        g = pts[(pts["op"] == entry.op) & ~pts["job"].isin(left_out(sweep, entry.op)["job"])]
+        g = pts[(pts["op"] == entry.op) & ~pts["point"].isin(left_out(sweep, entry.op)["point"])]
         assert len(g) == entry.n_points
         rel = g["model_time_s"] / g["time_s"] - 1
         # the prediction is the fit itself: the same residuals point by point, so the same RMS
@@ -189,7 +189,7 @@ def _cache_family(op, axis_sizes, n_axes, dtype):
     W = np.where(V <= 2**20, 4e9, 1e9)
     return pts.assign(
         time_s=np.maximum(1e-5 * pts["latency_unit"], pts["bandwidth_unit"] / W),
-        job=[f"{op}{i:02d}" for i in range(len(V))],
+        point=[f"{op}{i:02d}" for i in range(len(V))],
         flags=[""] * (len(V) - 1) + ["above its ceiling"],
         axes="X" if n_axes == 1 else "XY",
         n_axes=n_axes,
@@ -219,7 +219,7 @@ def test_calibrate_fits_as_the_report_does():
         f = fits[fits["op"] == r.op].iloc[0]
         assert (r.W_Bps, r.T_min_s, r.n_points) == (f["W_Bps"], f["T_min_s"], f["n_points"])
         gone = left[left["op"] == r.op]
-        assert r.left_out == "; ".join(f"{j}: {why}" for j, why in zip(gone["job"], gone["reason"]))
+        assert r.left_out == "; ".join(f"{j}: {why}" for j, why in zip(gone["point"], gone["reason"]))
         assert r.left_out.count("another bandwidth regime") == 5  # 64 KiB .. 1 MiB
     assert table["W_ci_low_Bps"].isna().all()  # no samples, no intervals claimed
 

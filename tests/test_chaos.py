@@ -83,8 +83,8 @@ def test_random_kills_then_resume_lose_nothing_and_leave_nothing(tmp_path):
         main.wait(timeout=60)
         assert gone_within(everyone, 10) == set(), f"trial {trial}: a process of the sweep outlived it"
         now = snapshot(out)
-        for job, first in seen.items():  # an ok result stays as it was
-            assert now.get(job) == first, f"trial {trial}: the ok result of {job} was lost or rewritten"
+        for point, first in seen.items():  # an ok result stays as it was
+            assert now.get(point) == first, f"trial {trial}: the ok result of {point} was lost or rewritten"
         seen.update(now)
 
     runner(*ARGS, f"hydra.sweep.dir={out}", "resume=true", expect=0)
@@ -92,8 +92,8 @@ def test_random_kills_then_resume_lose_nothing_and_leave_nothing(tmp_path):
     sizes = sorted(r["config"]["op"]["size_bytes"] for r in results.values())
     assert sizes == sorted(SIZES), sizes  # every point exactly once
     assert all(r["status"] == "ok" and len(r["timing"]["rounds"]) == 2 for r in results.values())
-    for job, first in seen.items():
-        assert snapshot(out)[job] == first, f"the ok result of {job} was rewritten by the resume"
+    for point, first in seen.items():
+        assert snapshot(out)[point] == first, f"the ok result of {point} was rewritten by the resume"
     assert not any(alive(p) for p in everyone)
     assert listeners(everyone) == set()
     report = (out / "report" / "report.md").read_text()

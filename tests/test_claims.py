@@ -51,9 +51,9 @@ def test_the_verdict_words_and_why_a_claim_cannot_be_told():
     assert why(FAILS, "AllReduce costs twice an AllGather", 1.2, 1.1, 1.3, 2.0, "cpu").startswith("in host memory")
 
 
-def _row(job, op, group, V, t, axes="X", grad=False, kind=None, backend="cpu"):
+def _row(point, op, group, V, t, axes="X", grad=False, kind=None, backend="cpu"):
     return {
-        "job": job,
+        "point": point,
         "status": "ok",
         "op": op,
         "group_size": group,
@@ -126,8 +126,8 @@ def test_backward_pass_hlo_on_cpu(compose_cfg, tmp_path, op, backward):
             "trace.enabled=false",
         ]
     )
-    job = tmp_path / "0_grad"
-    result = run(cfg, job)
+    point = tmp_path / "0_grad"
+    result = run(cfg, point)
     assert result["status"] == "ok" and result["check"]["passed"], result.get("error")
     s = summary_table(read_results(tmp_path))
     assert list(s["hlo_kind"]) == [backward]
@@ -179,7 +179,7 @@ def _claims() -> pd.DataFrame:
                 "ci_low": np.nan,
                 "ci_high": np.nan,
                 "verdict": MISSING,
-                "reason": "no job",
+                "reason": "no point",
             },
         ]
     )

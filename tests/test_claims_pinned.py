@@ -1,6 +1,6 @@
 """The claims' verdicts pinned on both sides of every edge (issue 30): the band's ends are in
 it, just past them is "cannot tell" until the whole interval is out; ">1" needs the interval
-wholly above 1; the ratio's interval is the conservative one; a claim reads the middle job of
+wholly above 1; the ratio's interval is the conservative one; a claim reads the middle point of
 several and never a failed one."""
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ def test_the_ratio_interval_is_the_conservative_one():
     assert ratio_ci(a, b) == pytest.approx((2.0, 1.5, 2.4 / 0.9))
 
 
-def _row(job, op, group, V, t, status="ok"):
+def _row(point, op, group, V, t, status="ok"):
     return {
-        "job": job,
+        "point": point,
         "status": status,
         "op": op,
         "group_size": group,
@@ -63,7 +63,7 @@ def _row(job, op, group, V, t, status="ok"):
     }
 
 
-def test_a_claim_reads_the_middle_of_several_jobs_and_no_failed_one():
+def test_a_claim_reads_the_middle_of_several_points_and_no_failed_one():
     big = 8 << 20
     rows = [
         _row("ag8a", "all_gather", 8, big, 1.0e-3),

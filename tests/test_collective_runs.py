@@ -36,8 +36,8 @@ def test_each_collective_runs_checks_traces_and_dumps_hlo(compose_cfg, tmp_path,
     on_disk = json.loads((tmp_path / "result.json").read_text())
     assert on_disk["status"] == "ok"
     assert on_disk["check"]["passed"] is True
-    assert on_disk["experiment"]["group_size"] == group
-    assert on_disk["experiment"]["V_bytes"] == 64 * 1024
+    assert on_disk["spec"]["group_size"] == group
+    assert on_disk["spec"]["V_bytes"] == 64 * 1024
     assert on_disk["environment"]["device_count"] == 8
     summary = on_disk["timing"]["summary"]
     assert summary["n"] >= 5 and summary["ci_low_s"] <= summary["median_s"] <= summary["ci_high_s"]

@@ -57,14 +57,14 @@ def test_ratio_table_has_every_collective_and_size_with_a_ci(report):
     assert "W (B/s) [dtype=float32]" in md and "W (B/s) [dtype=bfloat16]" in md
 
 
-def test_no_shared_experiments_and_empty_folders_exit_2_with_one_line(tiny_sweeps, tmp_path, capsys):
-    # AllGather jobs of one sweep against AllReduce jobs of the other: nothing in common.
+def test_no_shared_points_and_empty_folders_exit_2_with_one_line(tiny_sweeps, tmp_path, capsys):
+    # AllGather points of one sweep against AllReduce points of the other: nothing in common.
     for name, dtype, op in (("ag", "float32", "all_gather"), ("ar", "bfloat16", "all_reduce")):
-        for job in tiny_sweeps[dtype].glob(f"*op={op}*"):
-            shutil.copytree(job, tmp_path / name / job.name)
+        for point in tiny_sweeps[dtype].glob(f"*op={op}*"):
+            shutil.copytree(point, tmp_path / name / point.name)
     assert analysis_main(["compare", str(tmp_path / "ag"), str(tmp_path / "ar"), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip()
-    assert "share no experiments" in err and len(err.splitlines()) == 1
+    assert "share no points" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "o").exists()
     (tmp_path / "empty").mkdir()
     assert analysis_main(["compare", str(tiny_sweeps["float32"]), str(tmp_path / "empty")]) == 2

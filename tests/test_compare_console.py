@@ -40,14 +40,14 @@ def _ratios(n: int = 2) -> pd.DataFrame:
 def test_the_summary_is_in_the_reports_units():
     lines = console_summary(_ratios()).splitlines()
     assert lines == [
-        "bf16 against f32: 2 shared experiments, 1 differ (95% interval excludes 1)",
+        "bf16 against f32: 2 shared points, 1 differ (95% interval excludes 1)",
         "  all_gather          4 KiB    223 us ->   250 us  x1.12 [1.05, 1.2]  busbw 2.32 GB/s -> 2.07 GB/s  differs",
         "  all_gather          1 MiB    1.5 ms ->   1.5 ms  x1 [0.9, 1.1]  busbw 6 GB/s -> 6 GB/s",
     ]
     assert "e-0" not in "\n".join(lines) and "B/s" not in "".join(lines).replace("GB/s", "")
 
 
-def test_many_experiments_print_the_first_and_count_the_rest():
+def test_many_points_print_the_first_and_count_the_rest():
     lines = console_summary(_ratios(), max_lines=1).splitlines()
     assert len(lines) == 3 and lines[-1] == "  ... and 1 more (ratios.csv)"
 

@@ -66,7 +66,7 @@ def test_time_left_grows_with_the_sizes_still_to_come():
     from runner.sweep.progress import ProgressCallback
 
     cb = ProgressCallback()
-    cb.jobs = [[f"op.size_bytes={s}MiB"] for s in (1, 2, 4, 8, 16)]
+    cb.points = [[f"op.size_bytes={s}MiB"] for s in (1, 2, 4, 8, 16)]
     cb.rounds = 1
     # three points measured, bandwidth-bound (the step doubles with V): 1 s outside the timed
     # steps, 0.5 s of timed steps, a step of 1 ms per MiB
@@ -78,7 +78,7 @@ def test_time_left_grows_with_the_sizes_still_to_come():
     assert cb.time_left(2) == pytest.approx(2.28 + 3.56 + 2 * 3.9, rel=1e-9)
     # a size already measured (the next op of collectives_sizes starts small again) costs what
     # that size cost, not what the largest did: 1 s + 0.5 s + 60 x 1 ms
-    cb.jobs += [["op=all_reduce", "op.size_bytes=1MiB"]]
+    cb.points += [["op=all_reduce", "op.size_bytes=1MiB"]]
     cb.rounds = 1
     assert cb.time_left(4) == pytest.approx(1.56, rel=1e-9)
 

@@ -83,8 +83,8 @@ def sweep(tmp_path_factory):
     results = {}
     for p in out.glob("*/result.json"):
         r = json.loads(p.read_text())
-        r["job_dir"] = str(p.parent)
-        results[(r["experiment"]["op"], r["experiment"]["axes"][0])] = r
+        r["point_dir"] = str(p.parent)
+        results[(r["spec"]["op"], r["spec"]["axes"][0])] = r
     return out, results
 
 
@@ -97,9 +97,9 @@ def test_two_processes_form_one_8_device_mesh_with_correct_results(sweep):
         assert r["check"]["passed"] and r["check"]["max_rel_error"] == 0.0
         local = [p["device_ids"] for p in r["processes"]]
         assert [len(d) for d in local] == [4, 4] and not set(local[0]) & set(local[1])
-        mesh_ids = sum(sum(r["experiment"]["mesh"]["device_ids"], []), [])
+        mesh_ids = sum(sum(r["spec"]["mesh"]["device_ids"], []), [])
         assert sorted(mesh_ids) == sorted(local[0] + local[1])
-        placement = r["experiment"]["placement"]
+        placement = r["spec"]["placement"]
         assert placement["cross_process_axes"] == ["Z"]
         assert placement["crosses_processes"] == (axis == "Z")
         # both processes followed process 0's stopping decisions: same number of samples
@@ -151,13 +151,13 @@ def groups(monkeypatch):
 
 
 def _run(compose_cfg, tmp_path, *overrides):
-    from runner.sweep.job import run
+    from runner.sweep.point import run
 
     cfg = compose_cfg(["distributed=local", "distributed.timeout_s=3", "op.size_bytes=64KiB", *FAST, *overrides])
     return run(cfg, tmp_path)
 
 
-def test_a_peer_that_never_joins_fails_the_job_within_the_timeout(compose_cfg, tmp_path, monkeypatch, groups):
+def test_a_peer_that_never_joins_fails_the_point_within_the_timeout(compose_cfg, tmp_path, monkeypatch, groups):
     monkeypatch.setenv(TEST_SKIP_PROCESS_ENV, "1")
     r = _run(compose_cfg, tmp_path)
     assert r["status"] == "failed" and r["error_type"] == "WorkerDied"
@@ -200,7 +200,7 @@ def test_processes_agree_on_every_loop_under_cpu_load(compose_cfg, tmp_path, cpu
     # process 0's decision. Traced steps are the sharpest case: 200 allowed, stopped by a 0.1 s
     # wall clock that each process started at its own moment; a process that ran one more
     # traced step than its peer waited in the collective until distributed.timeout_s.
-    from runner.sweep.job import run
+    from runner.sweep.point import run
 
     for i in range(3):
         cfg = compose_cfg(
@@ -280,14 +280,14 @@ def test_the_hosts_of_a_distributed_auto_sweep_share_its_folder_and_one_report(t
                 h.kill()
                 h.wait()
     assert [h.returncode for h in hosts] == [0, 0], "\n---\n".join(logs)[-4000:]
-    # one job folder per point, shared: process 0's result.json and process 1's beside it
-    jobs = sorted(p for p in out.iterdir() if p.is_dir() and p.name[:3].isdigit())
-    assert [j.name.split("_", 1)[0] for j in jobs] == ["000", "001"]
-    for j in jobs:
+    # one point folder per point, shared: process 0's result.json and process 1's beside it
+    points = sorted(p for p in out.iterdir() if p.is_dir() and p.name[:3].isdigit())
+    assert [j.name.split("_", 1)[0] for j in points] == ["000", "001"]
+    for j in points:
         r = json.loads((j / "result.json").read_text())
         assert r["status"] == "ok" and r["environment"]["process_count"] == 2, r["error"]
         assert json.loads((j / "result.host1.json").read_text())["environment"]["process_index"] == 1
     # one report, by process 0
     assert "report: " in logs[0] and "the report is process 0's to write" in logs[1] and "report: " not in logs[1]
     assert (out / "report" / "index.html").is_file()
-    assert sorted(pd.read_csv(out / "summary.csv").drop_duplicates("job")["size_bytes"]) == [1024, 2048]
+    assert sorted(pd.read_csv(out / "summary.csv").drop_duplicates("point")["size_bytes"]) == [1024, 2048]

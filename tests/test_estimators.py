@@ -252,15 +252,15 @@ def test_matmul_t_math_is_flops_over_d_times_c_as_the_report_prints():
     assert book["work_devices"] == 8 and book["T_math_s"] == pytest.approx(flops / (8 * 1.97e14))
 
 
-def test_c_measured_on_cpu_gives_its_own_job_t_math_equal_to_its_time():
+def test_c_measured_on_cpu_gives_its_own_point_t_math_equal_to_its_time():
     import dataclasses
 
     from analysis.book.hardware import load_hardware
     from analysis.matmul_cases import book_recipe, measured_C
 
-    # a case-2 job on 8 devices: the book's recipe gathers Y, so 4 devices split the product
-    # (d = 4) and each pair repeats it; the fastest job of a sweep with no local matmul
-    job = {
+    # a case-2 point on 8 devices: the book's recipe gathers Y, so 4 devices split the product
+    # (d = 4) and each pair repeats it; the fastest point of a sweep with no local matmul
+    point = {
         "status": "ok",
         "emitted": ["all-gather over Y"],
         "expr": "A[I_X, J_Y] * B[J, K] -> C[I_X, K]",
@@ -272,10 +272,10 @@ def test_c_measured_on_cpu_gives_its_own_job_t_math_equal_to_its_time():
         "device_count": 8,
         "flops_per_s_per_device": 2 * 128**3 / 340e-6 / 8,  # the roofline figure's rate: per mesh device
     }
-    C, how = measured_C(pd.DataFrame([job]))
+    C, how = measured_C(pd.DataFrame([point]))
     assert C == pytest.approx(2 * 128**3 / (340e-6 * 4)) and "lower bound" in how
     hw = dataclasses.replace(load_hardware("cpu"), flops_per_s={"float32": C})
-    book = book_recipe(job, hw)
+    book = book_recipe(point, hw)
     assert book["work_devices"] == 4 and book["T_math_s"] == pytest.approx(340e-6)
 
 
@@ -309,14 +309,14 @@ def test_unchecked_points_are_ringed_in_the_figures():
     plt.close(fig)
 
 
-def test_c_from_a_job_that_split_the_product_every_way_is_per_device():
+def test_c_from_a_point_that_split_the_product_every_way_is_per_device():
     import pandas as pd
 
     from analysis.matmul_cases import measured_C
 
     # Question 4's strategy 2 on 8 devices: each multiplies its block of D (d = 8), although
     # the book's recipe for the expression (gather Y, then multiply) repeats the whole product
-    job = {
+    point = {
         "status": "ok",
         "emitted": ["all-reduce over X"],
         "strategy": "matmul_then_allreduce",
@@ -328,7 +328,7 @@ def test_c_from_a_job_that_split_the_product_every_way_is_per_device():
         "time_s": 1e-3,
         "device_count": 8,
     }
-    C, _ = measured_C(pd.DataFrame([job]))
+    C, _ = measured_C(pd.DataFrame([point]))
     assert C == pytest.approx(2 * 256 * 1024 * 512 / (1e-3 * 8))
 
 

@@ -72,7 +72,7 @@ def _family(V, T, flags=None, L=4.0):
             "group_size": 8,
             "dtype": "float32",
             "mesh": "auto",
-            "job": [f"{i:03d}" for i in range(n)],
+            "point": [f"{i:03d}" for i in range(n)],
             "V_bytes": V,
             "time_s": T,
             "latency_unit": L,
@@ -93,7 +93,7 @@ def test_fit_leaves_out_flagged_points_and_a_cache_regime_and_says_why():
     fits, left = fit_table(_family(V, T, flags))
     row = fits.iloc[0]
     assert row["W_Bps"] == pytest.approx(1e9, rel=1e-6) and row["T_min_s"] == pytest.approx(1e-5, rel=1e-6)
-    why = dict(zip(left["job"], left["reason"]))
+    why = dict(zip(left["point"], left["reason"]))
     assert why[f"{len(V) - 1:03d}"].startswith("bus bandwidth 1.30x")
     cache = [j for j, w in why.items() if "cache edge" in w]
     assert cache and all(V[int(j)] <= 2**20 for j in cache)
@@ -118,7 +118,7 @@ def test_fit_table_leaves_out_flagged_points_and_a_cache_edge_and_says_why():
     # left out: the flagged point; then, against the median bandwidth of the three largest
     # left (4, 16, 64 MiB: 1e9 B/s), 64 KiB (65536 B in 4e-5 s: 1.64x) and the in-cache 256 KiB
     # and 1 MiB (4.00x), in one pass
-    assert list(zip(left["job"], left["reason"])) == [
+    assert list(zip(left["point"], left["reason"])) == [
         ("008", "above_ceiling"),
         ("002", "another bandwidth regime: 1.64x the effective bandwidth of the largest messages (a cache edge)"),
         ("003", "another bandwidth regime: 4.00x the effective bandwidth of the largest messages (a cache edge)"),
@@ -174,7 +174,7 @@ def test_regime_selection_does_not_hinge_on_one_flagged_point(flagged):
         flags[flagged] = "above its ceiling"
     fits, left = fit_table(_family(_CACHE_V, _CACHE_T, flags))
     row = fits.iloc[0]
-    assert set(left.loc[left["reason"].str.startswith("another"), "job"]) == _IN_CACHE - {f"{flagged or 0:03d}"}
+    assert set(left.loc[left["reason"].str.startswith("another"), "point"]) == _IN_CACHE - {f"{flagged or 0:03d}"}
     assert row["W_Bps"] == pytest.approx(1e9, rel=1e-9) and row["T_min_s"] == pytest.approx(1e-5, rel=1e-9)
     assert row["crossover_bytes"] == pytest.approx(4e4, rel=1e-9) and bool(row["bandwidth_regime"])
 
@@ -194,7 +194,7 @@ def test_the_largest_messages_are_never_the_side_left_out(flagged):
         flags[flagged] = "above its ceiling"
     fits, left = fit_table(_family(V, T, flags))
     regime = left[left["reason"].str.startswith("another")]
-    assert set(regime["job"]) == {"007", "008", "009", "010", "011", "012"}  # 128 KiB .. 4 MiB
+    assert set(regime["point"]) == {"007", "008", "009", "010", "011", "012"}  # 128 KiB .. 4 MiB
     assert 1e9 <= fits.iloc[0]["W_Bps"] <= 1.64e9 and fits.iloc[0]["T_min_s"] == pytest.approx(1e-5, rel=1e-9)
 
 
@@ -221,17 +221,17 @@ def test_latency_floor_is_the_median_of_the_latency_bound_points():
     assert np.mean(T[:8] < row["latency_floor_s"]) <= 0.5  # not above most of 1 KiB .. 128 KiB
 
 
-def _rounds(jobs, T, spread):
+def _rounds(points, T, spread):
     """Five rounds of 11 samples per point: round r holds T * (1 + spread * (r - 2) / 2) +- 1%."""
     out = {}
-    for j, t in zip(jobs, T):
+    for j, t in zip(points, T):
         out[j] = [list(t * (1 + spread * (r - 2) / 2) * np.linspace(0.99, 1.01, 11)) for r in range(5)]
     return out
 
 
 def test_intervals_are_seeded_cover_the_estimate_and_collapse_without_noise():
     fam = _family(_CACHE_V, _CACHE_T)
-    rounds = _rounds(fam["job"], _CACHE_T, 0.2)
+    rounds = _rounds(fam["point"], _CACHE_T, 0.2)
     a, b = fit_table(fam, rounds)[0].iloc[0], fit_table(fam, rounds)[0].iloc[0]
     other = fit_table(fam, rounds, seed=1)[0].iloc[0]
     cols = [c for c in a.index if "_ci_" in c]
@@ -243,7 +243,7 @@ def test_intervals_are_seeded_cover_the_estimate_and_collapse_without_noise():
         # each median is drawn within 0.8x .. 1.2x: W and T_min move less than that
         assert lo < v < hi and (name == "crossover" or 0.8 * v < lo and hi < 1.2 * v)
     assert a["resampled"] == "each point's rounds and the samples within them"
-    flat = fit_table(fam, _rounds(fam["job"], _CACHE_T, 0.0))[0].iloc[0]  # every round alike, +-1%
+    flat = fit_table(fam, _rounds(fam["point"], _CACHE_T, 0.0))[0].iloc[0]  # every round alike, +-1%
     assert flat["W_ci_low_Bps"] == pytest.approx(1e9, rel=0.011) and flat["W_ci_high_Bps"] == pytest.approx(
         1e9, rel=0.011
     )
@@ -258,7 +258,7 @@ def test_leave_one_size_out_predicts_each_point_from_a_fit_without_it():
     T[1] = 6e-5  # 2 KiB took 1.5x the floor: in the fit, it pulls T_min up
     T[11] /= 2  # 2 MiB moved 2x faster than 1e9 B/s: a cache point, out of the fit
     got = fit_points(_family(_CACHE_V, T))
-    assert list(got.left_out["job"]) == ["011"]
+    assert list(got.left_out["point"]) == ["011"]
     ratio = T / got.cv_model_time_s.to_numpy()
     # without 2 KiB the other points are exact: T_min 10 us, so it is predicted 40 us, 1.5x off
     # (in-sample, its own 60 us raises T_min to (60 x 40^5)^(1/6) / 4 us, and it reads 1.40x)

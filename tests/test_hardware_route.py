@@ -1,6 +1,6 @@
 """One route for hardware constants: the composed config's ``hardware`` node is what a run
 records in ``result.json`` and what the model predicts with, on the runner's side
-(``runner.sweep.job.predict``) and the analysis side (``load_sweep`` through
+(``runner.sweep.point.predict``) and the analysis side (``load_sweep`` through
 ``analysis.predictions.hardware_for``); ``Hardware.from_dict`` is the one reader of YAML and
 node alike, and the runner's Hydra schema has exactly its keys.
 
@@ -27,7 +27,7 @@ from analysis.rundir import RESULT_NAME
 from analysis.sweep import load_sweep
 from runner import run
 from runner.config.schema import HardwareConf, hardware_record
-from runner.sweep.job import predict
+from runner.sweep.point import predict
 
 QUICK = ["timing.min_iters=5", "timing.budget_s=0.3", "timing.rounds=1", "timing.loop=false", "trace.enabled=false"]
 WHAT_IF = ["hardware.link_bw_bidir_Bps=1e10", "hardware.link_bw_unidir_Bps=5e9", "hardware.hop_latency_s=1e-5"]
@@ -36,11 +36,11 @@ V = 1048576  # op.size_bytes=1MiB: an AllGather's V is its gathered output
 
 @pytest.fixture(scope="module")
 def what_if(compose_cfg, tmp_path_factory):
-    """The issue's command, run: ``(result, job folder)``."""
-    job = tmp_path_factory.mktemp("what_if")
-    result = run(compose_cfg([*QUICK, *WHAT_IF, "op.size_bytes=1MiB"]), job)
+    """The issue's command, run: ``(result, point folder)``."""
+    point = tmp_path_factory.mktemp("what_if")
+    result = run(compose_cfg([*QUICK, *WHAT_IF, "op.size_bytes=1MiB"]), point)
     assert result["status"] == "ok", result["error"]
-    return result, job
+    return result, point
 
 
 # ---------------------------------------------------------------- one reader, one schema
@@ -99,8 +99,8 @@ def test_the_what_if_is_recorded_and_predicted_with(what_if):
 
 
 def test_the_report_models_the_what_if_with_the_recorded_constants(what_if):
-    _, job = what_if
-    s = load_sweep(job)
+    _, point = what_if
+    s = load_sweep(point)
     assert (s.model_hw.link_bw_bidir_Bps, s.model_hw.hop_latency_s) == (1e10, 1e-5)
     assert s.points["model_time_s"].tolist() == [pytest.approx(1.048576e-4, rel=1e-12)]
     assert s.model_source.startswith(
@@ -144,12 +144,12 @@ def test_an_entry_found_on_hydras_search_path_gets_a_prediction(compose_cfg, tmp
     assert "mychip" not in hardware_names()
     search = f"hydra.searchpath=[file://{tmp_path / 'conf'}]"
     cfg = compose_cfg([*QUICK, "hardware=mychip", search, "op.size_bytes=1MiB"])
-    result = run(cfg, tmp_path / "job")
+    result = run(cfg, tmp_path / "point")
     assert result["status"] == "ok", result["error"]
     # ring of 8: max(2e-6 s * 4, V / 2e9 B/s)
     assert result["prediction"]["time_s"] == pytest.approx(V / 2e9, rel=1e-12)
     assert result["prediction"]["latency_time_s"] == pytest.approx(2e-6 * 4, rel=1e-12)
-    s = load_sweep(tmp_path / "job")
+    s = load_sweep(tmp_path / "point")
     assert s.model_hw.name == "mychip" and s.model_source.startswith("published constants of `mychip`")
     assert s.points["model_time_s"].tolist() == [pytest.approx(V / 2e9, rel=1e-12)]
 
@@ -158,13 +158,13 @@ def test_an_entry_found_on_hydras_search_path_gets_a_prediction(compose_cfg, tmp
 def test_an_old_result_without_the_full_node_is_modelled_by_name(what_if, tmp_path):
     # format 1 with hardware=auto recorded the YAML entry as written (no schema defaults), here
     # with an older catalogue's T_min: the analysis side reads today's entry by name, as it did then
-    _, job = what_if
+    _, point = what_if
     old = tmp_path / "old"
-    shutil.copytree(job, old)
+    shutil.copytree(point, old)
     r = json.loads((old / RESULT_NAME).read_text())
     then = {**yaml.safe_load((hardware_dir() / "h100.yaml").read_text()), "hop_latency_s": 9e-6}
     r["hardware"] = {**then, "known": True}
-    r["experiment"]["hardware"] = "h100"
+    r["experiment"] = {**r.pop("spec"), "hardware": "h100"}  # format 1's name for the spec
     r["format_version"] = 1
     (old / RESULT_NAME).write_text(json.dumps(r))
     assert not set(YAML_KEYS) <= set(r["hardware"])

@@ -27,7 +27,7 @@ def _points():
             "group_size": 8,
             "dtype": "float32",
             "mesh": "auto",
-            "job": [str(i) for i in range(len(V))],
+            "point": [str(i) for i in range(len(V))],
             "V_bytes": V,
             "time_s": T,
             "busbw_Bps": busbw,
@@ -51,7 +51,7 @@ def test_headline_numbers_of_a_known_sweep():
         [
             pts,
             pd.DataFrame(
-                [{"job": "x", "status": "failed", "op": "all_gather", "dtype": "float32", "is_target": False}]
+                [{"point": "x", "status": "failed", "op": "all_gather", "dtype": "float32", "is_target": False}]
             ),
         ],
         ignore_index=True,
@@ -113,7 +113,7 @@ def _two_families():
             "group_size": 8,
             "dtype": "bfloat16",
             "mesh": "auto",
-            "job": ["a", "b", "c"],
+            "point": ["a", "b", "c"],
             "V_bytes": [1024.0, 2048.0, 4096.0],
             "time_s": [250e-6, 240e-6, 260e-6],
             "busbw_Bps": np.array([1024.0, 2048.0, 4096.0]) / np.array([250e-6, 240e-6, 260e-6]) * 1.75,

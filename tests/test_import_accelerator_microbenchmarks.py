@@ -45,14 +45,14 @@ def test_psum_and_all_gather_become_points_with_the_books_V_and_the_time_its_ban
     rc, out, err = run_cli(f, "--out", tmp_path / "s", "--hardware", "tpu_v6e")
     assert rc == 0, err
     results = [json.loads(p.read_text()) for p in sorted((tmp_path / "s").glob("*/result.json"))]
-    got = {(r["experiment"]["op"], r["experiment"]["group_size"]): r for r in results}
+    got = {(r["spec"]["op"], r["spec"]["group_size"]): r for r in results}
     assert set(got) == {("all_reduce", 8), ("all_gather", 4)}  # ppermute left out; dcn has no bandwidth
     ar, ag = got["all_reduce", 8], got["all_gather", 4]
-    assert ar["experiment"]["V_bytes"] == 134217728 and ar["experiment"]["dtype"] == "bfloat16"
+    assert ar["spec"]["V_bytes"] == 134217728 and ar["spec"]["dtype"] == "bfloat16"
     assert ar["timing"]["summary"]["median_s"] == pytest.approx(2.68435456e-3)  # 134217728 * 1.75 / 87.5e9
-    assert ag["experiment"]["V_bytes"] == 16777216
+    assert ag["spec"]["V_bytes"] == 16777216
     assert ag["timing"]["summary"]["median_s"] == pytest.approx(2.5165824e-4)  # 16777216 * 0.75 / 50e9
-    assert ar["experiment"]["hardware"] == "tpu_v6e" and ar["imported"]["line"] == 1
+    assert ar["spec"]["hardware"] == "tpu_v6e" and ar["imported"]["line"] == 1
     s = load_sweep(tmp_path / "s", allow_mixed=True)  # two collectives over two group sizes
     bus = dict(zip(s.points["op"], s.points["busbw_Bps"]))
     assert bus["all_reduce"] == pytest.approx(87.5e9) and bus["all_gather"] == pytest.approx(50e9)
@@ -81,5 +81,5 @@ def test_a_shape_and_a_recorded_time_are_read_as_such(tmp_path):
     f.write_text(json.dumps(line) + "\n")
     assert run_cli(f, "--out", tmp_path / "s", "--hardware", "tpu_v6e")[0] == 0
     (r,) = [json.loads(p.read_text()) for p in (tmp_path / "s").glob("*/result.json")]
-    assert r["experiment"]["V_bytes"] == 8192 * 8 * 128 * 2  # psum: V = M per chip
+    assert r["spec"]["V_bytes"] == 8192 * 8 * 128 * 2  # psum: V = M per chip
     assert r["timing"]["summary"]["median_s"] == pytest.approx(0.25e-3)  # the recorded time, not V / bw

@@ -65,7 +65,7 @@ def test_imported_sweep_has_the_files_busbw_at_every_size(tmp_path):
         # printed to 2 decimals from a time printed to 4-5 digits
         assert abs(p["busbw_Bps"] / 1e9 - busbw) <= 0.006 + 5e-4 * busbw, (size, p["busbw_Bps"], busbw)
     result = json.loads(next((tmp_path / "a3").glob("030_*/result.json")).read_text())
-    assert result["experiment"]["nodes"] == 2 and result["timing"]["source"] == "imported"
+    assert result["spec"]["nodes"] == 2 and result["timing"]["source"] == "imported"
     assert result["imported"]["line"] == 62 and result["imported"]["file"].endswith(A3_MEGA.name)
     assert result["imported"]["in_place"]["busbw_Bps"] == pytest.approx(337.35e9)
     # the report reads it unchanged: fits and the model side by side
@@ -107,7 +107,7 @@ def test_alltoall_named_by_its_file_has_V_n_times_the_size_and_wrong_rows_fail(t
     assert run_cli("nccl-tests", f, "--out", tmp_path / "s")[0] == 0
     results = sorted((tmp_path / "s").glob("*/result.json"))
     first, second = (json.loads(p.read_text()) for p in results)
-    assert first["experiment"]["V_bytes"] == 8 * 1048576  # V = S * n for AllToAll
+    assert first["spec"]["V_bytes"] == 8 * 1048576  # V = S * n for AllToAll
     assert first["status"] == "ok" and second["status"] == "failed"
     assert second["error"] == "nccl-tests counted 3 wrong elements at this size"
 
@@ -216,10 +216,10 @@ def test_a_json_report_reads_like_the_table(tmp_path):
     rc, out, err = run_cli("nccl-tests", f, "--out", tmp_path / "j")
     assert rc == 0, err
     results = [json.loads(p.read_text()) for p in sorted((tmp_path / "j").glob("*/result.json"))]
-    assert [r["experiment"]["op"] for r in results] == ["all_gather", "all_gather"]
+    assert [r["spec"]["op"] for r in results] == ["all_gather", "all_gather"]
     first, second = results
-    assert first["experiment"]["group_size"] == 8 and first["experiment"]["nodes"] == 2  # 2 processes x 4 GPUs
-    assert first["experiment"]["V_bytes"] == 1048576 and first["timing"]["summary"]["median_s"] == pytest.approx(100e-6)
+    assert first["spec"]["group_size"] == 8 and first["spec"]["nodes"] == 2  # 2 processes x 4 GPUs
+    assert first["spec"]["V_bytes"] == 1048576 and first["timing"]["summary"]["median_s"] == pytest.approx(100e-6)
     assert first["imported"]["in_place"]["time_s"] == pytest.approx(98e-6)
     assert second["imported"]["in_place"] is None and second["imported"]["out_of_place"]["wrong"] is None
     assert first["imported"]["library_version"] == "NCCL 22703" and first["imported"]["op_from"] == "binary name"
@@ -255,12 +255,12 @@ def test_an_rccl_tests_log_with_two_runs_gives_both_collectives(tmp_path):
     assert runs[0].library_version == "RCCL 2.27.7-HEAD:96a25b5" and runs[1].rows[4].in_place.wrong is None
     assert run_cli("nccl-tests", RCCL, "--out", tmp_path / "m")[0] == 0
     results = [json.loads(p.read_text()) for p in sorted((tmp_path / "m").glob("*/result.json"))]
-    a2a = [r for r in results if r["experiment"]["op"] == "all_to_all"]
+    a2a = [r for r in results if r["spec"]["op"] == "all_to_all"]
     # 31 all_reduce sizes; 31 alltoall rows less the 4 of size 0 (they time an empty launch)
     assert len(results) == 31 + 27 and len(a2a) == 27
-    big = max(a2a, key=lambda r: r["experiment"]["size_bytes"])
+    big = max(a2a, key=lambda r: r["spec"]["size_bytes"])
     # alltoall's printed size is the per-rank buffer S = 16 GiB: the book's V = 16 ranks x S
-    assert big["experiment"]["size_bytes"] == 17179869184 and big["experiment"]["V_bytes"] == 16 * 17179869184
+    assert big["spec"]["size_bytes"] == 17179869184 and big["spec"]["V_bytes"] == 16 * 17179869184
     s = load_sweep(tmp_path / "m")
     busbw = s.points.set_index(["op", "S_bytes"])["busbw_Bps"]
     assert busbw["all_to_all", 17179869184] / 1e9 == pytest.approx(91.09, abs=0.01)

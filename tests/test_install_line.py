@@ -7,7 +7,7 @@ import re
 import pytest
 
 from runner.errors import PlatformError
-from runner.sweep.job import INSTALL, check_platform
+from runner.sweep.point import INSTALL, check_platform
 
 
 def readme_install_lines(repo_root) -> dict[str, list[str]]:

@@ -25,7 +25,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("runner", "analysis")
 HEAVY = ("jax", "jaxlib", "pandas", "matplotlib", "seaborn", "numpy")
-# (analysis.sweep_match: which job folder is which point, and how two sweeps differ - the runner
+# (analysis.sweep_match: which point folder is which point, and how two sweeps differ - the runner
 # refuses a folder holding another sweep with the words the report uses)
 RUNNER_MAY_USE = (
     "analysis.book",

@@ -19,13 +19,13 @@ FAST = ["timing.min_iters=3", "timing.budget_s=0.1", "timing.warmup_min_iters=1"
 SMALL = DIMS + FAST + ["trace.enabled=false"]
 
 
-def emitted(job_dir, result) -> list[str]:
-    """``kind over axes`` for each collective in the job's compiled HLO."""
+def emitted(point_dir, result) -> list[str]:
+    """``kind over axes`` for each collective in the point's compiled HLO."""
     import numpy as np
 
-    axes = result["experiment"]["mesh"]["axes"]
+    axes = result["spec"]["mesh"]["axes"]
     ids = np.arange(int(np.prod(list(axes.values())))).reshape(list(axes.values()))
-    text = (job_dir / result["files"]["hlo_compiled"]).read_text()
+    text = (point_dir / result["files"]["hlo_compiled"]).read_text()
     return sorted(
         f"{c.kind} over {''.join(group_mesh_axes(c.replica_groups or (tuple(ids.ravel()),), ids, list(axes)))}"
         for c in parse_collectives(text, num_devices=ids.size)
@@ -84,7 +84,7 @@ def test_every_strategy_matches_numpy(compose_cfg, tmp_path, op, strategy, kinds
     assert result["status"] == "ok", result.get("error")
     assert result["check"] == {**result["check"], "passed": True, "max_rel_error": 0.0}
     assert {e.split(" over ")[0] for e in emitted(tmp_path, result)} == kinds
-    assert result["experiment"]["flops"] == 2.0 * 64 * 128 * 64
+    assert result["spec"]["flops"] == 2.0 * 64 * 128 * 64
 
 
 def test_collective_matmul_ring_has_one_permute_per_step(compose_cfg, tmp_path):
@@ -150,16 +150,16 @@ def test_report_holds_the_case_table(compose_cfg, tmp_path):
     section = section[: section.index("\n## ", 5)] if "\n## " in section[5:] else section
     tables = [t for t in _tables(section) if t]
     what, cost = tables[0], tables[1]
-    rows = {r["job"]: r for r in what}
+    rows = {r["point"]: r for r in what}
     assert rows["0_op=mm_case2"]["match"] == "same"
     assert rows["1_op=mm_case3_scatter"]["match"] == "DIFFERS"
     assert "reduce-scatter over X" in rows["1_op=mm_case3_scatter"]["book prescribes"]
-    assert "invalid as written" in section  # the case-4 job's reason is said below the table
-    # the trace was parsed: the overlap cell itself holds a share for the jobs with collectives
+    assert "invalid as written" in section  # the case-4 point's reason is said below the table
+    # the trace was parsed: the overlap cell itself holds a share for the points with collectives
     # (CPU collectives are synchronous, so it is 0% there, but never empty)
-    over = {r["job"]: r["overlapped"] for r in cost}
-    for job in ("0_op=mm_case2", "1_op=mm_case3_scatter"):
-        assert over[job].endswith("%") and 0.0 <= float(over[job].rstrip("%")) <= 100.0, over
+    over = {r["point"]: r["overlapped"] for r in cost}
+    for point in ("0_op=mm_case2", "1_op=mm_case3_scatter"):
+        assert over[point].endswith("%") and 0.0 <= float(over[point].rstrip("%")) <= 100.0, over
 
 
 def _tables(markdown: str) -> list[list[dict]]:

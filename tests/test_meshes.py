@@ -212,13 +212,13 @@ def test_cpu_devices_keep_the_order_jax_make_mesh_gives():
 
 
 def test_result_json_prediction_uses_the_recorded_placement():
-    from runner.sweep.job import predict
+    from runner.sweep.point import predict
 
     # tpu_v5p, V = 2^25 B over X=64 on a 4x4x4: three rings, max(6 us, V / (1.8e11 * 3)) = 62.14 us;
     # taken as one ring of 64 it would be max(32 us, V / 1.8e11) = 186.41 us
     mesh = build_mesh({"X": 64}, devices=fake_tpus(4, 4, 4, "TPU v5"))
     exp = {"op": "all_gather", "axes": ["X"], "V_bytes": 2**25, "mesh": {"axes": {"X": 64}}}
-    result = {"experiment": exp, "hardware": {"name": "tpu_v5p"}}
+    result = {"spec": exp, "hardware": {"name": "tpu_v5p"}}
     assert predict(result)["time_s"] == pytest.approx(2**25 / 1.8e11)
     exp["mesh"]["physical"] = physical_placement(mesh)
     got = predict(result)
@@ -265,13 +265,13 @@ def test_a_group_over_two_folded_axes_spans_at_most_the_slice():
 
 
 def test_a_matmuls_prediction_uses_the_recorded_placement_too():
-    from runner.sweep.job import predict
+    from runner.sweep.point import predict
 
     # A[I, J_X] * B[J_X, K] -> C[I, K] on X=64: AllReduce of C (4096 x 4096 bf16, V = 2^25 B):
     # one ring of 64: 2 * V / 1.8e11 = 372.83 us; on the 4x4x4's three rings: 2 * V / (1.8e11 * 3)
     exp = {"op": "matmul", "expr": "A[I, J_X] * B[J_X, K] -> C[I, K]", "axes": ["X"], "dtype": "bfloat16"}
     exp.update(dims={"I": 4096, "J": 8192, "K": 4096}, mesh={"axes": {"X": 64}})
-    result = {"experiment": exp, "hardware": {"name": "tpu_v5p"}}
+    result = {"spec": exp, "hardware": {"name": "tpu_v5p"}}
     assert predict(result)["T_comms_s"] == pytest.approx(2 * 2**25 / 1.8e11)
     exp["mesh"]["physical"] = physical_placement(build_mesh({"X": 64}, devices=fake_tpus(4, 4, 4, "TPU v5")))
     assert predict(result)["T_comms_s"] == pytest.approx(2 * 2**25 / (1.8e11 * 3))

@@ -27,13 +27,13 @@ def sweep(tmp_path_factory):
 
 
 def test_every_point_has_its_folder_and_result(sweep):
-    jobs = sorted(p for p in sweep.iterdir() if (p / "result.json").exists())
-    assert len(jobs) == 2 * len(SIZES)
-    for job in jobs:
-        r = json.loads((job / "result.json").read_text())
+    points = sorted(p for p in sweep.iterdir() if (p / "result.json").exists())
+    assert len(points) == 2 * len(SIZES)
+    for point in points:
+        r = json.loads((point / "result.json").read_text())
         assert r["status"] == "ok", r["error"]
-        assert (job / r["files"]["xplane"]).is_file() and (job / "hlo" / "compiled.hlo.txt").is_file()
-        assert (job / ".hydra" / "overrides.yaml").is_file()
+        assert (point / r["files"]["xplane"]).is_file() and (point / "hlo" / "compiled.hlo.txt").is_file()
+        assert (point / ".hydra" / "overrides.yaml").is_file()
 
 
 def test_summary_has_one_row_per_run_and_collective_with_units(sweep):
@@ -71,10 +71,10 @@ def test_fit_and_report_name_every_size_and_show_the_figures(sweep):
 
 def test_every_point_was_timed_in_two_interleaved_rounds(sweep):
     rounds = {}
-    for job in sweep.iterdir():
-        if (job / "result.json").exists():
-            r = json.loads((job / "result.json").read_text())
-            rounds[job.name] = r["timing"]["rounds"]
+    for point in sweep.iterdir():
+        if (point / "result.json").exists():
+            r = json.loads((point / "result.json").read_text())
+            rounds[point.name] = r["timing"]["rounds"]
             assert [x["round"] for x in r["timing"]["rounds"]] == [1, 2]
             assert r["timing"]["summary"]["rounds"] == 2
     # round 2 ran after every point's round 1 (interleaved, not back to back)

@@ -67,7 +67,7 @@ def test_the_table_has_nccl_tests_columns_and_closes_with_the_average_bus_bandwi
 def _result(op="all_reduce", V=64 * MiB, n=8, median=0.1, lo=0.08, hi=0.125) -> dict:
     return {
         "status": "ok",
-        "experiment": {"op": op, "V_bytes": V, "group_size": n},
+        "spec": {"op": op, "V_bytes": V, "group_size": n},
         "timing": {"summary": {"median_s": median, "ci_low_s": lo, "ci_high_s": hi}},
     }
 
@@ -89,13 +89,13 @@ def test_a_run_records_algbw_and_busbw_as_nccl_tests_computes_them():
 
 
 def test_a_single_run_and_a_sweep_line_print_algbw_and_busbw(caplog, tmp_path):
-    from runner.sweep.job import _log_line
+    from runner.sweep.point import _log_line
     from runner.sweep.progress import point_line
 
     r = _result()
     r["bandwidth"] = bandwidth(r)
     r["timing"].update(source="step", summary=dict(r["timing"]["summary"], rel_ci_halfwidth=0.04, n=60, rounds=5))
-    r["experiment"]["size_bytes"] = 64 * MiB
+    r["spec"]["size_bytes"] = 64 * MiB
     r["config"] = {"op": {"name": "all_reduce"}}
     with caplog.at_level(logging.INFO, logger="shardlab"):
         _log_line(r, tmp_path)

@@ -105,8 +105,8 @@ def test_a_sweeps_report_writes_the_files_and_summary_names_the_sweep(tiny_sweep
     pts = sweep.points
     # the samples table is the sweep's too, the same as samples.csv: every sample of the 8 points
     samples = sweep.samples
-    assert list(samples.columns) == ["job", "round", "estimator", "sample", "time_s"]
-    assert samples["job"].nunique() == 8 and samples["time_s"].notna().all()
+    assert list(samples.columns) == ["point", "round", "estimator", "sample", "time_s"]
+    assert samples["point"].nunique() == 8 and samples["time_s"].notna().all()
     pd.testing.assert_frame_equal(samples, pd.read_csv(root / "samples.csv"), check_dtype=False)
     files = sorted((root / "nccl-tests").glob("*.json"))
     assert len(files) == pts["family"].nunique() == 2

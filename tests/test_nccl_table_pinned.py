@@ -68,7 +68,7 @@ def _result(op, V, n, median, lo=None, hi=None, **exp) -> dict:
     s = {"median_s": median}
     if lo is not None:
         s.update(ci_low_s=lo, ci_high_s=hi)
-    return {"status": "ok", "experiment": {"op": op, "V_bytes": V, "group_size": n, **exp}, "timing": {"summary": s}}
+    return {"status": "ok", "spec": {"op": op, "V_bytes": V, "group_size": n, **exp}, "timing": {"summary": s}}
 
 
 def test_each_kind_s_and_factor_over_an_odd_group():

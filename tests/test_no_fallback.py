@@ -61,9 +61,9 @@ def planted_worker(tmp_path_factory, monkeypatch):
 
 
 def test_a_device_source_without_its_collective_has_no_time_and_says_why(planted_worker, compose_cfg, tmp_path, caplog):
-    job = tmp_path / "0_x"
+    point = tmp_path / "0_x"
     with caplog.at_level(logging.INFO):
-        r = run(compose_cfg([*QUICK, "timing.source=device", "timing.rounds=2"]), job)
+        r = run(compose_cfg([*QUICK, "timing.source=device", "timing.rounds=2"]), point)
     assert r["status"] == "ok", r.get("error")
     t = r["timing"]
     # the source stays device: no step number in its place
@@ -72,7 +72,7 @@ def test_a_device_source_without_its_collective_has_no_time_and_says_why(planted
     assert t["device"]["instructions"] == [ABSENT] and t["device"]["samples_s"] == []
     assert set(t["estimators"]) == {"step", "loop"}  # still there, under their own names
     assert [rd.get("device") for rd in t["rounds"][1:]] == [{"samples_s": []}]  # round 2 traced again
-    on_disk = json.loads((job / "result.json").read_text())
+    on_disk = json.loads((point / "result.json").read_text())
     assert on_disk["timing"]["missing_reason"] == REASON and "median_s" not in on_disk["timing"]["summary"]
 
     # the console: a single run's line, and a sweep's line for the point
@@ -164,6 +164,6 @@ def test_a_group_of_one_has_the_copys_device_time(compose_cfg, tmp_path):
     over = [*QUICK, "timing.source=device", "timing.rounds=1", "mesh=xy_4x2", "mesh.axes.X=8", "mesh.axes.Y=1"]
     r = run(compose_cfg([*over, "op.axes=[Y]"]), tmp_path)
     t = r["timing"]
-    assert r["status"] == "ok" and r["experiment"]["group_size"] == 1, r.get("error")
+    assert r["status"] == "ok" and r["spec"]["group_size"] == 1, r.get("error")
     assert (t["source"], t["missing_reason"], t["device"]["instructions"]) == ("device", None, None)
     assert t["device"]["what"] == "the program's device time" and t["summary"]["median_s"] > 0

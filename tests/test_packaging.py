@@ -130,8 +130,8 @@ def test_results_are_strict_json_with_versions_and_iso_times(compose_cfg, tmp_pa
 
     result = json.loads(next(root.glob("*/result.json")).read_text(), parse_constant=refuse)
     fit = json.loads((root / "fit.json").read_text(), parse_constant=refuse)
-    assert (result["format"], result["format_version"]) == ("shardlab.result", 1)
-    assert (fit["format"], fit["format_version"]) == ("shardlab.fit", 1)
+    assert (result["format"], result["format_version"]) == ("shardlab.result", 2)
+    assert (fit["format"], fit["format_version"]) == ("shardlab.fit", 2)
     assert result["shardlab_version"] == fit["shardlab_version"] != ""
     import datetime as dt
 
@@ -139,11 +139,11 @@ def test_results_are_strict_json_with_versions_and_iso_times(compose_cfg, tmp_pa
     assert started.tzinfo is not None and started <= ended
     assert "XLA_FLAGS" in result["environment"]["env"]  # what changes XLA's behaviour is recorded
     samples = (root / "samples.csv").read_text().splitlines()
-    assert samples[0].startswith("job,") and len(samples) > 3
+    assert samples[0].startswith("point,") and len(samples) > 3
 
 
-def test_job_folders_are_zero_padded_and_resume_adopts_old_unpadded_ones(tmp_path):
-    from runner.sweep.job import adopt_unpadded
+def test_point_folders_are_zero_padded_and_resume_adopts_old_unpadded_ones(tmp_path):
+    from runner.sweep.point import adopt_unpadded
 
     old = tmp_path / "3_op.size_bytes=8KiB"
     (old / "trace").mkdir(parents=True)

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from analysis.record import DEVICE, ESTIMATORS, LOOP, STEP, Estimate, Result, Timing
-from analysis.resample import rounds_by_job
+from analysis.record import DEVICE, ESTIMATORS, LOOP, STEP, Estimate, Result, Timing, upgraded
+from analysis.resample import rounds_by_point
 from analysis.rundir import read_result
 from analysis.summary import _run_columns, summary_table
 
@@ -60,7 +60,7 @@ OLD_RESULT = {
 
 # every column of summary.csv that comes from result.json, for OLD_RESULT
 OLD_COLUMNS = {
-    "job": "000_old",
+    "point": "000_old",
     "status": "ok",
     "error_type": None,
     "error": None,
@@ -121,10 +121,10 @@ OLD_COLUMNS = {
 
 
 def _write(tmp_path, name: str, result: dict):
-    job = tmp_path / name
-    job.mkdir()
-    (job / "result.json").write_text(json.dumps(result))
-    return read_result(job)
+    point = tmp_path / name
+    point.mkdir()
+    (point / "result.json").write_text(json.dumps(result))
+    return read_result(point)
 
 
 def test_an_old_format_result_gives_every_column_it_can_and_none_for_the_rest(tmp_path):
@@ -134,8 +134,38 @@ def test_an_old_format_result_gives_every_column_it_can_and_none_for_the_rest(tm
     assert (row["time_s"], row["busbw_over_ceiling"] > 0, row["flags"], row["caveats"]) == (2e-4, True, "", "")
 
 
+def test_a_format_2_result_reads_as_its_format_1_twin(tmp_path):
+    """format_version 2 renamed ``experiment`` to ``spec`` (and the reader's ``job``, ``job_dir``
+    to ``point``, ``point_dir``): the same point written either way gives the same columns, and
+    the reader names the folder it read, not the one the file recorded."""
+    new = {("spec" if k == "experiment" else k): v for k, v in OLD_RESULT.items()}
+    new.update(format_version=2, point="elsewhere", point_dir="/moved/away")
+    r = _write(tmp_path, "000_old", new)
+    assert (r["point"], r["point_dir"]) == ("000_old", str(tmp_path / "000_old"))
+    assert _run_columns(r) == OLD_COLUMNS
+    old = _write(tmp_path, "001_v1", OLD_RESULT)  # raw readers see a v1 file's spec under its new name
+    assert "experiment" not in old and old["spec"] == OLD_RESULT["experiment"]
+
+
+def test_format_1_keys_read_under_their_format_2_names():
+    spec = {"op": "all_reduce", "mesh": {"axes": {"X": 4}}}
+    v1 = {"format_version": 1, "status": "ok", "job": "003_x", "job_dir": "/s/003_x", "experiment": spec}
+    assert upgraded(v1) == {
+        "format_version": 1,
+        "status": "ok",
+        "point": "003_x",
+        "point_dir": "/s/003_x",
+        "spec": spec,
+    }
+    r = Result.from_json(v1)
+    assert (r.point, r.point_dir, r.spec.op, r.spec.mesh.axes) == ("003_x", "/s/003_x", "all_reduce", {"X": 4})
+    both = dict(v1, spec={"op": "all_gather"})  # a key under its new name wins over the old one
+    assert Result.from_json(both).spec.op == "all_gather" and "experiment" not in upgraded(both)
+    assert upgraded(r := {"status": "ok"}) is r  # nothing to rename: the dict itself
+
+
 def test_a_result_missing_its_sections_falls_back_to_its_config(tmp_path):
-    """A point that failed before it ran: no experiment, timing, environment or check; the
+    """A point that failed before it ran: no spec, timing, environment or check; the
     config says what was asked for."""
     failed = {
         "format_version": 1,
@@ -184,7 +214,7 @@ def test_each_estimator_fills_its_own_columns():
         "summary": _estimate(2e-4),
         "estimators": {STEP: _estimate(3e-4), LOOP: _estimate(2e-4, K=64), DEVICE: _estimate(1e-4)},
     }
-    cols = _run_columns({"job": "0", "status": "ok", "timing": timing})
+    cols = _run_columns({"point": "0", "status": "ok", "timing": timing})
     columns = [f"{e}_{c}" for e in ESTIMATORS for c in ("time_s", "ci_low_s", "ci_high_s")] + ["loop_K"]
     assert {k: cols[k] for k in columns} == {
         "step_time_s": 3e-4,
@@ -202,8 +232,8 @@ def test_each_estimator_fills_its_own_columns():
 
 
 def test_malformed_sections_read_as_empty_ones():
-    r = Result.from_json({"status": "ok", "experiment": [], "timing": {"summary": None, "rounds": "x"}, "check": {}})
-    assert r.experiment.op is None and r.experiment.mesh.axes is None
+    r = Result.from_json({"status": "ok", "spec": [], "timing": {"summary": None, "rounds": "x"}, "check": {}})
+    assert r.spec.op is None and r.spec.mesh.axes is None
     assert r.timing.summary == Estimate() and r.timing.rounds == ()
     assert r.check is None and r.ok
     assert Result.from_json(None) == Result()
@@ -230,11 +260,11 @@ def test_the_source_rounds_come_from_the_source_estimator():
     assert got(None) == got(STEP)
     assert got("imported") == []
     results = [
-        {"job": "a", "status": "ok", "timing": {"source": LOOP, "rounds": rounds}},
-        {"job": "b", "status": "failed", "timing": {"source": STEP, "rounds": rounds}},
-        {"job": "c", "status": "ok", "timing": {"source": "imported"}},
+        {"point": "a", "status": "ok", "timing": {"source": LOOP, "rounds": rounds}},
+        {"point": "b", "status": "failed", "timing": {"source": STEP, "rounds": rounds}},
+        {"point": "c", "status": "ok", "timing": {"source": "imported"}},
     ]
-    assert rounds_by_job(results) == {"a": [[0.5]]}
+    assert rounds_by_point(results) == {"a": [[0.5]]}
 
 
 def test_what_the_worker_summarises_is_what_the_readers_read():
@@ -266,15 +296,15 @@ def test_a_point_the_runner_measures_fills_every_section_the_readers_read(tmp_pa
 
     run(compose_cfg(["op.size_bytes=4KiB", "timing.rounds=1", "timing.budget_s=0.2", "timing.min_iters=5"]), tmp_path)
     r = Result.from_json(read_result(tmp_path))
-    exp, t = r.experiment, r.timing
+    exp, t = r.spec, r.timing
     read = {
         "status": r.status,
         "format_version": r.format_version,
         "config.op.name": r.config.op.name,
         "config.timing.target_rel_ci": r.config.timing.target_rel_ci,
         "environment": (r.environment.backend, r.environment.device_count, r.environment.process_index),
-        "experiment": (exp.op, exp.axes, exp.dtype, exp.group_size, exp.V_bytes, exp.mesh.name, exp.mesh.axes),
-        "experiment.placement.process_count": exp.placement.process_count,
+        "spec": (exp.op, exp.axes, exp.dtype, exp.group_size, exp.V_bytes, exp.mesh.name, exp.mesh.axes),
+        "spec.placement.process_count": exp.placement.process_count,
         "timing.source": t.source,
         "timing.summary": (t.summary.n > 0, t.summary.median_s > 0, t.summary.rel_ci_halfwidth is not None),
         "timing.estimators": {e: t.estimator(e).median_s > 0 for e in ESTIMATORS},
@@ -290,12 +320,12 @@ def test_a_point_the_runner_measures_fills_every_section_the_readers_read(tmp_pa
     }
     assert read == {
         "status": "ok",
-        "format_version": 1,
+        "format_version": 2,
         "config.op.name": "all_gather",
         "config.timing.target_rel_ci": 0.05,
         "environment": ("cpu", 8, 0),
-        "experiment": ("all_gather", ["X"], "float32", 8, 4096, "auto", {"X": 8}),
-        "experiment.placement.process_count": 1,
+        "spec": ("all_gather", ["X"], "float32", 8, 4096, "auto", {"X": 8}),
+        "spec.placement.process_count": 1,
         "timing.source": STEP,
         "timing.summary": (True, True, True),
         "timing.estimators": {STEP: True, LOOP: True, DEVICE: True},

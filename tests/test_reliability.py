@@ -99,7 +99,7 @@ def test_junk_result_files_never_pass_for_measurements(tmp_path):
             json.dumps(
                 {
                     "status": "ok",
-                    "experiment": {"op": "all_gather"},
+                    "spec": {"op": "all_gather"},
                     "timing": {"summary": {"median_s": 1e-3}},
                     "files": {"hlo_compiled": "/dev/zero", "xplane": "../../etc/passwd"},
                 }
@@ -112,8 +112,8 @@ def test_junk_result_files_never_pass_for_measurements(tmp_path):
     assert [r["status"] for r in results] == ["failed", "failed", "failed", "failed", "ok"]
     assert "not an object" in results[0]["error"] and "IncompleteResult" == results[2]["error_type"]
     s = summary_table(results)  # no crash, no /dev/zero read
-    row = s[s["job"] == "4_junk"].iloc[0]
-    assert "absolute path" in row["skipped"] and "leaves the job folder" in row["skipped"]
+    row = s[s["point"] == "4_junk"].iloc[0]
+    assert "absolute path" in row["skipped"] and "leaves the point folder" in row["skipped"]
 
 
 def test_a_sweep_with_a_failed_point_exits_nonzero_after_its_report(tmp_path):
@@ -228,12 +228,12 @@ def test_a_point_keeps_its_timing_without_its_hlo_files_and_is_readable_by_all(t
     from analysis.report import write_report
 
     root = small_sweep(tmp_path / "s", compose_cfg, sizes=("1KiB", "2KiB", "4KiB"))
-    for job in sorted(p for p in root.iterdir() if p.is_dir()):
-        assert stat.S_IMODE((job / "result.json").stat().st_mode) == 0o644  # like every other file
+    for point in sorted(p for p in root.iterdir() if p.is_dir()):
+        assert stat.S_IMODE((point / "result.json").stat().st_mode) == 0o644  # like every other file
     shutil.rmtree(root / "1_op.size_bytes=2KiB" / "hlo")
     write_report(root)
     summary = pd.read_csv(root / "summary.csv")
-    target = summary[summary["is_target"]].set_index("job")
+    target = summary[summary["is_target"]].set_index("point")
     assert sorted(target.index) == ["0_op.size_bytes=1KiB", "1_op.size_bytes=2KiB", "2_op.size_bytes=4KiB"]
     assert target.loc["1_op.size_bytes=2KiB", "time_s"] > 0
 
@@ -282,12 +282,12 @@ def test_every_mesh_override_the_docs_show_composes(compose_cfg, repo_root):
 def test_a_rerun_point_does_not_keep_the_interrupted_attempts_trace(tmp_path, compose_cfg):
     from runner import run
 
-    job = tmp_path / "0_p"
-    (job / "trace" / "plugins" / "profile" / "old").mkdir(parents=True)
-    (job / "trace" / "plugins" / "profile" / "old" / "host.xplane.pb").write_bytes(b"an interrupted attempt")
-    r = run(compose_cfg(["op.size_bytes=1KiB", *FAST]), job)
+    point = tmp_path / "0_p"
+    (point / "trace" / "plugins" / "profile" / "old").mkdir(parents=True)
+    (point / "trace" / "plugins" / "profile" / "old" / "host.xplane.pb").write_bytes(b"an interrupted attempt")
+    r = run(compose_cfg(["op.size_bytes=1KiB", *FAST]), point)
     assert r["status"] == "ok"
-    traces = list((job / "trace").rglob("*.xplane.pb"))
+    traces = list((point / "trace").rglob("*.xplane.pb"))
     assert len(traces) == 1 and traces[0].read_bytes() != b"an interrupted attempt"
 
 
@@ -309,7 +309,7 @@ def test_a_start_up_log_left_by_a_killed_sweep_is_removed_by_the_next(tmp_path, 
         live.unlink(missing_ok=True)
 
 
-def test_a_job_folder_the_sweep_did_not_ask_for_is_not_mixed_in(tmp_path, compose_cfg):
+def test_a_point_folder_the_sweep_did_not_ask_for_is_not_mixed_in(tmp_path, compose_cfg):
     from small_sweep import small_sweep
 
     from analysis.report import write_report
@@ -319,7 +319,7 @@ def test_a_job_folder_the_sweep_did_not_ask_for_is_not_mixed_in(tmp_path, compos
     root = small_sweep(tmp_path / "s", compose_cfg, sizes=("1KiB", "2KiB", "4KiB"))
     asked = [{"num": i, "overrides": [f"op.size_bytes={s}"]} for i, s in enumerate(("1KiB", "2KiB"))]
     (root / "sweep.json").write_text(json.dumps({"expected_points": asked}))
-    with pytest.raises(MixedSweepError, match=r"job folders the sweep did not ask for: 2_op.size_bytes=4KiB"):
+    with pytest.raises(MixedSweepError, match=r"point folders the sweep did not ask for: 2_op.size_bytes=4KiB"):
         write_report(root)
     assert write_report(root, allow_mixed=True).is_file()
 
@@ -333,7 +333,7 @@ def test_out_of_range_or_nested_result_files_are_failed_points_and_the_report_is
     def ok(median, V=1024):
         return {
             "status": "ok",
-            "experiment": {"op": "all_gather", "V_bytes": V, "size_bytes": 1024},
+            "spec": {"op": "all_gather", "V_bytes": V, "size_bytes": 1024},
             "timing": {"summary": {"median_s": median}},
         }
 
@@ -345,7 +345,7 @@ def test_out_of_range_or_nested_result_files_are_failed_points_and_the_report_is
         "[" * 200_000 + "]" * 200_000,
         json.dumps(ok(1e-3)).replace("0.001", "1e999"),
         json.dumps(dict(ok(1e-3), timing=[1e-3])),
-        json.dumps({"status": "failed", "error": "x", "experiment": {"op": "all_gather", "V_bytes": "NaN"}}),
+        json.dumps({"status": "failed", "error": "x", "spec": {"op": "all_gather", "V_bytes": "NaN"}}),
     ]
     for i, text in enumerate(texts):
         (tmp_path / f"{i}_junk").mkdir()
@@ -357,12 +357,12 @@ def test_out_of_range_or_nested_result_files_are_failed_points_and_the_report_is
         "says ok but has no timing.summary.median_s in range (-0.001)",
         "says ok but has no timing.summary.median_s in range (1e+308)",
         "holds Infinity, which shardlab never writes (it writes null)",
-        "says ok but has no experiment.V_bytes as a byte count ('NaN')",
+        "says ok but has no spec.V_bytes as a byte count ('NaN')",
         "nested too deeply",
         "says ok but has no timing.summary.median_s in range (inf)",
         "says ok but has no timing as an object or timing.summary.median_s",
         "x",  # its own error; its V nulled, so the report's size column holds numbers only
     ]
-    assert results[7]["experiment"]["V_bytes"] is None
+    assert results[7]["spec"]["V_bytes"] is None
     r = analysis("report", tmp_path, "--allow-mixed")
     assert "Traceback" not in r.stderr, r.stderr[-2000:]

@@ -61,7 +61,7 @@ def _open_in_chromium(page, profile) -> dict:
 
 def test_report_opens_offline_fits_a_1280px_page_with_its_figures_and_a_working_contents(tmp_path, compose_cfg):
     root = small_sweep(tmp_path / "sweep", compose_cfg, extra=["trace.enabled=false"])
-    # a failed point with a long error and a long job name, which once ran off the page
+    # a failed point with a long error and a long point name, which once ran off the page
     from runner import run
 
     run(

@@ -1,4 +1,4 @@
-"""Damaged files in one job folder are listed as skipped, with why; the report still builds."""
+"""Damaged files in one point folder are listed as skipped, with why; the report still builds."""
 
 from __future__ import annotations
 
@@ -15,40 +15,40 @@ SIZES = ("1KiB", "16KiB", "64KiB", "256KiB")
 
 def test_truncated_trace_and_corrupt_hlo_are_skipped_and_the_report_stands(tmp_path, compose_cfg):
     root = small_sweep(tmp_path / "sweep", compose_cfg, sizes=SIZES, extra=["trace.iters=2"])
-    jobs = sorted(p for p in root.iterdir() if p.is_dir())
-    files = [json.loads((j / "result.json").read_text())["files"] for j in jobs]
+    points = sorted(p for p in root.iterdir() if p.is_dir())
+    files = [json.loads((j / "result.json").read_text())["files"] for j in points]
 
-    xplane = jobs[1] / files[1]["xplane"]  # a trace cut short, as by a full disk or a killed writer
+    xplane = points[1] / files[1]["xplane"]  # a trace cut short, as by a full disk or a killed writer
     xplane.write_bytes(xplane.read_bytes()[: xplane.stat().st_size // 3])
-    (jobs[2] / files[2]["hlo_compiled"]).write_bytes(b"\xff\xfe\x00 not text")  # not HLO at all
-    hlo = jobs[3] / files[3]["hlo_compiled"]  # HLO text that ends before the collective
+    (points[2] / files[2]["hlo_compiled"]).write_bytes(b"\xff\xfe\x00 not text")  # not HLO at all
+    hlo = points[3] / files[3]["hlo_compiled"]  # HLO text that ends before the collective
     text = hlo.read_text()
     hlo.write_text(text[: text.index("all-gather(")].rsplit("\n", 1)[0])
 
     index = write_report(root)
 
     summary = pd.read_csv(root / "summary.csv")
-    skipped = dict(zip(summary["job"], summary["skipped"]))
-    assert pd.isna(skipped[jobs[0].name])
-    assert "not a readable xplane trace" in skipped[jobs[1].name] and str(xplane) in skipped[jobs[1].name]
-    assert "compiled.hlo.txt" in skipped[jobs[2].name] and "decode" in skipped[jobs[2].name]
-    assert "no all-gather in the compiled HLO" in skipped[jobs[3].name]
+    skipped = dict(zip(summary["point"], summary["skipped"]))
+    assert pd.isna(skipped[points[0].name])
+    assert "not a readable xplane trace" in skipped[points[1].name] and str(xplane) in skipped[points[1].name]
+    assert "compiled.hlo.txt" in skipped[points[2].name] and "decode" in skipped[points[2].name]
+    assert "no all-gather in the compiled HLO" in skipped[points[3].name]
     # every point's timing still counts: a damaged trace loses its trace columns, a damaged or
     # missing HLO its HLO columns, and each says so
     target = summary[summary["is_target"]]
-    assert sorted(target["job"]) == sorted(j.name for j in jobs)
-    assert target.set_index("job")["trace_op_time_s"].isna().to_dict() == {
-        jobs[0].name: False,
-        jobs[1].name: True,
-        jobs[2].name: True,
-        jobs[3].name: True,
+    assert sorted(target["point"]) == sorted(j.name for j in points)
+    assert target.set_index("point")["trace_op_time_s"].isna().to_dict() == {
+        points[0].name: False,
+        points[1].name: True,
+        points[2].name: True,
+        points[3].name: True,
     }
-    assert "keeps its timing" in skipped[jobs[2].name] and "keeps its timing" in skipped[jobs[3].name]
+    assert "keeps its timing" in skipped[points[2].name] and "keeps its timing" in skipped[points[3].name]
 
     md = (root / "report" / "report.md").read_text()
     section = md.split("## Failed and skipped", 1)[1].split("\n## ", 1)[0]
-    for job in jobs[1:]:
-        assert job.name in section
+    for point in points[1:]:
+        assert point.name in section
     assert "| 1 KiB |" in md and "| 16 KiB |" in md  # the intact points are still measured against the model
     # every figure the report names is drawn and embedded; the model's figure is there exactly
     # when the model could be fitted (on cpu it needs 3 AllGather points of one regime, and a
@@ -92,10 +92,10 @@ def test_a_one_device_sweep_ends_with_a_report_that_says_no_communication(tmp_pa
 def test_a_sweep_on_an_unknown_chip_reports_its_measurements_and_how_to_add_an_entry(tmp_path, compose_cfg):
     # the points as a GPU that no conf/hardware entry covers would record them (hardware=auto)
     root = small_sweep(tmp_path / "sweep", compose_cfg, sizes=("1KiB", "16KiB", "256KiB"))
-    for job in root.iterdir():
-        path = job / "result.json"
+    for point in root.iterdir():
+        path = point / "result.json"
         r = json.loads(path.read_text())
-        r["experiment"]["hardware"] = "unknown_gpu"
+        r["spec"]["hardware"] = "unknown_gpu"
         r["environment"].update(device_kind="NVIDIA B300", backend="gpu")
         path.write_text(json.dumps(r))
 
@@ -117,8 +117,8 @@ def test_a_point_is_noisy_only_when_its_interval_is_wider_than_five_times_the_ta
     from analysis.summary import summary_table
 
     root = small_sweep(tmp_path / "sweep", compose_cfg, sizes=("1KiB", "16KiB", "256KiB"))
-    for job, half in zip(sorted(root.iterdir()), (0.15, 0.25, 0.26)):  # the default target: 5%
-        path = job / "result.json"
+    for point, half in zip(sorted(root.iterdir()), (0.15, 0.25, 0.26)):  # the default target: 5%
+        path = point / "result.json"
         r = json.loads(path.read_text())
         r["timing"]["summary"]["rel_ci_halfwidth"] = half
         path.write_text(json.dumps(r))

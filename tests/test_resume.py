@@ -10,7 +10,7 @@ from omegaconf import OmegaConf, open_dict
 from shardlab_cli import runner
 
 from runner import run
-from runner.sweep.progress import count_jobs
+from runner.sweep.progress import count_points
 
 FAST = ["timing.rounds=1", "timing.budget_s=0.2", "timing.min_iters=5", "trace.enabled=false"]
 
@@ -31,26 +31,26 @@ def test_resume_keeps_ok_points_reruns_failed_and_missing_and_logs_progress(tmp_
     assert lines[0].startswith("[1/3] op.size_bytes=1KiB") and " ok " in lines[0]
     assert lines[1].startswith("[2/3] op.size_bytes=4KiB") and re.search(r"\d+:\d\d, about \d+:\d\d left", lines[1])
 
-    jobs = {
+    points = {
         json.loads((p / "result.json").read_text())["config"]["op"]["size_bytes"]: p
         for p in out.iterdir()
         if (p / "result.json").is_file()
     }
-    assert set(jobs) == {"1KiB", "4KiB", "16KiB"}
-    kept = (jobs["1KiB"] / "result.json").read_bytes()
-    failed = json.loads((jobs["4KiB"] / "result.json").read_text())
+    assert set(points) == {"1KiB", "4KiB", "16KiB"}
+    kept = (points["1KiB"] / "result.json").read_bytes()
+    failed = json.loads((points["4KiB"] / "result.json").read_text())
     failed.update(status="failed", error_type="Test", error="marked failed by the test")
-    (jobs["4KiB"] / "result.json").write_text(json.dumps(failed))
-    (jobs["16KiB"] / "result.json").unlink()
+    (points["4KiB"] / "result.json").write_text(json.dumps(failed))
+    (points["16KiB"] / "result.json").unlink()
 
     log = _sweep(out, "resume=true")
     assert "resume: 2 result(s) there; ok ones of the same config are kept" in log
     assert len(re.findall(r"\(kept from before\)", log)) == 1, log[-3000:]
-    assert (jobs["1KiB"] / "result.json").read_bytes() == kept  # left exactly as it was
+    assert (points["1KiB"] / "result.json").read_bytes() == kept  # left exactly as it was
     for size in ("4KiB", "16KiB"):
-        assert json.loads((jobs[size] / "result.json").read_text())["status"] == "ok"
+        assert json.loads((points[size] / "result.json").read_text())["status"] == "ok"
     assert sorted(p.name for p in out.iterdir() if (p / "result.json").is_file()) == sorted(
-        p.name for p in jobs.values()
+        p.name for p in points.values()
     )
     summary = pd.read_csv(out / "summary.csv")
     assert sorted(summary["size_bytes"]) == [1024, 4096, 16384] and (summary["status"] == "ok").all()
@@ -71,9 +71,9 @@ def test_resume_only_keeps_a_result_of_the_same_config(compose_cfg, tmp_path):
     assert "resumed" not in again and again["started_at"] > other["started_at"]  # resume=false runs anyway
 
 
-def test_count_jobs_is_the_product_of_the_sweep_values(compose_cfg):
+def test_count_points_is_the_product_of_the_sweep_values(compose_cfg):
     cfg = compose_cfg(["+sweep=collectives_sizes"], return_hydra_config=True)
-    assert count_jobs(cfg) == 4 * 17
+    assert count_points(cfg) == 4 * 17
     with open_dict(cfg):  # the command line's sweep replaces the file's values for that key
         cfg.hydra.overrides.task = [
             "+sweep=collectives_sizes",
@@ -81,10 +81,10 @@ def test_count_jobs_is_the_product_of_the_sweep_values(compose_cfg):
             "op=all_gather,all_reduce",
             "dtype=float32",
         ]
-    assert count_jobs(cfg) == 4
+    assert count_points(cfg) == 4
     with open_dict(cfg):
         cfg.hydra.sweeper = OmegaConf.create({"_target_": "some.other.Sweeper"})
-    assert count_jobs(cfg) is None
+    assert count_points(cfg) is None
 
 
 def test_the_printed_resume_command_keeps_multirun_and_drops_the_old_folder_and_resume(tmp_path):
@@ -132,7 +132,7 @@ def test_a_sweep_folder_holds_one_sweep(tmp_path):
         "(op: not set there, all_gather,reduce_scatter,all_reduce,all_to_all in this command; "
         "sweep: allgather_sizes there, collectives_sizes in this command)" in line
     )
-    # not resumed either: its job folders would sit beside the old ones
+    # not resumed either: its point folders would sit beside the old ones
     assert "holds another sweep (op.size_bytes: " in _one_line(
         runner("+sweep=allgather_sizes", "op.size_bytes=8KiB", *FAST, f"hydra.sweep.dir={out}")
     )

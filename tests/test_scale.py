@@ -1,4 +1,4 @@
-"""A sweep of thousands of points: its jobs' traces read on every core with the same rows as
+"""A sweep of thousands of points: its points' traces read on every core with the same rows as
 one by one, and a report that summarises long tables instead of printing every row."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pandas as pd
 from small_sweep import small_sweep
 
 
-def test_jobs_read_in_worker_processes_give_the_same_rows(tmp_path, compose_cfg, monkeypatch):
+def test_points_read_in_worker_processes_give_the_same_rows(tmp_path, compose_cfg, monkeypatch):
     import analysis.summary as summary
     from analysis.rundir import read_results
 

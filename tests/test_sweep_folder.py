@@ -1,5 +1,5 @@
 """A sweep folder holds one sweep: its lock (shared by the hosts of a distributed=auto sweep,
-one line where the file system cannot lock), job folders told apart by their overrides, and
+one line where the file system cannot lock), point folders told apart by their overrides, and
 the line that names how another sweep differs. The command-line cases are in test_resume.py
 and test_distributed.py."""
 
@@ -15,7 +15,7 @@ import pytest
 from omegaconf import open_dict
 from shardlab_cli import analysis
 
-from analysis.sweep_match import match_jobs, sweep_difference
+from analysis.sweep_match import match_points, sweep_difference
 from runner.sweep import lock
 
 HOLDER = (
@@ -107,12 +107,12 @@ def test_the_file_system_of_a_path_is_the_longest_mount_above_it(tmp_path):
     assert lock.file_system(Path("/x"), tmp_path / "absent") is None
 
 
-# --- job folders by their overrides --------------------------------------------------------
+# --- point folders by their overrides --------------------------------------------------------
 
 ASKED = ["+sweep=allgather_sizes", "timing.rounds=1", "trace.enabled=False"]
 
 
-def _job(root: Path, name: str, overrides: list[str] | None) -> Path:
+def _point(root: Path, name: str, overrides: list[str] | None) -> Path:
     d = root / name
     (d / ".hydra").mkdir(parents=True)
     (d / "result.json").write_text(json.dumps({"status": "failed", "error": "a stand-in"}))
@@ -130,7 +130,7 @@ def _issue_folder(root: Path) -> Path:
         ("001_op.size_bytes=4KiB", "4KiB", True),
         ("002_op.size_bytes=8KiB", "8KiB", True),
     ):
-        _job(root, name, [f"op.size_bytes={size}", *ASKED, *(["resume=true"] if resumed else [])])
+        _point(root, name, [f"op.size_bytes={size}", *ASKED, *(["resume=true"] if resumed else [])])
     asked = [
         {"num": i, "overrides": [f"op.size_bytes={s}", *ASKED, "resume=true"]}
         for i, s in enumerate(("1KiB", "4KiB", "8KiB"))
@@ -139,11 +139,11 @@ def _issue_folder(root: Path) -> Path:
     return root
 
 
-def test_job_folders_are_the_sweeps_points_by_their_overrides_not_their_numbers(tmp_path):
-    from analysis.rundir import expected_points, job_dirs
+def test_point_folders_are_the_sweeps_points_by_their_overrides_not_their_numbers(tmp_path):
+    from analysis.rundir import expected_points, point_dirs
 
     root = _issue_folder(tmp_path / "D")
-    matched, extra = match_jobs(job_dirs(root), expected_points(root))
+    matched, extra = match_points(point_dirs(root), expected_points(root))
     assert {n: d.name for n, d in matched.items()} == {
         0: "000_op.size_bytes=1KiB",
         1: "001_op.size_bytes=4KiB",
@@ -157,7 +157,8 @@ def test_the_issues_mixed_folder_is_refused_by_the_report(tmp_path):
 
     root = _issue_folder(tmp_path / "D")
     with pytest.raises(
-        MixedSweepError, match=r"job folders the sweep did not ask for: 001_op.size_bytes=2KiB, 002_op.size_bytes=4KiB"
+        MixedSweepError,
+        match=r"point folders the sweep did not ask for: 001_op.size_bytes=2KiB, 002_op.size_bytes=4KiB",
     ):
         load_sweep(root)
     proc = analysis("report", root, expect=2)
@@ -167,15 +168,15 @@ def test_the_issues_mixed_folder_is_refused_by_the_report(tmp_path):
 def test_a_folder_copied_without_its_overrides_is_matched_by_its_name(tmp_path):
     root = tmp_path / "D"
     dirs = [
-        _job(root, "0_op.size_bytes=1KiB,timing.rounds=1", None),  # an older shardlab's numbering, no .hydra
-        _job(root, "001_op.size_bytes=2KiB,timing.rounds=1", None),
-        _job(root, "002_op.size_bytes=2KiB,timing.rounds=2", None),  # another setting: not this sweep's
+        _point(root, "0_op.size_bytes=1KiB,timing.rounds=1", None),  # an older shardlab's numbering, no .hydra
+        _point(root, "001_op.size_bytes=2KiB,timing.rounds=1", None),
+        _point(root, "002_op.size_bytes=2KiB,timing.rounds=2", None),  # another setting: not this sweep's
     ]
     asked = [
         {"num": i, "overrides": ["+sweep=x", f"op.size_bytes={s}", "timing.rounds=1"]}
         for i, s in enumerate(("1KiB", "2KiB"))
     ]
-    matched, extra = match_jobs(dirs, asked)
+    matched, extra = match_points(dirs, asked)
     assert matched == {0: dirs[0], 1: dirs[1]} and extra == [dirs[2]]
 
 
@@ -211,7 +212,7 @@ def test_the_difference_between_two_sweeps_names_the_keys():
     assert sweep_difference(host0, host1) is None
 
 
-def test_a_single_run_is_refused_in_a_sweeps_folder_and_in_a_running_sweeps_job_folder(tmp_path, holding):
+def test_a_single_run_is_refused_in_a_sweeps_folder_and_in_a_running_sweeps_point_folder(tmp_path, holding):
     from runner.sweep.folder import single_run_problem
 
     done = tmp_path / "done"

@@ -34,7 +34,7 @@ def test_the_summary_blanks_a_cpu_dispatch_share_from_an_older_result():
     from analysis.summary import _run_columns
 
     def share(backend, value):
-        return _run_columns({"job": "0", "environment": {"backend": backend}, "trace": {"dispatch_share": value}})[
+        return _run_columns({"point": "0", "environment": {"backend": backend}, "trace": {"dispatch_share": value}})[
             "dispatch_share"
         ]
 
@@ -47,7 +47,7 @@ def _pts(slowdowns, backend="cpu") -> pd.DataFrame:
     n = len(slowdowns)
     return pd.DataFrame(
         {
-            "job": [str(i) for i in range(n)],
+            "point": [str(i) for i in range(n)],
             "op": ["all_gather"] * n,
             "V_bytes": [float(32 << 10 << (2 * i)) for i in range(n)],
             "source": ["step"] * n,

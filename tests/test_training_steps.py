@@ -19,10 +19,10 @@ FAST = ["timing.rounds=1", "timing.budget_s=0.3", "timing.min_iters=5", "trace.i
 SMALL = "op.dims={B: 8, S: 32, D: 64, F: 128, H: 8}"
 
 
-def _kinds(job_dir: Path) -> list[str]:
+def _kinds(point_dir: Path) -> list[str]:
     from analysis.hlo import parse_collectives
 
-    return sorted(c.kind for c in parse_collectives((job_dir / "hlo" / "compiled.hlo.txt").read_text()))
+    return sorted(c.kind for c in parse_collectives((point_dir / "hlo" / "compiled.hlo.txt").read_text()))
 
 
 @pytest.mark.parametrize(
@@ -37,24 +37,24 @@ def _kinds(job_dir: Path) -> list[str]:
     ],
 )
 def test_the_block_runs_the_books_recipes_and_matches_the_unsharded_step(compose_cfg, tmp_path, sharding, mesh, kinds):
-    job = tmp_path / "block"
-    r = run(compose_cfg(["op=transformer_block", f"op.sharding={sharding}", f"mesh={mesh}", SMALL, *FAST]), job)
+    point = tmp_path / "block"
+    r = run(compose_cfg(["op=transformer_block", f"op.sharding={sharding}", f"mesh={mesh}", SMALL, *FAST]), point)
     assert r["status"] == "ok", r.get("error")
     assert r["check"]["passed"] and r["check"]["outputs"] == 7  # the loss and six gradients
     assert r["check"]["max_rel_error"] <= 1e-4
-    assert _kinds(job) == kinds
+    assert _kinds(point) == kinds
     assert r["timing"]["loop_check"]["ok"]  # every collective repeats in the loop estimator
 
 
 def test_analysis_profile_finds_every_collective_the_hlo_lists_within_the_step(compose_cfg, tmp_path):
-    job = tmp_path / "block"
-    r = run(compose_cfg(["op=transformer_block", "op.sharding=fsdp_tp", "mesh=xy_4x2", SMALL, *FAST]), job)
+    point = tmp_path / "block"
+    r = run(compose_cfg(["op=transformer_block", "op.sharding=fsdp_tp", "mesh=xy_4x2", SMALL, *FAST]), point)
     assert r["status"] == "ok", r.get("error")
-    proc = analysis("profile", job, "--json", timeout=120, expect=0)
+    proc = analysis("profile", point, "--json", timeout=120, expect=0)
     table = pd.DataFrame(json.loads(proc.stdout)["collectives"])
-    assert sorted(table["kind"]) == _kinds(job)
+    assert sorted(table["kind"]) == _kinds(point)
     assert (table["executions"] > 0).all()  # every collective of the HLO ran in the trace
-    steps = pd.read_csv(job / "profile_report" / "steps.csv")
+    steps = pd.read_csv(point / "profile_report" / "steps.csv")
     per_step = table["time_per_step_s"].sum()
     assert per_step <= steps["step_s"].median() * 1.0001  # the collectives fit in the step
     assert set(table["mesh_axes"]) == {"X", "Y"}  # each group named by its mesh axis
@@ -85,7 +85,7 @@ def test_a_users_function_runs_as_a_point_and_profiles(tmp_path):
     code = example.group(1)
     assert code.split("\n", 1)[1].strip() in (REPO / "tests" / "user_step.py").read_text()
     (tmp_path / "my_step.py").write_text(code)
-    job = tmp_path / "run"
+    point = tmp_path / "run"
     runner(
         "op=program",
         f"op.target={tmp_path / 'my_step.py'}:train_step",
@@ -93,15 +93,15 @@ def test_a_users_function_runs_as_a_point_and_profiles(tmp_path):
         "op.dims={B: 32, D: 64, F: 128}",
         "mesh=xy_4x2",
         *FAST,
-        f"hydra.run.dir={job}",
+        f"hydra.run.dir={point}",
         expect=0,
     )
-    r = json.loads((job / "result.json").read_text())
+    r = json.loads((point / "result.json").read_text())
     assert r["check"] == {"passed": True, "kind": "finite", "outputs": 3, "max_rel_error": None, "tolerance": None}
-    assert r["experiment"]["target"].endswith("my_step.py:train_step")
-    assert "all-reduce" in _kinds(job)  # XLA's collectives for the sharded step
-    prof = analysis("profile", job, "--json", timeout=120, expect=0)
-    assert sorted(pd.DataFrame(json.loads(prof.stdout)["collectives"])["kind"]) == _kinds(job)
+    assert r["spec"]["target"].endswith("my_step.py:train_step")
+    assert "all-reduce" in _kinds(point)  # XLA's collectives for the sharded step
+    prof = analysis("profile", point, "--json", timeout=120, expect=0)
+    assert sorted(pd.DataFrame(json.loads(prof.stdout)["collectives"])["kind"]) == _kinds(point)
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,7 @@ from shardlab_cli import analysis, start
 from runner import run
 
 SWEEP = "outputs/sweeps/s1"  # relative to the working folder the command runs in
-JOB = "0_op.size_bytes=64KiB"
+POINT = "0_op.size_bytes=64KiB"
 PREFIX = "/data/plugin/profile"
 
 
@@ -135,13 +135,13 @@ def _serve(cwd: Path, tmpdir: Path):
 
 @pytest.fixture(scope="module")
 def traced_run(tmp_path_factory, compose_cfg):
-    """A real traced run at ``<base>/outputs/sweeps/s1/<job>``, read-only while the tests run.
+    """A real traced run at ``<base>/outputs/sweeps/s1/<point>``, read-only while the tests run.
 
     Yields ``base``, the working folder from which SWEEP is the relative path, and the
     snapshot of ``base`` as the runner left it, before any server saw it.
     """
     base = tmp_path_factory.mktemp("view")
-    result = run(compose_cfg(["op.size_bytes=64KiB", "timing.budget_s=0.2", "trace.iters=2"]), base / SWEEP / JOB)
+    result = run(compose_cfg(["op.size_bytes=64KiB", "timing.budget_s=0.2", "trace.iters=2"]), base / SWEEP / POINT)
     assert result["status"] == "ok"
     _set_writable(base / "outputs", False)
     yield SimpleNamespace(base=base, snapshot=_snapshot(base))
@@ -158,15 +158,15 @@ def served(traced_run, tmp_path_factory):
 def outside(traced_run, tmp_path_factory):
     """A copy of the run's trace session outside the served folder: ``<dir>/plugins/profile/sess``."""
     root = tmp_path_factory.mktemp("outside")
-    session = next((traced_run.base / SWEEP / JOB / "trace" / "plugins" / "profile").iterdir())
+    session = next((traced_run.base / SWEEP / POINT / "trace" / "plugins" / "profile").iterdir())
     shutil.copytree(session, root / "plugins" / "profile" / "sess")
     return root
 
 
 def test_view_of_a_relative_path_lists_the_run_and_listens_only_on_loopback(served):
     runs = _json(served.port, f"{PREFIX}/runs")
-    assert runs == [JOB]
-    tools = _json(served.port, f"{PREFIX}/run_tools?{_q(run=JOB)}")
+    assert runs == [POINT]
+    tools = _json(served.port, f"{PREFIX}/run_tools?{_q(run=POINT)}")
     assert "trace_viewer@" in tools or "trace_viewer" in tools
     time.sleep(0.5)
     listeners = _listening(served.proc.pid)
@@ -183,10 +183,10 @@ def test_view_prints_the_first_points_trace_viewer_and_it_answers(served):
     link = urllib.parse.urlsplit(served.timeline.removeprefix(prefix).strip())
     assert (link.hostname, link.port, link.path) == ("127.0.0.1", served.port, "/")
     params = dict(urllib.parse.parse_qsl(link.query))
-    assert params["run"] == JOB and params["tool"] == "trace_viewer@" and params["host"]
+    assert params["run"] == POINT and params["tool"] == "trace_viewer@" and params["host"]
     assert _request(served.port, f"/?{link.query}")[0] == 200
     # the host it names is one XProf lists for that run
-    hosts = _json(served.port, f"{PREFIX}/hosts?{_q(run=JOB, tag='trace_viewer@')}")
+    hosts = _json(served.port, f"{PREFIX}/hosts?{_q(run=POINT, tag='trace_viewer@')}")
     assert params["host"] in {h["hostname"] if isinstance(h, dict) else h for h in hosts}, hosts
 
 
@@ -209,13 +209,13 @@ def test_paths_outside_the_served_traces_are_refused(served, outside):
         (
             "GET",
             f"{PREFIX}/data?"
-            + _q(run=JOB, tag="graph_viewer", host="vm", type="short_txt", module_name="../../../../../../tmp/x"),
+            + _q(run=POINT, tag="graph_viewer", host="vm", type="short_txt", module_name="../../../../../../tmp/x"),
         ),
-        ("GET", f"{PREFIX}/data?{_q(run=JOB, tag='memory_viewer', host='../vm')}"),
+        ("GET", f"{PREFIX}/data?{_q(run=POINT, tag='memory_viewer', host='../vm')}"),
     ]
     logdirs = [p for p in served.tmpdir.iterdir() if p.is_dir()]
     assert len(logdirs) == 1, f"the served logdir should be the one folder in TMPDIR: {logdirs}"
-    inside = logdirs[0] / "plugins" / "profile" / JOB
+    inside = logdirs[0] / "plugins" / "profile" / POINT
     # inside the logdir, but through the link to the trace file: resolved, that is DIR
     attacks.append(("GET", f"{PREFIX}/runs?{_q(session_path=inside / 'vm.xplane.pb' / '..')}"))
     for method, path in attacks:
@@ -224,11 +224,11 @@ def test_paths_outside_the_served_traces_are_refused(served, outside):
         assert body.startswith(b"refused: ") and body.count(b"\n") == 1, body
     assert _snapshot(outside) == before, "nothing may be written outside the served logdir"
     # what the frontend sends, and a path inside the served logdir, still work
-    assert _json(served.port, f"{PREFIX}/runs?{_q(session_path=inside)}") == [JOB]
-    modules = _request(served.port, f"{PREFIX}/module_list?{_q(run=JOB)}")[1].decode().split(",")
+    assert _json(served.port, f"{PREFIX}/runs?{_q(session_path=inside)}") == [POINT]
+    modules = _request(served.port, f"{PREFIX}/module_list?{_q(run=POINT)}")[1].decode().split(",")
     status, body = _request(
         served.port,
-        f"{PREFIX}/data?{_q(run=JOB, tag='graph_viewer', host='vm', type='short_txt', module_name=modules[0])}",
+        f"{PREFIX}/data?{_q(run=POINT, tag='graph_viewer', host='vm', type='short_txt', module_name=modules[0])}",
     )
     assert status == 200 and body.startswith(b"HloModule"), (status, body[:200])
 
@@ -258,23 +258,23 @@ def test_foreign_host_headers_are_refused(served):
 def test_hlo_op_stats_are_empty_on_cpu_traces_and_the_command_says_so(served):
     # The route the HLO Op Stats page calls answers at once, with no rows: XProf builds the
     # table from GPU/TPU device op events, and a CPU trace has only /host:CPU.
-    table = _json(served.port, f"{PREFIX}/data?{_q(run=JOB, tag='hlo_stats', host='vm')}")
+    table = _json(served.port, f"{PREFIX}/data?{_q(run=POINT, tag='hlo_stats', host='vm')}")
     assert table["cols"] and table["rows"] == []
-    trace = _json(served.port, f"{PREFIX}/data?{_q(run=JOB, tag='trace_viewer@', host='vm')}")
+    trace = _json(served.port, f"{PREFIX}/data?{_q(run=POINT, tag='trace_viewer@', host='vm')}")
     assert trace["traceEvents"], "the trace viewer has the CPU trace's events"
     assert "HLO Op Stats" in served.note and "Trace Viewer" in served.note and "CPU" in served.note, served.note
 
 
 def test_a_read_only_folder_is_served_without_writing_to_it(traced_run, tmp_path):
     with _serve(traced_run.base, tmp_path / "tmp") as s:
-        assert _json(s.port, f"{PREFIX}/runs") == [JOB]
-        _json(s.port, f"{PREFIX}/run_tools?{_q(run=JOB)}")
+        assert _json(s.port, f"{PREFIX}/runs") == [POINT]
+        _json(s.port, f"{PREFIX}/run_tools?{_q(run=POINT)}")
         for tag in ("overview_page", "hlo_stats", "trace_viewer@"):
-            _json(s.port, f"{PREFIX}/data?{_q(run=JOB, tag=tag, host='vm')}")
-        status, modules = _request(s.port, f"{PREFIX}/module_list?{_q(run=JOB)}")
+            _json(s.port, f"{PREFIX}/data?{_q(run=POINT, tag=tag, host='vm')}")
+        status, modules = _request(s.port, f"{PREFIX}/module_list?{_q(run=POINT)}")
         assert status == 200 and modules, modules
         (logdir,) = [p for p in s.tmpdir.iterdir()]
-        session = logdir / "plugins" / "profile" / JOB
+        session = logdir / "plugins" / "profile" / POINT
         written = {p.name for p in session.iterdir() if not p.is_symlink()}
         assert ".cached_tools.json" in written and any(n.endswith(".hlo_proto.pb") for n in written), written
     assert list(s.tmpdir.iterdir()) == [], "the temporary logdir is removed when the server stops"
@@ -317,7 +317,7 @@ def test_idle_half_open_connections_do_not_hold_up_a_request(served):
         conn.request("GET", f"{PREFIX}/runs")
         resp = conn.getresponse()
         body = resp.read()
-        assert (resp.status, json.loads(gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body)) == (200, [JOB])
+        assert (resp.status, json.loads(gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body)) == (200, [POINT])
         conn.close()
     finally:
         for s in idle:

@@ -92,7 +92,7 @@ class Placement:
         return ", ".join(f"{d} ({e} of {self.size(d)})" for d, e in g.items()) or "one device"
 
     def to_dict(self) -> dict:
-        """As result.json records it (``experiment.mesh.physical``)."""
+        """As result.json records it (``spec.mesh.physical``)."""
         return {
             "slice_shape": list(self.shape),
             "cores_per_chip": self.cores,

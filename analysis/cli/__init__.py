@@ -21,7 +21,7 @@ COMMANDS = {
     "predict": ("analysis.cli.predict", "the scaling book's prediction for a collective or matmul"),
     "hlo": ("analysis.cli.hlo", "list the collectives in an HLO text file"),
     "view": ("analysis.cli.view", "open a folder's traces in XProf, bound to 127.0.0.1"),
-    "compare": ("analysis.cli.compare", "compare two or more sweeps that share experiments"),
+    "compare": ("analysis.cli.compare", "compare two or more sweeps that share points"),
     "calibrate": ("analysis.cli.calibrate", "fit W and T_min to a sweep and write a hardware entry"),
     "hardware": ("analysis.cli.hardware", "list the hardware catalogue, or show which entry a device kind resolves to"),
     "profile": ("analysis.cli.profile", "what each collective of a profiled program cost, hidden or exposed"),

@@ -38,12 +38,12 @@ def main(args: argparse.Namespace) -> int:
     from analysis.book.errors import BookError
     from analysis.book.hardware import hardware_dir, load_hardware
     from analysis.report.document import fmt
-    from analysis.rundir import job_dirs
+    from analysis.rundir import point_dirs
     from analysis.sweep import load_sweep
 
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]*", args.name):
         return fail(f"--name {args.name!r}: use letters, digits, _ and - (it becomes hardware=NAME)")
-    if not args.dir.is_dir() or not job_dirs(args.dir):
+    if not args.dir.is_dir() or not point_dirs(args.dir):
         return fail(f"{args.dir} holds no run folders (no */result.json)")
     from analysis.sweep import MixedSweepError
 
@@ -61,14 +61,14 @@ def main(args: argparse.Namespace) -> int:
         return fail(str(err))
     if base_hw.interconnect is None:
         return fail(f"base hardware {base_hw.name!r} names no interconnect; pick one with --base (e.g. cpu)")
-    from analysis.resample import rounds_by_job
+    from analysis.resample import rounds_by_point
 
     # inside a domain and across domains (a multi-node import) are fitted apart: each level
     # has its own fabric in the book's model
     inside, crossing = calibrate.split_levels(points, base_hw)
     across = calibrate.across_calibration(crossing, base_hw) if len(crossing) else None
     table = (
-        calibrate.calibration_table(inside, base, rounds_by_job(sweep.results))
+        calibrate.calibration_table(inside, base, rounds_by_point(sweep.results))
         if len(inside)
         else pd.DataFrame(columns=calibrate.CALIBRATION_COLUMNS)
     )
@@ -158,7 +158,7 @@ def _span(lo, hi, fmt) -> str:
 
 
 def _sweep_date(results: list[dict]) -> str:
-    """When the sweep's first job started (from its result.json), or 'date unknown'."""
+    """When the sweep's first point started (from its result.json), or 'date unknown'."""
     started = []
     for r in results:
         when = r.get("started_at")

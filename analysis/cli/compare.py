@@ -1,13 +1,13 @@
 """``python -m analysis compare DIR_A DIR_B [...] [--out DIR]``: a report comparing sweeps
-that share experiments (the same collectives and sizes), e.g. a float32 sweep against a
+that share points (the same collectives and sizes), e.g. a float32 sweep against a
 bfloat16 one, or mesh x8 against xy_4x2.
 
 Writes ``compare.md``, ``index.html`` (self-contained), ``ratios.csv``, ``fits.csv``,
 ``config_diff.csv`` and the figures to ``--out`` (default
 ``outputs/compare/<YYYY-mm-dd_HH-MM-SS>``, relative to the current folder), and prints per
-shared experiment both times (us) and bus bandwidths (GB/s) with the ratio and its interval,
+shared point both times (us) and bus bandwidths (GB/s) with the ratio and its interval,
 then the path of ``index.html``. A folder with no successful results, or sweeps that share no
-experiment, exit with status 2 and one line on stderr.
+point, exit with status 2 and one line on stderr.
 """
 
 from __future__ import annotations

@@ -132,9 +132,9 @@ def _top_lines(table, limit: int = 10) -> list[str]:
 
 def sweep_folder_hint(root: Path, show: int = 3) -> str:
     """One line for ``profile SWEEP``: it takes one run folder; which of the sweep's were traced."""
-    from analysis.rundir import job_dirs, read_result
+    from analysis.rundir import point_dirs, read_result
 
-    runs = job_dirs(root)
+    runs = point_dirs(root)
     traced = [d for d in runs if (read_result(d).get("files") or {}).get("xplane")]
     if not traced:
         return f"{root} is a sweep folder and none of its {len(runs)} runs has a trace (trace.enabled=false?)"
@@ -148,7 +148,7 @@ def main(args: argparse.Namespace) -> int:
     from analysis import profile as prof
     from analysis.hlo import HloParseError
     from analysis.profile_load import analyse, find_xplanes, load_hlo
-    from analysis.rundir import RESULT_NAME, job_file, read_result
+    from analysis.rundir import RESULT_NAME, point_file, read_result
     from analysis.trace import TraceError
 
     logdir = Path(args.logdir)
@@ -165,12 +165,12 @@ def main(args: argparse.Namespace) -> int:
             run = read_result(logdir)
             if run["status"] != "ok":
                 raise ValueError(f"{logdir}: the run failed ({run.get('error')}); nothing to profile")
-            xplanes = [job_file(run, "xplane")] if (run.get("files") or {}).get("xplane") else []
+            xplanes = [point_file(run, "xplane")] if (run.get("files") or {}).get("xplane") else []
             if not xplanes:
                 raise ValueError(f"{logdir}: the run has no trace (trace.enabled=false?)")
-            args.hlo = args.hlo or str(job_file(run, "hlo_compiled"))
-            mesh = mesh or (run.get("experiment") or {}).get("mesh", {}).get("axes")
-            physical = (run.get("experiment") or {}).get("mesh", {}).get("physical")
+            args.hlo = args.hlo or str(point_file(run, "hlo_compiled"))
+            mesh = mesh or (run.get("spec") or {}).get("mesh", {}).get("axes")
+            physical = (run.get("spec") or {}).get("mesh", {}).get("physical")
             slowdown = (run.get("trace") or {}).get("profiler_slowdown")
         elif logdir.is_dir() and any(logdir.glob(f"*/{RESULT_NAME}")):
             # a sweep folder: its points' traces are programs of different sizes, one profile each

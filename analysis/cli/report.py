@@ -27,9 +27,9 @@ def main(args: argparse.Namespace) -> int:
     from analysis.book.hardware import load_hardware
     from analysis.cli.options import fail
     from analysis.report import write_report
-    from analysis.rundir import job_dirs
+    from analysis.rundir import point_dirs
 
-    if not args.dir.is_dir() or not job_dirs(args.dir):
+    if not args.dir.is_dir() or not point_dirs(args.dir):
         return fail(f"{args.dir} holds no run folders (no */result.json)")
     if args.hardware:
         try:

@@ -7,7 +7,7 @@ exists for distributed trace conversion. The app is wrapped in
 :class:`analysis.cli.xprof_guard.Guard`, which refuses paths outside the served traces,
 ``capture_profile`` and foreign ``Host:`` headers.
 
-A sweep's points appear as XProf "runs", one per job folder. XProf wants them as
+A sweep's points appear as XProf "runs", one per point folder. XProf wants them as
 ``<logdir>/plugins/profile/<run>/<host>.xplane.pb``, and it writes its cache files
 (``.cached_tools.json``, ``cache_version.txt``, ``*.op_stats*.pb``, ``*.hlo_proto.pb``) next to
 them. So the logdir is a temporary folder of real session folders holding one link per
@@ -49,23 +49,25 @@ CPU_NOTE = (
 def link_runs(root: Path, logdir: Path) -> list[str]:
     """Lay out ``root``'s traces as ``logdir/plugins/profile/<run>/<host>.xplane.pb`` links.
 
-    Returns the run names: the job folder's name, or ``<job>_<i>`` for a job traced in
+    Returns the run names: the point folder's name, or ``<point>_<i>`` for a point traced in
     several sessions.
     """
-    from analysis.rundir import job_dirs
+    from analysis.rundir import point_dirs
 
     profile = logdir / "plugins" / "profile"
     runs = []
-    for job in job_dirs(root):
-        hosts = sorted((job / "trace").glob("host*/plugins/profile/*/*.xplane.pb"))
+    for point in point_dirs(root):
+        hosts = sorted((point / "trace").glob("host*/plugins/profile/*/*.xplane.pb"))
         if hosts:
-            # A multi-process job: each process traced into trace/host<i>/ under the same host
+            # A multi-process point: each process traced into trace/host<i>/ under the same host
             # name; one session holding host<i>.xplane.pb lets XProf show the hosts side by side.
-            sessions = {job.name: [(f"{x.parents[3].name}.xplane.pb", x) for x in hosts]}
+            sessions = {point.name: [(f"{x.parents[3].name}.xplane.pb", x) for x in hosts]}
         else:
-            found = sorted(p for p in (job / "trace" / "plugins" / "profile").glob("*") if p.is_dir())
+            found = sorted(p for p in (point / "trace" / "plugins" / "profile").glob("*") if p.is_dir())
             sessions = {
-                job.name if len(found) == 1 else f"{job.name}_{i}": [(x.name, x) for x in sorted(s.glob("*.xplane.pb"))]
+                point.name if len(found) == 1 else f"{point.name}_{i}": [
+                    (x.name, x) for x in sorted(s.glob("*.xplane.pb"))
+                ]
                 for i, s in enumerate(found)
             }
         for name, files in sessions.items():
@@ -79,10 +81,10 @@ def link_runs(root: Path, logdir: Path) -> list[str]:
 
 
 def cpu_traces(root: Path) -> bool:
-    """Whether any job under ``root`` ran on JAX's CPU backend (its result.json says so)."""
-    from analysis.rundir import job_dirs, read_result
+    """Whether any point under ``root`` ran on JAX's CPU backend (its result.json says so)."""
+    from analysis.rundir import point_dirs, read_result
 
-    return any(read_result(j).get("environment", {}).get("backend") == "cpu" for j in job_dirs(root))
+    return any(read_result(j).get("environment", {}).get("backend") == "cpu" for j in point_dirs(root))
 
 
 class Viewer:
@@ -162,9 +164,9 @@ def _interrupt(signum, frame):
 def main(args: argparse.Namespace) -> int:
     """Serve until Ctrl-C or SIGTERM; 2 when the folder holds no traces (one line on stderr)."""
     from analysis.cli.options import fail
-    from analysis.rundir import TRACE_DIR, job_dirs
+    from analysis.rundir import TRACE_DIR, point_dirs
 
-    if not args.dir.is_dir() or not any((j / TRACE_DIR).is_dir() for j in job_dirs(args.dir)):
+    if not args.dir.is_dir() or not any((j / TRACE_DIR).is_dir() for j in point_dirs(args.dir)):
         return fail(f"{args.dir} holds no traces (no */trace/plugins/profile)")
     if not 0 <= args.port <= 65535:
         return fail(f"--port={args.port}: must be from 1 to 65535, or 0 for a free one")

@@ -1,4 +1,4 @@
-"""Imported measurements written as a sweep folder: one job folder with a ``result.json`` per
+"""Imported measurements written as a sweep folder: one point folder with a ``result.json`` per
 point, and ``sweep.json``, through :mod:`analysis.rundir`'s names and writers, so ``load_sweep``
 and every command that reads sweeps take it as one the runner wrote.
 
@@ -58,7 +58,7 @@ def point_result(p: ImportedPoint, hardware: str, hardware_why: str, command: st
             if bad
             else {}
         ),
-        "experiment": {
+        "spec": {
             "op": p.op,
             "dtype": p.dtype,
             "size_bytes": p.S_bytes,
@@ -109,8 +109,8 @@ def write_sweep(points: list[ImportedPoint], out: Path, command: str, hardware: 
             if len(runs) > 1:
                 overrides.append(f"run={runs.index((p.origin.get('file'), p.origin.get('run'), p.op, p.ranks))}")
             expected.append({"num": i, "overrides": overrides})
-            job = tmp / f"{i:03d}_{','.join(sorted(overrides))}"  # Hydra's name for these overrides
-            write_json_atomic(job / RESULT_NAME, point_result(p, hw, why, command))
+            point = tmp / f"{i:03d}_{','.join(sorted(overrides))}"  # Hydra's name for these overrides
+            write_json_atomic(point / RESULT_NAME, point_result(p, hw, why, command))
         write_json_atomic(
             tmp / SWEEP_NAME,
             {**stamp("sweep"), "command": command, "expected_points": expected, "rounds": 1, "started_at": now_iso()},

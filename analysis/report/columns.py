@@ -13,14 +13,14 @@ from pathlib import Path
 from analysis.rundir import write_text_atomic
 
 SUMMARY = {
-    "job": ("", "the job folder's name: its number in the sweep and what varies"),
+    "point": ("", "the point folder's name: its number in the sweep and what varies"),
     "status": ("", "ok or failed"),
     "sweep_id": ("", "the sweep's id (sweep.json's, else from its start and command): concatenated sweeps stay apart"),
     "sweep_start_time": ("ISO 8601", "when the sweep started (sweep.json's started_at, else its first point's)"),
-    "error_type": ("", "for a failed job: ConfigError, WorkerDied (crash or timeout), or the exception's type"),
-    "error": ("", "for a failed job: the error, in one line"),
+    "error_type": ("", "for a failed point: ConfigError, WorkerDied (crash or timeout), or the exception's type"),
+    "error": ("", "for a failed point: the error, in one line"),
     "op": ("", "all_gather, reduce_scatter, all_reduce, all_to_all or matmul"),
-    "expr": ("", "the experiment in the book's notation, e.g. AllGather_X(A[I_X]) -> A[I]"),
+    "expr": ("", "the point's op in the book's notation, e.g. AllGather_X(A[I_X]) -> A[I]"),
     "dtype": ("", "element type"),
     "mesh": ("", "the mesh config's name (conf/mesh)"),
     "mesh_axes": ("", "the resolved mesh, e.g. X=4,Y=2"),
@@ -28,7 +28,7 @@ SUMMARY = {
     "axis_sizes": ("", "their sizes, e.g. 4x2"),
     "placement": (
         "",
-        "where the mesh axes lay on the physical axes (TPU: JSON of result.json's experiment.mesh.physical, "
+        "where the mesh axes lay on the physical axes (TPU: JSON of result.json's spec.mesh.physical, "
         "each axis' extent along x, y, z, core, slice); the model prices the group over these; empty elsewhere",
     ),
     "n_axes": ("count", "axes of size > 1 the collective runs over (the book's k)"),
@@ -104,9 +104,9 @@ SUMMARY = {
     "ceiling_inconsistent": ("", "why the copy curve is in doubt at this size (a stalled dip, a wide spread)"),
     "strategy": ("", "matmul strategy"),
     "flops": ("FLOP", "the matmul's floating-point operations, 2 x the product of its dims"),
-    "grad": ("bool", "the job ran jax.grad through the collective (its backward pass)"),
+    "grad": ("bool", "the point ran jax.grad through the collective (its backward pass)"),
     "dims": ("", "matmul dims, e.g. I=1024 J=1024 K=1024"),
-    "skipped": ("", "files of the job that could not be read, and why"),
+    "skipped": ("", "files of the point that could not be read, and why"),
     "trace_collective_s": ("s", "per traced step, the time a device spent in collectives (median over devices)"),
     "trace_compute_s": ("s", "per traced step, the time a device spent computing"),
     "trace_overlap_s": ("s", "collective time during which the same device also computed"),
@@ -137,7 +137,7 @@ SUMMARY = {
     "trace_over_untraced": ("ratio", "trace_op_time_s / time_s"),
     "flags": ("", "why the point is left out of the fits (above its ceiling, page-faulting, failed, no communication)"),
     "caveats": ("", "what to keep in mind reading it (unchecked, rounds disagree, noisy, command buffers)"),
-    "is_target": ("bool", "the row is the collective the job asked for (not a backward pass, not one XLA added)"),
+    "is_target": ("bool", "the row is the collective the point asked for (not a backward pass, not one XLA added)"),
     "model_time_s": ("s", "the book's model's time for the point, with the constants the report names"),
     "model_regime": ("", "latency or bandwidth: which term of the model's max() wins"),
 }
@@ -207,7 +207,7 @@ OTHERS = {
         "reason": ("", "why the verdict is what it is, in numbers"),
     },
     "report/steps.csv": {
-        "job, op, sharding, mesh, B, devices, dtype": ("", "the whole-step point: program, recipe, mesh, batch"),
+        "point, op, sharding, mesh, B, devices, dtype": ("", "the whole-step point: program, recipe, mesh, batch"),
         "step_s": ("s", "the untraced step time (the report's estimator)"),
         "T_math_s": ("s", "the book's FLOPs / (devices x C), where the hardware publishes C"),
         "model_comms_s": ("s", "the model's time of every collective the step executed, summed per step"),
@@ -221,7 +221,7 @@ OTHERS = {
         "skipped": ("", "why the point has no trace columns, if it has none"),
     },
     "report/step_collectives.csv": {
-        "job, name, kind, mesh_axes": ("", "the point, the HLO instruction, its opcode and the axes its groups span"),
+        "point, name, kind, mesh_axes": ("", "the point, the HLO instruction, its opcode and the axes its groups span"),
         "executions, executions_per_step": ("count", "how often it ran in the trace, and per step"),
         "time_median_s, time_p90_s": ("s", "its device time per execution, over executions and devices"),
         "time_per_step_s": ("s", "its device time per step"),
@@ -233,7 +233,7 @@ OTHERS = {
         "arrival_skew_s": ("s", "per step, last device start minus first (one host only)"),
     },
     "samples.csv": {
-        "job, round, estimator, sample, time_s": ("s", "every timing sample, one row each"),
+        "point, round, estimator, sample, time_s": ("s", "every timing sample, one row each"),
     },
 }
 

@@ -38,7 +38,7 @@ def write_compare_report(dirs: list[Path], out: Path) -> Path:
     ratios = compare.ratio_table(points, keys, labels[0])
     if not len(ratios):
         raise compare.CompareError(
-            f"the sweeps share no experiments (matched on {', '.join(keys)}): {' vs '.join(str(d) for d in dirs)}"
+            f"the sweeps share no points (matched on {', '.join(keys)}): {' vs '.join(str(d) for d in dirs)}"
         )
     side = compare.fits_side_by_side(fits, keys, labels)
     out.mkdir(parents=True, exist_ok=True)
@@ -47,13 +47,13 @@ def write_compare_report(dirs: list[Path], out: Path) -> Path:
     write_text_atomic(out / "config_diff.csv", diff.to_csv(index=False))
 
     rep = Report(f"shardlab comparison: {' vs '.join(labels)}")
-    jobs = points.drop_duplicates(["sweep", "job"])
+    per_point = points.drop_duplicates(["sweep", "point"])
     rep.table(
         pd.DataFrame(
             {
                 "sweep": labels,
                 "folder": [str(d) for d in dirs],
-                "ok points": [int((jobs["sweep"] == s).sum()) for s in labels],
+                "ok points": [int((per_point["sweep"] == s).sum()) for s in labels],
                 **{
                     title: [_values(points, s, col) for s in labels]
                     for title, col in (("hardware", "hardware"), ("device", "device_kind"), ("jax", "jax_version"))
@@ -77,7 +77,7 @@ def write_compare_report(dirs: list[Path], out: Path) -> Path:
     if len(both):
         rep.table(_short(both))
     else:
-        rep.text("None of the keys every sweep has: the same experiments, run again.")
+        rep.text("None of the keys every sweep has: the same points, run again.")
     if len(some):
         rep.text("Keys only some sweeps' configs have (usually a newer shardlab that added them with their defaults):")
         rep.table(_short(some))
@@ -127,7 +127,7 @@ def write_compare_report(dirs: list[Path], out: Path) -> Path:
     if len(side):
         rep.table(side)
         rep.text(
-            "Per experiment family and sweep, from each sweep's own fit: the book's "
+            "Per family and sweep, from each sweep's own fit: the book's "
             "`T = max(T_min·hops, c·V/W)` and α-β `T = α + V/β`."
         )
     else:

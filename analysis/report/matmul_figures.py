@@ -22,14 +22,14 @@ def _flops_axis(ax, label: str) -> None:
     log_y_axis(ax, label, lambda v: f"{v / 1e9:.3g}")
 
 
-def roofline(jobs: pd.DataFrame, C: float | None, bw_Bps: float | None, path: Path, title: str) -> Path:
+def roofline(points: pd.DataFrame, C: float | None, bw_Bps: float | None, path: Path, title: str) -> Path:
     """Achieved GFLOP/s per device against arithmetic intensity (FLOPs per byte of the
-    matmul's inputs and output), each job a point (colour: case, marker: strategy), under the
+    matmul's inputs and output), each point a marker (colour: case, marker: strategy), under the
     hardware's compute roof (C, horizontal) and memory roof (bandwidth x intensity)."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 5.0))
-    d = jobs.dropna(subset=["intensity", "flops_per_s_per_device"]).copy()
+    d = points.dropna(subset=["intensity", "flops_per_s_per_device"]).copy()
     d["case"] = d["case"].map(lambda c: f"case {int(c)}" if pd.notna(c) else "case ?")
     sns.scatterplot(
         data=d, x="intensity", y="flops_per_s_per_device", hue="case", style="strategy", s=70, ax=ax, legend="brief"

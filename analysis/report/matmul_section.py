@@ -19,18 +19,18 @@ from analysis.summary import dims_of, mesh_of
 
 def add_matmul_section(rep: Report, mm: Matmuls, out: Path) -> None:
     """Append the matmul section to ``rep`` (figures saved under ``out``)."""
-    jobs, table, hw, C, note = mm.jobs, mm.table, mm.hw, mm.C, mm.note
+    points, table, hw, C, note = mm.points, mm.table, mm.hw, mm.C, mm.note
     rep.heading("Sharded matmuls: the book's cases against the compiled HLO")
     rep.text(
-        "Per job: the expression in the book's notation, the strategy that ran, the book's case and the "
+        "Per point: the expression in the book's notation, the strategy that ran, the book's case and the "
         "collectives it prescribes, and the collectives XLA emitted in the compiled HLO (with the mesh axes "
         "their replica groups span); **DIFFERS** where the two disagree, with the reason below the table."
     )
-    what = table[["job", "expr", "strategy", "dims", "case", "book prescribes", "HLO has", "match"]]
+    what = table[["point", "expr", "strategy", "dims", "case", "book prescribes", "HLO has", "match"]]
     rep.table(what.assign(strategy=what["strategy"].fillna("(not run)")))
     reasons = table[table["why"].astype(str).str.len() > 0]
     if len(reasons):
-        rep.text("\n\n".join(f"`{r['job']}`: {r['why']}" for _, r in reasons.iterrows()))
+        rep.text("\n\n".join(f"`{r['point']}`: {r['why']}" for _, r in reasons.iterrows()))
     rep.text(
         "Times: the measured median; T_math = FLOPs / (d x C), with d the devices the book's recipe splits the "
         "product over (fewer than the mesh's where it gathers an input, so that every device of that axis "
@@ -41,7 +41,7 @@ def add_matmul_section(rep: Report, mm: Matmuls, out: Path) -> None:
     )
     cost = table[
         [
-            "job",
+            "point",
             "time (s)",
             "d",
             "T_math (s)",
@@ -71,22 +71,22 @@ def add_matmul_section(rep: Report, mm: Matmuls, out: Path) -> None:
         )
     )
     if not traced.any():
-        rep.text("No job here has a collective in a parsed trace, so *overlapped* is empty.")
+        rep.text("No point here has a collective in a parsed trace, so *overlapped* is empty.")
     figs = []
-    jobs = jobs.merge(table[["job", "case"]], on="job", how="left")
+    points = points.merge(table[["point", "case"]], on="point", how="left")
     C_used = (
-        hw.flops(jobs["dtype"].dropna().iloc[0])
+        hw.flops(points["dtype"].dropna().iloc[0])
         if hw is not None
         and hw.flops_per_s
-        and jobs["dtype"].notna().any()
-        and jobs["dtype"].dropna().iloc[0] in hw.flops_per_s
+        and points["dtype"].notna().any()
+        and points["dtype"].dropna().iloc[0] in hw.flops_per_s
         else C
     )
     bw = getattr(hw, "hbm_bw_Bps", None) if hw is not None else None
     figs.append(
         (
-            matmul_figures.roofline(jobs, C_used, bw, out / "matmul_roofline.png", "Matmuls on the roofline"),
-            "Achieved GFLOP/s per device against arithmetic intensity (FLOPs per byte of A, B and C), each job "
+            matmul_figures.roofline(points, C_used, bw, out / "matmul_roofline.png", "Matmuls on the roofline"),
+            "Achieved GFLOP/s per device against arithmetic intensity (FLOPs per byte of A, B and C), each point "
             "a point (colour: the book's case, marker: strategy), under the compute roof C"
             + (
                 " and the memory roof (HBM bandwidth x intensity)."
@@ -95,7 +95,7 @@ def add_matmul_section(rep: Report, mm: Matmuls, out: Path) -> None:
             ),
         )
     )
-    q4 = q4_table(jobs)
+    q4 = q4_table(points)
     if len(q4):
         rep.heading("Question 4: gather then multiply, or multiply then AllReduce")
         shown = q4.drop(columns=["dim"]).assign(
@@ -125,7 +125,7 @@ def add_matmul_section(rep: Report, mm: Matmuls, out: Path) -> None:
                 )
                 + "."
             )
-            first = jobs[jobs["expr"] == expr].iloc[0]
+            first = points[points["expr"] == expr].iloc[0]
             for label, h, dt in (
                 (f"`{hw.name}`" if hw else "this hardware", hw, first["dtype"]),
                 ("TPU v5e (bf16)", None, "bfloat16"),
@@ -143,7 +143,7 @@ def add_matmul_section(rep: Report, mm: Matmuls, out: Path) -> None:
                 )
         rep.text("\n\n".join(lines))
         for expr, g in q4.groupby("expr"):
-            first = jobs[jobs["expr"] == expr].iloc[0]
+            first = points[points["expr"] == expr].iloc[0]
             try:
                 mc = (
                     model_crossover(
@@ -163,7 +163,7 @@ def add_matmul_section(rep: Report, mm: Matmuls, out: Path) -> None:
                     "the model's (for this hardware's constants).",
                 )
             )
-    pairs = ring_pairs(jobs)
+    pairs = ring_pairs(points)
     if len(pairs):
         figs.append(
             (

@@ -91,11 +91,11 @@ def slowdown_text(pts: pd.DataFrame) -> str:
     slow = pts[pd.to_numeric(pts["profiler_slowdown"], errors="coerce") > TRACE_SLOWDOWN_LIMIT]
     if not len(slow):
         return f"No trace ran more than {TRACE_SLOWDOWN_LIMIT:g}x its untraced step."
-    slow = slow.drop_duplicates("job").sort_values("profiler_slowdown", ascending=False)
+    slow = slow.drop_duplicates("point").sort_values("profiler_slowdown", ascending=False)
     each = ", ".join(
         f"{r.op} {fmt_bytes(r.V_bytes)} {r.profiler_slowdown:.3g}x"
         if r.V_bytes == r.V_bytes
-        else f"{r.job} {r.profiler_slowdown:.3g}x"
+        else f"{r.point} {r.profiler_slowdown:.3g}x"
         for r in slow.itertuples()
     )
     return (
@@ -117,7 +117,7 @@ def ceiling_text(pts: pd.DataFrame) -> str:
     bad = pts[doubt.fillna("").astype(str).ne("")]
     if len(bad):
         text += (
-            f" The ceiling is inconsistent at the sizes of {bad['job'].nunique()} point(s) (their caveats say why): "
+            f" The ceiling is inconsistent at the sizes of {bad['point'].nunique()} point(s) (their caveats say why): "
             "they are not flagged against it."
         )
     return text

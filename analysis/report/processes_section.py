@@ -21,7 +21,7 @@ CPU_NOTE = (
 
 def add_processes_section(rep: Report, sweep: Sweep, out: Path) -> None:
     """The report's "Across processes" section and ``across_processes.csv``; nothing for a
-    sweep without multi-process jobs."""
+    sweep without multi-process points."""
     root, summary = sweep.root, sweep.summary
     table = process_table(sweep.results, summary)
     if table.empty:
@@ -30,7 +30,7 @@ def add_processes_section(rep: Report, sweep: Sweep, out: Path) -> None:
     rep.heading("Across processes")
     n = int(table["processes"].max())
     rep.text(
-        f"{len(table)} job(s) ran as {n} JAX processes forming one mesh; each process traced its own "
+        f"{len(table)} point(s) ran as {n} JAX processes forming one mesh; each process traced its own "
         "devices and the traces are merged here (`across_processes.csv`). A group *crosses processes* "
         "when its devices belong to more than one process. Device spread: per iteration, the longest "
         "device's op time minus the shortest (clock-free). Arrival skew: last device start minus first "

@@ -123,19 +123,19 @@ def _records(df: pd.DataFrame) -> list[dict]:
 def build(sweep: Sweep, head: pd.DataFrame, mm: Matmuls | None, out: Path) -> Report:
     """The report's blocks, figures saved under ``out``."""
     root, s, pts = sweep.root, sweep.summary, sweep.points
-    jobs = sweep.jobs
-    ok, failed = jobs[jobs["status"] == "ok"], jobs[jobs["status"] != "ok"]
+    by_point = sweep.by_point
+    ok, failed = by_point[by_point["status"] == "ok"], by_point[by_point["status"] != "ok"]
     title = f"shardlab report: {root.resolve().parent.name}/{root.name}"
     rep = Report(("INCOMPLETE " if sweep.missing else "") + title)
     if sweep.missing:
         rep.banner(
             "incomplete",
-            f"**Incomplete**: {len(jobs)} of {len(jobs) + len(sweep.missing)} points have "
+            f"**Incomplete**: {len(by_point)} of {len(by_point) + len(sweep.missing)} points have "
             f"results; {len(sweep.missing)} never ran (listed under *Missing points*). Finish "
             f"with `{resume_command(root)}`.",
         )
     rep.text(
-        f"{len(jobs)} points: {len(ok)} ok, {len(failed)} failed. Units: times in us/ms/s; sizes in binary "
+        f"{len(by_point)} points: {len(ok)} ok, {len(failed)} failed. Units: times in us/ms/s; sizes in binary "
         "units (KiB = 1024 B, MiB = 2^20 B); bandwidths in decimal GB/s (10^9 B/s, as nccl-tests). Files keep SI "
         f"units named in their columns (`{SUMMARY_NAME}`, `{SAMPLES_NAME}`, `{FIT_NAME}`, `{HEADLINE_NAME}`; "
         "[every column explained](columns.md))."
@@ -203,7 +203,7 @@ def build(sweep: Sweep, head: pd.DataFrame, mm: Matmuls | None, out: Path) -> Re
             "*Flagged* points (above their ceiling, page-faulting) are left out of every fit."
         )
 
-    what_ran(rep, jobs, ok)
+    what_ran(rep, by_point, ok)
     if len(pts):
         # a point without a time (its device estimator found nothing) is in neither the figures
         # nor the nccl-tests tables: "Points without a time" lists it, with the reason
@@ -221,7 +221,7 @@ def build(sweep: Sweep, head: pd.DataFrame, mm: Matmuls | None, out: Path) -> Re
         add_matmul_section(rep, mm, out)
     add_step_section(rep, sweep.results, sweep.model_hw, sweep.model_source, out)
     add_claims_section(rep, s, root)
-    add_processes_section(rep, sweep, out)  # only for sweeps with multi-process jobs
+    add_processes_section(rep, sweep, out)  # only for sweeps with multi-process points
     problems_section(rep, sweep, failed)
     points_section(rep, sweep)
     return rep

@@ -29,19 +29,19 @@ def resume_command(root: Path) -> str:
     return " ".join([shlex.join(kept), f"hydra.sweep.dir={shlex.quote(str(root))}", "resume=true"])
 
 
-def what_ran(rep: Report, jobs: pd.DataFrame, ok: pd.DataFrame) -> None:
+def what_ran(rep: Report, points: pd.DataFrame, ok: pd.DataFrame) -> None:
     """One table: hardware, devices, jax, meshes, ops, dtypes, sizes; no empty fields."""
-    first = ok.iloc[0] if len(ok) else (jobs.iloc[0] if len(jobs) else None)
+    first = ok.iloc[0] if len(ok) else (points.iloc[0] if len(points) else None)
     if first is None:
         return
     rep.heading("What ran")
 
     def values(col, fmt_one=str) -> str:
         # a point that failed before its mesh was known records an empty string, not a gap
-        v = sorted({x for x in jobs[col].dropna() if str(x).strip()}, key=str) if col in jobs else []
+        v = sorted({x for x in points[col].dropna() if str(x).strip()}, key=str) if col in points else []
         return ", ".join(fmt_one(x) for x in v) or "(none recorded)"
 
-    sizes = jobs["V_bytes"].dropna()
+    sizes = points["V_bytes"].dropna()
     row = {
         "hardware": first.get("hardware") or "(unknown)",
         "backend": first.get("backend") or "(none ran)",
@@ -143,7 +143,7 @@ def fits_section(rep: Report, sweep: Sweep) -> None:
                 {
                     "op": left["op"],
                     "axes": left["axes"],
-                    "job": left["job"],
+                    "point": left["point"],
                     "V": left["V_bytes"].map(fmt_bytes),
                     "why": left["reason"],
                 }
@@ -212,7 +212,7 @@ def problems_section(rep: Report, sweep: Sweep, failed: pd.DataFrame) -> None:
         rep.table(
             pd.DataFrame(
                 {
-                    "job number": [m["num"] for m in sweep.missing],
+                    "point number": [m["num"] for m in sweep.missing],
                     "overrides": [" ".join(m["overrides"]) for m in sweep.missing],
                 }
             )
@@ -223,16 +223,16 @@ def problems_section(rep: Report, sweep: Sweep, failed: pd.DataFrame) -> None:
             rep.table(
                 pd.DataFrame(
                     {
-                        "job": failed["job"],
+                        "point": failed["point"],
                         "error type": failed["error_type"],
                         "error": failed["error"].astype(str).str.slice(0, 300),
                     }
                 )
             )
-        sk = s[s["skipped"].notna()].drop_duplicates("job")
+        sk = s[s["skipped"].notna()].drop_duplicates("point")
         if len(sk):
             rep.text("Files that could not be read (the rest of the report stands without them):")
-            rep.table(pd.DataFrame({"job": sk["job"], "skipped": sk["skipped"]}))
+            rep.table(pd.DataFrame({"point": sk["point"], "skipped": sk["skipped"]}))
     no_time = _without_time(s)
     if len(no_time):
         rep.heading("Points without a time")
@@ -246,7 +246,7 @@ def problems_section(rep: Report, sweep: Sweep, failed: pd.DataFrame) -> None:
         rep.table(
             pd.DataFrame(
                 {
-                    "job": no_time["job"],
+                    "point": no_time["point"],
                     "op": no_time["op"],
                     "V": no_time["V_bytes"].map(fmt_bytes),
                     "estimator": no_time["source"],
@@ -257,33 +257,33 @@ def problems_section(rep: Report, sweep: Sweep, failed: pd.DataFrame) -> None:
 
 
 def _without_time(s: pd.DataFrame) -> pd.DataFrame:
-    """The ok jobs whose chosen estimator gave no time (``missing_reason``), one row each."""
+    """The ok points whose chosen estimator gave no time (``missing_reason``), one row each."""
     if "missing_reason" not in s:
         return s.iloc[:0]
-    return s[(s["status"] == "ok") & s["missing_reason"].notna()].drop_duplicates("job")
+    return s[(s["status"] == "ok") & s["missing_reason"].notna()].drop_duplicates("point")
 
 
 def points_section(rep: Report, sweep: Sweep) -> None:
     """Every point with links to its files, and how to open its trace."""
     rep.heading("Points and their files")
     rep.text(
-        f"Each job folder holds `result.json` (everything measured), `hlo/` (the lowered and compiled "
+        f"Each point folder holds `result.json` (everything measured), `hlo/` (the lowered and compiled "
         f"programs) and `trace/plugins/profile/<time>/<host>.xplane.pb`. Open all traces with "
         f"`python -m analysis view {sweep.root}` (XProf on 127.0.0.1, one run per point), or one point's "
         "with `python -m analysis view <its folder>`."
     )
     rows = []
     for r in sweep.results:
-        job = r["job"]
+        point = r["point"]
         files = r.get("files") or {}
         rows.append(
             {
-                "job": job,
+                "point": point,
                 "status": r.get("status"),
-                "result": Link(RESULT_NAME, f"../{job}/{RESULT_NAME}"),
-                "HLO": Link("compiled", f"../{job}/{files['hlo_compiled']}") if files.get("hlo_compiled") else "",
-                "trace": Link("xplane", f"../{job}/{files['xplane']}") if files.get("xplane") else "",
-                "log": Link(LOG_NAME, f"../{job}/{LOG_NAME}"),
+                "result": Link(RESULT_NAME, f"../{point}/{RESULT_NAME}"),
+                "HLO": Link("compiled", f"../{point}/{files['hlo_compiled']}") if files.get("hlo_compiled") else "",
+                "trace": Link("xplane", f"../{point}/{files['xplane']}") if files.get("xplane") else "",
+                "log": Link(LOG_NAME, f"../{point}/{LOG_NAME}"),
                 "rounds": _rounds_taken(r),
             }
         )

@@ -40,7 +40,7 @@ def add_step_section(rep: Report, results: list[dict], model_hw, model_source: s
     rep.table(
         pd.DataFrame(
             {
-                "point": table["job"],
+                "point": table["point"],
                 "sharding": table["sharding"],
                 "mesh": table["mesh"],
                 "B": table["B"],
@@ -57,7 +57,7 @@ def add_step_section(rep: Report, results: list[dict], model_hw, model_source: s
     )
     skipped = table[table["skipped"].astype(bool)]
     for _, r in skipped.iterrows():
-        rep.text(f"{r['job']}: no trace analysis ({r['skipped']}).")
+        rep.text(f"{r['point']}: no trace analysis ({r['skipped']}).")
     errors = model_error_by_kind(colls)
     if len(errors):
         rep.text(

@@ -252,7 +252,7 @@ def register_configs() -> None:
     """Register the schema, the ``geometric`` resolver and every ``sweeps/*.yaml`` as
     ``+sweep=NAME`` (global package)."""
     OmegaConf.register_new_resolver("geometric", geometric, replace=True)
-    OmegaConf.register_new_resolver("job_num", lambda n: f"{int(n):03d}", replace=True)  # job folder names
+    OmegaConf.register_new_resolver("job_num", lambda n: f"{int(n):03d}", replace=True)  # point folder names
     cs = ConfigStore.instance()
     cs.store(name="config_schema", node=Config)
     for path in sorted(SWEEPS_DIR.glob("*.yaml")):

@@ -1,4 +1,4 @@
-"""Turn a composed config into a checked, JSON-able experiment spec: every value check.
+"""Turn a composed config into a checked, JSON-able spec of a point: every value check.
 
 Every check here runs before JAX starts, so a typo costs nothing; checks that need the
 devices (mesh size vs device count) run in the worker right after JAX starts and before

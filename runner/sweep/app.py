@@ -16,7 +16,7 @@ from runner.config.schema import CONF_DIR, register_configs
 from runner.errors import OutputError, PlatformError
 from runner.sweep.callbacks import armed, interrupted
 from runner.sweep.held_stderr import HeldStderr, one_line, release
-from runner.sweep.job import run
+from runner.sweep.point import run
 from runner.sweep.pool import discard_worker
 
 register_configs()

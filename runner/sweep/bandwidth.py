@@ -10,12 +10,13 @@ time's, inverted (the slow end of the time is the low end of the bandwidth).
 from __future__ import annotations
 
 from analysis.book.collectives import BY_OP, busbw_factor, nccl_S_bytes
+from analysis.record import upgraded
 
 
 def bandwidth(result: dict) -> dict | None:
     """``S_bytes``, ``algbw_Bps``, ``busbw_Bps`` and the bus bandwidth's 95% interval of an
     ok run of a collective over at least two devices, from its headline time; else None."""
-    exp = result.get("experiment") or {}
+    exp = upgraded(result).get("spec") or {}  # rounds.py hands it a format_version 1 file on resume
     s = (result.get("timing") or {}).get("summary") or {}
     op, V, n, t = exp.get("op"), exp.get("V_bytes"), exp.get("group_size") or 0, s.get("median_s")
     if result.get("status") != "ok" or op not in BY_OP or exp.get("grad") or not V or n < 2 or not t:

@@ -202,14 +202,14 @@ class SweepCheck(Callback):
         from runner.errors import ConfigError
         from runner.sweep.folder import unwritable
 
-        job = OmegaConf.masked_copy(config, [k for k in config.keys() if k != "hydra"])
+        base = OmegaConf.masked_copy(config, [k for k in config.keys() if k != "hydra"])  # Hydra's job config
         problem = (
             launcher_problem(str(config.hydra.launcher.get("_target_", "")))
-            or unknown_key(job)
+            or unknown_key(base)
             or unwritable(Path(config.hydra.sweep.dir), "hydra.sweep.dir")
         )
         try:
-            check_gate(OmegaConf.to_container(job.check))
+            check_gate(OmegaConf.to_container(base.check))
         except ConfigError as exc:
             problem = problem or str(exc)
         try:  # the sweep's lists, e.g. ${geometric:...} over sizes.min/max/factor
@@ -220,14 +220,14 @@ class SweepCheck(Callback):
             print(f"error: {problem}", file=sys.stderr)
             sys.exit(2)
         from runner.sweep.folder import claim
-        from runner.sweep.progress import job_list
+        from runner.sweep.progress import point_list
 
         # the folder's lock, and no other sweep's results in it (before progress writes sweep.json)
-        if problem := claim(config, job_list(config)):
+        if problem := claim(config, point_list(config)):
             print(f"error: {problem}", file=sys.stderr)
             sys.exit(2)
         compose_each_point_once()
-        prestart_worker(job)
+        prestart_worker(base)
 
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
         """A single run: never into a sweep's folder (before Hydra writes anything there)."""
@@ -242,7 +242,7 @@ class SweepCheck(Callback):
             sys.exit(2)
 
 
-def prestart_worker(job: DictConfig) -> None:
+def prestart_worker(base: DictConfig) -> None:
     """Start the JAX worker now, so that JAX starts while Hydra composes the first point
     (about 0.7 s of a sweep's start). The worker is built for the base config; a point that
     needs other process-wide settings replaces it (runner.sweep.pool), so a guess costs nothing."""
@@ -251,10 +251,10 @@ def prestart_worker(job: DictConfig) -> None:
     from runner.errors import ConfigError
     from runner.sweep.pool import get_worker
 
-    if job.get("resume"):  # its points may all be kept: then no JAX should start at all
+    if base.get("resume"):  # its points may all be kept: then no JAX should start at all
         return
     try:
-        spec = build_spec(job)
+        spec = build_spec(base)
     except (ConfigError, KeyError, ValueError):  # the base config need not be a valid point
         return
     if spec["distributed"]["mode"] == "none":
@@ -284,24 +284,24 @@ class ReportCallback(Callback):
         discard_worker()
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
-        from analysis.rundir import job_dirs
-        from runner.sweep import job
+        from analysis.rundir import point_dirs
+        from runner.sweep import point
         from runner.sweep.rounds import interleave
 
         sweep_dir = Path(config.hydra.sweep.dir)
         Interrupt.check("after the last point")
-        if job.last_process_index:  # a cluster run: every host ran the sweep; process 0 reports
+        if point.last_process_index:  # a cluster run: every host ran the sweep; process 0 reports
             discard_worker()
             log.info(
                 "process %d: the report is process 0's to write (or `python -m analysis report %s`)",
-                job.last_process_index,
+                point.last_process_index,
                 sweep_dir,
             )
             return
         try:
             if int(config.timing.rounds) > 1 and config.distributed.mode != "auto":
                 with armed():
-                    interleave(job_dirs(sweep_dir), int(config.timing.rounds), int(config.timing.seed))
+                    interleave(point_dirs(sweep_dir), int(config.timing.rounds), int(config.timing.seed))
         except KeyboardInterrupt:
             discard_worker()
             interrupted(sweep_dir, "during the later timing rounds: the points keep the rounds they finished")

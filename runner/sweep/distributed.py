@@ -62,26 +62,26 @@ class ProcessGroup:
     def alive(self) -> bool:
         return not self.broken and all(w.alive() for w in self.workers.values())
 
-    def started(self, job_dir: Path) -> dict:
-        """Wait until every process has joined (once; their start-up logs go to ``job_dir``
+    def started(self, point_dir: Path) -> dict:
+        """Wait until every process has joined (once; their start-up logs go to ``point_dir``
         if they do not); what process 0's JAX found."""
         if self.start_s is None:
-            self._start(Path(job_dir))
+            self._start(Path(point_dir))
         return self.workers[min(self.workers)].info
 
     def pids(self) -> list[int]:
         return [w.process.pid for w in self.workers.values()]
 
-    def run(self, spec: dict, job_dir: Path, timeout_s: float, kind: str = "measure", **extra) -> dict:
+    def run(self, spec: dict, point_dir: Path, timeout_s: float, kind: str = "measure", **extra) -> dict:
         """Run one point (or a later round of it) in every process; the merged reply, or
         :class:`WorkerDied`."""
-        job_dir = Path(job_dir)
+        point_dir = Path(point_dir)
         first = self.start_s is None
         if first:
-            self._start(job_dir)
+            self._start(point_dir)
         for w in self.workers.values():
-            w.submit(spec, job_dir, kind, extra)
-        replies, problems = self._collect(job_dir, timeout_s)
+            w.submit(spec, point_dir, kind, extra)
+        replies, problems = self._collect(point_dir, timeout_s)
         if problems:
             self.kill()
             raise WorkerDied("\n".join(problems))
@@ -97,7 +97,7 @@ class ProcessGroup:
         }
         return reply
 
-    def _start(self, job_dir: Path) -> None:
+    def _start(self, point_dir: Path) -> None:
         """Wait until every process has joined; JAX itself gives up after ``timeout_s``."""
         t0 = time.perf_counter()
         deadline = t0 + self.timeout_s + START_GRACE_S
@@ -105,7 +105,7 @@ class ProcessGroup:
             for i, w in self.workers.items():  # noqa: B007 - i names the process in the error below
                 w.wait_ready(max(0.0, deadline - time.perf_counter()))
         except WorkerDied as exc:
-            self._save_startup_logs(job_dir)
+            self._save_startup_logs(point_dir)
             self.kill()
             missing = sorted(set(range(self.n)) - set(self.workers))
             raise WorkerDied(
@@ -118,7 +118,7 @@ class ProcessGroup:
             raise WorkerDied("a process was not started")
         self.start_s = max(w.start_s for w in self.workers.values())
 
-    def _collect(self, job_dir: Path, timeout_s: float) -> tuple[dict[int, dict], list[str]]:
+    def _collect(self, point_dir: Path, timeout_s: float) -> tuple[dict[int, dict], list[str]]:
         """Replies from every process. Once one has replied or died, the rest have
         ``distributed.timeout_s`` more: a peer stuck in a collective never returns by itself."""
         replies: dict[int, dict] = {}
@@ -136,7 +136,7 @@ class ProcessGroup:
                     pending.pop(i)
                     first_end = first_end or time.perf_counter()
                     try:
-                        replies[i] = w.receive(job_dir / log_name(i))
+                        replies[i] = w.receive(point_dir / log_name(i))
                     except WorkerDied as exc:
                         problems.append(f"process {i}: {exc}")
             if pending and time.perf_counter() >= limit:
@@ -149,16 +149,16 @@ class ProcessGroup:
                 for i in sorted(pending):
                     problems.append(
                         f"process {i}: did not finish within {waited:g} s ({why}); killed. "
-                        f"Last log lines:\n{_tail(job_dir / log_name(i))}"
+                        f"Last log lines:\n{_tail(point_dir / log_name(i))}"
                     )
                 break
         return replies, problems
 
-    def _save_startup_logs(self, job_dir: Path) -> None:
-        """Keep each process's start-up output in the job folder: the only record of why."""
+    def _save_startup_logs(self, point_dir: Path) -> None:
+        """Keep each process's start-up output in the point folder: the only record of why."""
         for i, w in self.workers.items():
             try:
-                (job_dir / log_name(i)).write_bytes(w.startup_log.read_bytes())
+                (point_dir / log_name(i)).write_bytes(w.startup_log.read_bytes())
             except OSError:
                 pass
 

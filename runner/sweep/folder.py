@@ -4,7 +4,7 @@ Before a sweep writes anything (:class:`runner.sweep.callbacks.SweepCheck`) it t
 lock (:mod:`runner.sweep.lock`: shared between the hosts of a ``distributed=auto`` sweep) and
 compares the points it will run with those the folder's ``sweep.json`` records: a folder
 that holds another sweep's results (other ops, another size list, other settings) is refused
-in one line naming what differs, whether resumed or not, since the two sweeps' job folders
+in one line naming what differs, whether resumed or not, since the two sweeps' point folders
 would sit side by side and one report would mix them. A single run (``hydra.run.dir``) into
 a sweep's folder is refused too: its ``result.json`` at the top would stand for the sweep.
 """
@@ -19,12 +19,12 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from analysis.rundir import RESULT_NAME, SWEEP_NAME, expected_points, job_dirs
+from analysis.rundir import RESULT_NAME, SWEEP_NAME, expected_points, point_dirs
 from analysis.sweep_match import sweep_difference
 
 
-def claim(config: DictConfig, jobs: list[list[str]] | None) -> str | None:
-    """Take ``hydra.sweep.dir`` for the sweep of ``jobs`` (each point's overrides, None when
+def claim(config: DictConfig, points: list[list[str]] | None) -> str | None:
+    """Take ``hydra.sweep.dir`` for the sweep of ``points`` (each point's overrides, None when
     the sweeper cannot list them), or the line that says why not."""
     from runner.sweep.lock import FolderInUse, hold
     from runner.sweep.progress import _os_error, _rel
@@ -38,17 +38,17 @@ def claim(config: DictConfig, jobs: list[list[str]] | None) -> str | None:
         return f"{where}: {_os_error(exc)}"
     if (sweep_dir / RESULT_NAME).is_file():
         return f"{where}: holds a single run ({RESULT_NAME} at its top); choose another hydra.sweep.dir"
-    problem = other_sweep(sweep_dir, jobs)
+    problem = other_sweep(sweep_dir, points)
     return f"{where}: {problem}" if problem else None
 
 
-def other_sweep(sweep_dir: Path, jobs: list[list[str]] | None) -> str | None:
-    """Why ``sweep_dir`` cannot take the sweep of ``jobs``: it holds results of a sweep whose
+def other_sweep(sweep_dir: Path, points: list[list[str]] | None) -> str | None:
+    """Why ``sweep_dir`` cannot take the sweep of ``points``: it holds results of a sweep whose
     recorded points (``sweep.json``) are other ones; None when it may."""
     recorded = sorted(expected_points(sweep_dir), key=lambda p: p["num"])
-    if not recorded or jobs is None or not job_dirs(sweep_dir):
+    if not recorded or points is None or not point_dirs(sweep_dir):
         return None  # nothing recorded or nothing measured yet: nothing to mix with
-    differs = sweep_difference([p.get("overrides") or [] for p in recorded], jobs)
+    differs = sweep_difference([p.get("overrides") or [] for p in recorded], points)
     if differs is None:
         return None
     return (
@@ -94,7 +94,7 @@ def unwritable(folder: Path, key: str) -> str | None:
 
 def single_run_problem(run_dir: Path) -> str | None:
     """Why a single run may not write into ``run_dir``: it is a sweep's folder (it has a
-    ``sweep.json``) or one of a sweep's job folders while that sweep runs; else None."""
+    ``sweep.json``) or one of a sweep's point folders while that sweep runs; else None."""
     from runner.sweep.lock import holder
     from runner.sweep.progress import _rel
 

@@ -3,7 +3,7 @@
 ``[ 3/17] op.size_bytes=4KiB       ok     252 us ±12%  algbw 0.018 GB/s  busbw 0.016 GB/s   0:05, about 0:31 left``
 
 Hydra's BasicLauncher runs the points one after another in this process and tells the
-callbacks as each starts and ends. It does not hand the callbacks its job list, so the list
+callbacks as each starts and ends. It does not hand the callbacks its point list, so the list
 is worked out the way BasicSweeper builds it (the sweep's values: ``hydra.sweeper.params``
 plus the command line's ``hydra.overrides.task``) and written to ``sweep.json``, so that a
 report can name the points that never ran. With another sweeper the list is unknown and
@@ -40,8 +40,8 @@ log = logging.getLogger("shardlab")
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 
 
-def job_list(config: DictConfig) -> list[list[str]] | None:
-    """The overrides of every job BasicSweeper will launch for ``config``, or None."""
+def point_list(config: DictConfig) -> list[list[str]] | None:
+    """The overrides of every point BasicSweeper will launch for ``config``, or None."""
     sweeper = OmegaConf.select(config, "hydra.sweeper") or {}
     if sweeper.get("_target_") != BASIC_SWEEPER:
         return None
@@ -52,22 +52,22 @@ def job_list(config: DictConfig) -> list[list[str]] | None:
     args += list(OmegaConf.select(config, "hydra.overrides.task") or [])
     try:
         overrides = OverridesParser.create().parse_overrides(args)
-        return [list(job) for job in BasicSweeper.split_arguments(overrides, None)[0]]
+        return [list(point) for point in BasicSweeper.split_arguments(overrides, None)[0]]
     except Exception:  # e.g. a glob() sweep, which needs the config loader: unknown
         return None
 
 
-def count_jobs(config: DictConfig) -> int | None:
-    """How many jobs BasicSweeper will launch for ``config``, or None if that can't be known."""
-    jobs = job_list(config)
-    return len(jobs) if jobs is not None else None
+def count_points(config: DictConfig) -> int | None:
+    """How many points BasicSweeper will launch for ``config``, or None if that can't be known."""
+    points = point_list(config)
+    return len(points) if points is not None else None
 
 
-def varying(jobs: list[list[str]]) -> set[str]:
-    """The keys whose values differ between jobs: what a line needs to say."""
+def varying(points: list[list[str]]) -> set[str]:
+    """The keys whose values differ between points: what a line needs to say."""
     values: dict[str, set[str]] = {}
-    for job in jobs:
-        for o in job:
+    for point in points:
+        for o in point:
             k, _, v = o.partition("=")
             values.setdefault(k, set()).add(v)
     return {k for k, v in values.items() if len(v) > 1}
@@ -89,7 +89,7 @@ def point_line(k: int, total: int | None, what: str, result: dict | None) -> str
     width = len(str(total)) if total else 1
     head = f"[{k:>{width}}/{total}]" if total else f"[{k}]"
     if not isinstance(result, dict):
-        return f"{head} {what:<28} FAILED (the job raised; see its folder's shardlab.log)"
+        return f"{head} {what:<28} FAILED (the point raised; see its folder's shardlab.log)"
     if result.get("status") != "ok":
         first = str(result.get("error") or "").strip().splitlines()[0:1]
         return f"{head} {what:<28} FAILED {result.get('error_type')}: {(first[0] if first else '')[:90]}"
@@ -112,10 +112,10 @@ class ProgressCallback(Callback):
     """The console of a sweep: a header, one line per point, the time left."""
 
     def __init__(self) -> None:
-        self.jobs: list[list[str]] | None = None
+        self.points: list[list[str]] | None = None
         self.keys: set[str] = set()
         self.t_start: float | None = None
-        self.t_job: float | None = None
+        self.t_point: float | None = None
         # measured points: (V, wall seconds, seconds of timed steps, median step seconds)
         self.done: list[tuple[float, float, float, float]] = []
         self.rounds = 1
@@ -124,7 +124,7 @@ class ProgressCallback(Callback):
 
     @property
     def total(self) -> int | None:
-        return len(self.jobs) if self.jobs is not None else None
+        return len(self.points) if self.points is not None else None
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         from analysis.rundir import SWEEP_NAME, now_iso, stamp, write_json_atomic
@@ -138,8 +138,8 @@ class ProgressCallback(Callback):
         except (FolderInUse, OSError) as exc:
             print(f"error: hydra.sweep.dir={_rel(sweep_dir)}: {_os_error(exc)}", file=sys.stderr)
             sys.exit(2)
-        self.jobs = job_list(config)
-        self.keys = varying(self.jobs) if self.jobs else set()
+        self.points = point_list(config)
+        self.keys = varying(self.points) if self.points else set()
         self.t_start = time.perf_counter()
         self.done = []
         self.rounds = int(OmegaConf.select(config, "timing.rounds", default=1) or 1)
@@ -147,13 +147,13 @@ class ProgressCallback(Callback):
             OmegaConf.select(config, "timing.budget_s", default=1.0) or 0
         )
         self.argv = list(sys.argv[1:])
-        if self.jobs is not None:
+        if self.points is not None:
             write_json_atomic(
                 sweep_dir / SWEEP_NAME,
                 {
                     **stamp("sweep"),
                     "command": " ".join([this_command(), *(shlex.quote(a) for a in self.argv)]),
-                    "expected_points": [{"num": i, "overrides": job} for i, job in enumerate(self.jobs)],
+                    "expected_points": [{"num": i, "overrides": point} for i, point in enumerate(self.points)],
                     "rounds": self.rounds,
                     "started_at": now_iso(),
                 },
@@ -172,24 +172,20 @@ class ProgressCallback(Callback):
 
     def on_job_start(self, config: DictConfig, **kwargs) -> None:
         if self.t_start is not None:
-            self.t_job = time.perf_counter()
+            self.t_point = time.perf_counter()
 
     def on_job_end(self, config: DictConfig, job_return=None, **kwargs) -> None:
-        if self.t_job is None or self.t_start is None:
+        if self.t_point is None or self.t_start is None:
             return
-        wall = time.perf_counter() - self.t_job
-        self.t_job = None
+        wall = time.perf_counter() - self.t_point
+        self.t_point = None
         k = int(OmegaConf.select(config, "hydra.job.num", default=0))
         done = job_return is not None and job_return.status == JobStatus.COMPLETED
         result = job_return.return_value if done else None
-        job = self.jobs[k] if self.jobs and k < len(self.jobs) else []
-        what = " ".join(o for o in job if o.partition("=")[0] in self.keys) or "(defaults)"
+        point = self.points[k] if self.points and k < len(self.points) else []
+        what = " ".join(o for o in point if o.partition("=")[0] in self.keys) or "(defaults)"
         if isinstance(result, dict) and not result.get("resumed") and result.get("status") == "ok":
-            V = float(
-                (result.get("experiment") or {}).get("V_bytes")
-                or (result.get("experiment") or {}).get("size_bytes")
-                or 0
-            )
+            V = float((result.get("spec") or {}).get("V_bytes") or (result.get("spec") or {}).get("size_bytes") or 0)
             timing = float((result.get("phases_s") or {}).get("timing", wall))
             t = result.get("timing") or {}
             # the blocked step's time, whichever estimator is the headline (device may have none)
@@ -206,9 +202,9 @@ class ProgressCallback(Callback):
 
     def time_left(self, k: int) -> float | None:
         """Seconds left: the points after ``k`` and the later rounds (see the module)."""
-        if not self.jobs or not self.done:
+        if not self.points or not self.done:
             return None
-        remaining = [_size_of(job) for job in self.jobs[k + 1 :]]
+        remaining = [_size_of(point) for point in self.points[k + 1 :]]
         return estimate_left(self.done, remaining, self.rounds, self.timing_cap_s)
 
 
@@ -256,11 +252,11 @@ def estimate_left(
     return points + later_rounds
 
 
-def _size_of(job: list[str]) -> float | None:
-    """A job's V from its overrides (``op.size_bytes=4KiB``), when it says."""
+def _size_of(point: list[str]) -> float | None:
+    """A point's V from its overrides (``op.size_bytes=4KiB``), when it says."""
     from analysis.book.units import parse_size
 
-    for o in job:
+    for o in point:
         k, _, v = o.partition("=")
         if k in ("op.size_bytes", "+op.size_bytes"):
             try:

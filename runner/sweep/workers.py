@@ -129,15 +129,15 @@ class Worker:
     def alive(self) -> bool:
         return self.process.is_alive()
 
-    def run(self, spec: dict, job_dir: Path, timeout_s: float, kind: str = "measure", **extra) -> dict:
+    def run(self, spec: dict, point_dir: Path, timeout_s: float, kind: str = "measure", **extra) -> dict:
         """Send one point (``kind`` ``measure``: round 1, or ``retime``: a later round, with
         ``round`` and ``K``); return the worker's reply or raise :class:`WorkerDied`."""
-        log = Path(job_dir) / LOG_NAME
+        log = Path(point_dir) / LOG_NAME
         first = not self._start_reported  # the first point served reports the start-up time
         self._start_reported = True
         if self.start_s is None:  # wait for JAX to start; a point's timeout starts after that
             self.wait_ready(STARTUP_TIMEOUT_S)
-        self.submit(spec, job_dir, kind, extra)
+        self.submit(spec, point_dir, kind, extra)
         try:
             if not self._conn.poll(timeout_s):
                 self.kill()
@@ -178,17 +178,17 @@ class Worker:
         self.start_s = time.perf_counter() - self._t_spawn
         self.info = {k: v for k, v in msg.items() if k != "ready"}
 
-    def started(self, job_dir: Path | None = None) -> dict:
+    def started(self, point_dir: Path | None = None) -> dict:
         """Wait for JAX to start (once); what it found: backend, device kind and count, and
         ``accelerator_unused`` when an accelerator seems present but JAX is on CPU."""
         if self.start_s is None:
             self.wait_ready(STARTUP_TIMEOUT_S)
         return self.info
 
-    def submit(self, spec: dict, job_dir: Path, kind: str = "measure", extra: dict | None = None) -> None:
+    def submit(self, spec: dict, point_dir: Path, kind: str = "measure", extra: dict | None = None) -> None:
         """Send one point without waiting for it (see :meth:`receive`)."""
         try:
-            self._conn.send((kind, spec, str(job_dir), extra or {}))
+            self._conn.send((kind, spec, str(point_dir), extra or {}))
         except (ConnectionError, BrokenPipeError, OSError):
             pass  # the process is gone; receive() reports how it ended
 

@@ -1,7 +1,7 @@
 """One sweep point, inside the worker process: mesh, program, compile, check, time, trace.
 
 :func:`measure` is a point's first round: everything, once (it fills ``record`` as it goes,
-so a failure part-way still leaves what was learnt in the job's result.json).
+so a failure part-way still leaves what was learnt in the point's result.json).
 :func:`retime` is a later round of the same point: the program again (its compile comes
 from JAX's persistent cache) and one more round of the *step* and *loop* timings, which
 the parent interleaves with the other points' rounds (:mod:`runner.sweep.rounds`).
@@ -114,12 +114,12 @@ def reset_peak_memory() -> None:
         pass
 
 
-def measure(spec: dict, job_dir: Path, record: dict) -> None:
-    """Round 1 of ``spec``: write ``hlo/`` and ``trace/`` under ``job_dir``; fill ``record``."""
+def measure(spec: dict, point_dir: Path, record: dict) -> None:
+    """Round 1 of ``spec``: write ``hlo/`` and ``trace/`` under ``point_dir``; fill ``record``."""
     reset_peak_memory()
     before = memory_now()
     try:
-        _measure(spec, job_dir, record)
+        _measure(spec, point_dir, record)
     finally:  # what the point really held, beside the estimate it was admitted with
         after = memory_now()
         if before and after:
@@ -130,7 +130,7 @@ def measure(spec: dict, job_dir: Path, record: dict) -> None:
             }
 
 
-def _measure(spec: dict, job_dir: Path, record: dict) -> None:
+def _measure(spec: dict, point_dir: Path, record: dict) -> None:
     phase = record["phases_s"] = timing.Phases()
     with phase("setup"):
         devices = jax.devices()
@@ -150,7 +150,7 @@ def _measure(spec: dict, job_dir: Path, record: dict) -> None:
     point = prepare(spec, phase)
     op = spec["op"]
     group = int(np.prod([point.mesh_axes[a] for a in op["axes"]]))
-    record["experiment"] = {
+    record["spec"] = {
         "op": op["name"],
         "expr": point.prog.expr,
         "axes": op["axes"],
@@ -172,16 +172,16 @@ def _measure(spec: dict, job_dir: Path, record: dict) -> None:
     }
     if op["name"] in BY_OP and group < 2:
         # XLA turns a collective over one device into a copy: what is timed is not communication
-        record["experiment"]["no_communication"] = "group of 1: XLA runs the collective as a copy"
-    record["experiment"]["placement"] = meshes.describe(point.mesh, op["axes"])  # which axes cross processes
+        record["spec"]["no_communication"] = "group of 1: XLA runs the collective as a copy"
+    record["spec"]["placement"] = meshes.describe(point.mesh, op["axes"])  # which axes cross processes
     record["process"] = meshes.process_info()
     record["compile"] = {"lower_s": phase["lower"], "compile_s": phase["compile"]}
     with phase("hlo_dump"):
-        (job_dir / HLO_DIR).mkdir(parents=True, exist_ok=True)
+        (point_dir / HLO_DIR).mkdir(parents=True, exist_ok=True)
         hlo_text = point.compiled.as_text()
-        if jax.process_index() == 0:  # one copy per job; every process compiles the same program
-            (job_dir / HLO_LOWERED).write_text(point.lowered.as_text())
-            (job_dir / HLO_COMPILED).write_text(hlo_text)
+        if jax.process_index() == 0:  # one copy per point; every process compiles the same program
+            (point_dir / HLO_LOWERED).write_text(point.lowered.as_text())
+            (point_dir / HLO_COMPILED).write_text(hlo_text)
     record["files"] = {"hlo_lowered": HLO_LOWERED, "hlo_compiled": HLO_COMPILED}
 
     if spec["check_result"]:
@@ -205,19 +205,19 @@ def _measure(spec: dict, job_dir: Path, record: dict) -> None:
     if spec["trace"]["enabled"]:
         try:
             with phase("trace"):
-                captured = tracing.capture(point.step, meshes.trace_dir(job_dir / TRACE_DIR), spec["trace"])
+                captured = tracing.capture(point.step, meshes.trace_dir(point_dir / TRACE_DIR), spec["trace"])
         except Exception as exc:  # a trace is for attribution: the point's timings stand without it
             record["trace"] = {"error": f"{type(exc).__name__}: {exc}"}
             # The profiler may still be running in this process, and every later point would
             # fail with "Profile has already been started": the worker ends after this point.
             record["restart_worker"] = True
             return
-        record["files"]["xplane"] = str(captured.pop("xplane").relative_to(job_dir))
+        record["files"]["xplane"] = str(captured.pop("xplane").relative_to(point_dir))
         record["trace"] = captured
         record["trace"]["wall_s"] = phase["trace"]
         with phase("trace_parse"):
             ops = trace_analysis.device_ops(
-                trace_analysis.read_xplane(job_dir / record["files"]["xplane"]), async_pairs(hlo_text)
+                trace_analysis.read_xplane(point_dir / record["files"]["xplane"]), async_pairs(hlo_text)
             )
             names = target_instructions(hlo_text, op["name"], op.get("grad"), group)
             record["timing"][DEVICE] = {
@@ -297,7 +297,7 @@ def ceiling(spec: dict, record: dict, point: Point, group: int) -> dict | None:
     if record["hardware"].get("kind") == "cpu" or record["environment"]["backend"] == "cpu":
         bus_bytes = nccl_S_bytes(op["name"], point.prog.V_bytes, group) * busbw_factor(op["name"], group)
         return copy_curve.at(copy_curve.cpu_curve(), int(bus_bytes))
-    return link_roofline(record["hardware"], n_axes, record["experiment"]["mesh"].get("physical"), op["axes"])
+    return link_roofline(record["hardware"], n_axes, record["spec"]["mesh"].get("physical"), op["axes"])
 
 
 def perturbation(ops, traced_walls: list[float], t: dict, backend: str | None = None) -> dict:

@@ -155,10 +155,10 @@ def serve(conn, env: dict, startup_log: str, parent_pid: int) -> None:
             return
         if msg is None:
             return
-        kind, spec, job_dir, extra = msg
-        job_dir = Path(job_dir)
+        kind, spec, point_dir, extra = msg
+        point_dir = Path(point_dir)
         record: dict = {}
-        with _output_to(job_dir / log_name(index)):
+        with _output_to(point_dir / log_name(index)):
             try:
                 if os.environ.get(TEST_ABORT_ENV) == str(spec["op"].get("size_bytes")) and os.environ.get(
                     TEST_ABORT_PROCESS_ENV, str(index)
@@ -169,7 +169,7 @@ def serve(conn, env: dict, startup_log: str, parent_pid: int) -> None:
                 if kind == "retime":  # a later round: the round itself is the reply
                     reply = {"status": "ok", "record": {}, "round": retime(spec, extra["round"], extra.get("K"))}
                 else:
-                    measure(spec, job_dir, record)
+                    measure(spec, point_dir, record)
                     reply = {"status": "ok", "record": record}
             except ConfigError as exc:
                 point_cache.drop(spec)  # a failed point takes no later round: free its inputs

@@ -48,7 +48,7 @@ def side_by_side(work: Path, repeats: int = 2) -> dict:
         )
         peers.append((time.time() - t0) / len(PEER_POINTS))
         rs = {
-            (r["experiment"]["op"], r["experiment"]["size_bytes"]): r
+            (r["spec"]["op"], r["spec"]["size_bytes"]): r
             for r in (json.loads(p.read_text()) for p in out.glob("*/result.json"))
         }
         for line in proc.stdout.splitlines():

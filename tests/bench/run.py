@@ -74,7 +74,7 @@ def sweep_breakdown(work: Path, cache: Path, label: str) -> dict:
         "HLO dumps": phase_sum(rs, "hlo_dump"),
         "analysis + report": float((out / "report" / "build_s.txt").read_text()),
     }
-    parts["other (IPC, Hydra per job, job files, exit)"] = total - sum(parts.values())
+    parts["other (IPC, Hydra per point, point files, exit)"] = total - sum(parts.values())
     # What the worker process costs a point: the parent's wall time for it minus the phases
     # the worker measured (IPC, pickling, the result record). Its start-up is paid once.
     isolation = [
@@ -265,23 +265,23 @@ def print_trace_parsing(tp: dict) -> None:
 
 
 def report_n(work: Path, template_sweep: Path, n: int) -> dict:
-    """Analysis and report of an n-job sweep synthesised from one real job (its trace and
-    HLO copied into every job folder), in a fresh process: its wall time and peak memory."""
+    """Analysis and report of an n-point sweep synthesised from one real point (its trace and
+    HLO copied into every point folder), in a fresh process: its wall time and peak memory."""
     src = sorted(template_sweep.glob("*/result.json"))[len(list(template_sweep.glob("*/result.json"))) // 2].parent
     base = json.loads((src / "result.json").read_text())
     root = work / f"synthetic_{n}"
     for i in range(n):
         size = 1024 * 2 ** (i % 17)
-        job = root / f"{i:04d}_op.size_bytes={size},timing.seed={i // 17}"
-        shutil.copytree(src, job, ignore=shutil.ignore_patterns("result.json"))
+        point = root / f"{i:04d}_op.size_bytes={size},timing.seed={i // 17}"
+        shutil.copytree(src, point, ignore=shutil.ignore_patterns("result.json"))
         r = json.loads(json.dumps(base))
-        r["experiment"]["size_bytes"] = r["experiment"]["V_bytes"] = size
+        r["spec"]["size_bytes"] = r["spec"]["V_bytes"] = size
         r["config"]["op"]["size_bytes"] = size
         med = 3e-4 + size / 1.5e9
         r["timing"]["summary"].update(
             median_s=med, p10_s=med * 0.9, p90_s=med * 1.1, ci_low_s=med * 0.97, ci_high_s=med * 1.03
         )
-        (job / "result.json").write_text(json.dumps(r))
+        (point / "result.json").write_text(json.dumps(r))
     code = (
         # VmHWM, not ru_maxrss: Linux hands a child the high-water mark of the (large) parent it
         # was forked from, even across exec
@@ -294,7 +294,7 @@ def report_n(work: Path, template_sweep: Path, n: int) -> dict:
     peak = int(proc.stdout.split()[-1])  # the report process's own high-water mark
     md = (root / "report" / "report.md").read_text()
     return {
-        "jobs": n,
+        "points": n,
         "analysis_report_s": wall,
         "peak_rss_bytes": peak,
         "report_md_lines": md.count("\n"),
@@ -380,7 +380,7 @@ def print_table(f: dict) -> None:
     for key in ("report_100", "report_1000"):
         r = f[key]
         print(
-            f"analysis + report of {r['jobs']} jobs (a fresh process): {r['analysis_report_s']:.2f} s, "
+            f"analysis + report of {r['points']} points (a fresh process): {r['analysis_report_s']:.2f} s, "
             f"peak {r['peak_rss_bytes'] / 2**20:.0f} MiB; report.md {r['report_md_lines']} lines, "
             f"{r['report_table_rows']} table rows"
         )

@@ -16,7 +16,7 @@ class Program:
     make_input: Callable[[], jax.Array]
     reference: Callable[[], np.ndarray]  # what fn(make_input()) must equal
     V_bytes: int | None  # the bytes the book's formula uses (None for a matmul)
-    extra: dict = field(default_factory=dict)  # op-specific facts for result.json's experiment
+    extra: dict = field(default_factory=dict)  # op-specific facts for result.json's spec
     # relative tolerance of the check; None: exact for float32 and integers (small-integer
     # inputs), 1e-2 for 16-bit floats
     tolerance: float | None = None

@@ -1,4 +1,4 @@
-"""``run(cfg)``: one experiment, from a composed config to ``result.json`` in its folder.
+"""``run(cfg)``: one point, from a composed config to ``result.json`` in its folder.
 
 This is the pure core behind ``python -m runner``; tests call it directly. It never
 raises for a failing point: the failure is recorded (status ``failed``, the error, and
@@ -16,6 +16,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from analysis.book.units import fmt_duration, format_size
+from analysis.record import upgraded
 from analysis.rundir import HLO_DIR, RESULT_NAME, TRACE_DIR, now_iso, result_name, stamp, write_json_atomic
 from runner.config.jaxenv import process_env
 from runner.config.spec import build_spec
@@ -29,33 +30,35 @@ log = logging.getLogger("shardlab")
 last_process_index: int | None = None
 
 
-def _job_dir() -> Path:
+def _point_dir() -> Path:
     from hydra.core.hydra_config import HydraConfig
 
     return Path(HydraConfig.get().runtime.output_dir)
 
 
-def run(cfg: DictConfig, job_dir: str | Path | None = None, rounds: int | None = None) -> dict:
-    """Run the experiment ``cfg`` describes and write ``<job_dir>/result.json``.
+def run(cfg: DictConfig, point_dir: str | Path | None = None, rounds: int | None = None) -> dict:
+    """Run the point ``cfg`` describes and write ``<point_dir>/result.json``.
 
-    ``job_dir`` defaults to Hydra's output folder for this job. ``rounds`` (default
+    ``point_dir`` defaults to Hydra's output folder for this point. ``rounds`` (default
     ``timing.rounds``) is how many timing rounds to run now, back to back; a sweep runs only
     round 1 here and interleaves the rest across its points (:mod:`runner.sweep.rounds`).
     Returns the result dict.
     """
-    job_dir = Path(job_dir) if job_dir is not None else _job_dir()
-    job_dir.mkdir(parents=True, exist_ok=True)
+    point_dir = Path(point_dir) if point_dir is not None else _point_dir()
+    point_dir.mkdir(parents=True, exist_ok=True)
     config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     if config.get("resume"):
-        adopt_unpadded(job_dir)
-        if (kept := kept_result(job_dir, config)) is not None:
+        adopt_unpadded(point_dir)
+        if (kept := kept_result(point_dir, config)) is not None:
             return kept
     if ((config.get("distributed") or {}).get("mode")) != "auto":  # hosts of a cluster share the folder
         for stale in (TRACE_DIR, HLO_DIR):  # an earlier, interrupted attempt's files are not this run's
-            shutil.rmtree(job_dir / stale, ignore_errors=True)
+            shutil.rmtree(point_dir / stale, ignore_errors=True)
     t0 = time.perf_counter()
     result: dict = {
         **stamp("result"),
+        "point": point_dir.name,  # a reader sets both to where it finds the file (a sweep may move)
+        "point_dir": str(point_dir.absolute()),
         "status": "failed",
         "error": None,
         "error_type": None,
@@ -69,8 +72,8 @@ def run(cfg: DictConfig, job_dir: str | Path | None = None, rounds: int | None =
     else:
         worker = get_worker(process_env(spec["hardware"], spec["distributed"], spec["trace"]["gpu_command_buffers"]))
         try:
-            check_platform(spec, worker.started(job_dir))
-            reply = worker.run(spec, job_dir, float(cfg.timeout_s))
+            check_platform(spec, worker.started(point_dir))
+            reply = worker.run(spec, point_dir, float(cfg.timeout_s))
         except WorkerDied as exc:
             discard_worker()
             result.update(error_type="WorkerDied", error=str(exc))
@@ -80,13 +83,13 @@ def run(cfg: DictConfig, job_dir: str | Path | None = None, rounds: int | None =
                 discard_worker()
             result.update(record)
             result.update(reply)
-    if result["status"] == "ok" and (result.get("experiment") or {}).get("no_communication"):
+    if result["status"] == "ok" and (result.get("spec") or {}).get("no_communication"):
         if "group of 1" not in _warned:
             _warned.add("group of 1")
             log.warning(
                 "collectives need at least two devices; this mesh gives %s a group of 1, so what is timed "
                 "is a copy, not communication (matmuls still measure)",
-                result["experiment"]["op"],
+                result["spec"]["op"],
             )
     hw = result.get("hardware") or {}
     if result["status"] == "ok" and hw.get("known") is False and "unknown hardware" not in _warned:
@@ -98,15 +101,15 @@ def run(cfg: DictConfig, job_dir: str | Path | None = None, rounds: int | None =
         result["bandwidth"] = bandwidth(result)  # nccl-tests' algbw and busbw, as a sweep line prints them
     result["wall_s"] = time.perf_counter() - t0
     result["ended_at"] = now_iso()
-    # distributed=auto: every host runs this job; process 0 writes result.json, the others beside it
+    # distributed=auto: every host runs this point; process 0 writes result.json, the others beside it
     index = (result.get("environment") or {}).get("process_index") or 0
     global last_process_index
     last_process_index = index
     try:
-        write_json_atomic(job_dir / result_name(index), result)
+        write_json_atomic(point_dir / result_name(index), result)
     except OSError as exc:  # a full disk or a folder made read-only: the sweep cannot go on
         raise OutputError(
-            f"cannot write {job_dir / result_name(index)}: {exc.strerror or exc}; the points "
+            f"cannot write {point_dir / result_name(index)}: {exc.strerror or exc}; the points "
             "before it are on disk (resume=true finishes the sweep once there is room)"
         ) from None
     # With distributed=auto every host would have to join each later round; they run round 1 only.
@@ -114,9 +117,9 @@ def run(cfg: DictConfig, job_dir: str | Path | None = None, rounds: int | None =
         from runner.sweep.rounds import add_round
 
         for r in range(2, (rounds or int(cfg.timing.rounds)) + 1):
-            add_round(job_dir, r, spec)
-        result = json.loads((job_dir / RESULT_NAME).read_text())
-    _log_line(result, job_dir)
+            add_round(point_dir, r, spec)
+        result = json.loads((point_dir / RESULT_NAME).read_text())
+    _log_line(result, point_dir)
     return result
 
 
@@ -154,27 +157,27 @@ def check_platform(spec: dict, info: dict) -> None:
         )
 
 
-def adopt_unpadded(job_dir: Path) -> None:
-    """Resume of a sweep from before job folders were zero-padded: ``3_op...`` becomes this
+def adopt_unpadded(point_dir: Path) -> None:
+    """Resume of a sweep from before point folders were zero-padded: ``3_op...`` becomes this
     point's ``003_op...`` (Hydra has just made it, with its own ``.hydra/``), so its result
     is kept or re-measured like any other."""
-    head, _, rest = job_dir.name.partition("_")
-    old = job_dir.with_name(f"{int(head)}_{rest}") if head.isdigit() else job_dir
-    if old == job_dir or not old.is_dir() or (job_dir / RESULT_NAME).exists():
+    head, _, rest = point_dir.name.partition("_")
+    old = point_dir.with_name(f"{int(head)}_{rest}") if head.isdigit() else point_dir
+    if old == point_dir or not old.is_dir() or (point_dir / RESULT_NAME).exists():
         return
     for item in old.iterdir():
-        if not (job_dir / item.name).exists():
-            shutil.move(str(item), str(job_dir / item.name))
+        if not (point_dir / item.name).exists():
+            shutil.move(str(item), str(point_dir / item.name))
     shutil.rmtree(old, ignore_errors=True)
 
 
-def kept_result(job_dir: Path, config: dict) -> dict | None:
+def kept_result(point_dir: Path, config: dict) -> dict | None:
     """With ``resume``: the point's earlier result if it is ``ok`` for this same config.
 
     Read before any device work, so a resumed sweep whose points all passed starts no JAX.
     The file is left untouched; the returned dict says ``resumed`` for the progress log.
     """
-    path = job_dir / RESULT_NAME
+    path = point_dir / RESULT_NAME
     try:
         old = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -186,16 +189,17 @@ def kept_result(job_dir: Path, config: dict) -> dict | None:
         return {k: v for k, v in (c or {}).items() if k not in ("resume", "sizes", "check")}
 
     if same(old.get("config")) != same(config):
-        log.info("resume: %s has a result for another config; running the point again", job_dir)
+        log.info("resume: %s has a result for another config; running the point again", point_dir)
         return None
-    exp = old.get("experiment") or {}
+    old = upgraded(old)  # a format_version 1 file names its spec experiment
+    exp = old.get("spec") or {}
     size = exp.get("size_bytes")
     if not _in_multirun():  # a sweep's line for the point says "(kept from before)"
         log.info(
             "resume: kept the ok result of %s%s -> %s",
             exp.get("expr"),
             f" {format_size(size)}" if size else "",
-            job_dir,
+            point_dir,
         )
     return dict(old, resumed=True)
 
@@ -212,7 +216,7 @@ def predict(result: dict) -> dict:
     from analysis.book.notation import parse
     from analysis.book.placement import Placement
 
-    exp = result["experiment"]
+    exp = result["spec"]
     sizes = [exp["mesh"]["axes"][a] for a in exp["axes"]]
     try:
         hw = from_record(result["hardware"])  # not reloaded by name: a what-if or a search-path entry
@@ -239,10 +243,10 @@ def _in_multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
-def _log_line(result: dict, job_dir: Path) -> None:
+def _log_line(result: dict, point_dir: Path) -> None:
     if _in_multirun():  # the sweep's console has one line per point (runner.sweep.progress)
         return
-    exp = result.get("experiment") or {}
+    exp = result.get("spec") or {}
     what = exp.get("expr") or result["config"]["op"]["name"]
     size = exp.get("size_bytes")
     if exp.get("dims"):  # a matmul: its dims and strategy say more than its bytes
@@ -256,7 +260,7 @@ def _log_line(result: dict, job_dir: Path) -> None:
             where,
             result["timing"]["source"],
             result["timing"]["missing_reason"],
-            job_dir,
+            point_dir,
         )
     elif result["status"] == "ok":
         s = result["timing"]["summary"]
@@ -270,7 +274,7 @@ def _log_line(result: dict, job_dir: Path) -> None:
             s["n"],
             s.get("rounds", 1),
             f"  {bw}" if bw else "",
-            job_dir,
+            point_dir,
         )
     else:
-        log.error("%s: FAILED (%s) %s -> %s", where, result["error_type"], result["error"], job_dir)
+        log.error("%s: FAILED (%s) %s -> %s", where, result["error_type"], result["error"], point_dir)
