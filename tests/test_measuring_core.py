@@ -197,26 +197,27 @@ def _driven(values, **timing):
 def test_stop_rule_stops_at_the_first_check_within_target_and_not_before():
     rng = np.random.default_rng(7)
     timed = list(rng.lognormal(0, 0.3, 2000))
-    warm = [1.0] * 6  # flat: warm-up ends after its 6 iterations
-    # The first multiple of 10 at which the median's interval is within +-5%, by hand:
-    expect = next(n for n in range(10, 2001, 10) if rel_ci_halfwidth(timed[:n]) <= 0.05)
+    warm = [1.0] * 4  # flat: warm-up ends after its 4 iterations
+    # The first multiple of 5 from min_iters (10) at which the median's interval is within
+    # +-5%, by hand:
+    expect = next(n for n in range(10, 2001, 5) if rel_ci_halfwidth(timed[:n]) <= 0.05)
     assert expect > 10  # the data make the rule work for it
     out = _driven(warm + timed)
     assert out["stop_reason"] == "ci_tight"
-    assert len(out["samples_s"]) == expect and out["warmup_iters"] == 6
+    assert len(out["samples_s"]) == expect and out["warmup_iters"] == 4
     assert out["summary"]["rel_ci_halfwidth"] <= 0.05
-    assert rel_ci_halfwidth(timed[: expect - 10]) > 0.05  # the check before did not stop
+    assert rel_ci_halfwidth(timed[: expect - 5]) > 0.05  # the check before did not stop
 
 
 def test_stop_rule_runs_to_max_iters_when_the_interval_never_tightens():
-    noisy = [1.0] * 6 + [float(x) for x in itertools.islice(itertools.cycle([1, 100]), 50)]
+    noisy = [1.0] * 4 + [float(x) for x in itertools.islice(itertools.cycle([1, 100]), 50)]
     out = _driven(noisy, max_iters=50)
     assert out["stop_reason"] == "max_iters" and len(out["samples_s"]) == 50
 
 
 def test_stop_rule_stops_on_the_budget_and_says_so():
     now = [0.0]
-    it = iter([1.0] * 6 + [float(x) for x in itertools.islice(itertools.cycle([1, 100]), 500)])
+    it = iter([1.0] * 4 + [float(x) for x in itertools.islice(itertools.cycle([1, 100]), 500)])
 
     def sample(step, k=1):  # every sample takes one second of the fake clock
         now[0] += 1.0
@@ -226,8 +227,8 @@ def test_stop_rule_stops_on_the_budget_and_says_so():
         None, dict(TIMING, budget_s=25.0), sample=sample, clock=lambda: now[0]
     )
     assert out["stop_reason"] == "budget"
-    # checks at 10, 20, 30 samples: 10 s and 20 s are inside the 25 s budget, 30 s is not
-    assert len(out["samples_s"]) == 30 and out["timed_s"] == 30.0
+    # checks every 5 samples: 5 to 20 s are inside the 25 s budget, 25 s is not
+    assert len(out["samples_s"]) == 25 and out["timed_s"] == 25.0
 
 
 def test_warm_up_waits_for_the_median_to_settle():
@@ -236,9 +237,9 @@ def test_warm_up_waits_for_the_median_to_settle():
     warm = pytest.importorskip("runner.worker.timing").warm_up(
         None, 3, 1e9, sample=lambda step, k=1: next(it), clock=lambda: 0.0
     )
-    # medians of the last 3 against the 3 before: 4 vs 9, 3 vs 8, 2 vs 5, 2 vs 4, 2 vs 3, then
-    # 2 vs 2 at the 11th iteration: settled
-    assert len(warm) == 11
+    # medians of the last 2 against the 2 before: 6.5 vs 9.5, 4.5 vs 8.5, 3.5 vs 6.5, 2.5 vs
+    # 4.5, 2 vs 3.5, 2 vs 2.5 (20% apart), then 2 vs 2 at the 10th iteration: settled
+    assert len(warm) == 10
 
 
 # ---------------------------------------------------------------- statistics

@@ -145,10 +145,10 @@ class TimingConf:
     seed: int = 0  # of the rounds' shuffles and the intervals' bootstrap
     warmup_min_iters: int = 3
     warmup_max_s: float = 2.0
-    min_iters: int = 10
+    min_iters: int = 5
     max_iters: int = 2000
     target_rel_ci: float = 0.05  # stop a round once its median's 95% CI is within +-5% of it
-    budget_s: float = 1.0  # per point and round, timed iterations only
+    budget_s: float = 0.5  # per point and round, timed iterations only
     iters_per_sample: int = 1
     loop: bool = True  # also time the program repeated K times in one call (the loop estimator)
     loop_target_s: float = 0.02  # K is chosen so one loop call takes about this long

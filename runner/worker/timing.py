@@ -41,9 +41,10 @@ class Phases(dict):
             self[name] = self.get(name, 0.0) + time.perf_counter() - t0
 
 
-CHECK_EVERY = 10  # re-evaluate the stopping rule every this many samples
-WARMUP_WINDOW = 3  # warm-up ends when the median of the last 3 is within 10% of the 3 before
+CHECK_EVERY = 5  # re-evaluate the stopping rule every this many samples
+WARMUP_WINDOW = 2  # warm-up ends when the median of the last 2 is within 10% of the 2 before
 WARMUP_TOLERANCE = 0.1
+LOOP_MIN_SAMPLES = 3  # slopes a loop round takes before its stopping rule may end it
 
 
 def wait(out) -> None:
@@ -146,7 +147,7 @@ def time_loop(calls, Ks, timing: dict, agree=_local, clock=time.perf_counter) ->
             t[K] = clock() - t0
         pairs.append([t[K1], t[K2]])
         samples.append((t[K2] - t[K1]) / (K2 - K1))
-        if len(samples) >= 5:
+        if len(samples) >= LOOP_MIN_SAMPLES:
             tight = rel_ci_halfwidth(samples) <= timing["target_rel_ci"]
             spent = clock() - t_start >= timing["budget_s"] / 2
             if agree(tight or spent):
@@ -162,7 +163,7 @@ def time_loop(calls, Ks, timing: dict, agree=_local, clock=time.perf_counter) ->
     }
 
 
-K_MIN, K_MAX = 8, 512
+K_MIN, K_MAX = 4, 512
 
 
 def given_Ks(K) -> list[int] | None:
@@ -177,9 +178,11 @@ def given_Ks(K) -> list[int] | None:
 
 def loop_Ks(step_median_s: float, target_s: float) -> list[int]:
     """The two trip counts [K1, K2] of the loop estimator: K2 repetitions take about
-    ``target_s`` (from 8 to 512: the slope spans at least 6 repetitions, so one call's noise
-    is spread over them), K1 = K2 / 4, at least 2 (at K = 1 XLA removes the while loop and with
-    it the input copy the slope must cancel)."""
+    ``target_s``, from 4 to 512, and K1 = K2 / 4, at least 2 (at K = 1 XLA removes the while
+    loop and with it the input copy the slope must cancel). Where one repetition alone takes
+    longer than ``target_s / 4`` (a large message), K = 2 and 4: the slope spans 2 repetitions,
+    against whose milliseconds a call's jitter is small, and a pair costs 6 repetitions, not
+    the 10 of K = 2 and 8, which made the loop most of a large point's time."""
     K2 = int(min(max(round(target_s / max(step_median_s, 1e-9)), K_MIN), K_MAX))
     return [max(2, K2 // 4), K2]
 
