@@ -308,8 +308,9 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="also write the figures to this file")
     ap.add_argument(
         "--only",
-        choices=["trace", "peer"],
-        help="run one part: trace = trace parsing (about two minutes), peer = the side-by-side with a minimal loop",
+        choices=["trace", "peer", "sweep"],
+        help="run one part: trace = trace parsing (about two minutes), peer = the side-by-side with a "
+        "minimal loop, sweep = the default sweep cold and warm, with its harness overhead",
     )
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="shardlab-bench-"))
@@ -328,6 +329,13 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
         return 0
     cache = work / "jax-cache"
+    if args.only == "sweep":
+        found = {key: sweep_breakdown(work, cache, label) for key, label in SWEEPS}
+        print_sweeps(found)
+        if args.json:
+            args.json.write_text(json.dumps(found, indent=1))
+        shutil.rmtree(work, ignore_errors=True)
+        return 0
     t0 = time.time()
     figures = {
         "machine": {
@@ -338,8 +346,8 @@ def main() -> int:
         },
         "quick": args.quick,
     }
-    figures["sweep_cold"] = sweep_breakdown(work, cache, "cold cache")
-    figures["sweep_warm"] = sweep_breakdown(work, cache, "warm cache")
+    for key, label in SWEEPS:
+        figures[key] = sweep_breakdown(work, cache, label)
     figures["small_message"] = small_message(5 if args.quick else 9)
     figures["trace_parsing"] = trace_parsing(work, 300)
     figures["report_100"] = report_n(work, Path(figures["sweep_warm"]["dir"]), 100)
@@ -356,10 +364,12 @@ def main() -> int:
     return 0
 
 
-def print_table(f: dict) -> None:
-    m = f["machine"]
-    print(f"shardlab benchmark on {m['host']} ({m['cpus']} CPUs, Python {m['python']}, jax {m['jax']})\n")
-    for key in ("sweep_cold", "sweep_warm"):
+SWEEPS = (("sweep_cold", "cold cache"), ("sweep_warm", "warm cache"))
+
+
+def print_sweeps(f: dict) -> None:
+    """The default sweep's lines, cold and warm: its wall time, harness overhead and parts."""
+    for key, _ in SWEEPS:
         s = f[key]
         print(
             f"default sweep, {s['label']}: {s['total_s']:.1f} s for {s['points']} points; "
@@ -370,6 +380,12 @@ def print_table(f: dict) -> None:
         )
         for part, secs in s["parts_s"].items():
             print(f"    {part:<55s} {secs:7.2f} s  {100 * secs / s['total_s']:5.1f}%")
+
+
+def print_table(f: dict) -> None:
+    m = f["machine"]
+    print(f"shardlab benchmark on {m['host']} ({m['cpus']} CPUs, Python {m['python']}, jax {m['jax']})\n")
+    print_sweeps(f)
     sm = f["small_message"]
     print(
         f"\n1 KiB AllGather on 8 CPU devices: shardlab {1e6 * sm['shardlab_median_s']:.0f} us, naive loop "
