@@ -52,3 +52,24 @@ def test_a_run_or_sweep_into_a_symlink_loop_is_one_line_and_exit_2(odd_paths, mo
     loop = odd_paths / "loop1"
     assert said == [f"error: hydra.{mode}.dir={where}: {loop} is a symlink loop; choose another hydra.{mode}.dir"]
     assert proc.stdout == ""
+
+
+def test_a_full_disk_at_the_record_is_one_line_saying_what_was_kept(compose_cfg, tmp_path, monkeypatch):
+    """The disk fills while a single run measures: the run stops with OutputError, naming the file
+    and what follows (a single run has no earlier points to keep, and no resume)."""
+    import errno
+
+    from runner.errors import OutputError
+    from runner.sweep import point
+
+    def full(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(point, "write_json_atomic", full)
+    cfg = compose_cfg(["op.size_bytes=4KiB", "timing.rounds=1", "timing.loop=false", "trace.enabled=false"])
+    with pytest.raises(OutputError) as err:
+        point.run(cfg, tmp_path / "run")
+    assert str(err.value) == (
+        f"cannot write {tmp_path / 'run' / 'result.json'}: No space left on device; its measurement "
+        "is lost; free some space (or choose another hydra.run.dir) and run it again"
+    )

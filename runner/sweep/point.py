@@ -108,10 +108,12 @@ def run(cfg: DictConfig, point_dir: str | Path | None = None, rounds: int | None
     try:
         write_json_atomic(point_dir / result_name(index), result)
     except OSError as exc:  # a full disk or a folder made read-only: the sweep cannot go on
-        raise OutputError(
-            f"cannot write {point_dir / result_name(index)}: {exc.strerror or exc}; the points "
-            "before it are on disk (resume=true finishes the sweep once there is room)"
-        ) from None
+        then = (
+            "the points before it are on disk (resume=true finishes the sweep once there is room)"
+            if _in_multirun()
+            else "its measurement is lost; free some space (or choose another hydra.run.dir) and run it again"
+        )
+        raise OutputError(f"cannot write {point_dir / result_name(index)}: {exc.strerror or exc}; {then}") from None
     # With distributed=auto every host would have to join each later round; they run round 1 only.
     if result["status"] == "ok" and index == 0 and spec["distributed"]["mode"] != "auto":
         from runner.sweep.rounds import add_round

@@ -1,6 +1,6 @@
 """Rounds 2..R of a point's timing, interleaved across a sweep's points.
 
-The machine drifts (other jobs, frequency, memory state): on the project's 2-core machine
+The machine drifts (other work, frequency, memory state): on the project's 2-core machine
 the same 8 MiB AllReduce took 5.3 to 27.7 ms in five runs, each with a +-4% interval from
 its own samples. So each point is timed in R rounds, and a sweep runs round r of every point
 before round r+1 of any, in an order shuffled each round (the seed is recorded): drift then
@@ -85,11 +85,11 @@ def rounds_rule(t: dict, wanted: int, target_rel_ci: float) -> dict:
     return dict(out, why=f"all {wanted} rounds: after {MIN_ROUNDS}, {out['after_min']}")
 
 
-def add_round(job_dir: Path, round_no: int, spec: dict | None = None) -> bool:
-    """Time round ``round_no`` of the ok point in ``job_dir`` and append it to its
+def add_round(point_dir: Path, round_no: int, spec: dict | None = None) -> bool:
+    """Time round ``round_no`` of the ok point in ``point_dir`` and append it to its
     result.json; False (and nothing written) when the point is not ok, already has the round,
     stopped after ``MIN_ROUNDS`` (:func:`rounds_rule`), or the worker failed it."""
-    path = Path(job_dir) / RESULT_NAME
+    path = Path(point_dir) / RESULT_NAME
     import json
 
     try:
@@ -105,7 +105,7 @@ def add_round(job_dir: Path, round_no: int, spec: dict | None = None) -> bool:
         try:
             spec = build_spec(OmegaConf.create(result["config"]))
         except (ConfigError, KeyError) as exc:
-            log.warning("round %d of %s skipped: %s", round_no, job_dir, exc)
+            log.warning("round %d of %s skipped: %s", round_no, point_dir, exc)
             return False
     # round 1's trip counts: every round times the same loop programs (the persistent cache has them)
     loop = (t["rounds"][0].get(LOOP) or {}) if t.get("rounds") else {}
@@ -113,14 +113,14 @@ def add_round(job_dir: Path, round_no: int, spec: dict | None = None) -> bool:
     worker = get_worker(process_env(spec["hardware"], spec["distributed"], spec["trace"]["gpu_command_buffers"]))
     try:
         reply = worker.run(
-            spec, job_dir, float(result["config"].get("timeout_s", 600)), kind="retime", round=round_no, K=K
+            spec, point_dir, float(result["config"].get("timeout_s", 600)), kind="retime", round=round_no, K=K
         )
     except WorkerDied as exc:
         discard_worker()
-        log.warning("round %d of %s failed: %s", round_no, Path(job_dir).name, str(exc).splitlines()[0])
+        log.warning("round %d of %s failed: %s", round_no, Path(point_dir).name, str(exc).splitlines()[0])
         return False
     if reply.get("status") != "ok":
-        log.warning("round %d of %s failed: %s", round_no, Path(job_dir).name, reply.get("error"))
+        log.warning("round %d of %s failed: %s", round_no, Path(point_dir).name, reply.get("error"))
         return False
     rnd = reply["round"]
     phases = rnd.pop("phases_s", {})
@@ -136,13 +136,13 @@ def add_round(job_dir: Path, round_no: int, spec: dict | None = None) -> bool:
     return True
 
 
-def interleave(job_dirs: list[Path], rounds: int, seed: int = 0) -> int:
-    """Rounds 2..``rounds`` of every job, round by round, each round in a shuffled order.
+def interleave(point_dirs: list[Path], rounds: int, seed: int = 0) -> int:
+    """Rounds 2..``rounds`` of every point, round by round, each round in a shuffled order.
     Returns how many rounds were added."""
     rng = random.Random(seed)
     added = 0
     for r in range(2, rounds + 1):
-        order = list(job_dirs)
+        order = list(point_dirs)
         rng.shuffle(order)
         if r > MIN_ROUNDS:  # the points whose rounds agreed are done (the order stays the seed's)
             order = [d for d in order if not _stopped(d)]
@@ -150,17 +150,17 @@ def interleave(job_dirs: list[Path], rounds: int, seed: int = 0) -> int:
                 log.info("rounds %d to %d: none needed (every point's rounds agreed)", r, rounds)
                 break
         log.info("round %d of %d: %d point(s)", r, rounds, len(order))
-        for job_dir in order:
-            added += add_round(job_dir, r)
+        for point_dir in order:
+            added += add_round(point_dir, r)
     return added
 
 
-def _stopped(job_dir: Path) -> bool:
-    """Whether the point in ``job_dir`` stopped its rounds early (or cannot take more)."""
+def _stopped(point_dir: Path) -> bool:
+    """Whether the point in ``point_dir`` stopped its rounds early (or cannot take more)."""
     import json
 
     try:
-        result = json.loads((Path(job_dir) / RESULT_NAME).read_text())
+        result = json.loads((Path(point_dir) / RESULT_NAME).read_text())
     except (OSError, ValueError):
         return True
     return result.get("status") != "ok" or bool(((result.get("timing") or {}).get("rounds_rule") or {}).get("stopped"))
