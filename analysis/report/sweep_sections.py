@@ -167,33 +167,45 @@ def model_section(rep: Report, sweep: Sweep) -> None:
             else ""
         )
     )
-    rep.table(
-        pd.DataFrame(
-            {
-                "op": pts["op"],
-                "axes": pts["axes"],
-                "V": pts["V_bytes"].map(fmt_bytes),
-                "time": pts["time_s"].map(fmt_duration),
-                "95% interval": [
-                    f"{fmt_duration(lo)} to {fmt_duration(hi)}" if pd.notna(lo) and pd.notna(hi) else ""
-                    for lo, hi in zip(pts["time_ci_low_s"], pts["time_ci_high_s"])
-                ],
-                "step": pts["step_time_s"].map(fmt_duration),
-                "loop": pts["loop_time_s"].map(fmt_duration),
-                "busbw": pts["busbw_Bps"].map(fmt_bandwidth),
-                "of ceiling": pts["busbw_over_ceiling"].map(fmt_pct),
-                "model": pts["model_time_s"].map(fmt_duration),
-                "regime": pts["model_regime"],
-                "measured/model": [
-                    (f"{v:.2g}" + (" (self-fit)" if own else "")) if pd.notna(v) else ""
-                    for v, own in zip(pts["measured_over_model"], self_fit)
-                ],
-                "out of sample": cv.map(lambda v: f"{v:.2g}" if pd.notna(v) else ""),
-                "flags": pts["flags"].fillna(""),
-                "caveats": pts["caveats"].fillna(""),
-            }
+    expected = "expected_time_s" in pts and pts["expected_time_s"].notna().any()
+    if expected:
+        rep.text(
+            "*expected* is the time the hardware entry's published measurements lead one to expect "
+            "(`analysis/book/expected_cost.py`: the share of the link rate each collective reaches, and the "
+            "launch and protocol floors, from the entry's sourced `expected` block); *measured/model* is "
+            "measured over the roofline, *measured/expected* measured over that."
         )
+    table = pd.DataFrame(
+        {
+            "op": pts["op"],
+            "axes": pts["axes"],
+            "V": pts["V_bytes"].map(fmt_bytes),
+            "time": pts["time_s"].map(fmt_duration),
+            "95% interval": [
+                f"{fmt_duration(lo)} to {fmt_duration(hi)}" if pd.notna(lo) and pd.notna(hi) else ""
+                for lo, hi in zip(pts["time_ci_low_s"], pts["time_ci_high_s"])
+            ],
+            "step": pts["step_time_s"].map(fmt_duration),
+            "loop": pts["loop_time_s"].map(fmt_duration),
+            "busbw": pts["busbw_Bps"].map(fmt_bandwidth),
+            "of ceiling": pts["busbw_over_ceiling"].map(fmt_pct),
+            "model": pts["model_time_s"].map(fmt_duration),
+            "regime": pts["model_regime"],
+            "measured/model": [
+                (f"{v:.2g}" + (" (self-fit)" if own else "")) if pd.notna(v) else ""
+                for v, own in zip(pts["measured_over_model"], self_fit)
+            ],
+            "out of sample": cv.map(lambda v: f"{v:.2g}" if pd.notna(v) else ""),
+        }
     )
+    if expected:
+        table["expected"] = pts["expected_time_s"].map(fmt_duration)
+        table["measured/expected"] = (pts["time_s"] / pts["expected_time_s"]).map(
+            lambda v: f"{v:.2g}" if pd.notna(v) else ""
+        )
+    table["flags"] = pts["flags"].fillna("")
+    table["caveats"] = pts["caveats"].fillna("")
+    rep.table(table)
 
 
 def _source(pts: pd.DataFrame) -> str:
