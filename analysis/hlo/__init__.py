@@ -13,7 +13,7 @@ computation to what runs.
 May import: :mod:`analysis.book`, numpy (pandas only inside :func:`collectives_frame`).
 """
 
-from analysis.hlo.collectives import Collective, collectives_frame, parse_collectives
+from analysis.hlo.collective_instructions import Collective, collectives_frame, parse_collectives
 from analysis.hlo.executed import collective_executions
 from analysis.hlo.groups import expand_iota_groups, group_mesh_axes, permute_groups
 from analysis.hlo.lex import HloParseError
