@@ -9,7 +9,15 @@ import pytest
 
 from analysis.book.errors import BookError
 from analysis.book.hardware import Hardware
-from analysis.book.topology import Fabric, Layout, fabrics_for, parse_layout, parse_topology
+from analysis.book.topology import (
+    Fabric,
+    Layout,
+    fabrics_for,
+    parse_layout,
+    parse_topology,
+    wraparound_for,
+    wraparound_reason,
+)
 
 LINK = ("link_bw_unidir_Bps", "hop_latency_s")
 OUT = ("scaleout_bw_unidir_Bps", "scaleout_latency_s")
@@ -120,3 +128,48 @@ def test_a_node_larger_than_its_domain_needs_the_pcie_rate_and_a_domain_of_one_a
     assert fabrics_for(cards, parse_layout("nodes=1,gpus_per_node=4"), 4) == [
         Fabric("PCIe", "inside each node", "switch", "node_bw_unidir_Bps", "hop_latency_s", 4)
     ]
+
+
+V3 = Hardware("v3", "tpu", interconnect="torus", wraparound="always")
+V5P = Hardware("v5p", "tpu", interconnect="torus", wraparound="multiple_of_4")
+LINES = Hardware("lines", "tpu", interconnect="torus")
+
+
+@pytest.mark.parametrize(
+    "hw, size, shape, reason",
+    [
+        (V3, 2, None, "v3 wraps around every axis"),
+        (V5P, 4, None, "v5p wraps around only a slice of full 4x4x4 cubes (every dimension a multiple of 4); 4 is"),
+        (
+            V5P,
+            4,
+            [2, 2, 4],
+            "v5p wraps around only a slice of full 4x4x4 cubes (every dimension a multiple of 4); 2x2x4 is not",
+        ),
+        (TPU, 8, None, "tpu wraps around only an axis of 16; this one is 8"),
+        (LINES, 16, None, "lines has no wraparound"),
+    ],
+)
+def test_each_wraparound_rule_says_why(hw, size, shape, reason):
+    assert wraparound_reason(hw, size, shape) == reason
+
+
+@pytest.mark.parametrize(
+    "hw, sizes, topology, rings",
+    [
+        (TPU, [16, 8], None, [True, False]),  # only an axis of 16
+        (V5P, [4, 2], None, [False, False]),  # the mesh stands in for the slice: 2 is no multiple of 4
+        (V5P, [4, 4], None, [True, True]),
+        (NV, [4, 2], None, [True, True]),  # a switch is all-to-all
+        (TPU, [16, 2], "16x2", [True, False]),
+        (V5P, [4, 16], "4x4x4", [True, True]),  # the second spans y and z, both whole
+        (V5P, [4, 4], "2x2x4", [False, False]),
+        # the part inside one slice decides: 16 (a ring) or 8 (a line); the outer 2 crosses slices
+        (TPU, [2, 16], "slices=2", [True, True]),
+        (TPU, [2, 8], "slices=2", [True, False]),
+        (TPU, [2, 16], "slices=2,slice=4x4", [True, False]),  # 16 on a 4x4 slice: two axes of 4
+        (NV, [2, 8], "nodes=2,gpus_per_node=8", [True, True]),
+    ],
+)
+def test_which_axes_are_rings(hw, sizes, topology, rings):
+    assert wraparound_for(hw, sizes, topology) == rings
