@@ -1,0 +1,83 @@
+"""What memory a point may use, read exactly from a fake file system and environment (issue 30's
+mutation check): MemAvailable in kB, cgroup v2 and v1 limits less their usage on both sides of
+the "no limit" bound, SLURM's per-node and per-CPU allocations, the least of them all, and the
+machine's RAM only when nothing else is known."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from runner.config import memory
+from runner.config.memory import host_available_bytes
+
+SLURM = ("SLURM_MEM_PER_NODE", "SLURM_MEM_PER_CPU", "SLURM_CPUS_ON_NODE")
+MiB = 1 << 20
+
+
+@pytest.fixture(autouse=True)
+def no_slurm(monkeypatch):
+    for key in SLURM:
+        monkeypatch.delenv(key, raising=False)
+
+
+def fs(root, files: dict[str, str]) -> str:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return str(root)
+
+
+MEMINFO = {"proc/meminfo": "MemTotal:  9999 kB\nMemAvailable:    4096 kB\nMemFree: 1 kB\n"}
+V2 = ("sys/fs/cgroup/memory.max", "sys/fs/cgroup/memory.current")
+V1 = ("sys/fs/cgroup/memory/memory.limit_in_bytes", "sys/fs/cgroup/memory/memory.usage_in_bytes")
+
+
+def test_mem_available_is_in_kib(tmp_path):
+    assert host_available_bytes(fs(tmp_path, MEMINFO)) == 4096 * 1024
+
+
+@pytest.mark.parametrize(
+    "files, expected",
+    [
+        ({V2[0]: "3000000\n", V2[1]: "1000000\n"}, 2_000_000),  # v2: limit less usage
+        ({V1[0]: "3000000\n", V1[1]: "500000\n"}, 2_500_000),  # v1 the same
+        ({V1[0]: "3000000\n"}, 3_000_000),  # no usage file: nothing used
+        ({V2[0]: "max\n", V2[1]: "1000000\n"}, 4096 * 1024),  # v2 without a limit
+        ({V1[0]: f"{1 << 60}\n", V1[1]: "0\n"}, 4096 * 1024),  # v1's "no limit" is a huge number
+        ({V1[0]: f"{(1 << 60) - 1}\n", V1[1]: f"{(1 << 60) - 1 - 1000}\n"}, 1000),  # just under it: a limit
+    ],
+)
+def test_a_cgroup_limit_less_its_usage_counts_when_it_is_one(tmp_path, files, expected):
+    assert host_available_bytes(fs(tmp_path, {**MEMINFO, **files})) == expected
+
+
+def test_slurm_per_node_or_per_cpu_times_cpus(tmp_path, monkeypatch):
+    root = fs(tmp_path, MEMINFO)
+    monkeypatch.setenv("SLURM_MEM_PER_CPU", "1")  # without the CPU count: unknown
+    assert host_available_bytes(root) == 4096 * 1024
+    monkeypatch.setenv("SLURM_CPUS_ON_NODE", "3")
+    assert host_available_bytes(root) == 3 * MiB
+    monkeypatch.setenv("SLURM_MEM_PER_NODE", "2")  # per node wins over per CPU
+    assert host_available_bytes(root) == 2 * MiB
+
+
+def test_the_least_is_taken_and_ram_only_when_nothing_is_known(tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURM_MEM_PER_NODE", "5")
+    root = fs(tmp_path, {**MEMINFO, V2[0]: "6000000", V2[1]: "0"})
+    assert host_available_bytes(root) == 4096 * 1024
+    monkeypatch.delenv("SLURM_MEM_PER_NODE")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert host_available_bytes(str(empty)) == ram
+    # v1's "no limit" (exactly 2**60) is no limit, not 2**60 bytes
+    assert host_available_bytes(fs(tmp_path / "v1", {V1[0]: f"{1 << 60}\n"})) == ram
+
+
+def test_the_default_root_is_the_machines(monkeypatch):
+    files = {"/proc/meminfo": "MemAvailable: 4 kB\n"}
+    monkeypatch.setattr(memory, "_read", lambda path: files.get(path))
+    assert host_available_bytes() == 4096
