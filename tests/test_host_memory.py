@@ -1,7 +1,8 @@
 """What memory a point may use, read exactly from a fake file system and environment (issue 30's
 mutation check): MemAvailable in kB, cgroup v2 and v1 limits less their usage on both sides of
 the "no limit" bound, SLURM's per-node and per-CPU allocations, the least of them all, and the
-machine's RAM only when nothing else is known."""
+machine's RAM only when nothing else is known; and the estimates of a transformer block (each
+sharding), a user's program and a matmul, on sizes that do not divide evenly."""
 
 from __future__ import annotations
 
@@ -81,3 +82,47 @@ def test_the_default_root_is_the_machines(monkeypatch):
     files = {"/proc/meminfo": "MemAvailable: 4 kB\n"}
     monkeypatch.setattr(memory, "_read", lambda path: files.get(path))
     assert host_available_bytes() == 4096
+
+
+def test_usage_over_the_limit_leaves_nothing(tmp_path):
+    assert host_available_bytes(fs(tmp_path, {**MEMINFO, V2[0]: "1000", V2[1]: "2000"})) == 0
+
+
+RUNTIME = 64 * MiB
+MESH = {"X": 3, "Y": 2}
+DIMS = {"B": 2, "S": 4, "D": 8, "F": 16, "H": 2}
+
+
+@pytest.mark.parametrize(
+    "sharding, device",
+    [
+        # x = B S D = 64, params = 4 D^2 + 2 D F = 512, activations B S (10 D + 4 F) + 4 B H S^2 = 1408;
+        # a device: 4 B x ((x + act) // (f t) + 3 params // (f t) + params // t)
+        ("fsdp_tp", 4 * (1472 // 6 + 1536 // 6 + 512 // 2)),  # f = 3, t = 2: 4 x (245 + 256 + 256)
+        ("fsdp", 4 * (1472 // 3 + 1536 // 3 + 512)),  # f = 3, t = 1: 4 x (490 + 512 + 512)
+        ("tp", 4 * (1472 // 2 + 1536 // 2 + 512 // 2)),  # f = 1, t = 2
+    ],
+)
+def test_a_transformer_blocks_estimate(sharding, device):
+    op = {"name": "transformer_block", "dims": DIMS, "axes": ["X", "Y"], "sharding": sharding}
+    # host: (x + params) x 4 B + 4 B x (2 x + 4 params + act) = 2304 + 14336
+    assert memory.estimate({"op": op, "dtype": "float32"}, MESH) == {
+        "host_bytes": RUNTIME + 16640,
+        "per_device_bytes": device,
+    }
+    assert device in (3028, 6056, 7040)
+
+
+def test_a_programs_and_a_matmuls_estimates():
+    # inputs A[I_X, J] (7 x 5 = 35, 35 // 3 = 11 a device) and B[J, K_Y] (20, 10): four times the shards
+    prog = {"name": "program", "inputs": ["A[I_X, J]", "B[J, K_Y]"], "dims": {"I": 7, "J": 5, "K": 4}}
+    assert memory.estimate({"op": prog, "dtype": "float32"}, MESH) == {
+        "host_bytes": RUNTIME + 55 * 4,
+        "per_device_bytes": 4 * 21 * 4,
+    }
+    # A (35, 11 a device), B unsharded (20), C[I_X, K] (28, 9); host: the arrays and float64 copies
+    mm = {"name": "matmul", "expr": "A[I_X, J] * B[J, K] -> C[I_X, K]", "dims": {"I": 7, "J": 5, "K": 4}}
+    assert memory.estimate({"op": mm, "dtype": "float32"}, MESH) == {
+        "host_bytes": 83 * 4 + 8 * 83,
+        "per_device_bytes": (11 + 20 + 9 + 35) * 4,
+    }
