@@ -113,16 +113,27 @@ def test_a_transformer_blocks_estimate(sharding, device):
     assert device in (3028, 6056, 7040)
 
 
-def test_a_programs_and_a_matmuls_estimates():
+def test_a_programs_estimate():
     # inputs A[I_X, J] (7 x 5 = 35, 35 // 3 = 11 a device) and B[J, K_Y] (20, 10): four times the shards
     prog = {"name": "program", "inputs": ["A[I_X, J]", "B[J, K_Y]"], "dims": {"I": 7, "J": 5, "K": 4}}
     assert memory.estimate({"op": prog, "dtype": "float32"}, MESH) == {
         "host_bytes": RUNTIME + 55 * 4,
         "per_device_bytes": 4 * 21 * 4,
     }
-    # A (35, 11 a device), B unsharded (20), C[I_X, K] (28, 9); host: the arrays and float64 copies
-    mm = {"name": "matmul", "expr": "A[I_X, J] * B[J, K] -> C[I_X, K]", "dims": {"I": 7, "J": 5, "K": 4}}
-    assert memory.estimate({"op": mm, "dtype": "float32"}, MESH) == {
-        "host_bytes": 83 * 4 + 8 * 83,
-        "per_device_bytes": (11 + 20 + 9 + 35) * 4,
-    }
+
+
+@pytest.mark.parametrize(
+    "dims, host, device",
+    [
+        # A[I_X, J] 35 (11 a device), B[J, K] 20 unsharded, C[I_X, K] 28 (9); room for the largest, A
+        ({"I": 7, "J": 5, "K": 4}, 83 * 4 + 8 * 83, (11 + 20 + 9 + 35) * 4),
+        # A 10 (3), B 50, C 20 (6): B the largest
+        ({"I": 2, "J": 5, "K": 10}, 80 * 4 + 8 * 80, (3 + 50 + 6 + 50) * 4),
+        # A 14 (4), B 20, C 70 (23): C the largest
+        ({"I": 7, "J": 2, "K": 10}, 104 * 4 + 8 * 104, (4 + 20 + 23 + 70) * 4),
+    ],
+)
+def test_a_matmuls_estimate(dims, host, device):
+    # host: the three arrays and their float64 copies; a device: its shards and the largest array
+    mm = {"name": "matmul", "expr": "A[I_X, J] * B[J, K] -> C[I_X, K]", "dims": dims}
+    assert memory.estimate({"op": mm, "dtype": "float32"}, MESH) == {"host_bytes": host, "per_device_bytes": device}
