@@ -57,11 +57,6 @@ def available() -> bool:
     return True
 
 
-def _point_column(df: pd.DataFrame) -> str:
-    """The column naming each point: ``point``; ``job`` in summaries written before the rename."""
-    return "point" if "point" in df or "job" not in df else "job"
-
-
 def _value(v):
     """A cell as an HParams value (bool, number or str), or None where the point has none."""
     if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA:
@@ -78,7 +73,7 @@ def ok_points(points: pd.DataFrame) -> pd.DataFrame:
     if not len(points):
         return points
     ok = points[points["status"] == "ok"] if "status" in points else points
-    return ok.drop_duplicates(_point_column(ok))
+    return ok.drop_duplicates("point")
 
 
 def hparam_keys(ok: pd.DataFrame) -> list[str]:
@@ -93,12 +88,12 @@ def hparam_keys(ok: pd.DataFrame) -> list[str]:
     return keys
 
 
-def run_name(row: dict, keys: list[str], index: int, point_col: str = "point") -> str:
+def run_name(row: dict, keys: list[str], index: int) -> str:
     """``003 AllGather X 2MiB float32``: the point's number, op, axes, size and dtype, then the
     other keys that vary (``mesh=auto``); a folder name (no ``/``), unique by the number."""
     from analysis.book.collectives import BY_OP
 
-    m = re.match(r"(\d+)_", str(row.get(point_col) or ""))
+    m = re.match(r"(\d+)_", str(row.get("point") or ""))
     parts = [m.group(1) if m else f"{index:03d}"]
     op = _value(row.get("op"))
     parts.append(BY_OP[op].notation if op in BY_OP else str(op))
@@ -127,11 +122,11 @@ def metrics_of(row) -> dict[str, float]:
 def sessions(points: pd.DataFrame) -> list[tuple[str, dict, dict[str, float]]]:
     """``(run name, hparams, metrics)`` per ok point: what the HParams table shows."""
     ok = ok_points(points)
-    keys, col = hparam_keys(ok), _point_column(ok)
+    keys = hparam_keys(ok)
     out = []
     for i, row in enumerate(ok.to_dict("records")):
         hp = {k: _value(row.get(k)) for k in keys}
-        out.append((run_name(row, keys, i, col), {k: v for k, v in hp.items() if v is not None}, metrics_of(row)))
+        out.append((run_name(row, keys, i), {k: v for k, v in hp.items() if v is not None}, metrics_of(row)))
     return out
 
 
