@@ -137,3 +137,18 @@ def test_a_matmuls_estimate(dims, host, device):
     # host: the three arrays and their float64 copies; a device: its shards and the largest array
     mm = {"name": "matmul", "expr": "A[I_X, J] * B[J, K] -> C[I_X, K]", "dims": dims}
     assert memory.estimate({"op": mm, "dtype": "float32"}, MESH) == {"host_bytes": host, "per_device_bytes": device}
+
+
+def test_exactly_on_the_bar_fits_and_the_estimate_comes_back_whole():
+    # host 115 MiB + 6 devices x 30 MiB = 295 MiB, exactly 0.8 x 368.75 MiB: fits
+    s = {"op": {"name": "all_reduce", "axes": ["X"], "size_bytes": 3 * MiB}, "dtype": "float32"}
+    s["hardware"] = {"kind": "cpu"}
+    assert memory.check_fits(s, MESH, host_bytes_free=386662400) == {
+        "host_bytes": RUNTIME + 6 * 2 * 4 * MiB + 3 * MiB,
+        "per_device_bytes": 30 * MiB,
+        "host_total_bytes": 295 * MiB,
+    }
+    # 10 GiB a device, exactly 0.8 x 12.5 GiB: fits
+    big = dict(s, op=dict(s["op"], size_bytes=1 << 30))
+    out = memory.check_fits(big, {"X": 2}, device_limit_bytes=13421772800, host_bytes_free=100 << 30)
+    assert out["per_device_bytes"] == 10 << 30
