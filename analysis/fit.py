@@ -212,7 +212,7 @@ def fit_family(
     with 95% bootstrap intervals for every constant and a leave-one-size-out prediction per point.
 
     Intervals: each replicate redraws every point's median from its rounds and their samples
-    (``rounds``: point -> the source estimator's samples per round, :func:`analysis.resample.rounds_by_point`;
+    (``rounds``: point -> the chosen estimator's samples per round, :func:`analysis.resample.rounds_by_point`;
     a point without them is drawn from its own interval) and repeats the whole fit, regime
     selection included; seeded from ``seed`` and the family ``key``. Without a bandwidth regime
     (no bandwidth-bound point taking 1.5x its latency term) W is None and the crossover too.

@@ -11,10 +11,11 @@ has and tolerates what it lacks: a key written before it existed (or by an impor
 writes only what it knows) reads as None, a missing or malformed section (``null``, a list)
 as an empty one. Values are kept as the JSON gave them (no casting): the tables decide how to
 show a missing number. A file written at ``format_version`` 1 names the spec ``experiment``
-(and a reader of that time added ``job`` and ``job_dir``): :func:`upgraded` reads those as
-``spec``, ``point`` and ``point_dir``, so every file ever written loads.
+(and a reader of that time added ``job`` and ``job_dir``) and the estimator the tables use
+its timing's ``source`` (and ``source_reason``): :func:`upgraded` reads those as ``spec``,
+``point``, ``point_dir``, ``estimator`` and ``estimator_reason``, so every file ever written loads.
 
-A reader asks ``Result.from_json(result).timing.estimator(STEP).median_s``, never
+A reader asks ``Result.from_json(result).timing.estimate(STEP).median_s``, never
 ``((r.get("timing") or {}).get("estimators") or {}).get("step") or {}``.
 """
 
@@ -43,21 +44,35 @@ def _items(value) -> list:
 
 # format_version 1's keys and the names they have now (analysis.rundir.FORMAT_VERSION 2)
 V1_KEYS = {"experiment": "spec", "job": "point", "job_dir": "point_dir"}
+# ... and inside ``timing`` and ``config.timing`` (of format_version 2 files too, written before the
+# rename): *source* is a hardware entry's citation only
+V1_TIMING_KEYS = {"source": "estimator", "source_reason": "estimator_reason"}
+
+
+def _renamed(d, keys: dict):
+    """``d`` with the old names of ``keys`` under their new ones, in place of the old (a key
+    ``d`` has under its new name wins); ``d`` itself where it has none, or is no dict."""
+    if not isinstance(d, dict) or not any(k in d for k in keys):
+        return d
+    return {keys.get(k, k): v for k, v in d.items() if k not in keys or keys[k] not in d}
 
 
 def upgraded(result: dict) -> dict:
     """``result`` with format_version 1's keys under their names now (``experiment`` ->
-    ``spec``, ``job`` -> ``point``, ``job_dir`` -> ``point_dir``); a new dict where one was
-    renamed, ``result`` itself otherwise. A key the file has under its new name wins."""
-    if not any(k in result for k in V1_KEYS):
+    ``spec``, ``job`` -> ``point``, ``job_dir`` -> ``point_dir``, and in ``timing`` and
+    ``config.timing`` ``source`` -> ``estimator``, ``source_reason`` -> ``estimator_reason``);
+    a new dict where one was renamed, ``result`` itself otherwise. A key the file has under
+    its new name wins."""
+    if not isinstance(result, dict):
         return result
-    out = {}
-    for key, value in result.items():
-        new = V1_KEYS.get(key)
-        if new is None:
-            out[key] = value
-        elif new not in result:
-            out[new] = value
+    out = _renamed(result, V1_KEYS)
+    timing = _renamed(out.get("timing"), V1_TIMING_KEYS)
+    config = out.get("config")
+    config_timing = _renamed(config.get("timing"), V1_TIMING_KEYS) if isinstance(config, dict) else None
+    if timing is not out.get("timing"):
+        out = dict(out, timing=timing)
+    if isinstance(config, dict) and config_timing is not config.get("timing"):
+        out = dict(out, config=dict(config, timing=config_timing))
     return out
 
 
@@ -89,7 +104,7 @@ def _read(kind, value):
 @dataclass(frozen=True)
 class Estimate(_Section):
     """One estimator's samples combined over rounds (:func:`analysis.stats.combine_rounds`):
-    ``timing.summary`` (the source estimator's) and each of ``timing.estimators``."""
+    ``timing.summary`` (the chosen estimator's) and each of ``timing.estimators``."""
 
     n: int | None = None
     median_s: float | None = None
@@ -153,12 +168,12 @@ class RoundsRule(_Section):
 
 @dataclass(frozen=True)
 class Timing(_Section):
-    """``timing``: the source estimator the tables and fits use (``source``, ``summary``; no
-    time and ``missing_reason`` where a device source found none), every estimator under its
-    own name, the rounds and their samples."""
+    """``timing``: the estimator the tables and fits use (``estimator``, why in
+    ``estimator_reason``, its ``summary``; no time and ``missing_reason`` where *device* was
+    chosen and found none), every estimator under its own name, the rounds and their samples."""
 
-    source: str | None = None
-    source_reason: str | None = None
+    estimator: str | None = None
+    estimator_reason: str | None = None
     missing_reason: str | None = None
     summary: Estimate = field(default_factory=Estimate)
     estimators: dict = field(default_factory=dict)  # {name in ESTIMATORS: Estimate}
@@ -175,8 +190,8 @@ class Timing(_Section):
         d = _section(d)
         found = _section(d.get("estimators"))
         return cls(
-            source=d.get("source"),
-            source_reason=d.get("source_reason"),
+            estimator=d.get("estimator"),
+            estimator_reason=d.get("estimator_reason"),
             missing_reason=d.get("missing_reason"),
             summary=Estimate.from_json(d.get("summary")),
             estimators={name: Estimate.from_json(found[name]) for name in ESTIMATORS if name in found},
@@ -188,20 +203,20 @@ class Timing(_Section):
             seed=d.get("seed"),
         )
 
-    def estimator(self, name: str) -> Estimate:
+    def estimate(self, name: str) -> Estimate:
         """The combined samples of estimator ``name`` (empty where the point has none)."""
         return self.estimators.get(_checked(name)) or Estimate()
 
-    def source_rounds(self) -> list[list[float]]:
-        """The samples of the *source* estimator (*step* where none is said), one list per
+    def estimator_rounds(self) -> list[list[float]]:
+        """The samples of the chosen estimator (*step* where none is said), one list per
         round, empty rounds dropped, as :func:`runner.worker.timing.summarise` combined them:
         step and loop from every round; device from the point's own trace (round 1) and the
         later rounds' traces."""
-        source = self.source or STEP
-        if source == DEVICE:
+        estimator = self.estimator or STEP
+        if estimator == DEVICE:
             found = [self.device.samples_s or []] + [r.samples(DEVICE) for r in self.rounds[1:]]
-        elif source in ESTIMATORS:
-            found = [r.samples(source) for r in self.rounds]
+        elif estimator in ESTIMATORS:
+            found = [r.samples(estimator) for r in self.rounds]
         else:  # imported: another tool's average, no samples
             found = []
         return [[float(x) for x in r] for r in found if r]
@@ -281,7 +296,7 @@ class Named(_Section):
 class TimingConfig(_Section):
     """``config.timing``: what the readers need of the timing settings."""
 
-    source: str | None = None
+    estimator: str | None = None
     rounds: int | None = None
     target_rel_ci: float | None = None
 

@@ -2,7 +2,7 @@
 
 A point's time is the median of its rounds' medians (:func:`analysis.stats.combine_rounds`);
 a replicate redraws it the same way, from the samples ``result.json`` keeps for the estimator
-the fits use (``timing.source``): rounds with replacement, samples within each round.
+the fits use (``timing.estimator``): rounds with replacement, samples within each round.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from analysis.stats import Z95, bootstrap_medians
 
 
 def rounds_by_point(results: list[dict]) -> dict[str, list[list[float]]]:
-    """``{point: samples}`` of a sweep's ok results that kept samples: their *source* estimator's,
-    one list per round (:meth:`analysis.record.Timing.source_rounds`)."""
+    """``{point: samples}`` of a sweep's ok results that kept samples: their chosen estimator's,
+    one list per round (:meth:`analysis.record.Timing.estimator_rounds`)."""
     out = {}
     for r in map(Result.from_json, results):
-        found = r.timing.source_rounds() if r.ok and r.point is not None else []
+        found = r.timing.estimator_rounds() if r.ok and r.point is not None else []
         if found:
             out[str(r.point)] = found
     return out

@@ -165,7 +165,7 @@ def read_result(point_dir: Path) -> dict:
                 (
                     "timing.summary.median_s",
                     isinstance(((result.get("timing") or {}).get("summary") or {}).get("median_s"), (int, float))
-                    # a point whose chosen source (device) found nothing has no time, and says why
+                    # a point whose chosen estimator (device) found nothing has no time, and says why
                     or isinstance((result.get("timing") or {}).get("missing_reason"), str),
                 ),
             )

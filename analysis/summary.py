@@ -66,9 +66,9 @@ def _estimator_columns(t: Timing) -> dict:
     """``step_time_s``, ``loop_time_s``, ``device_time_s``, their intervals and ``loop_K``."""
     out = {}
     for name in ESTIMATORS:
-        e = t.estimator(name)
+        e = t.estimate(name)
         out.update({f"{name}_time_s": e.median_s, f"{name}_ci_low_s": e.ci_low_s, f"{name}_ci_high_s": e.ci_high_s})
-    out["loop_K"] = t.estimator(LOOP).K
+    out["loop_K"] = t.estimate(LOOP).K
     return out
 
 
@@ -104,8 +104,8 @@ def _run_columns(result: dict | Result) -> dict:
         "device_kind": env.device_kind,
         "device_count": env.device_count,
         "jax_version": env.jax_version,
-        "source": t.source,
-        # why the source estimator gave no time (device found no execution of the collective);
+        "estimator": t.estimator,
+        # why the chosen estimator gave no time (device found no execution of the collective);
         # time_s is then empty: no other estimator's number stands in for it
         "missing_reason": t.missing_reason,
         "time_s": s.median_s,
@@ -127,7 +127,7 @@ def _run_columns(result: dict | Result) -> dict:
         "rounds_why": t.rounds_rule.why,
         # a point without a time is not noisy: it has none; an imported one (nccl-tests' average
         # over its iterations) brings no interval to judge, which is not the same as a wide one
-        "noisy": s.median_s is not None and t.source != "imported" and rel_ci > NOISY_FACTOR * target,
+        "noisy": s.median_s is not None and t.estimator != "imported" and rel_ci > NOISY_FACTOR * target,
         **_estimator_columns(t),
         "page_faults_per_step": t.page_faults_per_step,
         "checked": r.check.passed is not None if r.check else None,
@@ -221,7 +221,7 @@ def point_rows(r: dict) -> list[dict]:
     hlo_rows, facts, err = _hlo_rows(r, rec.spec.mesh.axes or {})
     problems += [err] if err else []
     kind, rel = hlo_kind_of(base["op"], base["grad"]), rec.files.get("hlo_compiled")
-    imported = rec.timing.source == "imported"  # another tool's numbers: no HLO to expect
+    imported = rec.timing.estimator == "imported"  # another tool's numbers: no HLO to expect
     if rec.ok and kind and not any(h["hlo_kind"] == kind for h in hlo_rows):
         # No HLO to read (deleted, damaged, cut short): the timing still stands, so the point
         # keeps its row, named by its op, and says what is missing.

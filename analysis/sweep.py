@@ -67,7 +67,7 @@ def samples_table(results: list[dict]) -> pd.DataFrame:
     for r in results:
         t = Result.from_json(r).timing
         for rnd in t.rounds:
-            for est in ESTIMATORS:  # (a later round has device samples where device is the source)
+            for est in ESTIMATORS:  # (a later round has device samples where device is the estimator)
                 rows += [(r["point"], rnd.round, est, i, v) for i, v in enumerate(rnd.samples(est))]
         rows += [(r["point"], 1, DEVICE, i, v) for i, v in enumerate(t.device.samples_s or [])]
     return pd.DataFrame(rows, columns=["point", "round", "estimator", "sample", "time_s"])

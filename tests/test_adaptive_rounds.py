@@ -14,7 +14,7 @@ from runner.sweep import rounds as rounds_mod
 from runner.sweep.rounds import MIN_ROUNDS, rounds_rule
 from runner.worker.timing import summarise
 
-TIMING = {"seed": 0, "source": "step", "target_rel_ci": 0.05}
+TIMING = {"seed": 0, "estimator": "step", "target_rel_ci": 0.05}
 TIGHT = (np.linspace(0.99, 1.01, 21) * 1e-3).tolist()  # median 1 ms, +-1%
 WIDE = (np.linspace(0.5, 1.5, 21) * 1e-3).tolist()  # median 1 ms, spread +-50%
 

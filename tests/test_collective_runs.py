@@ -42,7 +42,7 @@ def test_each_collective_runs_checks_traces_and_dumps_hlo(compose_cfg, tmp_path,
     summary = on_disk["timing"]["summary"]
     assert summary["n"] >= 5 and summary["ci_low_s"] <= summary["median_s"] <= summary["ci_high_s"]
     assert sum(len(r["step"]["samples_s"]) for r in on_disk["timing"]["rounds"]) == summary["n"]
-    assert on_disk["timing"]["source"] == "step" and on_disk["timing"]["loop_check"]["ok"]
+    assert on_disk["timing"]["estimator"] == "step" and on_disk["timing"]["loop_check"]["ok"]
 
     colls = parse_collectives((tmp_path / on_disk["files"]["hlo_compiled"]).read_text(), num_devices=8)
     assert [c.kind for c in colls] == [HLO_KIND[op]]

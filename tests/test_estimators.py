@@ -70,7 +70,7 @@ def test_a_run_records_three_estimators_faults_and_its_ceiling(compose_cfg, tmp_
     assert r["status"] == "ok", r.get("error")
     t = r["timing"]
     assert set(t["estimators"]) == {"step", "loop", "device"}
-    assert t["source"] == "step" and "cpu" in t["source_reason"]
+    assert t["estimator"] == "step" and "cpu" in t["estimator_reason"]
     assert t["summary"] == t["estimators"]["step"]
     assert len(t["device"]["samples_s"]) == 4 and t["device"]["instructions"]  # the psum, found by opcode
     assert t["page_faults_per_step"] is not None and t["rounds"][0]["page_faults_per_step"] >= 0
@@ -84,27 +84,27 @@ def test_a_run_records_three_estimators_faults_and_its_ceiling(compose_cfg, tmp_
     json.loads((tmp_path / "result.json").read_text(), parse_constant=pytest.fail)  # strict JSON
 
 
-def test_source_can_be_chosen_and_device_never_falls_back(compose_cfg, tmp_path):
-    loop = _run(compose_cfg, tmp_path / "loop", "op.size_bytes=64KiB", "timing.source=loop")
-    assert loop["timing"]["source"] == "loop" and loop["timing"]["summary"] == loop["timing"]["estimators"]["loop"]
+def test_the_estimator_can_be_chosen_and_device_never_falls_back(compose_cfg, tmp_path):
+    loop = _run(compose_cfg, tmp_path / "loop", "op.size_bytes=64KiB", "timing.estimator=loop")
+    assert loop["timing"]["estimator"] == "loop" and loop["timing"]["summary"] == loop["timing"]["estimators"]["loop"]
     # without a trace there is no device time, and the step's wall time does not stand in for it
     # (tests/test_no_fallback.py follows such a point to the console, summary.csv and report)
-    dev = _run(compose_cfg, tmp_path / "dev", "op.size_bytes=64KiB", "timing.source=device", "trace.enabled=false")
-    assert dev["timing"]["source"] == "device" and dev["timing"]["summary"] == {"n": 0}
+    dev = _run(compose_cfg, tmp_path / "dev", "op.size_bytes=64KiB", "timing.estimator=device", "trace.enabled=false")
+    assert dev["timing"]["estimator"] == "device" and dev["timing"]["summary"] == {"n": 0}
     assert "not traced" in dev["timing"]["missing_reason"] and "step" in dev["timing"]["estimators"]
 
 
-def test_device_times_get_rounds_where_device_is_the_source(compose_cfg, tmp_path):
-    # on TPU/GPU (timing.source=auto) or when asked: every round traces again, so the device
+def test_device_times_get_rounds_where_device_is_the_estimator(compose_cfg, tmp_path):
+    # on TPU/GPU (timing.estimator=auto) or when asked: every round traces again, so the device
     # estimator's interval spans the rounds as the step estimator's does; here on CPU, by asking
-    dev = _run(compose_cfg, tmp_path / "dev", "op.size_bytes=64KiB", "timing.source=device", "timing.rounds=3")
+    dev = _run(compose_cfg, tmp_path / "dev", "op.size_bytes=64KiB", "timing.estimator=device", "timing.rounds=3")
     t = dev["timing"]
-    assert t["source"] == "device" and t["summary"] == t["estimators"]["device"]
+    assert t["estimator"] == "device" and t["summary"] == t["estimators"]["device"]
     assert t["estimators"]["device"]["rounds"] == 3
     assert [bool(r.get("device", {}).get("samples_s")) for r in t["rounds"]] == [False, True, True]
     # one trace in the point's folder (for XProf): the later rounds' went to temporary folders
     assert len(list((tmp_path / "dev" / "trace").rglob("*.xplane.pb"))) == 1
-    # where step is the source (CPU's default) the later rounds do not trace
+    # where step is the estimator (CPU's default) the later rounds do not trace
     step = _run(compose_cfg, tmp_path / "step", "op.size_bytes=64KiB", "timing.rounds=2")
     assert step["timing"]["estimators"]["device"]["rounds"] == 1
     assert "device" not in step["timing"]["rounds"][1]

@@ -67,3 +67,34 @@ def test_a_config_hydra_cannot_compose_is_one_line_and_exit_2(override, says):
     proc = runner(override, expect=2)
     assert proc.stderr.splitlines() == [f"error: {says}"]
     assert proc.stdout == ""
+
+
+# timing.source was the estimator's key; *source* is now a hardware entry's citation only
+RENAMED = "error: timing.source is now timing.estimator (auto, step, loop or device): use timing.estimator="
+
+
+@pytest.mark.parametrize(
+    "args, value",
+    [
+        (["timing.source=loop"], "loop"),  # Hydra cannot compose it: held_stderr names the new key
+        (["+timing.source=device"], "device"),  # Hydra adds it: the run's start refuses it
+        (["-m", "timing.source=step,loop"], "step,loop"),  # a sweep list, composed per point
+        (["-m", "+timing.source=auto"], "auto"),
+    ],
+)
+def test_the_old_estimator_key_is_refused_with_its_new_name(tmp_path, args, value):
+    out = tmp_path / "out"
+    proc = runner(*args, f"hydra.run.dir={out}", f"hydra.sweep.dir={out}", expect=2)
+    assert proc.stderr.splitlines() == [RENAMED + value]
+    assert proc.stdout == "" and not out.exists()  # nothing written, no worker started
+
+
+def test_a_config_that_sets_the_old_estimator_key_is_refused_before_it_runs(compose_cfg):
+    from runner.config.spec import build_spec
+    from runner.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        build_spec(compose_cfg(["+timing.source=loop"]))
+    assert str(err.value) == RENAMED.removeprefix("error: ") + "loop"
+    hydra_says = KEY.replace("op.bad", "timing.source").replace("+timing.source=1", "+timing.source=loop")
+    assert one_line(hydra_says) == RENAMED.removeprefix("error: ") + "loop"

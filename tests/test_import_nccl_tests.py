@@ -65,7 +65,7 @@ def test_imported_sweep_has_the_files_busbw_at_every_size(tmp_path):
         # printed to 2 decimals from a time printed to 4-5 digits
         assert abs(p["busbw_Bps"] / 1e9 - busbw) <= 0.006 + 5e-4 * busbw, (size, p["busbw_Bps"], busbw)
     result = json.loads(next((tmp_path / "a3").glob("030_*/result.json")).read_text())
-    assert result["spec"]["nodes"] == 2 and result["timing"]["source"] == "imported"
+    assert result["spec"]["nodes"] == 2 and result["timing"]["estimator"] == "imported"
     assert result["imported"]["line"] == 62 and result["imported"]["file"].endswith(A3_MEGA.name)
     assert result["imported"]["in_place"]["busbw_Bps"] == pytest.approx(337.35e9)
     # the report reads it unchanged: fits and the model side by side

@@ -1,5 +1,5 @@
-"""No silent fallback: where the *device* estimator is the source (TPU, GPU, or
-``timing.source=device``) and finds no execution of the point's collective, the point says so
+"""No silent fallback: where the *device* estimator is the one chosen (TPU, GPU, or
+``timing.estimator=device``) and finds no execution of the point's collective, the point says so
 on its console line, in result.json and in the report, and no other estimator's number is
 shown as its time.
 
@@ -60,15 +60,15 @@ def planted_worker(tmp_path_factory, monkeypatch):
     discard_worker()
 
 
-def test_a_device_source_without_its_collective_has_no_time_and_says_why(planted_worker, compose_cfg, tmp_path, caplog):
+def test_device_chosen_without_its_collective_has_no_time_and_says_why(planted_worker, compose_cfg, tmp_path, caplog):
     point = tmp_path / "0_x"
     with caplog.at_level(logging.INFO):
-        r = run(compose_cfg([*QUICK, "timing.source=device", "timing.rounds=2"]), point)
+        r = run(compose_cfg([*QUICK, "timing.estimator=device", "timing.rounds=2"]), point)
     assert r["status"] == "ok", r.get("error")
     t = r["timing"]
-    # the source stays device: no step number in its place
-    assert (t["source"], t["summary"], t["missing_reason"]) == ("device", {"n": 0}, REASON)
-    assert t["source_reason"] == f"timing.source=device; {REASON}"
+    # the estimator stays device: no step number in its place
+    assert (t["estimator"], t["summary"], t["missing_reason"]) == ("device", {"n": 0}, REASON)
+    assert t["estimator_reason"] == f"timing.estimator=device; {REASON}"
     assert t["device"]["instructions"] == [ABSENT] and t["device"]["samples_s"] == []
     assert set(t["estimators"]) == {"step", "loop"}  # still there, under their own names
     assert [rd.get("device") for rd in t["rounds"][1:]] == [{"samples_s": []}]  # round 2 traced again
@@ -107,9 +107,9 @@ def test_a_device_source_without_its_collective_has_no_time_and_says_why(planted
         write_compare_report([tmp_path, tmp_path], tmp_path / "cmp")
 
 
-def test_without_a_trace_the_device_source_says_it_was_not_traced(compose_cfg, tmp_path):
-    r = run(compose_cfg([*QUICK, "timing.source=device", "trace.enabled=false", "timing.rounds=1"]), tmp_path)
-    assert r["status"] == "ok" and r["timing"]["source"] == "device"
+def test_without_a_trace_the_device_estimator_says_it_was_not_traced(compose_cfg, tmp_path):
+    r = run(compose_cfg([*QUICK, "timing.estimator=device", "trace.enabled=false", "timing.rounds=1"]), tmp_path)
+    assert r["status"] == "ok" and r["timing"]["estimator"] == "device"
     assert r["timing"]["missing_reason"] == (
         "no device time: the point was not traced (trace.enabled=false, or its trace failed: see result.json's trace)"
     )
@@ -139,31 +139,31 @@ def test_on_tpu_a_missing_device_time_stays_missing(device, why):
     from runner.worker.timing import summarise
 
     record = {"rounds": STEPS, **({"device": device} if device is not None else {})}
-    out = summarise(record, {"source": "auto", "seed": 0}, "tpu")
-    assert (out["source"], out["summary"], out["missing_reason"]) == ("device", {"n": 0}, f"no device time: {why}")
-    assert out["source_reason"] == f"timing.source=auto on tpu; no device time: {why}"
+    out = summarise(record, {"estimator": "auto", "seed": 0}, "tpu")
+    assert (out["estimator"], out["summary"], out["missing_reason"]) == ("device", {"n": 0}, f"no device time: {why}")
+    assert out["estimator_reason"] == f"timing.estimator=auto on tpu; no device time: {why}"
     assert set(out["estimators"]) == {"step"}
 
 
 def test_a_device_time_is_the_summary_and_a_missing_loop_still_falls_back_to_step():
     from runner.worker.timing import summarise
 
-    found = summarise({"rounds": STEPS, "device": {"samples_s": [2e-4] * 5}}, {"source": "device"}, "cpu")
-    assert found["source"] == "device" and found["missing_reason"] is None
+    found = summarise({"rounds": STEPS, "device": {"samples_s": [2e-4] * 5}}, {"estimator": "device"}, "cpu")
+    assert found["estimator"] == "device" and found["missing_reason"] is None
     assert found["summary"] == found["estimators"]["device"] and found["summary"]["median_s"] == pytest.approx(2e-4)
     # loop: the user asked for the in-program loop, which XLA did not keep: step, and it says so
-    loop = summarise({"rounds": STEPS, "loop_check": {"why": "XLA unrolled it"}}, {"source": "loop"}, "cpu")
-    assert (loop["source"], loop["missing_reason"]) == ("step", None)
-    assert loop["source_reason"] == "timing.source=loop; no loop samples (XLA unrolled it), so step"
+    loop = summarise({"rounds": STEPS, "loop_check": {"why": "XLA unrolled it"}}, {"estimator": "loop"}, "cpu")
+    assert (loop["estimator"], loop["missing_reason"]) == ("step", None)
+    assert loop["estimator_reason"] == "timing.estimator=loop; no loop samples (XLA unrolled it), so step"
     assert loop["summary"] == loop["estimators"]["step"]
 
 
 def test_a_group_of_one_has_the_copys_device_time(compose_cfg, tmp_path):
     # XLA runs a collective over one device as a copy: no collective to find, so the device
     # estimator times the whole program, and the point is flagged as no communication
-    over = [*QUICK, "timing.source=device", "timing.rounds=1", "mesh=xy_4x2", "mesh.axes.X=8", "mesh.axes.Y=1"]
+    over = [*QUICK, "timing.estimator=device", "timing.rounds=1", "mesh=xy_4x2", "mesh.axes.X=8", "mesh.axes.Y=1"]
     r = run(compose_cfg([*over, "op.axes=[Y]"]), tmp_path)
     t = r["timing"]
     assert r["status"] == "ok" and r["spec"]["group_size"] == 1, r.get("error")
-    assert (t["source"], t["missing_reason"], t["device"]["instructions"]) == ("device", None, None)
+    assert (t["estimator"], t["missing_reason"], t["device"]["instructions"]) == ("device", None, None)
     assert t["device"]["what"] == "the program's device time" and t["summary"]["median_s"] > 0

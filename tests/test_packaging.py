@@ -64,7 +64,7 @@ def test_an_unknown_key_added_with_plus_is_refused_before_any_work(compose_cfg, 
             "[auto, allgather_then_matmul, matmul_then_allreduce, matmul_then_reducescatter, collective_matmul]",
         ),
         ("distributed.mode=mpi", "[none, local, auto]"),
-        ("timing.source=wall", "[auto, step, loop, device]"),
+        ("timing.estimator=wall", "[auto, step, loop, device]"),
     ],
 )
 def test_choices_are_checked_by_hydra_at_composition(compose_cfg, override, allowed):

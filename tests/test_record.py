@@ -82,7 +82,7 @@ OLD_COLUMNS = {
     "device_kind": "cpu",
     "device_count": 8,
     "jax_version": "0.4.30",
-    "source": "step",
+    "estimator": "step",
     "missing_reason": None,
     "time_s": 2e-4,
     "time_p10_s": 1.5e-4,
@@ -164,6 +164,37 @@ def test_format_1_keys_read_under_their_format_2_names():
     assert upgraded(r := {"status": "ok"}) is r  # nothing to rename: the dict itself
 
 
+def test_format_1_timing_source_reads_as_the_estimator():
+    """*source* is a hardware entry's citation; a format_version 1 file (and a format_version
+    2 file written before the rename) named the chosen estimator ``timing.source``."""
+    v1 = {
+        "format_version": 1,
+        "status": "ok",
+        "experiment": {"op": "all_gather"},
+        "config": {"timing": {"source": "loop", "rounds": 3}},
+        "timing": {"source": "loop", "source_reason": "timing.source=loop", "summary": {"median_s": 2e-4}},
+    }
+    assert upgraded(v1) == {
+        "format_version": 1,
+        "status": "ok",
+        "spec": {"op": "all_gather"},
+        "config": {"timing": {"estimator": "loop", "rounds": 3}},
+        "timing": {"estimator": "loop", "estimator_reason": "timing.source=loop", "summary": {"median_s": 2e-4}},
+    }
+    r = Result.from_json(v1)
+    assert (r.timing.estimator, r.timing.estimator_reason, r.config.timing.estimator) == (
+        "loop",
+        "timing.source=loop",
+        "loop",
+    )
+    assert (_run_columns(v1)["estimator"], _run_columns(v1)["time_s"]) == ("loop", 2e-4)
+    # a key under its new name wins; the file given is left as it was
+    both = dict(v1, timing={"estimator": "device", "source": "loop"})
+    assert upgraded(both)["timing"] == {"estimator": "device"}
+    assert v1["timing"]["source"] == "loop" and "estimator" not in v1["timing"]
+    assert upgraded(r := {"status": "ok", "timing": {"estimator": STEP}, "config": {}}) is r
+
+
 def test_a_result_missing_its_sections_falls_back_to_its_config(tmp_path):
     """A point that failed before it ran: no spec, timing, environment or check; the
     config says what was asked for."""
@@ -194,7 +225,7 @@ def test_a_result_missing_its_sections_falls_back_to_its_config(tmp_path):
         "axes": "X",
     }
     assert (cols["grad"], cols["mesh_axes"], cols["axis_sizes"], cols["n_axes"]) == (True, "", "", 0)
-    assert (cols["time_s"], cols["source"], cols["noisy"], cols["checked"], cols["rounds_disagree"]) == (
+    assert (cols["time_s"], cols["estimator"], cols["noisy"], cols["checked"], cols["rounds_disagree"]) == (
         None,
         None,
         False,
@@ -210,7 +241,7 @@ def _estimate(median: float, **more) -> dict:
 
 def test_each_estimator_fills_its_own_columns():
     timing = {
-        "source": "loop",
+        "estimator": "loop",
         "summary": _estimate(2e-4),
         "estimators": {STEP: _estimate(3e-4), LOOP: _estimate(2e-4, K=64), DEVICE: _estimate(1e-4)},
     }
@@ -228,7 +259,7 @@ def test_each_estimator_fills_its_own_columns():
         "device_ci_low_s": pytest.approx(0.9e-4),
         "device_ci_high_s": pytest.approx(1.1e-4),
     }
-    assert (cols["source"], cols["time_s"]) == ("loop", 2e-4)
+    assert (cols["estimator"], cols["time_s"]) == ("loop", 2e-4)
 
 
 def test_malformed_sections_read_as_empty_ones():
@@ -241,18 +272,18 @@ def test_malformed_sections_read_as_empty_ones():
 
 def test_an_unknown_estimator_name_is_an_error_naming_the_three():
     with pytest.raises(ValueError, match=r"estimator 'wall': not one of step, loop, device"):
-        Timing().estimator("wall")
+        Timing().estimate("wall")
 
 
-def test_the_source_rounds_come_from_the_source_estimator():
+def test_the_estimator_rounds_come_from_the_chosen_estimator():
     rounds = [
         {"round": 1, STEP: {"samples_s": [1.0, 2.0]}, LOOP: {"samples_s": [0.5]}},
         {"round": 2, STEP: {"samples_s": [3.0]}, LOOP: {"samples_s": []}, DEVICE: {"samples_s": [0.2]}},
     ]
     device_round_1 = {"samples_s": [0.1, 0.3]}
 
-    def got(source):
-        return Timing.from_json({"source": source, "rounds": rounds, DEVICE: device_round_1}).source_rounds()
+    def got(estimator):
+        return Timing.from_json({"estimator": estimator, "rounds": rounds, DEVICE: device_round_1}).estimator_rounds()
 
     assert got(STEP) == [[1.0, 2.0], [3.0]]
     assert got(LOOP) == [[0.5]]  # the empty round is dropped
@@ -260,9 +291,9 @@ def test_the_source_rounds_come_from_the_source_estimator():
     assert got(None) == got(STEP)
     assert got("imported") == []
     results = [
-        {"point": "a", "status": "ok", "timing": {"source": LOOP, "rounds": rounds}},
-        {"point": "b", "status": "failed", "timing": {"source": STEP, "rounds": rounds}},
-        {"point": "c", "status": "ok", "timing": {"source": "imported"}},
+        {"point": "a", "status": "ok", "timing": {"estimator": LOOP, "rounds": rounds}},
+        {"point": "b", "status": "failed", "timing": {"estimator": STEP, "rounds": rounds}},
+        {"point": "c", "status": "ok", "timing": {"estimator": "imported"}},
     ]
     assert rounds_by_point(results) == {"a": [[0.5]]}
 
@@ -278,15 +309,15 @@ def test_what_the_worker_summarises_is_what_the_readers_read():
         ],
         DEVICE: {"samples_s": [1e-4] * 5},
     }
-    record.update(summarise(record, {"source": "auto", "seed": 0}, "tpu"))
+    record.update(summarise(record, {"estimator": "auto", "seed": 0}, "tpu"))
     t = Timing.from_json(json.loads(json.dumps(record)))
     assert sorted(t.estimators) == sorted(ESTIMATORS)
-    assert [(e, t.estimator(e).n, t.estimator(e).median_s) for e in ESTIMATORS] == [
+    assert [(e, t.estimate(e).n, t.estimate(e).median_s) for e in ESTIMATORS] == [
         (STEP, 40, 3e-4),
         (LOOP, 20, 2e-4),
         (DEVICE, 5, 1e-4),
     ]
-    assert (t.source, t.summary.median_s, t.estimator(LOOP).K, t.missing_reason) == (DEVICE, 1e-4, 32, None)
+    assert (t.estimator, t.summary.median_s, t.estimate(LOOP).K, t.missing_reason) == (DEVICE, 1e-4, 32, None)
 
 
 def test_a_point_the_runner_measures_fills_every_section_the_readers_read(tmp_path, compose_cfg):
@@ -301,14 +332,14 @@ def test_a_point_the_runner_measures_fills_every_section_the_readers_read(tmp_pa
         "status": r.status,
         "format_version": r.format_version,
         "config.op.name": r.config.op.name,
-        "config.timing.target_rel_ci": r.config.timing.target_rel_ci,
+        "config.timing": (r.config.timing.estimator, r.config.timing.target_rel_ci),
         "environment": (r.environment.backend, r.environment.device_count, r.environment.process_index),
         "spec": (exp.op, exp.axes, exp.dtype, exp.group_size, exp.V_bytes, exp.mesh.name, exp.mesh.axes),
         "spec.placement.process_count": exp.placement.process_count,
-        "timing.source": t.source,
+        "timing.estimator": (t.estimator, t.estimator_reason),
         "timing.summary": (t.summary.n > 0, t.summary.median_s > 0, t.summary.rel_ci_halfwidth is not None),
-        "timing.estimators": {e: t.estimator(e).median_s > 0 for e in ESTIMATORS},
-        "timing.estimators.loop.K": t.estimator(LOOP).K > 0,
+        "timing.estimators": {e: t.estimate(e).median_s > 0 for e in ESTIMATORS},
+        "timing.estimators.loop.K": t.estimate(LOOP).K > 0,
         "timing.rounds": [(x.round, len(x.samples(STEP)) > 0, len(x.samples(LOOP)) > 0) for x in t.rounds],
         "timing.device": len(t.device.samples_s) > 0,
         "check.passed": r.check.passed,
@@ -322,11 +353,11 @@ def test_a_point_the_runner_measures_fills_every_section_the_readers_read(tmp_pa
         "status": "ok",
         "format_version": 2,
         "config.op.name": "all_gather",
-        "config.timing.target_rel_ci": 0.05,
+        "config.timing": ("auto", 0.05),
         "environment": ("cpu", 8, 0),
         "spec": ("all_gather", ["X"], "float32", 8, 4096, "auto", {"X": 8}),
         "spec.placement.process_count": 1,
-        "timing.source": STEP,
+        "timing.estimator": (STEP, "timing.estimator=auto on cpu"),
         "timing.summary": (True, True, True),
         "timing.estimators": {STEP: True, LOOP: True, DEVICE: True},
         "timing.estimators.loop.K": True,

@@ -71,6 +71,20 @@ def test_resume_only_keeps_a_result_of_the_same_config(compose_cfg, tmp_path):
     assert "resumed" not in again and again["started_at"] > other["started_at"]  # resume=false runs anyway
 
 
+def test_resume_keeps_a_result_that_named_its_estimator_timing_source(compose_cfg, tmp_path):
+    """A result.json written before the estimator's key was renamed (``timing.source``, in its
+    config and its timing) was run with the same config: resume keeps it."""
+    first = run(compose_cfg(["op.size_bytes=4KiB", *FAST]), tmp_path)
+    path = tmp_path / "result.json"
+    old = json.loads(path.read_text())
+    old["config"]["timing"]["source"] = old["config"]["timing"].pop("estimator")
+    old["timing"]["source"] = old["timing"].pop("estimator")
+    path.write_text(json.dumps(old))
+    kept = run(compose_cfg(["op.size_bytes=4KiB", *FAST, "resume=true"]), tmp_path)
+    assert kept["resumed"] and kept["started_at"] == first["started_at"]
+    assert kept["timing"]["estimator"] == "step" and "source" not in kept["timing"]
+
+
 def test_count_points_is_the_product_of_the_sweep_values(compose_cfg):
     cfg = compose_cfg(["+sweep=collectives_sizes"], return_hydra_config=True)
     assert count_points(cfg) == 4 * 17

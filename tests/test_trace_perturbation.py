@@ -50,7 +50,7 @@ def _pts(slowdowns, backend="cpu") -> pd.DataFrame:
             "point": [str(i) for i in range(n)],
             "op": ["all_gather"] * n,
             "V_bytes": [float(32 << 10 << (2 * i)) for i in range(n)],
-            "source": ["step"] * n,
+            "estimator": ["step"] * n,
             "time_rounds": [5] * n,
             "rounds_disagree": [False] * n,
             "dispatch_floor_s": [np.nan] * n,

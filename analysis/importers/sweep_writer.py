@@ -3,7 +3,7 @@ point, and ``sweep.json``, through :mod:`analysis.rundir`'s names and writers, s
 and every command that reads sweeps take it as one the runner wrote.
 
 A point has no HLO, no trace and no samples: its time is the tool's (one number per size, the
-tool's own average over its iterations), ``timing.source`` is ``imported``, and ``imported``
+tool's own average over its iterations), ``timing.estimator`` is ``imported``, and ``imported``
 says where it came from (file, line, tool, both of the row's measurements as printed).
 """
 
@@ -80,7 +80,7 @@ def point_result(p: ImportedPoint, hardware: str, hardware_why: str, command: st
             "jaxlib_version": None,
         },
         "config": {"op": {"name": p.op, "size_bytes": p.S_bytes}, "dtype": p.dtype, "hardware": {"name": hardware}},
-        "timing": {"source": "imported", "summary": {"median_s": p.time_s, "n": 1, "rounds": 1}},
+        "timing": {"estimator": "imported", "summary": {"median_s": p.time_s, "n": 1, "rounds": 1}},
         "imported": {**p.origin, "tool": p.tool, "hardware_resolved": hardware_why, "command": command},
         "files": {},
     }

@@ -46,14 +46,14 @@ SUMMARY = {
     "device_kind": ("", "JAX's device kind, e.g. TPU v5 lite"),
     "device_count": ("devices", "devices in the run"),
     "jax_version": ("", "jax version"),
-    "source": ("", "the estimator time_s comes from: step, loop or device"),
+    "estimator": ("", "the estimator time_s comes from: step, loop or device (imported: another tool's average)"),
     "missing_reason": (
         "",
-        "why the source estimator gave no time (device: the trace held no execution of the collective, or no "
+        "why the chosen estimator gave no time (device: the trace held no execution of the collective, or no "
         "trace); time_s is then empty and no other estimator stands in",
     ),
-    "time_s": ("s", "the median of the source estimator (the median of its rounds' medians)"),
-    "time_p10_s": ("s", "10th percentile of the source estimator's samples"),
+    "time_s": ("s", "the median of the chosen estimator (the median of its rounds' medians)"),
+    "time_p10_s": ("s", "10th percentile of the chosen estimator's samples"),
     "time_p90_s": ("s", "90th percentile"),
     "time_p95_s": ("s", "95th percentile"),
     "time_p99_s": ("s", "99th percentile"),

@@ -34,10 +34,10 @@ def measurement_text(pts: pd.DataFrame) -> str:
     the other estimators and the trace showed."""
     if not len(pts):
         return "No point succeeded."
-    src = pts["source"].dropna().mode()
-    src = src.iloc[0] if len(src) else STEP
+    chosen = pts["estimator"].dropna().mode()
+    estimator = chosen.iloc[0] if len(chosen) else STEP
     rounds = pts["time_rounds"].dropna()
-    parts = [f"Times are the **{src}** estimator: {ESTIMATOR_WORDS.get(src, src)}."]
+    parts = [f"Times are the **{estimator}** estimator: {ESTIMATOR_WORDS.get(estimator, estimator)}."]
     if len(rounds):
         parts.append(
             f"Each point was timed in {_rounds_words(pts, rounds)}, interleaved across the sweep in a shuffled "
@@ -60,7 +60,7 @@ def measurement_text(pts: pd.DataFrame) -> str:
         parts.append(
             f"The *device* estimator comes from the traced steps; tracing slowed a step {slow.median():.2g}x "
             f"(range {slow.min():.2g}x to {slow.max():.2g}x: traced step / untraced step, measured per point)"
-            + (", which is why on CPU the step, not the trace, is timed." if src == STEP else ".")
+            + (", which is why on CPU the step, not the trace, is timed." if estimator == STEP else ".")
         )
         parts.append(slowdown_text(pts))
     share = pts["dispatch_share"].dropna()

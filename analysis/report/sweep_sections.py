@@ -157,7 +157,7 @@ def model_section(rep: Report, sweep: Sweep) -> None:
     self_fit = pts["model_self_fit"] if "model_self_fit" in pts else pd.Series(False, index=pts.index)
     cv = pts["measured_over_model_cv"] if "measured_over_model_cv" in pts else pts["measured_over_model"]
     rep.text(
-        f"Model constants: {sweep.model_source}. Times are the *{_source(pts)}* estimator with its 95% "
+        f"Model constants: {sweep.model_source}. Times are the *{_estimator(pts)}* estimator with its 95% "
         "interval; *step* and *loop* beside it."
         + (
             f" measured/model of the {int(self_fit.sum())} points marked *self-fit* agrees by construction (the "
@@ -208,9 +208,9 @@ def model_section(rep: Report, sweep: Sweep) -> None:
     rep.table(table)
 
 
-def _source(pts: pd.DataFrame) -> str:
-    src = pts["source"].dropna().mode() if "source" in pts else pd.Series(dtype=object)
-    return src.iloc[0] if len(src) else STEP
+def _estimator(pts: pd.DataFrame) -> str:
+    chosen = pts["estimator"].dropna().mode() if "estimator" in pts else pd.Series(dtype=object)
+    return chosen.iloc[0] if len(chosen) else STEP
 
 
 def problems_section(rep: Report, sweep: Sweep, failed: pd.DataFrame) -> None:
@@ -261,7 +261,7 @@ def problems_section(rep: Report, sweep: Sweep, failed: pd.DataFrame) -> None:
                     "point": no_time["point"],
                     "op": no_time["op"],
                     "V": no_time["V_bytes"].map(fmt_bytes),
-                    "estimator": no_time["source"],
+                    "estimator": no_time["estimator"],
                     "why": no_time["missing_reason"],
                 }
             )

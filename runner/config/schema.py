@@ -45,7 +45,7 @@ OpName = _choices("OpName", (*COLLECTIVES, "matmul", "transformer_block", "progr
 Sharding = _choices("Sharding", SHARDINGS)
 DType = _choices("DType", RUN_DTYPES)
 Strategy = _choices("Strategy", STRATEGIES)
-Source = _choices("Source", ("auto", *ESTIMATORS))  # timing estimators
+Estimator = _choices("Estimator", ("auto", *ESTIMATORS))  # timing estimators
 Mode = _choices("Mode", ("none", "local", "auto"))  # distributed modes, see conf/distributed/
 Kind = _choices("Kind", ("auto", "cpu", "tpu", "gpu"))  # hardware kinds
 
@@ -140,7 +140,7 @@ class OpConf:
 
 @dataclass
 class TimingConf:
-    source: Source = Source.auto  # the estimator the tables and fits use
+    estimator: Estimator = Estimator.auto  # the estimator the tables and fits use
     rounds: int = 5  # rounds per point at most (3 when they agree); a sweep interleaves them, shuffled
     seed: int = 0  # of the rounds' shuffles and the intervals' bootstrap
     warmup_min_iters: int = 3
@@ -212,15 +212,39 @@ class Config:
     check: CheckConf = field(default_factory=CheckConf)
 
 
+# Keys that have a new name: the old key -> (the new key, what it allows). *source* is a
+# hardware entry's citation; the choice of timing estimator was timing.source (result.json format_version 1).
+RENAMED = {"timing.source": ("timing.estimator", "auto, " + ", ".join(ESTIMATORS[:-1]) + " or " + ESTIMATORS[-1])}
+
+
+def renamed(key: str, value: Any) -> str:
+    """The one line that refuses ``key`` (a key of :data:`RENAMED`) and names its new key."""
+    new, allowed = RENAMED[key]
+    return f"{key} is now {new} ({allowed}): use {new}={value}"
+
+
+def renamed_override(overrides: list[str]) -> str | None:
+    """The line refusing the first command-line override (``timing.source=step,loop``,
+    ``+timing.source=loop``) of a key that was renamed, or None."""
+    for override in overrides:
+        key, _, value = override.lstrip("+~").partition("=")
+        if key in RENAMED:
+            return renamed(key, value)
+    return None
+
+
 def unknown_key(cfg: DictConfig, prefix: str = "") -> str | None:
     """The first key of ``cfg`` that its schema does not have, with the keys it does, or None.
 
     Hydra's ``+key=value`` adds a key even to a typed config (``+op.sise_bytes=1KiB`` is
-    accepted, and the default size would run); this refuses it before anything runs."""
+    accepted, and the default size would run); this refuses it before anything runs. A key
+    that was renamed (:data:`RENAMED`) is refused with its new name."""
     kind = OmegaConf.get_type(cfg)
     if dataclasses.is_dataclass(kind):
         names = [f.name for f in dataclasses.fields(kind)]
         for key in cfg.keys():
+            if f"{prefix}{key}" in RENAMED:
+                return renamed(f"{prefix}{key}", cfg._get_node(key)._value())
             if key not in names:
                 where = prefix.rstrip(".") or "the config"
                 return f"{prefix}{key}: {where} has no such key; its keys are {', '.join(names)}"

@@ -187,7 +187,7 @@ def _check_timing(timing: dict, trace: dict) -> None:
             if isinstance(value, float) and not math.isfinite(value):
                 raise ConfigError(f"{section}.{key}={value!r}: must be a finite number")
     rules = [
-        ("timing.source", timing["source"] in ("auto", *ESTIMATORS), ", ".join(("auto", *ESTIMATORS))),
+        ("timing.estimator", timing["estimator"] in ("auto", *ESTIMATORS), ", ".join(("auto", *ESTIMATORS))),
         ("timing.rounds", 1 <= timing["rounds"] <= 100, "from 1 to 100"),
         ("timing.loop_target_s", 0 < timing["loop_target_s"] <= 10, "between 0 and 10 seconds"),
         ("timing.loop_max_samples", 5 <= timing["loop_max_samples"] <= 10_000, "from 5 to 10000"),

@@ -194,7 +194,7 @@ class SweepCheck(Callback):
     uses (:mod:`runner.sweep.folder`); a single run into a sweep's folder stops too."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
-        from runner.config.schema import unknown_key
+        from runner.config.schema import renamed_override, unknown_key
         from runner.sweep.held_stderr import release
 
         release()  # the config is composed: stderr goes straight to the terminal again
@@ -205,6 +205,7 @@ class SweepCheck(Callback):
         base = OmegaConf.masked_copy(config, [k for k in config.keys() if k != "hydra"])  # Hydra's job config
         problem = (
             launcher_problem(str(config.hydra.launcher.get("_target_", "")))
+            or renamed_override(list(config.hydra.overrides.task))  # a sweep list Hydra composes later
             or unknown_key(base)
             or unwritable(Path(config.hydra.sweep.dir), "hydra.sweep.dir")
         )
@@ -230,14 +231,17 @@ class SweepCheck(Callback):
         prestart_worker(base)
 
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
-        """A single run: never into a sweep's folder (before Hydra writes anything there)."""
+        """A single run: never with a renamed key (``+timing.source=loop``), never into a
+        sweep's folder (before Hydra writes anything there)."""
         from runner.sweep.held_stderr import release
 
         release()  # the config is composed: stderr goes straight to the terminal again
+        from runner.config.schema import renamed_override
         from runner.sweep.folder import single_run_problem, unwritable
 
         run_dir = Path(config.hydra.run.dir)
-        if problem := unwritable(run_dir, "hydra.run.dir") or single_run_problem(run_dir):
+        problem = renamed_override(list(config.hydra.overrides.task))
+        if problem := problem or unwritable(run_dir, "hydra.run.dir") or single_run_problem(run_dir):
             print(f"error: {problem}", file=sys.stderr)
             sys.exit(2)
 

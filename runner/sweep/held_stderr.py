@@ -7,7 +7,8 @@ hint about ``HYDRA_FULL_ERROR``. shardlab promises one line per bad value, namin
 what is allowed. So while Hydra composes, what it writes to stderr is held; if composing
 fails, :func:`one_line` folds it into one line; once the config is composed (the first
 callback or the task runs) it is let through unchanged, and everything after passes straight
-to the terminal.
+to the terminal. An override of a key that was renamed (``timing.source=loop``) is refused
+with the one line that names the new key (:data:`runner.config.schema.RENAMED`).
 """
 
 from __future__ import annotations
@@ -16,11 +17,16 @@ import io
 import re
 import sys
 
+from runner.config.schema import RENAMED, renamed
+
 _NOISE = (
     re.compile(r"^Set the environment variable HYDRA_FULL_ERROR"),
     re.compile(r"^\s*(full_key|reference_type|object_type)[:=]"),
     re.compile(r"^See https://hydra\.cc/"),
 )
+# Hydra's words for an override of a key the config does not have, and the value it was given
+_NOT_THERE = re.compile(r"^Could not override '([\w.]+)'", re.M)
+_APPEND = re.compile(r"^To append to your config use \+[\w.]+=(.*)$", re.M)
 
 
 class HeldStderr(io.TextIOBase):
@@ -77,7 +83,11 @@ def release() -> None:
 
 def one_line(text: str) -> str:
     """Hydra's multi-line composition error as one line: its sentences joined by '; ', a list
-    of options as 'a, b, c', without the search path and the HYDRA_FULL_ERROR hint."""
+    of options as 'a, b, c', without the search path and the HYDRA_FULL_ERROR hint; for a key
+    that was renamed, the line naming its new key."""
+    key, value = _NOT_THERE.search(text), _APPEND.search(text)
+    if key and key.group(1) in RENAMED:
+        return renamed(key.group(1), value.group(1).strip() if value else "...")
     parts: list[str] = []
     options: list[str] = []
     skipping_search_path = False

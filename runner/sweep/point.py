@@ -181,7 +181,8 @@ def kept_result(point_dir: Path, config: dict) -> dict | None:
     """
     path = point_dir / RESULT_NAME
     try:
-        old = json.loads(path.read_text())
+        # a format_version 1 file names its spec experiment, and its config timing.source
+        old = upgraded(json.loads(path.read_text()))
     except (OSError, ValueError):
         return None  # missing or damaged: run the point again
     if old.get("status") != "ok":
@@ -193,7 +194,6 @@ def kept_result(point_dir: Path, config: dict) -> dict | None:
     if same(old.get("config")) != same(config):
         log.info("resume: %s has a result for another config; running the point again", point_dir)
         return None
-    old = upgraded(old)  # a format_version 1 file names its spec experiment
     exp = old.get("spec") or {}
     size = exp.get("size_bytes")
     if not _in_multirun():  # a sweep's line for the point says "(kept from before)"
@@ -260,7 +260,7 @@ def _log_line(result: dict, point_dir: Path) -> None:
         log.warning(
             "%s: no time (%s estimator): %s -> %s",
             where,
-            result["timing"]["source"],
+            result["timing"]["estimator"],
             result["timing"]["missing_reason"],
             point_dir,
         )
@@ -272,7 +272,7 @@ def _log_line(result: dict, point_dir: Path) -> None:
             where,
             fmt_duration(s["median_s"]),
             100 * s["rel_ci_halfwidth"],
-            result["timing"]["source"],
+            result["timing"]["estimator"],
             s["n"],
             s.get("rounds", 1),
             f"  {bw}" if bw else "",

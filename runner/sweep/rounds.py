@@ -24,7 +24,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from analysis.record import LOOP
+from analysis.record import LOOP, upgraded
 from analysis.rundir import RESULT_NAME, write_json_atomic
 from runner.config.jaxenv import process_env
 from runner.config.spec import build_spec
@@ -93,7 +93,7 @@ def add_round(point_dir: Path, round_no: int, spec: dict | None = None) -> bool:
     import json
 
     try:
-        result = json.loads(path.read_text())
+        result = upgraded(json.loads(path.read_text()))  # an older file's timing.source is its estimator
     except (OSError, ValueError):
         return False
     t = result.get("timing") or {}

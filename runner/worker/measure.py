@@ -235,7 +235,7 @@ def _measure(spec: dict, point_dir: Path, record: dict) -> None:
 
 def retime(spec: dict, round_no: int, K: int | None) -> dict:
     """A later round of a point measured before: its phases' seconds and the round. Where the
-    device estimator is the one the fits use (TPU, GPU, or ``timing.source=device``), the
+    device estimator is the one the fits use (TPU, GPU, or ``timing.estimator=device``), the
     round traces the point again, so that its device times have rounds too; the trace goes to
     a temporary folder (the point's own ``trace/`` keeps the first round's, for XProf).
 
@@ -259,7 +259,7 @@ def retime(spec: dict, round_no: int, K: int | None) -> dict:
     if inputs["placed"] == "again":
         point_cache.put(spec, point)
     out["inputs"] = inputs
-    if spec["trace"]["enabled"] and timing.device_is_source(spec["timing"], jax.default_backend()):
+    if spec["trace"]["enabled"] and timing.device_is_estimator(spec["timing"], jax.default_backend()):
         with phase("trace"), tempfile.TemporaryDirectory(prefix="shardlab-round-") as tmp:
             captured = tracing.capture(point.step, Path(tmp), spec["trace"])
             hlo_text = point.compiled.as_text()

@@ -7,7 +7,7 @@ after 40 s, jax 0.10.2) and makes each sample one whole step as a caller sees it
 dispatches that many steps before blocking (still bounded), which hides the launch and sync
 cost on GPU/TPU; on CPU it changed nothing measurable here.
 
-The sample source and the clock are parameters, so the stopping rules can be tested with
+The sampler (``sample``) and the clock are parameters, so the stopping rules can be tested with
 seeded samples and a fake clock instead of real time.
 
 Two of the three estimators are timed here: *step* (:func:`time_step`, the wall time of one
@@ -209,22 +209,22 @@ def machine_state() -> dict:
 # GPU the device timestamps its own ops and the profiler does not slow them; on CPU the
 # "device" is a host thread that the profiler slows 2-5x (traced one 8-device all-gather:
 # 1.5-3.5 ms against 0.70 ms untraced), so there the blocked step is the truth.
-AUTO_SOURCE = {"tpu": DEVICE, "gpu": DEVICE, "cuda": DEVICE, "rocm": DEVICE}
+AUTO_ESTIMATOR = {"tpu": DEVICE, "gpu": DEVICE, "cuda": DEVICE, "rocm": DEVICE}
 
 
-def device_is_source(timing: dict, backend: str) -> bool:
-    """Whether the fits use the *device* estimator (``timing.source``, or auto on TPU/GPU)."""
-    wanted = timing.get("source", "auto")
-    return (AUTO_SOURCE.get(backend, STEP) if wanted == "auto" else wanted) == DEVICE
+def device_is_estimator(timing: dict, backend: str) -> bool:
+    """Whether the fits use the *device* estimator (``timing.estimator``, or auto on TPU/GPU)."""
+    wanted = timing.get("estimator", "auto")
+    return (AUTO_ESTIMATOR.get(backend, STEP) if wanted == "auto" else wanted) == DEVICE
 
 
 def summarise(record: dict, timing: dict, backend: str) -> dict:
     """The estimators of a point's timing record (its ``rounds`` and ``device`` samples),
-    combined over rounds, and the one the tables and fits use (``source``, ``summary``).
+    combined over rounds, and the one the tables and fits use (``estimator``, ``summary``).
 
-    ``timing.source=auto`` picks *device* on TPU and GPU and *step* on CPU. A *loop* source
+    ``timing.estimator=auto`` picks *device* on TPU and GPU and *step* on CPU. A *loop* estimator
     with no samples (a loop XLA did not keep) falls back to *step*, saying why. A *device*
-    source never falls back: without device samples (no trace, or the trace held no execution
+    estimator never falls back: without device samples (no trace, or the trace held no execution
     of the collective) ``summary`` is empty (``n`` 0, no ``median_s``) and ``missing_reason``
     says why; the step and loop estimators stay in ``estimators`` under their own names.
     """
@@ -238,38 +238,38 @@ def summarise(record: dict, timing: dict, backend: str) -> dict:
     if loop:
         estimators[LOOP] = dict(combine_rounds(loop, seed), K=rounds[-1][LOOP]["K"])
     # round 1's device samples come from the point's own trace; later rounds trace again only
-    # where device is the source (runner.worker.measure.retime)
+    # where device is the estimator (runner.worker.measure.retime)
     device = [(record.get(DEVICE) or {}).get("samples_s") or []]
     device += [r[DEVICE]["samples_s"] for r in rounds[1:] if (r.get(DEVICE) or {}).get("samples_s")]
     if device[0]:
         estimators[DEVICE] = combine_rounds(device, seed)
-    wanted = timing.get("source", "auto")
-    source = AUTO_SOURCE.get(backend, STEP) if wanted == "auto" else wanted
-    why = f"timing.source={wanted}" + (f" on {backend}" if wanted == "auto" else "")
+    wanted = timing.get("estimator", "auto")
+    estimator = AUTO_ESTIMATOR.get(backend, STEP) if wanted == "auto" else wanted
+    why = f"timing.estimator={wanted}" + (f" on {backend}" if wanted == "auto" else "")
     missing = None
-    if source == DEVICE and source not in estimators:
+    if estimator == DEVICE and estimator not in estimators:
         # No fallback: where device time is asked for, a blocked step's wall time (the host's
         # dispatch and sync with it) is not a stand-in: XProf would show no such number. The
         # point keeps its status and its step/loop estimators, but has no headline time.
-        missing = f"no device time: {_why_missing(source, record)}"
+        missing = f"no device time: {_why_missing(estimator, record)}"
         why += f"; {missing}"
-    elif source not in estimators:
-        why += f"; no {source} samples ({_why_missing(source, record)}), so {STEP}"
-        source = STEP
+    elif estimator not in estimators:
+        why += f"; no {estimator} samples ({_why_missing(estimator, record)}), so {STEP}"
+        estimator = STEP
     faults = [r.get("page_faults_per_step") for r in rounds if r.get("page_faults_per_step") is not None]
     return {
         "estimators": estimators,
-        "source": source,
-        "source_reason": why,
-        "summary": estimators.get(source, {"n": 0}),
+        "estimator": estimator,
+        "estimator_reason": why,
+        "summary": estimators.get(estimator, {"n": 0}),
         "missing_reason": missing,
         "page_faults_per_step": float(np.median(faults)) if faults else None,
     }
 
 
-def _why_missing(source: str, record: dict) -> str:
-    """Why ``source`` has no samples, in words a console line and the report can show."""
-    if source == DEVICE:
+def _why_missing(estimator: str, record: dict) -> str:
+    """Why ``estimator`` has no samples, in words a console line and the report can show."""
+    if estimator == DEVICE:
         device = record.get(DEVICE)
         if device is None:
             return "the point was not traced (trace.enabled=false, or its trace failed: see result.json's trace)"
@@ -280,7 +280,7 @@ def _why_missing(source: str, record: dict) -> str:
             return "the compiled program runs no instruction of the collective"
         shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
         return f"the trace held no execution of {shown}"
-    if source == LOOP:
+    if estimator == LOOP:
         check = record.get("loop_check") or {}
         return check.get("why") or "timing.loop=false"
     return "it did not run"
