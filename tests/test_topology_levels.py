@@ -13,8 +13,10 @@ from analysis.book.topology import (
     Fabric,
     Layout,
     fabrics_for,
+    group_extents,
     parse_layout,
     parse_topology,
+    split_axes,
     wraparound_for,
     wraparound_reason,
 )
@@ -173,3 +175,26 @@ def test_each_wraparound_rule_says_why(hw, size, shape, reason):
 )
 def test_which_axes_are_rings(hw, sizes, topology, rings):
     assert wraparound_for(hw, sizes, topology) == rings
+
+
+def test_three_axes_and_three_levels_keep_their_strides():
+    # devices 0..15 as a mesh (2, 2, 4) over blocks of 8 and 16: the outer axis crosses the
+    # two blocks, the middle one stays inside (its stride is 4, not 2)
+    assert split_axes([2, 2, 4], [8, 16]) == [(1, 2), (2, 1), (4, 1)]
+    # 8 ids over blocks of 2, 4 and 8: two at each level
+    assert group_extents(list(range(8)), [2, 4, 8]) == ([2, 2, 2], True)
+
+
+def test_rings_of_a_switch_or_the_host_under_any_layout():
+    host = Hardware("cpu", "cpu", interconnect="host", wraparound="never")
+    assert wraparound_for(host, [8], None) == [True]  # fitted to the ring formula
+    assert wraparound_for(host, [2, 4], "slices=2") == [True, True]
+    # a switch is all-to-all even where its mesh axis would not split over the nodes
+    assert wraparound_for(NV, [2, 6], "nodes=3,gpus_per_node=4") == [True, True]
+
+
+def test_an_inner_part_of_two_is_a_line_and_a_topology_is_quoted_as_written():
+    assert wraparound_for(TPU, [2, 2], "slices=2") == [True, False]
+    with pytest.raises(BookError) as err:
+        wraparound_for(TPU, [8], "4X4")
+    assert str(err.value) == "topology '4X4' has 16 chips but the mesh has 8"
