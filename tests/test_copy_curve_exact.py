@@ -118,6 +118,7 @@ def test_measuring_uses_the_seed_the_clock_and_one_mesh_axis(monkeypatch, tmp_pa
     calls = []
 
     def fake_copy(mesh, nbytes, repeats, clock, keep):
+        assert isinstance(mesh, Mesh)  # the devices it was given
         calls.append((nbytes, clock))
         return {"busbw_Bps": float(nbytes)}
 
