@@ -239,3 +239,17 @@ def test_a_row_with_an_unknown_side_is_refused_naming_the_key_and_the_choices():
     with pytest.raises(book.NotationError) as e:
         dataclasses.replace(BROADCAST, output="half")
     assert str(e.value) == "broadcast: output='half'; allowed: shard, whole"
+
+
+def test_every_spelling_names_a_kind_and_an_unknown_one_lists_them():
+    assert [book.kind(s).op for s in ("AllGather", "all-gather", "all_gather", "allgather")] == ["all_gather"] * 4
+    assert book.normalize_kind("reduce-scatter") == "reduce_scatter"
+    with pytest.raises(book.NotationError) as e:
+        book.kind("broadcast")
+    assert str(e.value) == "unknown collective 'broadcast' (one of all_gather, reduce_scatter, all_reduce, all_to_all)"
+
+
+def test_a_shard_is_whole_bytes_rounded_down():
+    # 10 B over 3 devices: a shard is 3 B, not 3.33
+    assert local_bytes("all_gather", 10, 3) == (3, 10) and type(local_bytes("all_gather", 10, 3)[0]) is int
+    assert book.per_device_bytes("shard", 10, 3, times=2) == 6
