@@ -113,6 +113,24 @@ def test_a_transformer_blocks_estimate(sharding, device):
     assert device in (3028, 6056, 7040)
 
 
+@pytest.mark.parametrize(
+    "axes, sharding, device",
+    [
+        # D = 3, F = 5: params 66, x 24, act 656; over X=5, Y=4 neither 3 params nor params divides:
+        # 4 B x (680 // 20 + 198 // 20 + 66 // 4) = 4 x (34 + 9 + 16)
+        (["X", "Y"], "fsdp_tp", 4 * (34 + 9 + 16)),
+        (["Y"], "tp", 4 * (680 // 4 + 198 // 4 + 66 // 4)),  # one axis, tensor-parallel: t = 4
+    ],
+)
+def test_a_blocks_shards_round_down(axes, sharding, device):
+    op = {"name": "transformer_block", "dims": dict(DIMS, D=3, F=5), "axes": axes, "sharding": sharding}
+    # host: (24 + 66) x 4 B + 4 B x (48 + 264 + 656)
+    assert memory.estimate({"op": op, "dtype": "float32"}, {"X": 5, "Y": 4}) == {
+        "host_bytes": RUNTIME + 360 + 3872,
+        "per_device_bytes": device,
+    }
+
+
 def test_a_programs_estimate():
     # inputs A[I_X, J] (7 x 5 = 35, 35 // 3 = 11 a device) and B[J, K_Y] (20, 10): four times the shards
     prog = {"name": "program", "inputs": ["A[I_X, J]", "B[J, K_Y]"], "dims": {"I": 7, "J": 5, "K": 4}}
