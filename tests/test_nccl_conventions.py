@@ -94,7 +94,7 @@ def test_a_single_run_and_a_sweep_line_print_algbw_and_busbw(caplog, tmp_path):
 
     r = _result()
     r["bandwidth"] = bandwidth(r)
-    r["timing"].update(source="step", summary=dict(r["timing"]["summary"], rel_ci_halfwidth=0.04, n=60, rounds=5))
+    r["timing"].update(estimator="step", summary=dict(r["timing"]["summary"], rel_ci_halfwidth=0.04, n=60, rounds=5))
     r["spec"]["size_bytes"] = 64 * MiB
     r["config"] = {"op": {"name": "all_reduce"}}
     with caplog.at_level(logging.INFO, logger="shardlab"):
