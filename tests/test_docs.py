@@ -144,8 +144,8 @@ def analysis_commands(page: Path) -> list[tuple[str, list[str], bool]]:
     for lines, from_bash in ((bash_blocks(text), True), (inline_code(text), False)):
         for line in lines:
             for program in ("python -m analysis", "shardlab-analysis"):
-                if program not in line:
-                    continue
+                if program not in line or f"register-python-argcomplete {program}" in line:
+                    continue  # (the completion line names the program, it does not run it)
                 if not from_bash:  # inline: [--options] and | alternatives, only the command name counts
                     name = line.split(program, 1)[1].split()
                     if name and name[0] != "COMMAND":  # `shardlab-analysis COMMAND ...`: the placeholder
