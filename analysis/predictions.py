@@ -166,7 +166,8 @@ def self_fit(points: pd.DataFrame, hw: Hardware | None, fits: pd.DataFrame, keys
 def predict_points(points: pd.DataFrame, hw: Hardware | None) -> pd.DataFrame:
     """Add ``model_time_s`` and ``model_regime`` from the book's formula with ``hw`` (the
     roofline), and ``expected_time_s`` (:mod:`analysis.book.expected_cost`: the hardware
-    entry's bandwidth shares and floors on top of it)."""
+    entry's bandwidth shares and floors on top of it; NaN where the entry has no ``expected:``
+    block, since the roofline's own terms would stand in and repeat ``model_time_s``)."""
     from analysis.book.expected_cost import expected_time_s
 
     if hw is None:
@@ -178,7 +179,8 @@ def predict_points(points: pd.DataFrame, hw: Hardware | None) -> pd.DataFrame:
             t.append(np.nan), regime.append(None), expected.append(np.nan)
             continue
         p = predict_collective(row["op"], float(row["V_bytes"]), hw=hw, **group_args(row, hw))
-        t.append(p.time_s), regime.append(p.regime), expected.append(expected_time_s(p, hw))
+        t.append(p.time_s), regime.append(p.regime)
+        expected.append(expected_time_s(p, hw) if hw.expected else np.nan)
     out = points.assign(model_time_s=t, model_regime=regime, expected_time_s=expected)
     if "time_s" in out:  # measured / expected, beside measured / roofline (the report's measured_over_model)
         out["measured_over_expected"] = out["time_s"] / out["expected_time_s"]

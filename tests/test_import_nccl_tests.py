@@ -282,3 +282,25 @@ def test_the_gate_averages_an_imported_run_as_nccl_tests_does(tmp_path):
     (fam,) = below_bar(s.summary, 100e9).to_dict("records")
     assert fam["points"] == 31 and fam["avg_busbw_Bps"] / 1e9 == pytest.approx(70.742, abs=0.05)
     assert below_bar(s.summary, 70e9).empty
+
+
+def test_expected_time_only_where_the_entry_has_expected_factors():
+    """An entry with no ``expected:`` block (cpu, a user's what-if) has nothing to expect beyond
+    the roofline: its expected time is left empty, not a copy of the model's (the report's
+    expected columns then do not appear)."""
+    import dataclasses
+
+    import numpy as np
+    import pandas as pd
+
+    from analysis.book.hardware import load_hardware
+    from analysis.predictions import predict_points
+
+    h100 = load_hardware("h100")
+    assert h100.expected  # the catalogue's h100 has published factors
+    row = {"op": "all_reduce", "V_bytes": float(1 << 30), "axes": "X", "axis_sizes": "8", "time_s": 0.01}
+    with_factors = predict_points(pd.DataFrame([row]), h100).iloc[0]
+    without = predict_points(pd.DataFrame([row]), dataclasses.replace(h100, expected=())).iloc[0]
+    assert with_factors["model_time_s"] == pytest.approx(without["model_time_s"])
+    assert with_factors["expected_time_s"] > with_factors["model_time_s"]
+    assert np.isnan(without["expected_time_s"]) and np.isnan(without["measured_over_expected"])
