@@ -1,0 +1,165 @@
+"""Later rounds by exact expectations (issue 30, round two's mutation check): the rounds rule's
+words with two estimators at once and both sides of the early stop, a round appended by a
+worker that is a stand-in (no JAX), and the order and log lines of the interleaved rounds."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+
+import pytest
+
+from runner.sweep import rounds as rounds_mod
+from runner.sweep.rounds import rounds_rule
+
+
+def _t(n: int, rel, disagree=(), agree=("step",), before: dict | None = None) -> dict:
+    """A timing record of ``n`` rounds whose headline interval is ``rel`` (None: none) and
+    whose estimators named in ``disagree`` have rounds that disagree."""
+    est = {name: {"rounds_disagree": False} for name in agree}
+    est.update({name: {"rounds_disagree": True} for name in disagree})
+    t = {"rounds": [{}] * n, "summary": {} if rel is None else {"rel_ci_halfwidth": rel}, "estimators": est}
+    if before is not None:
+        t["rounds_rule"] = before
+    return t
+
+
+def test_two_estimators_that_disagree_are_named_in_order_and_a_missing_interval_says_so():
+    rule = rounds_rule(_t(3, None, disagree=("step", "loop"), agree=("device",)), 6, 0.05)
+    why = "the loop and step rounds disagree (Cochran's Q, 99%); interval no interval, wider than the target ±5%"
+    assert rule == {"rounds": 3, "wanted": 6, "stopped": False, "after_min": why, "why": f"3 of 6 rounds so far: {why}"}
+
+
+def test_the_stop_sentence_shows_the_interval_to_a_tenth_of_a_percent():
+    # 0.303 and a target of 0.5: both sides of the target's comparison are wide, the words exact
+    rule = rounds_rule(_t(3, 0.303), 4, 0.5)
+    assert rule == {
+        "rounds": 3,
+        "wanted": 4,
+        "stopped": True,
+        "why": "stopped after 3 of 4 rounds: they agree (Cochran's Q, 99%) and the interval ±30.3% meets the "
+        "target ±50%",
+    }
+    # exactly at the target stops; just above does not
+    assert rounds_rule(_t(3, 0.05), 4, 0.05)["stopped"] is True
+    assert rounds_rule(_t(3, 0.0501), 4, 0.05)["stopped"] is False
+
+
+def test_a_later_round_without_the_rule_of_round_three_gives_every_reason_now():
+    # round 4 of a file whose rule never recorded after_min (an older file): today's reasons, joined
+    rule = rounds_rule(_t(4, 0.2, disagree=("step",)), 5, 0.05)
+    why = "the step rounds disagree (Cochran's Q, 99%); interval ±20.0%, wider than the target ±5%"
+    assert rule == {"rounds": 4, "wanted": 5, "stopped": False, "after_min": why, "why": f"4 of 5 rounds so far: {why}"}
+    # round 5, with round 3's reason kept: the last sentence says why it ran on then
+    last = rounds_rule(_t(5, 0.01, before={"after_min": "then"}), 5, 0.05)
+    assert last["why"] == "all 5 rounds: after 3, then" and last["after_min"] == "then"
+
+
+def _write(root, name: str, status: str = "ok", rounds: int = 1, **extra) -> object:
+    d = root / name
+    d.mkdir()
+    timing = {"rounds": [{"round": r + 1, "step": {"samples_s": [1e-3] * 5}} for r in range(rounds)], **extra}
+    (d / "result.json").write_text(json.dumps({"status": status, "timing": timing}))
+    return d
+
+
+@pytest.mark.parametrize("status,rounds,round_no", [("failed", 1, 2), ("ok", 3, 3), ("ok", 4, 3)])
+def test_a_failed_point_or_one_with_the_round_already_takes_none(tmp_path, status, rounds, round_no):
+    point = _write(tmp_path, "p", status, rounds)
+    before = (point / "result.json").read_text()
+    # spec={} fails at its first key if the worker were asked
+    assert rounds_mod.add_round(point, round_no, spec={}) is False
+    assert (point / "result.json").read_text() == before
+
+
+class _Worker:
+    def __init__(self, reply):
+        self.reply, self.calls = reply, []
+
+    def run(self, spec, point_dir, timeout, **kw):
+        self.calls.append((timeout, kw))
+        return self.reply
+
+
+def _ok_point(tmp_path):
+    d = tmp_path / "p"
+    d.mkdir()
+    result = {
+        "status": "ok",
+        "config": {"timeout_s": 42, "timing": {"rounds": 5, "target_rel_ci": 0.05, "estimator": "step", "seed": 0}},
+        "spec": {"op": "all_gather", "V_bytes": 8000, "group_size": 8},
+        "environment": {"backend": "cpu"},
+        "timing": {
+            "rounds": [
+                {
+                    "round": 1,
+                    "step": {"samples_s": [1e-3, 1e-3, 1e-3]},
+                    "loop": {"Ks": [5, 20], "K": 20, "samples_s": [1e-3] * 3},
+                }
+            ]
+        },
+        "bandwidth": {},
+        "phases_s": {"rounds_timing": 1.5},
+    }
+    (d / "result.json").write_text(json.dumps(result))
+    return d
+
+
+def test_a_round_is_appended_with_the_rule_the_bandwidth_and_the_phases(tmp_path, monkeypatch):
+    point = _ok_point(tmp_path)
+    loop = {"Ks": [5, 20], "K": 20, "samples_s": [5e-3] * 3}
+    rnd = {"round": 2, "step": {"samples_s": [3e-3] * 3}, "loop": loop, "phases_s": {"timing": 0.25}}
+    reply = {"status": "ok", "round": rnd}
+    worker = _Worker(reply)
+    spec = {"hardware": "h", "distributed": "d", "trace": {"gpu_command_buffers": "g"}}
+    monkeypatch.setattr(rounds_mod, "process_env", lambda *a: a)
+    monkeypatch.setattr(rounds_mod, "get_worker", lambda env: worker if env == ("h", "d", "g") else None)
+    assert rounds_mod.add_round(point, 2, spec=spec) is True
+    # round 1's trip counts, the point's timeout and the round's number go to the worker
+    assert worker.calls == [(42.0, {"kind": "retime", "round": 2, "K": [5, 20]})]
+    r = json.loads((point / "result.json").read_text())
+    t = r["timing"]
+    assert [x["round"] for x in t["rounds"]] == [1, 2] and "phases_s" not in t["rounds"][1]
+    # the median of the rounds' medians (1 ms and 3 ms): 2 ms
+    assert t["estimator"] == "step" and t["summary"]["median_s"] == pytest.approx(2e-3)
+    assert t["estimators"]["loop"]["median_s"] == pytest.approx(3e-3) and t["estimators"]["loop"]["K"] == 20
+    assert t["rounds_rule"] == {"rounds": 2, "wanted": 5, "stopped": False, "why": "2 of 5 rounds so far"}
+    # AllGather over 8: S = V = 8000 B, algbw = S / 2 ms, busbw x 7/8
+    assert r["bandwidth"]["algbw_Bps"] == pytest.approx(4e6) and r["bandwidth"]["busbw_Bps"] == pytest.approx(3.5e6)
+    # later rounds' phases add up under rounds_*
+    assert r["phases_s"] == {"rounds_timing": 1.75}
+
+
+def test_a_round_the_worker_fails_leaves_the_file_as_it_was(tmp_path, monkeypatch, caplog):
+    point = _ok_point(tmp_path)
+    before = (point / "result.json").read_text()
+    monkeypatch.setattr(rounds_mod, "process_env", lambda *a: a)
+    monkeypatch.setattr(rounds_mod, "get_worker", lambda env: _Worker({"status": "failed", "error": "boom"}))
+    spec = {"hardware": "h", "distributed": "d", "trace": {"gpu_command_buffers": "g"}}
+    with caplog.at_level(logging.WARNING, logger="shardlab"):
+        assert rounds_mod.add_round(point, 2, spec=spec) is False
+    assert (point / "result.json").read_text() == before
+    assert [m.getMessage() for m in caplog.records] == ["round 2 of p failed: boom"]
+
+
+def test_interleave_shuffles_each_round_by_the_seed_and_logs_each_round(tmp_path, monkeypatch, caplog):
+    names = [f"{i}_p" for i in range(6)]
+    dirs = [_write(tmp_path, n, rounds=1, rounds_rule={"stopped": n == "0_p"}) for n in names]
+    calls = []
+    monkeypatch.setattr(rounds_mod, "add_round", lambda d, r, spec=None: calls.append((r, d.name)) or True)
+    with caplog.at_level(logging.INFO, logger="shardlab"):
+        assert rounds_mod.interleave(dirs, 4) == 6 + 6 + 5
+    # the default seed is 0: random.Random(0)'s shuffles, one per round, the stopped point left
+    # out from round 4 on (its place in the shuffle still drawn)
+    rng, want = random.Random(0), []
+    for r in (2, 3, 4):
+        order = list(names)
+        rng.shuffle(order)
+        want += [(r, n) for n in order if r < 4 or n != "0_p"]
+    assert calls == want
+    assert [m.getMessage() for m in caplog.records] == [
+        "round 2 of 4: 6 point(s)",
+        "round 3 of 4: 6 point(s)",
+        "round 4 of 4: 5 point(s)",
+    ]
