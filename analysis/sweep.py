@@ -60,6 +60,39 @@ class Sweep:
         """Every timing sample (``samples.csv``): ``point, round, estimator, sample, time_s``."""
         return samples_table(self.results)
 
+    @property
+    def profiles(self) -> dict[str, pd.DataFrame]:
+        """The profile tables of the points that were profiled (``python -m analysis profile
+        POINT`` wrote ``POINT/profile_report/``): ``{"collectives": ..., "steps": ...}``, each
+        with a ``point`` column first; empty tables where no point was."""
+        return profile_tables(self.results)
+
+
+PROFILE_TABLES = ("collectives", "steps")  # analysis.report.profile_report's CSV files
+
+
+def profile_tables(results: list[dict]) -> dict[str, pd.DataFrame]:
+    """Each point's ``profile_report/<name>.csv`` (:data:`PROFILE_TABLES`), concatenated with a
+    ``point`` column; a table that cannot be read is left out with a warning, not an error (the
+    profile is an extra beside the measurement)."""
+    import warnings
+
+    out = {}
+    for name in PROFILE_TABLES:
+        parts = []
+        for r in results:
+            path = Path(r["point_dir"]) / "profile_report" / f"{name}.csv"
+            if not path.is_file():
+                continue
+            try:
+                table = pd.read_csv(path)
+            except (OSError, ValueError) as err:  # pandas' parser errors are ValueErrors
+                warnings.warn(f"{path}: {err}", stacklevel=2)
+                continue
+            parts.append(table.assign(point=r["point"])[["point", *table.columns]])
+        out[name] = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["point"])
+    return out
+
 
 def samples_table(results: list[dict]) -> pd.DataFrame:
     """Every timing sample of every point, long format: ``point, round, estimator, sample, time_s``."""

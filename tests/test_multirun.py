@@ -90,3 +90,19 @@ def test_analysis_report_rebuilds_from_disk(sweep):
     # the cpu entry has no published measurements to expect from: no expected columns (the model
     # table itself is there only where the sweep's fits gave the model constants)
     assert "measured/expected" not in md and "| expected |" not in md
+
+
+def test_load_sweep_gives_the_profile_tables_of_the_points_profiled(sweep):
+    from analysis.sweep import load_sweep
+
+    assert all(len(t) == 0 for t in load_sweep(sweep).profiles.values())  # none profiled yet
+    point = next(p for p in sorted(sweep.iterdir()) if p.name.startswith("002_"))
+    analysis("profile", point, timeout=180, expect=0)
+    profiles = load_sweep(sweep).profiles
+    for name in ("collectives", "steps"):
+        on_disk = pd.read_csv(point / "profile_report" / f"{name}.csv")
+        got = profiles[name]
+        assert set(got["point"]) == {point.name} and len(on_disk) > 0
+        pd.testing.assert_frame_equal(got.drop(columns="point"), on_disk)
+    # one collective per step of the 1 MiB AllGather's traced steps: the all-gather itself
+    assert set(profiles["collectives"]["kind"]) == {"all-gather"}
