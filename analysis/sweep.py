@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.book.hardware import Hardware, load_hardware, resolve
+from analysis.book.device_kinds import resolve
+from analysis.book.hardware import Hardware, load_hardware
 from analysis.fit import GROUP_KEYS, fit_points
 from analysis.predictions import curves, hardware_for, model_constants, predict_points, self_fit, unit_terms
 from analysis.record import DEVICE, ESTIMATORS, Result

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from analysis.book import hardware as hwmod
+from analysis.book import device_kinds as kindsmod
+from analysis.book.device_kinds import catalogue_problems, resolve, resolve_auto
 from analysis.book.errors import HardwareError
-from analysis.book.hardware import catalogue_problems, hardware_names, load_hardware, resolve, resolve_auto
+from analysis.book.hardware import hardware_names, load_hardware
 from analysis.cli import main
 from runner.config.schema import HardwareConf
 
@@ -99,7 +100,7 @@ def test_platform_restricts_the_match():
 
 def test_the_catalogue_has_no_ambiguous_pair():
     assert catalogue_problems() == []
-    kinds = [(e["kind"], k) for e in hwmod.entries() for k in e.get("device_kinds") or ()]
+    kinds = [(e["kind"], k) for e in kindsmod.entries() for k in e.get("device_kinds") or ()]
     kinds += [(p, k) for p, k, _ in KNOWN] + UNKNOWN
     for platform, kind in kinds:
         resolve(kind, platform)  # raises HardwareError on two equal matches
@@ -108,7 +109,7 @@ def test_the_catalogue_has_no_ambiguous_pair():
 def test_a_planted_ambiguity_is_caught(monkeypatch):
     a = {"name": "a", "kind": "gpu", "device_kinds": ["X1"], "device_kind_patterns": ["NV X.*"]}
     b = {"name": "b", "kind": "gpu", "device_kinds": ["x1"], "device_kind_patterns": ["NV Y.*", "NV .*1"]}
-    monkeypatch.setattr(hwmod, "entries", lambda: (a, b))
+    monkeypatch.setattr(kindsmod, "entries", lambda: (a, b))
     with pytest.raises(HardwareError, match="several entries: a, b"):
         resolve("X1", "gpu")
     with pytest.raises(HardwareError, match="equal length in a, b"):

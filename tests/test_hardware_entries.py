@@ -7,19 +7,18 @@ from __future__ import annotations
 
 import pytest
 
+import analysis.book.device_kinds as kindsmod
 import analysis.book.hardware as hwmod
+from analysis.book.device_kinds import catalogue_problems, normalize_platform, resolve
 from analysis.book.hardware import (
     Calibration,
     ExpectedFactor,
     Hardware,
     HardwareError,
-    catalogue_problems,
     from_record,
     hardware_names,
     is_full_record,
     load_hardware,
-    normalize_platform,
-    resolve,
 )
 
 OPS_LINE = "all_gather, reduce_scatter, all_reduce, all_to_all"
@@ -221,7 +220,7 @@ def test_platform_names_pass_through_lowercased():
 
 
 def test_unknown_kinds_guess_their_platform_and_say_so(monkeypatch):
-    monkeypatch.setattr(hwmod, "entries", lambda: ())
+    monkeypatch.setattr(kindsmod, "entries", lambda: ())
     assert [resolve(k).platform for k in ("CPU", "tpu v9", "Weird")] == ["cpu", "tpu", "gpu"]
     r = resolve(" Weird ")
     assert (r.device_kind, r.platform, r.entry["name"], r.matched_by) == ("Weird", "gpu", "unknown_gpu", "unknown")
@@ -235,20 +234,20 @@ def test_unknown_kinds_guess_their_platform_and_say_so(monkeypatch):
 
 def test_patterns_ignore_case_and_the_reason_names_the_longest(monkeypatch):
     e = {"name": "e", "kind": "gpu", "device_kind_patterns": ["NV.*", "NV H100 SXM.*"]}
-    monkeypatch.setattr(hwmod, "entries", lambda: (e,))
+    monkeypatch.setattr(kindsmod, "entries", lambda: (e,))
     r = resolve("nv h100 sxm5", "gpu")
     assert (r.device_kind, r.entry["name"]) == ("nv h100 sxm5", "e")
     # "NV.*" sorts after "NV H100 SXM.*" as text: the reason names the longer one
     assert r.reason == "'nv h100 sxm5' matches e's pattern 'NV H100 SXM.*' (the longest that matches)"
     bad = {"name": "bad", "kind": "gpu", "device_kind_patterns": ["("]}
-    monkeypatch.setattr(hwmod, "entries", lambda: (bad,))
+    monkeypatch.setattr(kindsmod, "entries", lambda: (bad,))
     with pytest.raises(HardwareError, match=r"^bad: device_kind_patterns entry '\('"):
         resolve("x", "gpu")
 
 
 def test_the_catalogue_check_on_planted_catalogues(monkeypatch):
     def problems(*entries):
-        monkeypatch.setattr(hwmod, "entries", lambda: entries)
+        monkeypatch.setattr(kindsmod, "entries", lambda: entries)
         return catalogue_problems()
 
     # one kind and one pattern on two platforms: no problem

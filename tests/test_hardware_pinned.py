@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-import analysis.book.hardware as hwmod
-from analysis.book.hardware import HardwareError, resolve
+import analysis.book.device_kinds as kindsmod
+from analysis.book.device_kinds import resolve
+from analysis.book.hardware import HardwareError
 
 # listed shortest pattern first, so "the first that matches" and "the shortest" both pick wrong
 GENERIC = {"name": "generic", "kind": "gpu", "device_kinds": [], "device_kind_patterns": ["NV .*"]}
@@ -19,7 +20,7 @@ TPU = {"name": "tpu-nv", "kind": "tpu", "device_kinds": ["nv h100 pcie"], "devic
 
 @pytest.fixture(autouse=True)
 def catalogue(monkeypatch):
-    monkeypatch.setattr(hwmod, "entries", lambda: (GENERIC, H100, SXM, TPU))
+    monkeypatch.setattr(kindsmod, "entries", lambda: (GENERIC, H100, SXM, TPU))
 
 
 def test_the_longest_matching_pattern_wins_across_and_within_entries():
@@ -52,7 +53,7 @@ def test_the_platform_rules_entries_out_and_none_means_every_platform():
 def test_patterns_are_anchored_and_equal_lengths_are_an_error(monkeypatch):
     assert resolve("xNV H100", "gpu").matched_by == "unknown"
     other = {"name": "other", "kind": "gpu", "device_kinds": [], "device_kind_patterns": ["NV H100 SXM.."]}
-    monkeypatch.setattr(hwmod, "entries", lambda: (GENERIC, H100, SXM, other))
+    monkeypatch.setattr(kindsmod, "entries", lambda: (GENERIC, H100, SXM, other))
     with pytest.raises(HardwareError, match="equal length in sxm, other"):
         resolve("NV H100 SXM55", "gpu")
     assert resolve("NV H100 SXM5", "gpu").entry["name"] == "sxm"  # "SXM.." needs two characters

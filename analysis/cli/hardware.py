@@ -8,7 +8,7 @@ Examples::
     python -m analysis hardware --device-kind "TPU v5 lite"       # -> tpu_v5e (exact)
     python -m analysis hardware --device-kind "NVIDIA H100 PCIe" --platform cuda --json
 
-The rules are :func:`analysis.book.hardware.resolve`'s: an exact ``device_kinds`` name, else
+The rules are :func:`analysis.book.device_kinds.resolve`'s: an exact ``device_kinds`` name, else
 the longest matching ``device_kind_patterns`` entry, else an ``unknown_<platform>`` record
 with no constants (as the runner records it). ``--platform`` takes what JAX reports (``cpu``,
 ``tpu``, ``gpu``, ``cuda``, ``rocm``; the last two mean gpu). Bad input exits with status 2
@@ -21,8 +21,9 @@ import argparse
 import dataclasses
 import json
 
+from analysis.book.device_kinds import PLATFORMS, normalize_platform, resolve
 from analysis.book.errors import BookError
-from analysis.book.hardware import PLATFORMS, Hardware, hardware_names, load_hardware, normalize_platform, resolve
+from analysis.book.hardware import Hardware, hardware_names, load_hardware
 from analysis.book.units import fmt_time
 from analysis.cli.json_out import versioned
 from analysis.cli.options import fail

@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis.book.hardware import resolve
+from analysis.book.device_kinds import resolve
 from analysis.rundir import RESULT_NAME, SWEEP_NAME, now_iso, stamp, write_json_atomic
 
 

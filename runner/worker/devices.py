@@ -6,7 +6,7 @@ import os
 import platform
 import socket
 
-from analysis.book.hardware import resolve_auto
+from analysis.book.device_kinds import resolve_auto
 from runner.config.schema import hardware_record
 from runner.errors import ConfigError
 
