@@ -70,3 +70,35 @@ def test_cochrans_q_is_held_against_chi_squares_exact_quantile(q, p, disagree):
 def test_a_level_outside_0_1_is_one_error_naming_it():
     with pytest.raises(ValueError, match=r"p=1\.5; allowed: a probability strictly between 0 and 1"):
         rounds_disagree(rounds_with_q(1.0), 1.5)
+
+
+@pytest.mark.parametrize("rounds", [2, 3, 5, 8])
+def test_cochrans_q_threshold_is_chi_squares_for_every_round_count(rounds):
+    """R rounds, half at log median -d/2 and half at +d/2 (one at 0 when R is odd), equal
+    widths sigma: Q = (R - R % 2) (d/2)^2 / sigma^2. Just below and just above
+    scipy.stats.chi2.ppf(0.99, R - 1)."""
+    from scipy.stats import chi2
+
+    sigma, limit = 0.1, chi2.ppf(0.99, rounds - 1)
+    for q, want in ((limit * 0.999, False), (limit * 1.001, True)):
+        d = 2 * sigma * math.sqrt(q / (rounds - rounds % 2))
+        logs = [-d / 2, d / 2] * (rounds // 2) + [0.0] * (rounds % 2)
+        per_round = [
+            dict(median_s=math.exp(m), ci_low_s=math.exp(m - Z95 * sigma), ci_high_s=math.exp(m + Z95 * sigma))
+            for m in logs
+        ]
+        assert rounds_disagree(per_round) is want, (rounds, q)
+
+
+def test_the_worker_and_the_analysis_never_import_scipy_stats():
+    """scipy.stats costs every worker start and every analysis command about 1.3 s more than
+    the scipy.special functions analysis.stats uses (quantile_test above is the tests' own)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import runner.worker.measure, analysis.stats, analysis.sweep; "
+        "print(sorted(m for m in sys.modules if m.startswith('scipy.stats')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]"
