@@ -1,6 +1,6 @@
 """distributed=local: 2 JAX processes x 4 CPU devices on 127.0.0.1 as one 8-device mesh.
 
-One small sweep (AllGather and AllReduce of 16 MiB over an in-process axis X and a
+One small sweep (AllGather and AllReduce of 1 MiB over an in-process axis X and a
 cross-process axis Z) runs through the CLI; the failure cases call ``run`` directly with a
 short ``distributed.timeout_s`` and check that no process is left behind.
 """
@@ -79,7 +79,7 @@ def _gone(pid: int) -> bool:
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     out = tmp_path_factory.mktemp("dist") / "axes"
-    runner("+sweep=cross_process_axes", "op.size_bytes=16MiB", f"hydra.sweep.dir={out}", *FAST, expect=0)
+    runner("+sweep=cross_process_axes", "op.size_bytes=1MiB", f"hydra.sweep.dir={out}", *FAST, expect=0)
     results = {}
     for p in out.glob("*/result.json"):
         r = json.loads(p.read_text())
@@ -127,9 +127,9 @@ def test_report_sets_cross_process_beside_in_process(sweep):
     assert len(cmp) == 4 and set(cmp["traces_merged"]) == {2}
     md = (out / "report" / "report.md").read_text()
     assert "## Across processes" in md and "across processes (" in md
-    # the figure: in-process and cross-process time at 16 MiB for both ops (no timing assertion)
+    # the figure: in-process and cross-process time at 1 MiB for both ops (no timing assertion)
     for op in ("all_gather", "all_reduce"):
-        assert f"{op} of 16 MiB over 2 devices took" in md
+        assert f"{op} of 1 MiB over 2 devices took" in md
 
 
 # --- failures ----------------------------------------------------------------------------
