@@ -279,8 +279,8 @@ def test_v6e_16_as_8x2_spans_parts_of_axes(capsys):
 def test_a_recorded_placement_prices_what_the_devices_did():
     # A run on a 2x2x4 v5p recorded Z on the x-y plane (JAX's choice): two lines of 2, not z's
     # line of 4: hops 1 + 1, V / (9e10 * 2 + 9e10 * 2) = 93.21 us
-    from analysis.book.collective_cost import CostContext
     from analysis.book.notation import parse
+    from analysis.book.notation_cost import CostContext
     from analysis.book.placement import Placement
 
     place = Placement((2, 2, 4), {"X": {"z": 2}, "Y": {"z": 2}, "Z": {"x": 2, "y": 2}})
@@ -294,8 +294,8 @@ def test_a_recorded_placement_across_two_slices_prices_the_dcn():
     # Two v5e 4x2 slices, X across them (DCN), Y=8 inside each (x 4, y 2: two lines).
     # AllGather_X: DCN only, V / (2 * 3.125e9) = 5.37 ms. AllGather_XY: ICI on V,
     # max(1e-6 * 4, V / (4.5e10 * 4/3 + 4.5e10 * 2)) = 223.70 us; DCN on V/8: 671.09 us -> 671.09 us
-    from analysis.book.collective_cost import CostContext
     from analysis.book.notation import parse
+    from analysis.book.notation_cost import CostContext
     from analysis.book.placement import Placement
 
     place = Placement((4, 2, 1), {"X": {"slice": 2}, "Y": {"x": 4, "y": 2}}, 1, 2)
@@ -317,8 +317,8 @@ CORES = {"X": {"x": 2, "y": 2, "z": 2}, "Y": {"core": 2}}
 
 
 def v7x_cost(expr):
-    from analysis.book.collective_cost import CostContext
     from analysis.book.notation import parse
+    from analysis.book.notation_cost import CostContext
     from analysis.book.placement import Placement
 
     place = Placement((2, 2, 2), CORES, cores=2)

@@ -20,11 +20,11 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-from analysis.book.collective_cost import CollectiveCost, CostContext
 from analysis.book.dtypes import dtype_bytes
 from analysis.book.errors import BookError, NotationError
 from analysis.book.hardware import Hardware
 from analysis.book.notation import Array, Collective, Dim, check, replace_unreduced
+from analysis.book.notation_cost import CollectiveCost, CostContext
 from analysis.book.units import fmt_num, fmt_time
 
 __all__ = ["MatmulPrediction", "predict_matmul", "Q4Comparison", "compare_q4_strategies"]

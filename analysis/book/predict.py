@@ -6,11 +6,11 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from analysis.book.collective_cost import CollectiveCost, cost_collective
 from analysis.book.dtypes import dtype_bytes
 from analysis.book.hardware import Hardware
 from analysis.book.matmul_cost import MatmulPrediction, predict_matmul
 from analysis.book.notation import Array, Collective, check, mesh_sizes, parse
+from analysis.book.notation_cost import CollectiveCost, cost_collective
 from analysis.book.units import fmt_num, fmt_time
 
 __all__ = ["ArrayPrediction", "predict_expr"]

@@ -18,10 +18,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from analysis.book.collective_cost import CollectiveCost
 from analysis.book.collectives import BY_OP
 from analysis.book.dtypes import dtype_bytes
 from analysis.book.errors import BookError
+from analysis.book.notation_cost import CollectiveCost
 from analysis.book.predict import ArrayPrediction, predict_expr
 from analysis.book.units import fmt_time
 from analysis.cli.json_out import versioned
