@@ -1,0 +1,210 @@
+"""The profile's HLO table, labels, collective table order, typical step and timeline by exact
+expectations (issue 30, round two's mutation check): every kind of group a collective can
+have (mesh axes, not whole axes, a group of one, uneven, all devices, source-target pairs),
+names that say one thing and opcodes another, a collective the trace never ran, and steps
+and modules side by side. (Hidden time, shares and medians: test_profile_pinned.py.)"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import analysis.profile as prof
+from analysis.hlo import Collective
+
+NAN = float("nan")
+MESH = {"X": 4, "Y": 2}  # device ids 2x + y
+
+
+def _c(name, kind, operand, result, groups=None, size=None, pairs=None) -> Collective:
+    return Collective(
+        name=name,
+        kind=kind,
+        computation="main",
+        is_async=False,
+        dtype="f32",
+        operand_bytes=operand,
+        result_bytes=result,
+        replica_groups=groups,
+        group_size=size,
+        num_groups=len(groups) if groups else None,
+        source_target_pairs=pairs,
+        dimensions=None,
+        channel_id=None,
+        op_name=None,
+    )
+
+
+COLLECTIVES = [
+    _c("ag", "all-gather", 1024, 4096, ((0, 2, 4, 6), (1, 3, 5, 7)), 4),  # over X
+    _c("a2a", "all-to-all", 1000, 1000, ((0, 1), (2, 3), (4, 5), (6, 7)), 2),  # over Y
+    _c("one", "all-reduce", 1024, 1024, tuple((d,) for d in range(8)), 1),  # a group of one
+    _c("odd", "reduce-scatter", 4096, 2048, ((0, 3), (1, 2), (4, 7), (5, 6)), 2),  # not whole axes
+    _c("uneven", "all-reduce", 1024, 1024, ((0, 1, 2), (3, 4, 5, 6, 7)), None),
+    _c("all", "all-reduce", 512, 512, None, 8),  # replica_groups={}: every device
+    _c("cp", "collective-permute", 256, 256, None, None, ((0, 1), (1, 0))),
+]
+
+
+def _plain(table: pd.DataFrame, cols) -> list[list]:
+    return [[None if isinstance(v, float) and math.isnan(v) else v for v in row] for row in table[cols].values.tolist()]
+
+
+def test_the_hlo_table_names_each_kind_of_group_and_its_bytes():
+    t = prof.hlo_table({"m": COLLECTIVES}, MESH)
+    cols = ["name", "kind", "computation", "dtype", "replica_groups", "group_size", "mesh_axes"]
+    cols += ["V_bytes", "S_bytes", "busbw_factor", "model_time_s", "model_note"]
+    no = "no model (no --hardware)"
+    assert _plain(t, cols) == [
+        ["ag", "all-gather", "main", "f32", "{{0,2,4,6},{1,3,5,7}}", 4, "X", 4096.0, 4096.0, 0.75, None, no],
+        # all-to-all: V is the operand times the group; nccl-tests' S the per-rank buffer, V / n
+        ["a2a", "all-to-all", "main", "f32", "{{0,1},{2,3},{4,5},{6,7}}", 2, "Y", 2000.0, 1000.0, 0.5, None, no],
+        # a group of one spans no axis and moves nothing: factor 0, not unknown
+        ["one", "all-reduce", "main", "f32", "{{0},{1},{2},{3},{4},{5},{6},{7}}", 1, "none", 1024.0, 1024.0, 0.0]
+        + [None, no],
+        ["odd", "reduce-scatter", "main", "f32", "{{0,3},{1,2},{4,7},{5,6}}", 2, "group of 2 (not whole mesh axes)"]
+        + [4096.0, 4096.0, 0.5, None, no],
+        # no group size: V from the operand, but no S or factor; no mesh axes either
+        ["uneven", "all-reduce", "main", "f32", "{{0,1,2},{3,4,5,6,7}}", None, "uneven groups (not whole mesh axes)"]
+        + [1024.0, None, None, None, no],
+        ["all", "all-reduce", "main", "f32", "{}", 8, "X,Y", 512.0, 512.0, 1.75, None, no],
+        ["cp", "collective-permute", "main", "f32", "{{0,1},{1,0}}", None, "2 pairs", None, None, None, None, no],
+    ]
+    # without a mesh: the group's size
+    bare = prof.hlo_table({"m": COLLECTIVES})
+    assert bare["mesh_axes"].tolist() == [
+        "group of 4",
+        "group of 2",
+        "group of 1",
+        "group of 2",
+        "uneven groups",
+        "group of 8",
+        "2 pairs",
+    ]
+
+
+def test_the_model_is_asked_with_the_collective_and_the_axes_its_groups_span():
+    calls = []
+
+    def predict(c, axes):
+        calls.append((c.name, axes))
+        return {"model_time_s": float(len(axes)), "model_note": f"{c.name} over {','.join(axes) or '-'}"}
+
+    t = prof.hlo_table({"m": COLLECTIVES[:2], "n": COLLECTIVES[5:]}, MESH, predict)
+    assert calls == [("ag", ("X",)), ("a2a", ("Y",)), ("all", ("X", "Y")), ("cp", ())]
+    assert t["hlo_module"].tolist() == ["m", "m", "n", "n"]
+    assert t["model_time_s"].tolist() == [1.0, 1.0, 2.0, 0.0]
+    assert t["model_note"].tolist() == ["ag over X", "a2a over Y", "all over X,Y", "cp over -"]
+
+
+def test_labels_come_from_the_opcode_then_the_name_then_xprofs_category():
+    ops = pd.DataFrame(
+        {
+            "hlo_op": ["psum.7", "all-gather.3", "all-reduce.9", "fusion.1", "fusion.2", "fusion.3"],
+            "hlo_category": [NAN, "", "", "all-gather fusion", "fusion", NAN],
+        }
+    )
+    opcodes = {"psum.7": "all-reduce", "all-reduce.9": "fusion", "fusion.1": "fusion", "fusion.2": "fusion"}
+    out = prof.label_ops(ops, {"all-gather.3"}, opcodes)
+    # psum.7 by its opcode; all-gather.3 as the HLO's collective; all-reduce.9 is a fusion
+    # whatever its name; fusion.1 by its category
+    assert out["is_collective"].tolist() == [True, True, False, True, False, False]
+    assert out["is_collective"].dtype == bool
+    # without opcodes, the name decides
+    assert prof.label_ops(ops, set(), None)["is_collective"].tolist() == [False, True, True, True, False, False]
+
+
+def _ops(rows) -> pd.DataFrame:
+    """(device, hlo_op, start_ns, end_ns, is_collective, step), module m, one execution each."""
+    ops = pd.DataFrame(rows, columns=["device", "hlo_op", "start_ns", "end_ns", "is_collective", "step"])
+    ops = ops.assign(hlo_module="m", duration_ns=(ops["end_ns"] - ops["start_ns"]).astype(float))
+    ops["iteration"] = ops.groupby(["device", "hlo_op"]).cumcount()
+    return ops
+
+
+def _hlo() -> pd.DataFrame:
+    colls = [_c(n, "all-reduce", 1000, 1000, ((0, 1),), 2) for n in ("c1", "c2", "c3", "c4")]
+    hlo = prof.hlo_table({"m": colls})
+    hlo["model_time_s"] = [1e-7, 1e-7, 4e-7, 1e-7]
+    return hlo
+
+
+def test_the_collective_table_is_ordered_by_time_per_step_and_keeps_collectives_never_run():
+    ops = _ops(
+        [
+            (0, "f", 0, 1000, False, 0),
+            (0, "c1", 0, 100, True, 0),
+            (0, "c2", 100, 400, True, 0),
+            (0, "c3", 400, 600, True, 0),
+        ]
+    )
+    t = prof.collective_table(ops, _hlo(), prof.step_table(ops))
+    # c2 300 ns, c3 200 ns, c1 100 ns per step, then c4, which the trace never ran
+    assert t["name"].tolist() == ["c2", "c3", "c1", "c4"]
+    assert t["executions"].tolist() == [1, 1, 1, 0] and t["executions"].dtype == np.int64
+    assert list(t.index) == [0, 1, 2, 3] and "index" not in t
+    # measured/model from the time after arrival (one device: its own time)
+    want = [3.0, 0.5, 1.0, NAN]
+    assert t["measured_over_model"].tolist() == pytest.approx(want, nan_ok=True)
+    assert t["last_arrival_over_model"].tolist() == pytest.approx(want, nan_ok=True)
+
+
+def test_a_trace_with_no_step_runs_no_collective():
+    ops = _ops([(0, "c1", 0, 100, True, -1)])
+    t = prof.collective_table(ops, _hlo(), prof.step_table(ops))
+    assert t["name"].tolist() == ["c1", "c2", "c3", "c4"] and t["executions"].tolist() == [0, 0, 0, 0]
+
+
+def test_the_typical_step_is_the_median_ones_of_its_module():
+    rows = []
+    for step, span in enumerate([5.0, 1.0, 4.0, 2.0, 3.0]):
+        rows += [("m", step, 0, span - 1), ("m", step, 1, span + 1)]  # the median over devices: span
+        rows += [("n", step, 0, 10.0 - span)]  # another module, the other way round
+    steps = pd.DataFrame(rows, columns=["hlo_module", "step", "device", "step_s"])
+    # m's spans sorted: 1 (step 1), 2 (3), 3 (4), 4 (2), 5 (0); the middle of five is step 4
+    assert prof.typical_step(steps, "m") == 4
+    # four steps: the lower middle, (4 - 1) // 2 = 1: spans 1, 2, 4, 5 -> step 3
+    assert prof.typical_step(steps[steps["step"] != 4], "m") == 3
+    # n's spans: 5 (0), 9 (1), 6 (2), 8 (3), 7 (4): 7 -> step 4
+    assert prof.typical_step(steps, "n") == 4
+
+
+def test_the_timeline_of_one_step_of_one_module():
+    ops = pd.DataFrame(
+        {
+            "hlo_module": ["m", "m", "m", "m", "n", "m"],
+            "step": [1, 1, 1, 1, 1, 0],
+            "device": [0, 0, 1, 1, 0, 0],
+            "hlo_op": ["fusion.1", "psum.1", "ag.2", "fusion.1", "psum.1", "psum.1"],
+            "is_collective": [False, True, True, False, True, True],
+            "start_ns": [5000, 6000, 5500, 8000, 1000, 100],
+            "end_ns": [6000, 9000, 7500, 9500, 2000, 900],
+        }
+    )
+    t = prof.timeline(ops, "m", 1, {"psum.1": "all-reduce"})
+    # from the step's first start on any device (5000 ns); ag.2 has no kind: "collective"
+    want = pd.DataFrame(
+        {
+            "device": [0, 0, 1, 1],
+            "lane": ["compute", "communication", "communication", "compute"],
+            "label": ["compute", "all-reduce", "collective", "compute"],
+            "name": ["fusion.1", "psum.1", "ag.2", "fusion.1"],
+            "start_s": [0.0, 1e-6, 0.5e-6, 3e-6],
+            "end_s": [1e-6, 4e-6, 2.5e-6, 4.5e-6],
+        }
+    )
+    pd.testing.assert_frame_equal(t.reset_index(drop=True), want, check_dtype=False, rtol=1e-12)
+
+
+def test_empty_groups_print_as_braces():
+    assert prof._braces(None) == "{}" and prof._braces(()) == "{}"
+    assert prof._braces(((0, 1), (2,))) == "{{0,1},{2}}"
+
+
+@pytest.mark.parametrize("x,want", [(-5.0, 0.0), (0.0, 0.0), (5.0, 5.0), (10.0, 10.0), (15.0, 10.0), (25.0, 15.0)])
+def test_the_covered_length_before_a_point(x, want):
+    spans = np.array([[0.0, 10.0], [20.0, 30.0]])
+    assert prof._covered(spans, np.array([x]))[0] == want
