@@ -208,3 +208,52 @@ def test_empty_groups_print_as_braces():
 def test_the_covered_length_before_a_point(x, want):
     spans = np.array([[0.0, 10.0], [20.0, 30.0]])
     assert prof._covered(spans, np.array([x]))[0] == want
+
+
+def test_the_step_table_is_sorted_by_module_step_and_device_with_whole_numbers():
+    # listed device 1 first, steps and devices as floats (as a table read back may hold them)
+    ops = pd.DataFrame(
+        {
+            "hlo_module": ["m", "m", "m", "m"],
+            "step": [1.0, 0.0, 0.0, 1.0],
+            "device": [1.0, 1.0, 0.0, 0.0],
+            "start_ns": [1000, 0, 0, 1000],
+            "end_ns": [1400, 300, 200, 1500],
+            "is_collective": [False, True, False, True],
+        }
+    )
+    steps = prof.step_table(ops)
+    assert list(steps.columns) == prof.STEP_COLUMNS and list(steps.index) == [0, 1, 2, 3]
+    assert steps[["step", "device"]].values.tolist() == [[0, 0], [0, 1], [1, 0], [1, 1]]
+    assert steps["step"].dtype == np.int64 and steps["device"].dtype == np.int64
+    assert steps["collective_s"].tolist() == pytest.approx([0.0, 300e-9, 500e-9, 0.0])
+
+
+def test_steps_of_ops_before_the_anchor_are_minus_one_and_whole_numbers():
+    ops = pd.DataFrame(
+        {
+            "hlo_module": ["m"] * 5,
+            "device": [0] * 5,
+            "hlo_op": ["init", "a", "b", "a", "b"],
+            "start_ns": [0, 10, 20, 30, 40],
+            "end_ns": [5, 15, 25, 35, 45],
+        }
+    )
+    out = prof.assign_steps(ops)
+    # "init" runs fewest times (once) and first: it is the anchor, and every op is in step 0
+    assert out["step"].tolist() == [0, 0, 0, 0, 0] and out["step"].dtype == np.int64
+    assert list(out.columns) == [*ops.columns, "step"]
+    late = ops.assign(hlo_op=["x", "a", "b", "a", "b"], start_ns=[0, 10, 20, 30, 40])
+    late = pd.concat([late, late.assign(start_ns=late["start_ns"] + 100)], ignore_index=True)
+    # x runs twice (0 and 100): the anchor; nothing comes before its first run
+    assert prof.assign_steps(late)["step"].tolist() == [0] * 5 + [1] * 5
+
+
+def test_collectives_of_equal_time_keep_the_hlos_order():
+    names = [f"c{i:02d}" for i in range(20)]
+    hlo = prof.hlo_table({"m": [_c(n, "all-reduce", 1000, 1000, ((0, 1),), 2) for n in names]})
+    # every collective 100 ns, listed in the trace in reverse order
+    rows = [(0, n, 100 * i, 100 * i + 100, True, 0) for i, n in enumerate(reversed(names))]
+    ops = _ops(rows)
+    t = prof.collective_table(ops, hlo, prof.step_table(ops))
+    assert t["name"].tolist() == names
