@@ -20,6 +20,7 @@ import pandas as pd
 from analysis import profile as prof
 from analysis.hlo import async_pairs, instruction_opcodes, parse_collectives
 from analysis.trace import device_ops, read_xplane
+from analysis.trace.carried_hlo import hlo_protos
 
 _HEADER = re.compile(r"^\s*HloModule\s+([^\s,]+)", re.MULTILINE)
 _DUMP = re.compile(r"^module_(\d+)\.")
@@ -39,48 +40,9 @@ def find_xplanes(path: Path) -> list[Path]:
 # ---------------------------------------------------------------- HLO carried by the xplane
 
 
-def _fields(buf: memoryview):
-    """(field number, value) of a protobuf message: varints as int, length-delimited as bytes.
-    ValueError on anything that is not a whole message (a field that runs past the end, a
-    number where a message should be, an unknown wire type), as protobuf's own parser refuses it."""
-    if not isinstance(buf, memoryview):  # a damaged file puts a varint where a message was
-        raise ValueError("a message field holds a number")
-    i, n = 0, len(buf)
-    while i < n:
-        key, i = _varint(buf, i)
-        wire = key & 7
-        if wire == 0:
-            value, i = _varint(buf, i)
-        elif wire in (1, 5):
-            value, i = None, i + (8 if wire == 1 else 4)
-        elif wire == 2:
-            size, i = _varint(buf, i)
-            value, i = buf[i : i + size], i + size
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire}")
-        if i > n:
-            raise ValueError("a field runs past the end of its message (truncated)")
-        yield key >> 3, value
-
-
-def _varint(buf: memoryview, i: int) -> tuple[int, int]:
-    out = shift = 0
-    while True:
-        if i >= len(buf) or shift > 63:
-            raise ValueError("a varint runs past the end of its message or past 64 bits")
-        b = buf[i]
-        i += 1
-        out |= (b & 0x7F) << shift
-        shift += 7
-        if b < 0x80:
-            return out, i
-
-
 def hlo_from_xplane(path: Path) -> dict[str, str]:
     """``{"jit_step(18)": HLO text}`` for every ``Hlo Proto`` the file's metadata plane holds
-    (XSpace.planes=1; XPlane.name=2, event_metadata=4, stat_metadata=5; XEventMetadata.name=2,
-    stats=5; XStat.metadata_id=1, bytes_value=6; HloProto.hlo_module=1). The installed
-    packages ship no xplane_pb2, so the few fields needed are read off the wire."""
+    (:func:`analysis.trace.carried_hlo.hlo_protos`); ValueError where protobuf refuses the file."""
     try:
         from jax._src.lib import (
             xla_client,  # prints an HloModuleProto as text (no public API does)
@@ -89,7 +51,7 @@ def hlo_from_xplane(path: Path) -> dict[str, str]:
         return {}
 
     texts: dict[str, str] = {}
-    for name, module in _hlo_protos(path):
+    for name, module in hlo_protos(path):
         try:  # a proto this jaxlib cannot read (another XLA's): its text says so
             texts[name] = xla_client.XlaComputation(bytes(module)).as_hlo_text()
         except Exception as err:  # noqa: BLE001 - the C++ binding raises bare errors
@@ -103,34 +65,7 @@ _PROGRAM = re.compile(r"^(?P<module>.+)\((?P<program_id>\d+)\)$")
 def program_modules(path: Path) -> dict[str, str]:
     """``{program_id: module name}`` of the HLO protos the file carries (each named
     ``module(program_id)``), without printing them."""
-    return {m.group("program_id"): m.group("module") for name, _ in _hlo_protos(path) if (m := _PROGRAM.match(name))}
-
-
-def _hlo_protos(path: Path):
-    """(name, HloModuleProto bytes) of each ``Hlo Proto`` stat on the file's metadata plane."""
-    for field, plane in _fields(memoryview(path.read_bytes())):
-        if field != 1:
-            continue
-        parts = list(_fields(plane))
-        stat_ids = set()
-        for f, entry in parts:
-            if f == 5:
-                md = dict(_fields(dict(_fields(entry)).get(2, memoryview(b""))))
-                if bytes(md.get(2, b"")) == b"Hlo Proto":
-                    stat_ids.add(md.get(1, 0))
-        if not stat_ids:
-            continue
-        for f, entry in parts:
-            if f != 4:
-                continue
-            meta = list(_fields(dict(_fields(entry)).get(2, memoryview(b""))))
-            name = next((bytes(v).decode() for k, v in meta if k == 2), "")
-            for k, stat in meta:
-                st = dict(_fields(stat)) if k == 5 else {}
-                if st.get(1) in stat_ids and 6 in st:
-                    module = dict(_fields(st[6])).get(1)
-                    if module is not None:
-                        yield name, module
+    return {m.group("program_id"): m.group("module") for name, _ in hlo_protos(path) if (m := _PROGRAM.match(name))}
 
 
 def _by_module(texts: list[tuple[str, str]], notes: list[str]) -> dict[str, str]:

@@ -6,13 +6,16 @@ ProfileData reads the file; the profile's HLO and program readers raise only Val
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from analysis.profile_load import _hlo_protos, analyse
+from analysis.profile_load import analyse, load_hlo
 from analysis.trace import TraceError, read_xplane
+from analysis.trace.carried_hlo import hlo_protos
+from analysis.trace.wire_schema import WireError
 from analysis.trace.xplane import _read_with_profiledata
 
 TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "gpu_mi355x_te_fused_attn.xplane.pb"
@@ -64,7 +67,7 @@ def test_mutated_traces_raise_one_error_or_read_as_profiledata_reads_them(tmp_pa
             pd.testing.assert_frame_equal(ours, ref, check_exact=True)
             agreed += 1
         try:
-            list(_hlo_protos(path))
+            hlo_protos(path)
         except ValueError:
             pass
     assert agreed and refused  # both kinds of damage were tried
@@ -77,13 +80,25 @@ def test_an_empty_trace_is_one_value_error(tmp_path):
         analyse([path], {"jit_f": "HloModule jit_f\nENTRY %e { ROOT %a = f32[8]{0} parameter(0) }"})
 
 
-@pytest.mark.parametrize(
-    "blob", [b"\x0a\x05\x12\x03\x08\x01", b"\x0a\x02\x28\x01", b"\x0a\x80", b"\x0a\x09" + b"\xff" * 9]
-)
+@pytest.mark.parametrize("blob", [b"\x0a\x05\x12\x03\x08\x01", b"\x0a\x80", b"\x0a\x09" + b"\xff" * 9])
 def test_protobuf_that_is_not_a_message_is_a_value_error_when_reading_the_hlo(tmp_path, blob):
-    """A varint where the plane's metadata should be a message (it was a TypeError in
-    ``_fields``), a field that runs past its message, a varint past the end."""
+    """A field that runs past its message, a varint past the end: protobuf refuses them, and
+    the profile's HLO reader says the file is not a readable trace."""
     path = tmp_path / "bad.xplane.pb"
     path.write_bytes(blob)
-    with pytest.raises(ValueError):
-        list(_hlo_protos(path))
+    with pytest.raises(WireError):
+        hlo_protos(path)
+    with pytest.raises(ValueError, match=f"^{re.escape(str(path))}: not a readable xplane trace"):
+        load_hlo(None, [path])
+
+
+def test_a_number_where_the_metadata_should_be_is_skipped_as_protobuf_skips_it(tmp_path):
+    """A plane whose stat metadata (field 5) holds a varint: protobuf reads a known field number
+    with another wire type as an unknown field, and ProfileData reads the file as one empty
+    plane; so the HLO reader finds no HLO (the hand-written walker it replaced refused it)."""
+    path = tmp_path / "number.xplane.pb"
+    path.write_bytes(b"\x0a\x02\x28\x01")
+    assert hlo_protos(path) == []
+    assert _read_with_profiledata(path, False).empty
+    with pytest.raises(ValueError, match="^the profile carries no HLO"):
+        load_hlo(None, [path])

@@ -377,7 +377,7 @@ def test_same_table_on_random_xspaces(tmp_path, planes, candidates_only):
 @settings(max_examples=60, deadline=None)
 @given(values=st.lists(st.one_of(st.integers(0, 2**14), st.integers(0, 2**64 - 1)), min_size=1, max_size=40))
 def test_varint_decoding_at_any_length_and_at_the_end_of_the_data(values):
-    from analysis.trace import xspace_wire as wire
+    from analysis.trace import wire_decode as wire
 
     data, pos, msgs = b"", [], []
     for v in values:  # each as a message {1: v}, the last one flush with the end of the data

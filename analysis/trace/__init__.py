@@ -1,6 +1,7 @@
 """Profiler traces: the xplane files ``jax.profiler`` writes, as tables of device-op times.
 
-The face: :func:`read_xplane` (file -> event table, the only code that knows the format),
+The face: :func:`read_xplane` (file -> event table; it and :mod:`.carried_hlo`, the HLO
+modules a file carries, are the only code that knows the format),
 :func:`device_ops` (event table -> per-device op executions on CPU, TPU and GPU),
 :func:`op_steps` / :func:`op_summary` (executions lined up across devices, then medians),
 and :mod:`.overlap` (how much collective time hides under compute).
