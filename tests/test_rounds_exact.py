@@ -163,3 +163,57 @@ def test_interleave_shuffles_each_round_by_the_seed_and_logs_each_round(tmp_path
         "round 3 of 4: 6 point(s)",
         "round 4 of 4: 5 point(s)",
     ]
+
+
+def test_a_round_of_a_bare_result_reads_its_defaults(tmp_path, monkeypatch):
+    # no timing.rounds, no timeout, no estimator (auto) on TPU, no phases yet, one K from an old file
+    d = tmp_path / "p"
+    d.mkdir()
+    round1 = {"round": 1, "step": {"samples_s": [1e-3] * 3}, "loop": {"K": 20, "samples_s": [1e-3] * 3}}
+    result = {
+        "status": "ok",
+        "config": {"timing": {"target_rel_ci": 0.05, "seed": 0}},
+        "environment": {"backend": "tpu"},
+        "timing": {"rounds": [round1]},
+    }
+    (d / "result.json").write_text(json.dumps(result))
+    loop = {"K": 20, "samples_s": [3e-3] * 3}
+    worker = _Worker({"status": "ok", "round": {"round": 2, "step": {"samples_s": [3e-3] * 3}, "loop": loop}})
+    spec = {"hardware": "h", "distributed": "d", "trace": {"gpu_command_buffers": "g"}}
+    monkeypatch.setattr(rounds_mod, "process_env", lambda *a: a)
+    monkeypatch.setattr(rounds_mod, "get_worker", lambda env: worker)
+    seen = []
+    worker.run = lambda s, p, timeout, **kw: seen.append((s, p, timeout, kw)) or worker.reply
+    assert rounds_mod.add_round(d, 2, spec=spec) is True
+    assert seen == [(spec, d, 600.0, {"kind": "retime", "round": 2, "K": 20})]
+    r = json.loads((d / "result.json").read_text())
+    # auto on TPU is the device estimator, which has no samples here: no headline time
+    assert r["timing"]["estimator"] == "device" and r["timing"]["summary"] == {"n": 0}
+    # one round asked for (the default): every round it asks for
+    assert r["timing"]["rounds_rule"]["why"] == "timing.rounds=1: every round asked for"
+    # a reply without phases adds none
+    assert r["phases_s"] == {}
+
+
+def test_round_three_of_five_judges_by_the_configs_target(tmp_path, monkeypatch):
+    d = tmp_path / "p"
+    d.mkdir()
+    rounds = [{"round": i, "step": {"samples_s": [1e-3, 1e-3, 1e-3]}} for i in (1, 2)]
+    result = {
+        "status": "ok",
+        "config": {"timing": {"rounds": 5, "target_rel_ci": 0.5, "seed": 0, "estimator": "step"}},
+        "timing": {"rounds": rounds},
+    }
+    (d / "result.json").write_text(json.dumps(result))
+    reply = {"status": "ok", "round": {"round": 3, "step": {"samples_s": [1e-3] * 3}, "phases_s": {"timing": 0.5}}}
+    monkeypatch.setattr(rounds_mod, "process_env", lambda *a: a)
+    monkeypatch.setattr(rounds_mod, "get_worker", lambda env: _Worker(reply))
+    spec = {"hardware": "h", "distributed": "d", "trace": {"gpu_command_buffers": "g"}}
+    assert rounds_mod.add_round(d, 3, spec=spec) is True
+    r = json.loads((d / "result.json").read_text())
+    # three equal rounds agree, their interval is 0: stopped against the target of 50%
+    assert r["timing"]["rounds_rule"]["why"] == (
+        "stopped after 3 of 5 rounds: they agree (Cochran's Q, 99%) and the interval ±0.0% meets the target ±50%"
+    )
+    # the first later round's phases start from 0
+    assert r["phases_s"] == {"rounds_timing": 0.5}
