@@ -48,11 +48,26 @@ def _sweep(backend="tpu"):
             _row("agxy", "all_gather", 8, BIG, 0.5e-3, 0.495e-3, 0.505e-3, n_axes=2, backend=backend),
             _row("ag8s", "all_gather", 8, SMALL, 40e-6, 39.6e-6, 40.4e-6, backend=backend),
             _row("ag2s", "all_gather", 2, SMALL, 41e-6, 35e-6, 45e-6, backend=backend),
-            # the grad of an AllGather: two HLO kinds, one row each
+            # the grad of an AllGather (slower than the forward, which it must not stand in for): two
+            # HLO kinds, one row each
             _row(
-                "gag", "all_gather", 8, BIG, 1e-3, 0.99e-3, 1.01e-3, grad=True, kind="reduce-scatter", backend=backend
+                "gag",
+                "all_gather",
+                8,
+                BIG,
+                1.2e-3,
+                1.188e-3,
+                1.212e-3,
+                grad=True,
+                kind="reduce-scatter",
+                backend=backend,
             ),
-            _row("gag", "all_gather", 8, BIG, 1e-3, 0.99e-3, 1.01e-3, grad=True, kind="all-gather", backend=backend),
+            _row(
+                "gag", "all_gather", 8, BIG, 1.2e-3, 1.188e-3, 1.212e-3, grad=True, kind="all-gather", backend=backend
+            ),
+            # sizes no claim reads: a middle AllGather size, and a larger AllReduce
+            _row("ag8m", "all_gather", 8, 64 << 10, 0.1e-3, 0.09e-3, 0.11e-3, backend=backend),
+            _row("ar16", "all_reduce", 8, 2 * BIG, 6e-3, 5.9e-3, 6.1e-3, kind="all-reduce", backend=backend),
         ]
     )
 
@@ -93,8 +108,8 @@ def test_a_tpu_sweep_where_claims_hold_fail_cannot_be_told_and_are_missing():
         # the grad against the forward ReduceScatter of its group and V; the HLO decides
         ("the backward pass of an AllGather is a ReduceScatter",
          "time of grad / forward reduce-scatter; the grad's HLO has all-gather, reduce-scatter "
-         "(8 MiB 1 ms / 8 MiB 1 ms)", 1.0,
-         1.0, 0.99 / 1.01, 1.01 / 0.99, HOLDS, ""),
+         "(8 MiB 1.2 ms / 8 MiB 1 ms)", 1.0,
+         1.2, 1.188 / 1.01, 1.212 / 0.99, HOLDS, ""),
         ("the backward pass of a ReduceScatter is an AllGather",
          "time of grad / forward all-gather; the grad's HLO has ?", 1.0, None, None, None, MISSING, none),
         ("collective matmul approaches max(T_math, T_comms)",
@@ -115,7 +130,7 @@ def test_the_console_says_each_measured_verdict_in_one_line():
         # the interval says why it cannot be told: no reason repeated
         "cannot tell at this noise: small buffers are latency-bound, and there more devices cost more "
         "(0.976x, 95% interval 0.88-1.15; book >1)",
-        "holds: the backward pass of an AllGather is a ReduceScatter (1x, 95% interval 0.98-1.02; book 1.0)",
+        "holds: the backward pass of an AllGather is a ReduceScatter (1.2x, 95% interval 1.18-1.22; book 1.0)",
     ]
 
 
@@ -234,3 +249,51 @@ def test_the_reasons_of_the_backward_pass_and_the_collective_matmul():
     # no interval: nothing to tell it by
     assert why(UNSURE, mm, 1.1, math.nan, 1.2, 1.0, "cpu") == "measured 1.10x, with no interval to tell it by"
     assert why(UNSURE, mm, 1.1, 0.5, math.inf, 1.0, "cpu") == "measured 1.10x, with no interval to tell it by"
+
+
+def test_no_points_no_allgather_and_no_backend_leave_claims_unmeasured_or_generic():
+    empty = claims_table(_sweep().iloc[0:0])
+    assert len(empty) == 9 and set(empty["verdict"]) == {MISSING}
+    no_ag = claims_table(_sweep()[lambda d: d["op"] != "all_gather"])
+    assert set(no_ag["verdict"]) == {MISSING}
+    # no backend recorded: not the CPU's reasons
+    t = claims_table(_sweep().assign(backend=None)).set_index("claim")
+    assert t.loc["AllReduce costs twice an AllGather", "reason"] == "measured 3.00x"
+
+
+def test_a_sweep_without_grad_reads_every_point_as_forward():
+    fwd = _sweep()[lambda d: d["point"] != "gag"]
+    want = claims_table(fwd)
+    pd.testing.assert_frame_equal(claims_table(fwd.drop(columns=["grad"])), want)
+    pd.testing.assert_frame_equal(claims_table(fwd.assign(grad=[None] * len(fwd))), want)
+
+
+def test_the_middle_of_several_points_counts_each_point_once():
+    rows = [
+        _row("a", "all_gather", 8, BIG, 1e-3, 0.99e-3, 1.01e-3),
+        _row("b", "all_gather", 8, BIG, 2e-3, 1.98e-3, 2.02e-3),
+        # the slowest point has two rows (two HLO kinds): still one point
+        _row("c", "all_gather", 8, BIG, 3e-3, 2.97e-3, 3.03e-3),
+        _row("c", "all_gather", 8, BIG, 3e-3, 2.97e-3, 3.03e-3, kind="copy"),
+        _row("d", "all_gather", 2, BIG, 2e-3, 1.98e-3, 2.02e-3),
+    ]
+    t = claims_table(pd.DataFrame(rows)).set_index("claim")
+    assert t.loc["bandwidth-bound cost does not depend on the number of devices", "ratio"] == pytest.approx(1.0)
+    # five points: the third fastest (a third of the way would take the second)
+    times = [5e-3, 1e-3, 4e-3, 2e-3, 3e-3]
+    five = [_row(f"p{i}", "all_gather", 8, BIG, t, t * 0.99, t * 1.01) for i, t in enumerate(times)]
+    t = claims_table(pd.DataFrame([*five, rows[-1]])).set_index("claim")
+    assert t.loc["bandwidth-bound cost does not depend on the number of devices", "ratio"] == pytest.approx(1.5)
+
+
+def test_times_in_the_measured_text_keep_three_digits():
+    from analysis.claims import _ms
+
+    assert _ms({"time_s": 0.999e-3}) == "0.999 ms" and _ms({"time_s": 12.34e-3}) == "12.3 ms"
+
+
+@pytest.mark.parametrize("lo,hi", [(None, 1.1), (0.9, None), (math.nan, 0.5), (0.5, math.nan)])
+def test_half_an_interval_is_no_interval(lo, hi):
+    from analysis.claims import verdict
+
+    assert verdict(1.0, lo, hi, 1.0) == UNSURE
