@@ -141,7 +141,8 @@ def traced_run(tmp_path_factory, compose_cfg):
     snapshot of ``base`` as the runner left it, before any server saw it.
     """
     base = tmp_path_factory.mktemp("view")
-    result = run(compose_cfg(["op.size_bytes=64KiB", "timing.budget_s=0.2", "trace.iters=2"]), base / SWEEP / POINT)
+    fast = ["timing.rounds=1", "timing.budget_s=0.2", "trace.iters=2"]
+    result = run(compose_cfg(["op.size_bytes=64KiB", *fast]), base / SWEEP / POINT)
     assert result["status"] == "ok"
     _set_writable(base / "outputs", False)
     yield SimpleNamespace(base=base, snapshot=_snapshot(base))
