@@ -161,33 +161,70 @@ def _matmul(point, strategy, t, lo, hi, compute=math.nan, coll=math.nan, overlap
     )  # fmt: skip
 
 
-def test_the_collective_matmul_against_its_naive_programs_trace():
-    pts = pd.DataFrame(
+def _matmul_sweep(ring=(3.004e-3, 2.8e-3, 3.2e-3), overlap=0.1):
+    return pd.DataFrame(
         [
             # a ring whose naive counterpart has no trace is skipped for the next ring
             _matmul("r0", "collective_matmul", 1e-3, 0.9e-3, 1.1e-3, dims="32x32"),
             _matmul("n0", "naive", 2e-3, 1.9e-3, 2.1e-3, dims="32x32"),
-            _matmul("r1", "collective_matmul", 3e-3, 2.8e-3, 3.2e-3, overlap=0.1),
-            # the naive program: compute 2 ms, collectives 1 ms: the bound is 2 ms
-            _matmul("n1", "naive", 2.5e-3, 2.4e-3, 2.6e-3, compute=2e-3, coll=1e-3),
+            # the naive program (listed before its ring, and no ring itself): compute 2.004 ms,
+            # collectives 1.004 ms: the bound is 2.004 ms
+            _matmul("n1", "naive", 2.504e-3, 2.4e-3, 2.6e-3, compute=2.004e-3, coll=1.004e-3),
+            _matmul("r1", "collective_matmul", *ring, overlap=overlap),
         ]
     )
-    (row,) = _plain(claims_table(pts).iloc[[-1]])
-    # 3 / 2 = 1.5, 2.8 / 2 to 3.2 / 2: wholly above 1.25
+
+
+MM = "collective matmul approaches max(T_math, T_comms)"
+
+
+def test_the_collective_matmul_against_its_naive_programs_trace():
+    (row,) = _plain(claims_table(_matmul_sweep()).iloc[[-1]])
+    # 3.004 / 2.004 = 1.50, 2.8 / 2.004 = 1.40 to 3.2 / 2.004 = 1.60: wholly above 1.25; three
+    # digits in the text (3.004 ms reads 3 ms)
     assert row == pytest.approx(
         {
-            "claim": "collective matmul approaches max(T_math, T_comms)",
+            "claim": MM,
             "measured": "collective matmul 3 ms / max(compute 2 ms, collectives 1 ms) of the naive program's trace; "
             "naive 2.5 ms",
             "expected": 1.0,
-            "ratio": 1.5,
-            "ci_low": 1.4,
-            "ci_high": 1.6,
+            "ratio": 3.004 / 2.004,
+            "ci_low": 2.8 / 2.004,
+            "ci_high": 3.2 / 2.004,
             "verdict": FAILS,
             "reason": "on the CPU backend collectives run synchronously on the device threads, so nothing hides "
             "under compute (1.50x of the bound; the trace shows 10% of collective time overlapped)",
         }
     )
+
+
+def test_the_collective_matmul_that_holds_or_cannot_be_told_and_a_sweep_without_traces():
+    held = claims_table(_matmul_sweep(ring=(2.004e-3, 1.9e-3, 2.1e-3))).iloc[-1]
+    assert (held["verdict"], held["reason"]) == (HOLDS, "")
+    # 2.404 / 2.004 = 1.2, its interval 2.204 / 2.004 = 1.1 to 2.605 / 2.004 = 1.3: inside and out
+    unsure = claims_table(_matmul_sweep(ring=(2.404e-3, 2.2044e-3, 2.6052e-3))).iloc[-1]
+    assert (unsure["verdict"], unsure["reason"]) == (
+        UNSURE,
+        "measured 1.20x, but its 95% interval 1.1-1.3 reaches inside and outside the band 0.8-1.25: more rounds, "
+        "or a quieter machine, would tell",
+    )
+    # no overlap column: no overlap said
+    no_overlap = claims_table(_matmul_sweep().drop(columns=["trace_overlap_frac"])).iloc[-1]
+    assert no_overlap["reason"].endswith("nothing hides under compute (1.50x of the bound)")
+    # no trace columns at all: nothing to hold the ring to
+    bare = _matmul_sweep().drop(columns=["trace_compute_s", "trace_collective_s", "trace_overlap_frac"])
+    assert claims_table(bare).iloc[-1]["verdict"] == MISSING
+
+
+def test_the_console_leaves_out_numbers_a_claim_lacks():
+    sweep = _sweep()
+    # no forward ReduceScatter: the grad's claim has the HLO's verdict but no ratio
+    sweep = sweep[sweep["op"] != "reduce_scatter"]
+    # no interval on the AllReduce: a ratio without one
+    sweep.loc[sweep["point"] == "ar8", ["time_ci_low_s", "time_ci_high_s"]] = math.nan
+    lines = console_lines(claims_table(sweep))
+    assert "holds: the backward pass of an AllGather is a ReduceScatter" in lines
+    assert "cannot tell at this noise: AllReduce costs twice an AllGather (3x; book 2.0)" in lines
 
 
 @pytest.mark.parametrize(
@@ -265,7 +302,9 @@ def test_a_sweep_without_grad_reads_every_point_as_forward():
     fwd = _sweep()[lambda d: d["point"] != "gag"]
     want = claims_table(fwd)
     pd.testing.assert_frame_equal(claims_table(fwd.drop(columns=["grad"])), want)
-    pd.testing.assert_frame_equal(claims_table(fwd.assign(grad=[None] * len(fwd))), want)
+    pd.testing.assert_frame_equal(
+        claims_table(fwd.assign(grad=pd.Series(math.nan, index=fwd.index, dtype=object))), want
+    )
 
 
 def test_the_middle_of_several_points_counts_each_point_once():
