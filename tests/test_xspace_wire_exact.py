@@ -1,0 +1,149 @@
+"""Where each event of an ``.xplane.pb`` lies (:func:`analysis.trace.xspace_wire.read_space`),
+on files written by hand: event lengths on both sides of each length byte, several planes and
+lines, lines copied out (events not contiguous, a walk that cannot read the file, groups taken
+out), and the event metadata's names, display names and stats, every expected value worked out
+by hand. No JAX: milliseconds a test.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from xspace_bytes import bytes_field as lf
+from xspace_bytes import varint
+from xspace_bytes import varint_field as vf
+
+from analysis.trace import wire_schema
+from analysis.trace.xspace_wire import read_space
+
+
+def _group(number: int, body: bytes = b"", end: int | None = None) -> bytes:
+    return varint(number << 3 | 3) + body + varint((number if end is None else end) << 3 | 4)
+
+
+@pytest.fixture(autouse=True)
+def fresh_schema(monkeypatch):
+    """The schema's message classes built again for each test (the module keeps them once built),
+    so that what a test reads goes through this build of them."""
+    monkeypatch.setattr(wire_schema, "_CLASSES", {})
+
+
+def _meta(key: int, name: bytes | str, display: str | None = None, stats: tuple = ()) -> bytes:
+    value = vf(1, key) + lf(2, name) + (b"" if display is None else lf(4, display)) + b"".join(lf(5, s) for s in stats)
+    return vf(1, key) + lf(2, value)
+
+
+def _xline(name, ts: int, events, tail: bytes = b"") -> bytes:
+    return vf(1, 1) + lf(2, name) + vf(3, ts) + b"".join(lf(4, e) for e in events) + tail
+
+
+def _xplane(name, lines, event_meta=(), stat_meta=()) -> bytes:
+    out = vf(1, 1) + lf(2, name) + b"".join(lf(3, ln) for ln in lines)
+    return out + b"".join(lf(4, m) for m in event_meta) + b"".join(lf(5, m) for m in stat_meta)
+
+
+def _events_of(space) -> list[bytes]:
+    return [bytes(space.buf.u8[a:b]) for a, b in zip(space.starts.tolist(), space.stops.tolist())]
+
+
+def test_events_of_lengths_on_both_sides_of_each_length_byte_are_found_in_place():
+    """Lengths 127 | 128 (a second length byte), 16383 | 16384 (a third), 2**21 - 1 | 2**21 (a
+    fourth): each event's bytes where the file has them, none copied."""
+    sizes = [1, 127, 128, 16383, 16384, 2**21 - 1, 2**21]
+    events = [bytes([i + 1]) * n for i, n in enumerate(sizes)]
+    line = _xline("XLA Ops", 5, events)
+    data = lf(1, _xplane("/device:TPU:0", [_xline("empty", 1, []), line])) + lf(4, "host")
+    space = read_space(data)
+    assert space.buf.size == len(data)  # read where they lie
+    assert _events_of(space) == events
+    assert [(ln.name, ln.timestamp_ns, ln.count) for ln in space.planes[0].lines] == [
+        ("empty", 1, 0),
+        ("XLA Ops", 5, 7),
+    ]
+
+
+def test_several_planes_and_lines_each_event_in_order():
+    e = [vf(1, k) + vf(3, 10 * k) for k in range(1, 7)]
+    p0 = _xplane("/device:GPU:0", [_xline("s1", 1, e[:2]), _xline("s2", 2, [e[2]])], [_meta(1, "a")], [_meta(1, "x")])
+    p1 = _xplane("/host:CPU", [])
+    p2 = _xplane("/device:GPU:1", [_xline("s3", 3, e[3:])])
+    data = lf(1, p0) + lf(1, p1) + lf(1, p2)
+    space = read_space(data)
+    assert space.buf.size == len(data)
+    assert _events_of(space) == e
+    assert [p.name for p in space.planes] == ["/device:GPU:0", "/host:CPU", "/device:GPU:1"]
+    assert [[ln.count for ln in p.lines] for p in space.planes] == [[2, 1], [], [3]]
+
+
+def test_events_not_contiguous_in_their_line_are_copied_out_after_the_data():
+    """Two serialized XLines back to back are one XLine (protobuf merges them) whose events have
+    another line's fields between them: those events are copied after the file's bytes."""
+    e = [vf(1, 1), vf(1, 2) + vf(3, 7), vf(1, 3)]
+    merged = _xline("a", 1, e[:1]) + _xline("b", 2, e[1:])
+    kept = [vf(1, 9)]
+    data = lf(1, _xplane("/host:CPU", [_xline("first", 0, kept), merged]))
+    space = read_space(data)
+    assert _events_of(space) == kept + e
+    assert space.buf.size == len(data) + sum(map(len, e))  # only the merged line's
+    assert space.starts[0] < len(data) <= space.starts[1]
+    assert [(ln.name, ln.timestamp_ns, ln.count) for ln in space.planes[0].lines] == [("first", 0, 1), ("b", 2, 3)]
+
+
+def test_a_space_the_walk_cannot_read_copies_every_line_out():
+    """A group-typed field in the XSpace (protobuf skips it) stops the walk that finds the first
+    events: every event is then copied out, with the same bytes."""
+    e = [vf(1, 1), vf(1, 2)]
+    data = _group(9, vf(1, 1)) + lf(1, _xplane("/host:CPU", [_xline("l", 0, e)]))
+    space = read_space(data)
+    assert _events_of(space) == e
+    assert space.buf.size == len(data) + 4
+
+
+def test_strip_groups_copies_every_event_out_without_its_groups():
+    e = [vf(1, 1) + _group(9, vf(1, 5)) + vf(3, 2), vf(1, 2) + lf(4, vf(1, 1) + _group(3)), vf(1, 3)]
+    data = lf(1, _xplane("/host:CPU", [_xline("l", 0, e)]))
+    space = read_space(data, strip_groups=True)
+    want = [vf(1, 1) + vf(3, 2), vf(1, 2) + lf(4, vf(1, 1)), vf(1, 3)]
+    assert _events_of(space) == want
+    assert space.buf.size == len(data) + sum(map(len, want))
+    assert space.planes[0].lines[0].count == 3
+
+
+def test_a_space_without_events():
+    for data in (b"", lf(1, _xplane("/host:CPU", [_xline("l", 0, [])])), lf(4, "host")):
+        space = read_space(data)
+        assert space.buf.size == 0 and space.starts.tolist() == [] and space.stops.tolist() == []
+    assert [ln.count for ln in read_space(lf(1, _xplane("p", [_xline("l", 0, [])]))).planes[0].lines] == [0]
+
+
+def test_metadata_names_display_names_and_the_stats_asked_for():
+    stat_meta = [_meta(1, "program_id"), _meta(2, "hlo_category"), _meta(3, "flops"), _meta(4, "all-reduce")]
+    event_meta = [
+        _meta(1, "%all-reduce.3 = ...", "all-reduce.3", (vf(1, 1) + vf(3, 2**64 - 1), vf(1, 2) + lf(5, "all-reduce"))),
+        _meta(2, "fusion", "", (vf(1, 2) + vf(7, 4), vf(1, 3) + vf(4, 9), vf(1, 1) + vf(4, 5), vf(1, 1) + vf(4, 6))),
+        _meta(3, b"bad \xff name", None, (vf(1, 1),)),  # a stat with no value: skipped
+        _meta(4, "old", "old.1", (vf(1, 1) + vf(4, 1),)),
+        _meta(4, "new"),  # the same id again: replaces the earlier entry whole
+        _meta(5, "double", None, (vf(1, 2) + b"\x11" + struct.pack("<d", 2.5), vf(1, 9) + vf(4, 3))),
+        _meta(6, "dangling", None, (vf(1, 2) + vf(7, 99), vf(1, 1) + lf(6, b"\x00b"))),  # a reference to no stat: ""
+    ]
+    data = lf(1, _xplane("/device:TPU:0", [], event_meta, stat_meta))
+    plane = read_space(data, frozenset({"program_id", "hlo_category"})).planes[0]
+    assert plane.stat_names == {1: "program_id", 2: "hlo_category", 3: "flops", 4: "all-reduce"}
+    assert plane.event_names == {
+        1: "%all-reduce.3 = ...",
+        2: "fusion",
+        3: "bad \udcff name",
+        4: "new",
+        5: "double",
+        6: "dangling",
+    }
+    assert plane.event_display == {1: "all-reduce.3"}
+    assert plane.event_stats == {
+        1: {"program_id": 2**64 - 1, "hlo_category": "all-reduce"},
+        2: {"hlo_category": "all-reduce", "program_id": 6},  # a reference by name; the later of two wins
+        5: {"hlo_category": 2.5},
+        6: {"hlo_category": "", "program_id": "\x00b"},
+    }
+    assert read_space(data).planes[0].event_stats == {}  # none asked for
