@@ -257,3 +257,20 @@ def test_collectives_of_equal_time_keep_the_hlos_order():
     ops = _ops(rows)
     t = prof.collective_table(ops, hlo, prof.step_table(ops))
     assert t["name"].tolist() == names
+
+
+def test_the_hlo_tables_bytes_and_group_count_and_a_model_without_a_note():
+    t = prof.hlo_table({"m": COLLECTIVES[:1]}, MESH, lambda c, axes: {"model_time_s": 2e-6})
+    row = t.iloc[0]
+    assert (row["operand_bytes"], row["result_bytes"], row["num_groups"]) == (1024, 4096, 2)
+    # a model that says nothing leaves the note empty, not "no model"
+    assert (row["model_time_s"], row["model_note"]) == (2e-6, "")
+
+
+def test_a_collective_on_two_devices_is_timed_after_the_last_arrival():
+    # device 0 runs c1 0-100 ns, device 1 50-120 ns: after arrival 50-120 (70 ns, under the
+    # longest device time, 100 ns); with waiting 0-120; skew 50
+    ops = pd.concat([_ops([(0, "c1", 0, 100, True, 0)]), _ops([(1, "c1", 50, 120, True, 0)])], ignore_index=True)
+    row = prof.collective_table(ops, _hlo(), prof.step_table(ops)).set_index("name").loc["c1"]
+    assert row["time_after_arrival_s"] == pytest.approx(70e-9) and row["time_last_arrival_s"] == pytest.approx(70e-9)
+    assert row["time_with_waiting_s"] == pytest.approx(120e-9) and row["arrival_skew_s"] == pytest.approx(50e-9)
