@@ -227,6 +227,8 @@ def test_the_step_table_is_sorted_by_module_step_and_device_with_whole_numbers()
     assert steps[["step", "device"]].values.tolist() == [[0, 0], [0, 1], [1, 0], [1, 1]]
     assert steps["step"].dtype == np.int64 and steps["device"].dtype == np.int64
     assert steps["collective_s"].tolist() == pytest.approx([0.0, 300e-9, 500e-9, 0.0])
+    # no step runs compute beside its collective: nothing hidden, not even a nanosecond
+    assert steps["hidden_s"].tolist() == [0.0, 0.0, 0.0, 0.0]
 
 
 def test_steps_of_ops_before_the_anchor_are_minus_one_and_whole_numbers():
