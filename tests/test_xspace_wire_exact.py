@@ -147,3 +147,21 @@ def test_metadata_names_display_names_and_the_stats_asked_for():
         6: {"hlo_category": "", "program_id": "\x00b"},
     }
     assert read_space(data).planes[0].event_stats == {}  # none asked for
+
+
+def test_fields_the_parse_skips_do_not_move_the_events():
+    """A varint where the XSpace has planes, the plane its lines and the line its events
+    (protobuf skips a known number of another wire type): every event still found in place.
+    A line whose event length is written in two bytes where one would do (protobuf reads it) is
+    not where the lengths say: its events are copied out, with the same bytes."""
+    e = [vf(1, 1), vf(1, 2) + vf(3, 4), vf(1, 3)]
+    line = vf(4, 1) + _xline("l", 0, e[:2])
+    overlong = vf(1, 1) + b"\x22\x82\x00" + e[2]  # a length of 2 in two bytes
+    plane = vf(1, 1) + vf(3, 1) + lf(2, "p") + lf(3, line) + lf(3, overlong)
+    data = vf(1, 5) + lf(4, "host") + lf(1, plane)
+    space = read_space(data)
+    assert _events_of(space) == e
+    assert space.buf.size == len(data) + 2  # only the overlong line's event copied
+    # 10 bytes before the plane, 9 of it before the line, 9 of the line before its first event's tag
+    assert space.starts.tolist()[:2] == [30, 34]
+    assert [ln.count for ln in space.planes[0].lines] == [2, 1]
