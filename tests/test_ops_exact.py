@@ -67,12 +67,14 @@ def test_a_done_whose_start_is_not_open_is_left_alone():
                 (0, "all-gather-start.1", 0, 10),
                 (0, "reduce-scatter-done.2", 50, 10),  # no reduce-scatter start is open
                 (0, "all-gather-done.3", 60, 10),  # the HLO pairs it with a start not in the trace
+                (0, "all-gather-done.1", 80, 10),  # after both: still closes its start
             ]
         ),
         pairs={"all-gather-done.3": "all-gather-start.3"},
     )
     assert ops["hlo_op"].tolist() == ["all-gather-start.1", "reduce-scatter-done.2", "all-gather-done.3"]
-    assert ops["is_async"].tolist() == [False, False, False] and ops["done_op"].isna().all()
+    assert ops["is_async"].tolist() == [True, False, False] and ops["end_ns"].tolist() == [90.0, 60.0, 70.0]
+    assert ops["done_op"][0] == "all-gather-done.1" and ops["done_op"][1:].isna().all()
 
 
 def test_an_async_done_closes_the_earliest_open_start_of_any_kind():
