@@ -104,3 +104,14 @@ def test_the_arrival_skew_is_the_last_start_minus_the_first():
         "arrival_skew_s",
     ]
     assert summary["arrival_skew_s"].tolist() == pytest.approx([30e-9])
+
+
+def test_a_done_on_a_device_with_nothing_open_does_not_stop_the_next_devices_joins():
+    ops = device_ops(
+        _tpu([(0, "all-reduce-done.5", 10, 10), (1, "all-reduce-start.5", 0, 10), (1, "all-reduce-done.5", 50, 10)])
+    )
+    assert ops[["device", "hlo_op", "is_async"]].values.tolist() == [
+        [0, "all-reduce-done.5", False],
+        [1, "all-reduce-start.5", True],
+    ]
+    assert ops["end_ns"].tolist() == [20.0, 60.0]
