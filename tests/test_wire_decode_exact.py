@@ -231,3 +231,14 @@ def test_decode_refuses_a_message_that_ends_before_it_starts():
 def test_a_group_field_is_a_group_field_error(msg):
     with pytest.raises(GroupField, match="^a group-typed field"):
         decode(Buf(msg), np.array([0]), np.array([len(msg)]), WANTED, repeated=(4, 2))
+
+
+def test_a_round_whose_tags_all_start_with_0x80():
+    """Field 16 as a varint has the two-byte tag 0x80 0x01: a round in which it comes first in
+    every message is not a round of one-byte tags, and its value is skipped whole."""
+    msgs = (vf(16, 5) + vf(1, 7), vf(16, 300) + vf(3, 9))
+    assert msgs[0][:2] == b"\x80\x01"
+    buf, starts, stops = _buffer(*msgs)
+    d = decode(buf, starts, stops, WANTED)
+    assert d.value[(1, 0)].tolist() == [7, 0] and d.seen[(1, 0)].tolist() == [2, 0]
+    assert d.value[(3, 0)].tolist() == [0, 9] and d.seen[(3, 0)].tolist() == [0, 2]
