@@ -336,3 +336,10 @@ def test_half_an_interval_is_no_interval(lo, hi):
     from analysis.claims import verdict
 
     assert verdict(1.0, lo, hi, 1.0) == UNSURE
+
+
+def test_a_ring_listed_before_its_naive_program_is_held_to_that_programs_trace():
+    pts = _matmul_sweep()
+    ring_first = pd.concat([pts.iloc[[3]], pts.iloc[[2]]], ignore_index=True)
+    row = claims_table(ring_first).iloc[-1]
+    assert (row["verdict"], row["ratio"]) == (FAILS, pytest.approx(3.004 / 2.004))
