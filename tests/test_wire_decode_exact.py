@@ -211,8 +211,8 @@ def test_decode_of_no_messages_and_of_empty_ones():
         (b"\x32" + varint(2**63) + b"ab", 12, "^length past the end of the data$"),
         (b"\x32\x02", 2, "^field runs past the end of its message$"),
         (b"\x08\x01", 3, "^message runs past the end of the data$"),
-        (b"\x0e\x01", 2, "^unsupported wire type or field number 0$"),
-        (b"\x0f\x01", 2, "^unsupported wire type or field number 0$"),
+        (b"\x0e\x08\x01", 3, "^unsupported wire type or field number 0$"),  # wire 6, then a good field
+        (b"\x0f\x08\x01", 3, "^unsupported wire type or field number 0$"),  # wire 7
         (b"\x00\x01", 2, "^unsupported wire type or field number 0$"),
     ],
 )
@@ -242,3 +242,27 @@ def test_a_round_whose_tags_all_start_with_0x80():
     d = decode(buf, starts, stops, WANTED)
     assert d.value[(1, 0)].tolist() == [7, 0] and d.seen[(1, 0)].tolist() == [2, 0]
     assert d.value[(3, 0)].tolist() == [0, 9] and d.seen[(3, 0)].tolist() == [0, 2]
+
+
+def test_fixed32_fields_of_several_messages_in_one_round():
+    msgs = (b"\x45\x01\x00\x00\x00", b"\x45\x00\x01\x00\x00" + vf(1, 1), b"\x45\xff\xff\xff\xff")
+    buf, starts, stops = _buffer(*msgs, tail=b"\x00" * 8)
+    d = decode(buf, starts, stops, WANTED)
+    assert d.value[(8, 5)].tolist() == [1, 256, 2**32 - 1] and d.seen[(8, 5)].tolist() == [1, 1, 1]
+    assert d.value[(1, 0)].tolist() == [0, 1, 0]
+
+
+STAT_FIELDS = ((1, 0), (2, 1), (3, 0), (4, 0), (5, 2), (6, 2), (7, 0))  # the stats' as the reader asks
+
+
+def test_stats_that_are_all_integers_with_a_fixed64_asked_for_first():
+    """The reader asks for a stat's double (a fixed64) before its integers: rounds of varints
+    only still set every integer. Round 2: all int64 (one tag); then uint64, int64, ref."""
+    buf, starts, stops = _buffer(vf(1, 1) + vf(4, 5), vf(1, 2) + vf(4, 2**64 - 1))
+    d = decode(buf, starts, stops, STAT_FIELDS)
+    assert d.value[(4, 0)].tolist() == [5, 2**64 - 1] and d.seen[(4, 0)].tolist() == [2, 2]
+    buf, starts, stops = _buffer(vf(1, 1) + vf(3, 7), vf(1, 2) + vf(4, 8), vf(1, 3) + vf(7, 9))
+    d = decode(buf, starts, stops, STAT_FIELDS)
+    assert [d.value[k].tolist() for k in ((3, 0), (4, 0), (7, 0))] == [[7, 0, 0], [0, 8, 0], [0, 0, 9]]
+    assert [d.seen[k].tolist() for k in ((3, 0), (4, 0), (7, 0))] == [[2, 0, 0], [0, 2, 0], [0, 0, 2]]
+    assert d.seen[(2, 1)].tolist() == [0, 0, 0]

@@ -29,7 +29,7 @@ def fresh_schema(monkeypatch):
     monkeypatch.setattr(wire_schema, "_CLASSES", {})
 
 
-def _meta(key: int, name: bytes | str, display: str | None = None, stats: tuple = ()) -> bytes:
+def _meta(key: int, name: bytes | str, display: bytes | str | None = None, stats: tuple = ()) -> bytes:
     value = vf(1, key) + lf(2, name) + (b"" if display is None else lf(4, display)) + b"".join(lf(5, s) for s in stats)
     return vf(1, key) + lf(2, value)
 
@@ -128,7 +128,8 @@ def test_metadata_names_display_names_and_the_stats_asked_for():
         _meta(5, "double", None, (vf(1, 2) + b"\x11" + struct.pack("<d", 2.5), vf(1, 9) + vf(4, 3))),
         _meta(6, "dangling", None, (vf(1, 2) + vf(7, 99), vf(1, 1) + lf(6, b"\x00b"))),  # a reference to no stat: ""
     ]
-    data = lf(1, _xplane("/device:TPU:0", [], event_meta, stat_meta))
+    event_meta.append(_meta(7, "shown", b"d\xff"))  # a display name that is not UTF-8
+    data = lf(1, _xplane(b"/device:\xff", [_xline(b"l\xfe", 0, [])], event_meta, stat_meta))
     plane = read_space(data, frozenset({"program_id", "hlo_category"})).planes[0]
     assert plane.stat_names == {1: "program_id", 2: "hlo_category", 3: "flops", 4: "all-reduce"}
     assert plane.event_names == {
@@ -138,8 +139,10 @@ def test_metadata_names_display_names_and_the_stats_asked_for():
         4: "new",
         5: "double",
         6: "dangling",
+        7: "shown",
     }
-    assert plane.event_display == {1: "all-reduce.3"}
+    assert plane.event_display == {1: "all-reduce.3", 7: "d\udcff"}
+    assert (plane.name, plane.lines[0].name) == ("/device:\udcff", "l\udcfe")
     assert plane.event_stats == {
         1: {"program_id": 2**64 - 1, "hlo_category": "all-reduce"},
         2: {"hlo_category": "all-reduce", "program_id": 6},  # a reference by name; the later of two wins
