@@ -168,3 +168,33 @@ def test_fields_the_parse_skips_do_not_move_the_events():
     # 10 bytes before the plane, 9 of it before the line, 9 of the line before its first event's tag
     assert space.starts.tolist()[:2] == [30, 34]
     assert [ln.count for ln in space.planes[0].lines] == [2, 1]
+
+
+def test_two_lines_copied_out_one_after_the_other():
+    e1 = [vf(1, 1) + _group(9), vf(1, 2)]
+    e2 = [vf(1, 3) + _group(9, vf(1, 1)), vf(1, 4) + vf(3, 5)]
+    data = lf(1, _xplane("/host:CPU", [_xline("a", 0, e1), _xline("b", 0, e2)]))
+    space = read_space(data, strip_groups=True)
+    want = [vf(1, 1), vf(1, 2), vf(1, 3), vf(1, 4) + vf(3, 5)]
+    assert _events_of(space) == want
+    assert space.starts.tolist() == [len(data) + k for k in (0, 2, 4, 6)]  # each after the last
+
+
+@pytest.mark.parametrize(
+    ("head", "tail", "event"),
+    [
+        # from byte 1 on, the bytes look like an event of 2 bytes ("ab")
+        (_group(9, lf(4, b"ab")), lf(4, b"x"), b"cd"),
+        # the last byte a tag of field 4 and the first byte (0x4b, the group's tag) a length of 75
+        (_group(9, lf(4, b"ab")), lf(4, b"x\x22"), bytes(range(75))),
+    ],
+    ids=["at_1", "at_end_minus_1"],
+)
+def test_when_the_walk_fails_no_position_is_guessed(head, tail, event):
+    """The walk stops at the group (protobuf skips it); bytes elsewhere that look like a line's
+    events are not taken for them: the events are copied out."""
+    data = head + lf(1, _xplane("/host:CPU", [_xline("l", 0, [event])])) + tail
+    assert data[0] == 0x4B
+    space = read_space(data)
+    assert _events_of(space) == [event]
+    assert space.starts.tolist() == [len(data)]
