@@ -51,7 +51,8 @@ def point_table(summary: pd.DataFrame) -> pd.DataFrame:
     ok = summary[summary["status"] == "ok"]
     kinds = ok.groupby("point")["hlo_kind"].agg(lambda k: sorted(set(k.dropna()))).rename("hlo_kinds")
     points = ok.drop_duplicates("point").set_index("point").join(kinds).reset_index()
-    points["grad"] = points.get("grad", pd.Series(False, index=points.index)).fillna(False).astype(bool)
+    # == True, not fillna(False): a column of NaN reads as float, whose fillna(False) pandas 4 refuses
+    points["grad"] = points.get("grad", pd.Series(False, index=points.index)).eq(True)
     return points
 
 
