@@ -65,6 +65,9 @@ def test_first_varint_field_of_short_long_other_and_empty_messages():
     assert [x.tolist() for x in first_varint_field(buf, starts, stops, 0x10)] == [[5, 0], [True, False]]
     assert [x.tolist() for x in first_varint_field(buf, starts[:0], stops[:0], 0x08)] == [[], []]
     assert [x.tolist() for x in first_varint_field(Buf(b""), np.array([0]), np.array([0]), 0x08)] == [[0], [False]]
+    # a one-byte message of another field last in the data: nothing read past it
+    val, has = first_varint_field(Buf(b"\x08\x01\x10"), np.array([0, 2]), np.array([2, 3]), 0x08)
+    assert (val.tolist(), has.tolist()) == ([1, 0], [True, False])
     # a mask the reader inverts (~has), in every case
     for b, n in ((Buf(b""), 1), (buf, 0)):
         assert first_varint_field(b, np.zeros(n, np.int64), np.zeros(n, np.int64), 0x08)[1].dtype == bool
