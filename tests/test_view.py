@@ -288,6 +288,19 @@ def test_view_of_a_folder_without_traces_fails_clearly(tmp_path):
     assert "holds no traces" in proc.stderr and not proc.stdout
 
 
+@pytest.mark.parametrize("module", ["xprof", "cheroot"])
+def test_view_without_xprof_names_the_one_install_command(traced_run, tmp_path, module):
+    # as a user who removed XProf (or whose environment lost it) sees it: one line, exit 2
+    (tmp_path / "sitecustomize.py").write_text(f"import sys\nsys.modules[{module!r}] = None\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    proc = analysis("view", SWEEP, cwd=traced_run.base, env=env, timeout=120)
+    want = (
+        f"error: analysis view needs XProf, which is missing here (no module {module!r}): "
+        'pip install "tensorboard-plugin-profile>=2.20"'
+    )
+    assert (proc.returncode, proc.stdout, proc.stderr.splitlines()) == (2, "", [want])
+
+
 @pytest.mark.parametrize("port", ["-1", "99999", "busy"])
 def test_a_bad_or_busy_port_is_one_line_and_exit_2(traced_run, port):
     with socket.socket() as taken:

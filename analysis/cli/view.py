@@ -157,6 +157,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
 
 
+# shardlab's own install brings XProf (pyproject's dependencies); this puts back what was removed.
+XPROF_INSTALL = 'pip install "tensorboard-plugin-profile>=2.20"'
+
+
+def missing_xprof() -> str | None:
+    """The first module ``view`` serves with that cannot be found (XProf or its web server), else None."""
+    import importlib.util
+
+    for name in ("xprof", "cheroot"):
+        if importlib.util.find_spec(name) is None:
+            return name
+    return None
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt  # SIGTERM ends the server like Ctrl-C, so the logdir is removed
 
@@ -170,6 +184,9 @@ def main(args: argparse.Namespace) -> int:
         return fail(f"{args.dir} holds no traces (no */trace/plugins/profile)")
     if not 0 <= args.port <= 65535:
         return fail(f"--port={args.port}: must be from 1 to 65535, or 0 for a free one")
+    missing = missing_xprof()
+    if missing:
+        return fail(f"analysis view needs XProf, which is missing here (no module {missing!r}): {XPROF_INSTALL}")
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         if args.port:  # before XProf loads (and logs): a busy port is then the only line
