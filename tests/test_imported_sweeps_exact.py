@@ -72,7 +72,7 @@ def test_every_collective_at_both_levels_has_the_books_V_and_the_time_its_bandwi
         ("all_reduce", "dcn", 4, 4, "float32", 256.0, 256.0),
     ]
     times = [p.time_s for i, p in enumerate(points) if i != 2]  # all_to_all's: the test below
-    assert times == pytest.approx([1e-6, 0.5e-3, 2e-6, 1e-6], rel=1e-12)
+    assert times == pytest.approx([1e-6, 0.5e-3, 2e-6, 1e-6], rel=1e-12, abs=0)
     assert {(p.device_kind, p.backend, p.tool, tuple(p.hosts), p.wrong) for p in points} == {
         ("TPU v6 lite", "tpu", "accelerator-microbenchmarks", (), None)
     }
@@ -86,7 +86,7 @@ def test_every_collective_at_both_levels_has_the_books_V_and_the_time_its_bandwi
         "matrix_dim": 64,
         "size_convention": "M = matrix_dim^2 * itemsize; V as in analysis.importers.accelerator_microbenchmarks",
         "bandwidth_definition": "{level}_bandwidth_gbyte_s = nccl-tests' busbw of V over the level",
-        "bandwidth_Bps": pytest.approx(6.144e9),
+        "bandwidth_Bps": pytest.approx(6.144e9, rel=1e-12),
         "metrics": json.loads(LINES[0])["metrics"],
     }
     assert second.origin["bandwidth_Bps"] == pytest.approx(1e9) and points[3].origin["bandwidth_Bps"] is None
@@ -99,6 +99,32 @@ def test_the_chip_is_the_entrys_first_device_kind_or_its_name_or_unknown(tmp_pat
     mine = tmp_path / "lab.yaml"
     mine.write_text("name: lab\nkind: tpu\n")  # no device_kinds: the name given stands in
     assert parse_results(LINES[4], "m.jsonl", hardware=str(mine))[0].device_kind == str(mine)
+
+
+def test_other_tests_are_passed_over_and_a_level_without_its_size_has_one_device():
+    text = "\n".join(
+        [
+            LINES[5],  # ppermute: passed over, and the lines after it still read
+            # all_to_all over dcn: M = 16^2 x 4 B = 1024 = V (each slice holds M / 2), S = V / 2
+            _line("all_to_all", {"dcn_time_ms_p50": 0.001}, matrix_dim="16", dtype="4", dcn_size="2"),
+            # no ici_size or dcn_size: one device at each level, so no collective however measured
+            _line(
+                "psum", {"ici_bandwidth_gbyte_s_p50": 1.0, "dcn_bandwidth_gbyte_s_p50": 1.0}, matrix_dim="8", dtype="4"
+            ),
+        ]
+    )
+    (p,) = parse_results(text, "m.jsonl")
+    assert (p.op, p.origin["level"], p.ranks, p.nodes, p.V_bytes, p.S_bytes) == (
+        "all_to_all",
+        "dcn",
+        2,
+        2,
+        1024.0,
+        512.0,
+    )
+    assert (p.time_s, p.origin["line"]) == (pytest.approx(1e-6, rel=1e-12, abs=0), 2)
+    with pytest.raises(ImportFormatError, match=r"^<text>: no psum, psum_scatter, all_gather or all_to_all result"):
+        parse_results(LINES[5])
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason="t = V x factor / bw: V is n x S for all_to_all")
@@ -207,6 +233,8 @@ def test_wrong_elements_fail_the_point_and_hosts_and_meshes_are_named_by_count()
     assert unchecked["status"] == "ok" and "error" not in unchecked and "error_type" not in unchecked
     four = point_result(_point(hosts=["h0", "h1", "h2", "h3"], nodes=1, ranks=8), "h", "w", "c")
     assert (four["environment"]["host"], four["spec"]["mesh"]["name"]) == ("h0,h1,h2,h3", "x")
+    five = point_result(_point(hosts=[f"h{i}" for i in range(5)]), "h", "w", "c")
+    assert five["environment"]["host"] == "h0,h1,h2,h3,... (5 hosts)"
     six = point_result(_point(hosts=[f"h{i}" for i in range(6)], nodes=3, ranks=12), "h", "w", "c")
     assert (six["environment"]["host"], six["spec"]["mesh"]["name"]) == ("h0,h1,h2,h3,... (6 hosts)", "3x4")
 
@@ -217,6 +245,9 @@ def test_the_hardware_is_the_override_or_the_device_kinds_entry():
         "h100",
         "'NVIDIA H100 80GB HBM3' is listed in h100's device_kinds",
     )
+    # a GPU tool's import is resolved among GPU entries only, and JAX's "cuda" is "gpu"
+    assert hardware_of("TPU v6 lite", "gpu", None)[0] == "unknown_gpu"
+    assert hardware_of("Mystery 9000", "cuda", None)[0] == "unknown_gpu"
     name, why = hardware_of("Mystery 9000", "gpu", None)
     assert name == "unknown_gpu" and why.startswith("no conf/hardware entry covers gpu device kind 'Mystery 9000'")
 
@@ -224,7 +255,7 @@ def test_the_hardware_is_the_override_or_the_device_kinds_entry():
 def test_a_sweep_of_two_runs_and_two_device_kinds_is_written_whole(tmp_path):
     points = [
         _point(S_bytes=1024.0),
-        _point(S_bytes=2048.0, device_kind="Mystery 9000"),
+        _point(S_bytes=2048.0, device_kind="TPU v6 lite"),  # a TPU's name in a GPU tool's file
         _point(S_bytes=1024.0, op="all_to_all", origin={"file": "f.txt", "run": 1, "line": 40}),
     ]
     out = tmp_path / "imp"
@@ -282,8 +313,11 @@ def test_a_used_folder_is_refused_and_a_write_that_fails_leaves_nothing(tmp_path
     real = sweep_writer.write_json_atomic
     monkeypatch.setattr(sweep_writer, "write_json_atomic", fail_second)
     with pytest.raises(OSError, match="disk full"):
-        write_sweep([_point(), _point(S_bytes=2048.0)], tmp_path / "new" / "s", "c")
-    assert len(calls) == 2 and list((tmp_path / "new").iterdir()) == []
+        write_sweep([_point(), _point(S_bytes=2048.0)], tmp_path / "new" / "deeper" / "s", "c")
+    # the folder was built beside its place (one rename away), named after it, and removed
+    built = calls[0].parent.parent
+    assert built.parent == tmp_path / "new" / "deeper" and built.name.startswith(".s.")
+    assert len(calls) == 2 and list((tmp_path / "new" / "deeper").iterdir()) == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "new", "used"] and list(used.iterdir()) == [
         used / "x"
     ]

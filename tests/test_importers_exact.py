@@ -81,8 +81,12 @@ def test_a_table_reads_every_field_with_ranks_in_rank_order_and_the_collective_f
         (16, 1048576, 131072, "half", "sum"),
     ]
     last = run.rows[-1]
-    assert last.out_of_place == Measured(pytest.approx(10e-6), pytest.approx(100e9), pytest.approx(75e9), 2)
-    assert last.in_place == Measured(pytest.approx(20e-6), pytest.approx(50e9), pytest.approx(37.5e9), None)
+    assert last.out_of_place == Measured(
+        pytest.approx(10e-6, rel=1e-12), pytest.approx(100e9, rel=1e-12), pytest.approx(75e9, rel=1e-12), 2
+    )
+    assert last.in_place == Measured(
+        pytest.approx(20e-6, rel=1e-12), pytest.approx(50e9, rel=1e-12), pytest.approx(37.5e9, rel=1e-12), None
+    )
     assert run.rows[1].in_place.wrong is None and run.rows[0].in_place.wrong == 0
 
 
@@ -90,8 +94,8 @@ def test_run_points_skip_the_empty_launch_and_keep_both_measurements():
     (run,) = parse_nccl_tests(TABLE, "run.txt")
     points = run_points(run, index=3)
     assert [(p.S_bytes, p.V_bytes, p.time_s, p.wrong) for p in points] == [
-        (1024, 1024.0, pytest.approx(10e-6), 0),
-        (1048576, 1048576.0, pytest.approx(10e-6), 2),
+        (1024, 1024.0, pytest.approx(10e-6, rel=1e-12), 0),
+        (1048576, 1048576.0, pytest.approx(10e-6, rel=1e-12), 2),
     ]
     p = points[1]
     assert (p.op, p.dtype, p.ranks, p.nodes, p.hosts) == ("reduce_scatter", "float16", 4, 2, ["hostA", "hostB"])
@@ -104,8 +108,12 @@ def test_run_points_skip_the_empty_launch_and_keep_both_measurements():
         "half",
         "sum",
     )
-    assert o["out_of_place"] == pytest.approx({"time_s": 10e-6, "algbw_Bps": 100e9, "busbw_Bps": 75e9, "wrong": 2})
-    assert o["in_place"] == pytest.approx({"time_s": 20e-6, "algbw_Bps": 50e9, "busbw_Bps": 37.5e9, "wrong": None})
+    assert o["out_of_place"] == pytest.approx(
+        {"time_s": 10e-6, "algbw_Bps": 100e9, "busbw_Bps": 75e9, "wrong": 2}, rel=1e-12
+    )
+    assert o["in_place"] == pytest.approx(
+        {"time_s": 20e-6, "algbw_Bps": 50e9, "busbw_Bps": 37.5e9, "wrong": None}, rel=1e-12
+    )
     assert o["size_convention"] == (
         "nccl-tests' size is S (the bytes algbw divides): V for all_gather, reduce_scatter and all_reduce, "
         "V / ranks for alltoall"
@@ -126,10 +134,10 @@ def test_in_place_columns_printed_first_and_a_row_with_one_group_only(tmp_path):
     (run,) = parse_nccl_tests(text, tmp_path / "all_reduce.log")
     assert (run.op, run.op_from, run.library_version) == ("all_reduce", "file name", None)
     first, second = run.rows
-    assert (first.out_of_place.time_s, first.out_of_place.wrong) == (pytest.approx(40e-6), 1)
-    assert (first.in_place.time_s, first.in_place.wrong) == (pytest.approx(30e-6), 0)
+    assert (first.out_of_place.time_s, first.out_of_place.wrong) == (pytest.approx(40e-6, rel=1e-12), 1)
+    assert (first.in_place.time_s, first.in_place.wrong) == (pytest.approx(30e-6, rel=1e-12), 0)
     # only the first group printed: it is the point's time, whatever the group line says
-    assert second.out_of_place.time_s == pytest.approx(50e-6) and second.in_place is None
+    assert second.out_of_place.time_s == pytest.approx(50e-6, rel=1e-12) and second.in_place is None
 
 
 def test_an_older_version_without_root_and_with_an_error_column():
@@ -139,7 +147,7 @@ def test_an_older_version_without_root_and_with_an_error_column():
     (run,) = parse_nccl_tests(text, "nccl_allreduce_v2.txt")
     (r,) = run.rows
     assert (run.op, r.S_bytes, r.out_of_place.wrong, r.in_place.wrong) == ("all_reduce", 1048576, 0, 1)
-    assert r.out_of_place.busbw_Bps == pytest.approx(15.73e9) and run.header["nThread"] == "1"
+    assert r.out_of_place.busbw_Bps == pytest.approx(15.73e9, rel=1e-12) and run.header["nThread"] == "1"
 
 
 ALL_GATHER_RUN = "\n".join(
@@ -276,11 +284,15 @@ def test_a_json_report_reads_every_field():
     assert run.library_version == "NCCL 22703" and run.header == {**_report()["config"], "devices": 3}
     first, second = run.rows
     assert (first.line, first.S_bytes, first.count, first.type, first.redop) == (0, 1024, 32, "float", "sum")
-    assert first.out_of_place == Measured(pytest.approx(8e-6), pytest.approx(0.128e9), pytest.approx(0.112e9), 3)
-    assert first.in_place == Measured(pytest.approx(16e-6), pytest.approx(0.064e9), pytest.approx(0.056e9), None)
+    assert first.out_of_place == Measured(
+        pytest.approx(8e-6, rel=1e-12), pytest.approx(0.128e9, rel=1e-12), pytest.approx(0.112e9, rel=1e-12), 3
+    )
+    assert first.in_place == Measured(
+        pytest.approx(16e-6, rel=1e-12), pytest.approx(0.064e9, rel=1e-12), pytest.approx(0.056e9, rel=1e-12), None
+    )
     # only in-place measured: it is the point's time; no count or redop printed
     assert (second.line, second.count, second.redop, second.in_place.wrong) == (1, 0, "None", 0)
-    assert second.out_of_place == second.in_place and second.out_of_place.time_s == pytest.approx(32e-6)
+    assert second.out_of_place == second.in_place and second.out_of_place.time_s == pytest.approx(32e-6, rel=1e-12)
 
 
 def test_a_json_report_is_named_by_its_file_or_op_and_a_bare_config_counts_one_rank_a_device():
