@@ -128,8 +128,14 @@ def _two_planes() -> bytes:
                 _stat(4, "uint64", 10),  # flops: no column
             ],
         ),
-        # b1: B's device timespan (ids 6 and 7): 4,000,000 ps -> 4000 ns, 1,500,000 ps -> 1500 ns
-        _event(1, 3_000, 500, [_stat(6, "int64", 4_000_000), _stat(7, "uint64", 1_500_000), _stat(3, "int64", -1)]),
+        # b1: B's device timespan (ids 6 and 7): 4,000,000 ps -> 4000 ns, 1,500,000 ps -> 1500 ns;
+        # a category given by reference (B's entry 8)
+        _event(
+            1,
+            3_000,
+            500,
+            [_stat(6, "int64", 4_000_000), _stat(7, "uint64", 1_500_000), _stat(3, "int64", -1), _stat(9, "ref", 8)],
+        ),
     ]
     return (
         _plane(1, "/device:GPU:0", [("Stream #1", 1_000, a)], {1: ("k1", "kd1"), 2: "k2"}, STATS_A)
@@ -152,15 +158,18 @@ def test_each_plane_reads_its_stats_by_its_own_ids_and_names(tmp_path):
     assert _values(t["device_ordinal"]) == [U63, 3, None, 4, 1, None]
     assert _values(t["scope_range_id"]) == [-3, None, None, None, 99, None]
     assert _values(t["program_id"]) == [str(PID), "-7", "-9223372036854775808", "77", "12", "-1"]
-    assert _values(t["hlo_category"]) == ["convolution", "5", None, None, "all-reduce", None]
+    assert _values(t["hlo_category"]) == ["convolution", "5", None, None, "all-reduce", "all-reduce.5"]
     assert _values(t["display_name"]) == ["kd1", None, "kd1", None, "rd1", "rd1"]
     pd.testing.assert_frame_equal(t[EVENT_COLUMNS], _read_with_profiledata(path)[EVENT_COLUMNS], check_exact=True)
 
 
 def test_the_plane_of_the_events_after_one_without_with_sparse_ids_and_names_not_utf8(tmp_path):
-    # plane 0: only runtime bookkeeping (no candidate), its id 7,777,777 unnamed; plane 1's stat
-    # ids are too sparse for a lookup table (a binary search), and its events reference its own
-    host = _plane(1, "/host:CPU", [("t", 0, [_event(1, 0, 1, [_stat(1, "ref", 2)])])], {1: "Wait: x"}, {1: "hlo_op"})
+    # plane 0: only runtime bookkeeping (no candidate, a display name no row shows), its id
+    # 7,777,777 unnamed; plane 1's stat ids are too sparse for a lookup table (a binary search),
+    # and its events reference its own
+    host = _plane(
+        1, "/host:CPU", [("t", 0, [_event(1, 0, 1, [_stat(1, "ref", 2)])])], {1: ("Wait: x", "w")}, {1: "hlo_op"}
+    )
     stats = {1_000_000: "hlo_op", 5_000_000_000: "program_id", 2: "scope_range_id", 7_777_777: "fusion.3"}
     events = [
         _event(
@@ -172,10 +181,11 @@ def test_the_plane_of_the_events_after_one_without_with_sparse_ids_and_names_not
         _event(5, 2_000, 1_000, [_stat(1_000_000, "str", b"\xfe\xffx"), _stat(5_000_000_000, "uint64", 5)]),
     ]
     path = tmp_path / "sparse.xplane.pb"
-    path.write_bytes(host + _plane(2, "/device:TPU:0", [("XLA Ops", 0, events)], {5: "fusion.3"}, stats))
+    path.write_bytes(host + _plane(2, "/device:TPU:0", [("XLA Ops", 0, events)], {5: ("fusion.3", "f3")}, stats))
     t = read_xplane(path)
     assert t["plane"].tolist() == ["/device:TPU:0"] * 2
     assert t["start_ns"].tolist() == [1, 2]
     assert _values(t["hlo_op"]) == ["fusion.3", "\udcfe\udcffx"]  # surrogateescape, not refused
     assert _values(t["program_id"]) == ["-7", "5"]
     assert _values(t["scope_range_id"]) == [8, None]
+    assert _values(t["display_name"]) == ["f3", "f3"]
