@@ -190,6 +190,37 @@ def test_nothing_is_written_without_a_timed_point(tmp_path):
 
 def test_a_familys_file_name():
     assert family_slug("all_gather X float32") == "all_gather_X_float32"
+    assert family_slug("all_gather over X") == "all_gather_over_X"
     assert family_slug(" /grads (x.y-z)/ ") == "grads_x.y-z"
     assert family_slug("///") == "family"
     assert family_slug(12) == "12"
+
+
+def test_a_time_from_10_to_the_5_us_is_printed_without_decimals_and_a_type_without_a_name_passes():
+    # int16 has no nccl-tests type name: shardlab's is written; 0.1 s is 100000 us exactly
+    g = _ar().assign(dtype=["int16"], V_bytes=[8.0], time_s=[0.1], device_kind=["TFRT_CPU_0"])
+    g = pd.concat([g, g.assign(V_bytes=[16.0], time_s=[0.10000025])], ignore_index=True)
+    doc = nccl_json(g, None, None)
+    assert [r["type"] for r in doc["results"]] == ["int16", "int16"]
+    assert doc["config"]["devices"][0]["device_info"] == "TFRT_CPU_0"  # the kind, before the hardware's name
+    rows = [ln.split() for ln in nccl_text(doc, g).splitlines() if ln.split()[0].isdigit()]
+    assert [r[:6] for r in rows] == [
+        ["8", "4", "int16", "sum", "-1", "100000"],
+        ["16", "8", "int16", "sum", "-1", "100000"],
+    ]
+
+
+def test_a_missing_time_and_a_bandwidth_that_is_no_number_are_left_out():
+    g = pd.concat([_ar(), _ar().assign(V_bytes=[6.0], time_s=[NAN], busbw_Bps=["?"])], ignore_index=True)
+    doc = nccl_json(g, None, None)
+    assert [r["out_of_place"]["time"] for r in doc["results"]] == [pytest.approx(2.5, rel=1e-12), None]
+    assert [r["out_of_place"]["bus_bw"] for r in doc["results"]] == [pytest.approx(1.2e-3, rel=1e-12), None]
+    assert doc["average_bus_bandwidth"] == pytest.approx(1.2e-3, rel=1e-12)  # the one number there is
+
+
+def test_a_second_export_rewrites_the_files_and_a_frame_without_columns_writes_none(tmp_path):
+    assert write_nccl_exports(tmp_path, pd.DataFrame()) == []
+    first = write_nccl_exports(tmp_path, _a2a())
+    text = first[0].with_suffix(".txt").read_text()
+    assert write_nccl_exports(tmp_path, _a2a()) == first  # a report written again
+    assert first[0].with_suffix(".txt").read_text() == text
