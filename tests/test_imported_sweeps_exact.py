@@ -127,14 +127,12 @@ def test_other_tests_are_passed_over_and_a_level_without_its_size_has_one_device
         parse_results(LINES[5])
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="t = V x factor / bw: V is n x S for all_to_all")
 def test_all_to_all_s_time_is_its_per_rank_buffers():
     # read back, the point's busbw (S / t x 3/4) must be the file's 0.384 GB/s, not a quarter of it
     (p,) = parse_results(LINES[2], "m.jsonl")
     assert p.time_s == pytest.approx(1e-6, rel=1e-12)
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError, reason="dtype_bytes returns (name, bytes): int() of the pair")
 def test_a_dtype_given_by_name_reads_its_element_size():
     # the reader takes a dtype name where the element size is not digits: 8^2 x 2 B = 128 B
     (p,) = parse_results(_line("psum", {"ici_time_ms_p50": 1.0}, matrix_dim="8", dtype="bfloat16", ici_size="2"))
@@ -151,10 +149,25 @@ def test_each_malformed_line_is_one_error_naming_file_and_line():
     assert _error("\n[1]") == "m.jsonl:2: a line without 'metrics' and 'dimensions' objects"
     assert _error('{"metrics": {}, "dimensions": []}') == "m.jsonl:1: a line without 'metrics' and 'dimensions' objects"
     assert _error('{"metrics": [], "dimensions": {}}') == "m.jsonl:1: a line without 'metrics' and 'dimensions' objects"
-    assert _error(_line("psum", {}, dtype="4")) == "m.jsonl:1: psum: dimensions lack a usable 'matrix_dim'"
-    assert _error(_line("psum", {}, matrix_dim="8")) == "m.jsonl:1: psum: dimensions lack a usable 'dtype'"
+    assert _error(_line("psum", {}, dtype="4")) == (
+        "m.jsonl:1: psum: dimensions' 'matrix_dim' is missing; it must be a whole number like 8192, or a shape "
+        "like 8192x8x128"
+    )
+    assert _error(_line("psum", {}, matrix_dim="8x0", dtype="4")) == (
+        "m.jsonl:1: psum: dimensions' 'matrix_dim' is '8x0'; it must be a whole number like 8192, or a shape "
+        "like 8192x8x128"
+    )
+    assert _error(_line("psum", {}, matrix_dim="8")) == (
+        "m.jsonl:1: psum: dimensions' 'dtype' is missing; allowed: 4, 2, 1, 8, float64, float32, int32, bfloat16, "
+        "float16, int16, int8, uint8, float8_e4m3fn, float8_e5m2, int4"
+    )
+    assert _error(_line("psum", {}, matrix_dim="8", dtype="float128")).startswith(
+        "m.jsonl:1: psum: dimensions' 'dtype' is 'float128'; allowed: 4, 2, 1, 8, float64,"
+    )
     bad = _line("psum", {}, matrix_dim="8", dtype="4", ici_size="four")
-    assert _error(bad) == "m.jsonl:1: psum: dimensions lack a usable invalid literal for int() with base 10: 'four'"
+    assert _error(bad) == "m.jsonl:1: psum: dimensions' 'ici_size' is 'four'; it must be a whole number of devices"
+    bad = _line("psum", {}, matrix_dim="8", dtype="4", dcn_size="-2")
+    assert _error(bad) == "m.jsonl:1: psum: dimensions' 'dcn_size' is '-2'; it must be a whole number of devices"
     assert _error(LINES[5]) == "m.jsonl: no psum, psum_scatter, all_gather or all_to_all result in it"
     assert _error("{x").startswith("m.jsonl:1: not a JSON line (Expecting property name")
 

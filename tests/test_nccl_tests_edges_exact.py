@@ -120,6 +120,23 @@ def test_columns_a_table_lacks_read_as_their_defaults():
     assert (r.type, r.redop, run.dtype, r.out_of_place.wrong, r.in_place.wrong) == ("?", "none", "?", None, None)
 
 
+def test_a_table_with_one_group_of_columns_reads_it_as_the_points_time():
+    cols = "#  size  count  type  redop  root  time  algbw  busbw  #wrong"
+    text = table("  4096  1024  float  sum  -1  8.00  0.51  0.77  0", cols=cols).replace(GROUPS, "#  out-of-place")
+    (run,) = parse_nccl_tests(text, "all_reduce.txt")
+    (r,) = run.rows
+    assert (r.out_of_place.time_s, r.out_of_place.busbw_Bps, r.out_of_place.wrong, r.in_place) == (
+        pytest.approx(8e-6, rel=1e-12, abs=0),
+        pytest.approx(0.77e9, rel=1e-12, abs=0),
+        0,
+        None,
+    )
+    no_busbw = "#  size  count  type  redop  root  time  algbw  #wrong"
+    assert _error(table("  4096  1024  float  sum  -1  8.00  0.51  0", cols=no_busbw)) == (
+        "f.txt:9: the table's header has no 'busbw' column (its measurement columns: 'time algbw #wrong')"
+    )
+
+
 def test_a_bad_number_in_either_group_and_a_long_row_cut_short_name_file_and_line():
     assert _error(table(row(64, "x", "0.01"))) == "f.txt:9: algbw 'x' is not a number"
     assert _error(table(row(64, "0.01", "0.01", wrong="many"))) == "f.txt:9: #wrong 'many' is not a number"

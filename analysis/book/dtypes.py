@@ -43,3 +43,21 @@ def dtype_bytes(dtype: str) -> tuple[str, float]:
 def itemsize(dtype: str) -> int:
     """Whole bytes per element of a dtype the runner measures."""
     return int(dtype_bytes(dtype)[1])
+
+
+# nccl-tests' type names (``test_typenames`` in its src/common.cu) -> shardlab's dtypes: what
+# the importers read and the nccl-tests export writes (uint32, int64 and uint64 are read only)
+NCCL_TESTS_TYPES = {
+    "float": "float32",
+    "half": "float16",
+    "bfloat16": "bfloat16",
+    "double": "float64",
+    "int8": "int8",
+    "uint8": "uint8",
+    "int32": "int32",
+    "uint32": "uint32",
+    "int64": "int64",
+    "uint64": "uint64",
+    "f8e4m3": "float8_e4m3fn",
+    "f8e5m2": "float8_e5m2",
+}

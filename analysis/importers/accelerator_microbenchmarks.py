@@ -45,6 +45,37 @@ OPS = (
 ITEMSIZE_DTYPES = {"4": "float32", "2": "bfloat16", "1": "int8", "8": "float64"}
 
 
+LEVELS = ("ici", "dcn")
+
+
+def _whole_numbers(path, line, name, dims, key, example, split=None, default=None) -> list[int]:
+    """``dims[key]`` as positive whole numbers (``split`` apart), or ImportFormatError naming the key."""
+    raw = dims.get(key, default)
+    parts = None if raw is None else str(raw).lower().split(split) if split else [str(raw)]
+    if parts is None or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+        got = "missing" if raw is None else f"{raw!r}"
+        raise ImportFormatError(path, line, f"{name}: dimensions' {key!r} is {got}; it must be {example}")
+    return [int(p) for p in parts]
+
+
+def _dtype(path, line, name, dims) -> tuple[str, int]:
+    """The element type and its bytes: ``dtype`` is the element size as digits ("2") or a name
+    ("bfloat16"); ImportFormatError naming the key otherwise."""
+    from analysis.book.dtypes import DTYPE_BYTES, dtype_bytes
+    from analysis.book.errors import NotationError
+
+    item = str(dims.get("dtype", ""))
+    if item in ITEMSIZE_DTYPES:
+        return ITEMSIZE_DTYPES[item], int(item)
+    try:
+        dtype, size = dtype_bytes(item)
+    except NotationError:
+        allowed = ", ".join([*ITEMSIZE_DTYPES, *DTYPE_BYTES])
+        got = "missing" if "dtype" not in dims else f"{item!r}"
+        raise ImportFormatError(path, line, f"{name}: dimensions' 'dtype' is {got}; allowed: {allowed}") from None
+    return dtype, max(1, int(size))
+
+
 def _V(op: str, level: str, M: float, n: int) -> float:
     """The book's V of one benchmark over ``n`` devices of ``level`` (module docstring)."""
     if level == "ici":
@@ -80,19 +111,15 @@ def parse_results(text: str, path: str | Path = "<text>", hardware: str | None =
         op = next((o for key, o in OPS if key in name), None)
         if op is None:
             continue  # ppermute, matmuls, HBM copies: not a collective the model prices
-        try:
-            shape = [int(d) for d in str(dims["matrix_dim"]).lower().split("x")]
-            dim = shape[0]
-            item = str(dims["dtype"])
-            sizes = {"ici": int(dims.get("ici_size", 1)), "dcn": int(dims.get("dcn_size", 1))}
-        except (KeyError, ValueError) as exc:
-            raise ImportFormatError(path, i, f"{name}: dimensions lack a usable {exc}") from None
-        itemsize = int(item) if item.isdigit() else None
-        dtype = ITEMSIZE_DTYPES.get(item, item)
-        if itemsize is None:
-            from analysis.book.dtypes import dtype_bytes
-
-            itemsize = int(dtype_bytes(dtype))
+        shape = _whole_numbers(
+            path, i, name, dims, "matrix_dim", "a whole number like 8192, or a shape like 8192x8x128", split="x"
+        )
+        dim = shape[0]
+        sizes = {
+            level: _whole_numbers(path, i, name, dims, f"{level}_size", "a whole number of devices", default="1")[0]
+            for level in LEVELS
+        }
+        dtype, itemsize = _dtype(path, i, name, dims)
         M = float(dim) * dim * itemsize if len(shape) == 1 else float(np.prod(shape)) * itemsize
         for level, n in sizes.items():
             bw = metrics.get(f"{level}_bandwidth_gbyte_s_p50")
@@ -101,7 +128,12 @@ def parse_results(text: str, path: str | Path = "<text>", hardware: str | None =
                 continue
             V = _V(op, level, M, n)
             kind = BY_OP[op]
-            t = float(t_ms) / 1e3 if t_ms is not None else V * kind.busbw_factor(n) / (float(bw) * 1e9)
+            # its bandwidth is nccl-tests' busbw, S (n-1)/n / t, and S is V / n for all_to_all
+            t = (
+                float(t_ms) / 1e3
+                if t_ms is not None
+                else V * kind.S_over_V(n) * kind.busbw_factor(n) / (float(bw) * 1e9)
+            )
             points.append(
                 ImportedPoint(
                     op=op,

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.book.collectives import BY_OP
+from analysis.book.dtypes import NCCL_TESTS_TYPES
 from analysis.importers import ImportFormatError
 
 # nccl-tests' binaries -> shardlab's collectives (the model prices these four)
@@ -32,21 +33,7 @@ OPS = {
     "alltoall": "all_to_all",
 }
 OTHER_TESTS = ("broadcast", "reduce", "sendrecv", "scatter", "gather", "hypercube")
-# nccl-tests' type names (``test_typenames``) -> shardlab's dtypes
-DTYPES = {
-    "float": "float32",
-    "half": "float16",
-    "bfloat16": "bfloat16",
-    "double": "float64",
-    "int8": "int8",
-    "uint8": "uint8",
-    "int32": "int32",
-    "uint32": "uint32",
-    "int64": "int64",
-    "uint64": "uint64",
-    "f8e4m3": "float8_e4m3fn",
-    "f8e5m2": "float8_e5m2",
-}
+DTYPES = NCCL_TESTS_TYPES  # its type names -> shardlab's dtypes
 
 _RANK = re.compile(
     r"^#\s*Rank\s+(\d+)(?:\s+Group\s+\d+)?\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s*(.*?)\s*$"
@@ -116,6 +103,11 @@ def _num(tok: str, path, line: int, what: str) -> float:
 
 def _measured(toks: list[str], cols: list[str], path, line: int) -> Measured:
     get = dict(zip(cols, toks))
+    for key in ("time", "algbw", "busbw"):
+        if key not in get:
+            raise ImportFormatError(
+                path, line, f"the table's header has no {key!r} column (its measurement columns: {' '.join(cols)!r})"
+            )
     wrong = get.get("#wrong", get.get("error", "N/A"))
     return Measured(
         time_s=_num(get["time"], path, line, "time") * 1e-6,
@@ -236,7 +228,8 @@ def parse_nccl_tests(text: str, path: str | Path = "<text>", op: str | None = No
             continue  # NCCL_DEBUG=INFO lines printed between rows
         toks = s.split()
         first = cols.index("time")
-        half = (len(cols) - first) // 2
+        groups = cols.count("time")  # out-of-place and in-place, or only one of them
+        half = (len(cols) - first) // groups
         if not toks[0].isdigit() or len(toks) not in (len(cols), first + half):
             raise ImportFormatError(
                 path,
@@ -245,7 +238,7 @@ def parse_nccl_tests(text: str, path: str | Path = "<text>", op: str | None = No
             )
         names = cols[first : first + half]
         a = _measured(toks[first : first + half], names, path, i)
-        b = _measured(toks[first + half :], names, path, i) if len(toks) == len(cols) else None
+        b = _measured(toks[first + half :], names, path, i) if groups > 1 and len(toks) == len(cols) else None
         oop, inp = (a, b) if in_first else (b, a)
         if oop is None:  # only an in-place column printed: it is the point's time
             oop, inp = a, None

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.book.dtypes import itemsize
+from analysis.book.dtypes import NCCL_TESTS_TYPES, itemsize
 
-NCCL_TYPES = {"float32": "float", "bfloat16": "bfloat16", "float16": "half", "int32": "int32", "int8": "int8"}
+# shardlab's dtypes -> the names nccl-tests prints (float64 is "double", float16 "half")
+NCCL_TYPES = {dtype: name for name, dtype in NCCL_TESTS_TYPES.items()}
 # S over the count one rank passes, in elements: nranks for all but AllReduce (see the docstring)
 _PER_RANK = {"all_gather": True, "reduce_scatter": True, "all_to_all": True, "all_reduce": False}
 
