@@ -53,3 +53,29 @@ def test_a_mesh_of_two_devices_splits_the_buffer_in_two():
         assert {s.device.id for s in x.addressable_shards} == {d.id for d in jax.devices()[:2]}
     finally:
         ceiling.release()
+
+
+class _Loop:
+    """Stands in for the compiled loop: records the trip count of each call."""
+
+    def __init__(self):
+        self.trips = []
+
+    def __call__(self, x, k):
+        self.trips.append(int(k))
+        return self
+
+    def block_until_ready(self):
+        return self
+
+
+def test_each_repeat_times_2k_then_k_iterations_on_a_clock_that_does_not_start_at_0(mesh):
+    # 1 MiB a device: K = 32 MiB // 2 MiB = 16; the clock reads 100 -> 104 around 2K and
+    # 104 -> 106 around K: (4 - 2) s / 16 a iteration, 1 MiB / 0.125 s = 8 MiB/s
+    loop = _Loop()
+    ceiling._programs[(id(mesh), 1 << 20)] = (loop, None)  # as a first call leaves it: compiled
+    reads = iter([100.0, 104.0, 104.0, 106.0, 106.0, 111.0, 111.0, 113.0])
+    got = device_copy(mesh, 1 << 20, repeats=2, clock=lambda: next(reads), agree=bool)
+    assert loop.trips == [32, 16, 32, 16]
+    # per iteration: 2/16 and 3/16 s, their median 2.5/16 s
+    assert (got["busbw_Bps"], got["iterations"]) == ((1 << 20) / (2.5 / 16), 16)
