@@ -4,6 +4,7 @@ cover each, and count the bugs no test notices.
     pip install -e ".[dev]"
     python tests/bench/mutation.py [--children 2] [--keep DIR]
     python tests/bench/mutation.py --only analysis/gate.py --tests tests/test_gate_pinned.py tests/test_packaging.py
+    python tests/bench/mutation.py --fresh-process --only runner/worker/ceiling.py --tests ...
 
 mutmut (configured under ``[tool.mutmut]`` in pyproject.toml: which files, which tests) runs
 in a copy of the checkout, so the working tree is never touched. Prints one row per module:
@@ -44,17 +45,27 @@ def copy_checkout(dest: Path) -> None:
             shutil.copy2(src, dest / name)
 
 
-def narrow(pyproject: Path, only: list[str], tests: list[str] | None) -> None:
+# mutmut's default isolation forks its own process once the tests are loaded; a fork of a
+# process that has run JAX hangs in the next JAX call, so a module whose tests run JAX programs
+# (the ceiling's device_copy) showed every mutant as a timeout. forkserver starts each child
+# from a fresh interpreter (and "none": without importing the tests first).
+FRESH_PROCESS = {"process_isolation": "forkserver", "forkserver_warmup": "none"}
+
+
+def narrow(pyproject: Path, only: list[str] | None, tests: list[str] | None, fresh: bool = False) -> None:
     """Point the copy's ``[tool.mutmut]`` at ``only`` (and its tests at ``tests``), so a run
-    covers those modules alone; every other key stays as the checkout has it."""
+    covers those modules alone, and with ``fresh`` test each mutant in a fresh process
+    (:data:`FRESH_PROCESS`); every other key stays as the checkout has it."""
     text = pyproject.read_text()
     head, sep, rest = text.partition("[tool.mutmut]")
     if not sep:
         raise SystemExit("error: pyproject.toml has no [tool.mutmut] section")
     body, nxt, tail = rest.partition("\n[")  # the section runs to the next table
-    keys = {"only_mutate": only}
+    keys: dict = {"only_mutate": only} if only else {}
     if tests:
         keys["pytest_add_cli_args_test_selection"] = tests
+    if fresh:
+        keys.update(FRESH_PROCESS)
     # drop the keys being replaced (values may span several lines), then add them back
     kept, skip = [], False
     for line in body.splitlines():
@@ -82,6 +93,11 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, default=None, help="run in this folder and keep it")
     parser.add_argument("--only", nargs="+", default=None, help="mutate only these files (default: pyproject's list)")
     parser.add_argument("--tests", nargs="+", default=None, help="with --only: the test files that cover them")
+    parser.add_argument(
+        "--fresh-process",
+        action="store_true",
+        help="test each mutant in a fresh process (mutmut's forkserver), for tests that run JAX programs",
+    )
     args = parser.parse_args()
     if args.tests and not args.only:
         parser.error("--tests needs --only (the pyproject's selection goes with its own files)")
@@ -92,8 +108,8 @@ def main() -> int:
     # would be counted again
     shutil.rmtree(work / "mutants", ignore_errors=True)
     copy_checkout(work)
-    if args.only:
-        narrow(work / "pyproject.toml", args.only, args.tests)
+    if args.only or args.fresh_process:
+        narrow(work / "pyproject.toml", args.only, args.tests, args.fresh_process)
     # the HLO tests compile five collectives in a fresh JAX process: once for the whole run,
     # not once per mutant (tests/hlo_samples.py)
     env = dict(os.environ, SHARDLAB_HLO_SAMPLES_CACHE=str(work / "hlo_samples.json"))
