@@ -181,3 +181,10 @@ def test_a_file_with_a_group_is_read_again_the_same_way(tmp_path):
     assert t["start_ns"].tolist() == [2.0, 0.0]
     assert _values(t["program_id"]) == ["42", None]
     assert read_xplane(path, candidates_only=False)["name"].tolist() == ["fusion.1", "Wait: x", "dot.1"]
+
+
+def test_a_plane_without_metadata_names_its_events_empty_and_reads_no_stats(tmp_path):
+    evs = [_event(3, 1000, 2000, [vf(1, 1) + lf(5, "x")]), _event(4, 0, 1000)]
+    t = read_xplane(_write(tmp_path, _plane("/device:GPU:0", [("Stream #1", 0, evs)], {})))
+    assert t["name"].tolist() == ["", ""] and t["start_ns"].tolist() == [1.0, 0.0]
+    assert _values(t["hlo_op"]) == [None, None] and _values(t["program_id"]) == [None, None]
