@@ -137,6 +137,9 @@ def test_a_dtype_given_by_name_reads_its_element_size():
     # the reader takes a dtype name where the element size is not digits: 8^2 x 2 B = 128 B
     (p,) = parse_results(_line("psum", {"ici_time_ms_p50": 1.0}, matrix_dim="8", dtype="bfloat16", ici_size="2"))
     assert (p.dtype, p.V_bytes) == ("bfloat16", 128.0)
+    # a sub-byte type keeps its half byte: 8^2 x 0.5 B = 32 B
+    (p,) = parse_results(_line("psum", {"ici_time_ms_p50": 1.0}, matrix_dim="8", dtype="int4", ici_size="2"))
+    assert (p.dtype, p.V_bytes) == ("int4", 32.0)
 
 
 def _error(text: str) -> str:

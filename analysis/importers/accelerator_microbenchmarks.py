@@ -58,7 +58,7 @@ def _whole_numbers(path, line, name, dims, key, example, split=None, default=Non
     return [int(p) for p in parts]
 
 
-def _dtype(path, line, name, dims) -> tuple[str, int]:
+def _dtype(path, line, name, dims) -> tuple[str, float]:
     """The element type and its bytes: ``dtype`` is the element size as digits ("2") or a name
     ("bfloat16"); ImportFormatError naming the key otherwise."""
     from analysis.book.dtypes import DTYPE_BYTES, dtype_bytes
@@ -73,7 +73,7 @@ def _dtype(path, line, name, dims) -> tuple[str, int]:
         allowed = ", ".join([*ITEMSIZE_DTYPES, *DTYPE_BYTES])
         got = "missing" if "dtype" not in dims else f"{item!r}"
         raise ImportFormatError(path, line, f"{name}: dimensions' 'dtype' is {got}; allowed: {allowed}") from None
-    return dtype, max(1, int(size))
+    return dtype, float(size)  # int4 is half a byte
 
 
 def _V(op: str, level: str, M: float, n: int) -> float:
