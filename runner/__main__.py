@@ -12,6 +12,18 @@ import signal
 import sys
 
 
+def _ignore_sigint() -> None:
+    """Ignore Ctrl-C from now on. ``signal.signal`` first runs the handlers of signals already
+    received (CPython checks pending signals before it changes a handler), so a second Ctrl-C
+    that came in meanwhile raises KeyboardInterrupt from the call itself: take it and try again."""
+    while True:
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            return
+        except KeyboardInterrupt:
+            continue
+
+
 def main() -> None:
     """The ``shardlab`` command and ``python -m runner``."""
     try:
@@ -22,7 +34,7 @@ def main() -> None:
         # Ctrl-C outside a point: while Python loads Hydra, Hydra composes the config or the
         # sweep is set up (a point's own Ctrl-C is handled in runner.sweep.app and
         # runner.sweep.callbacks). A second Ctrl-C must not cut these lines short.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _ignore_sigint()
         from runner.sweep.pool import discard_worker
 
         discard_worker()

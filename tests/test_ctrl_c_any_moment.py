@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -72,3 +73,25 @@ def test_ctrl_c_twice_at_any_moment_of_the_start_says_two_lines(tmp_path, after_
     assert said[1] == "run the same command again to start" or said[1].startswith("resume: python -m runner "), err
     assert "(no report:" not in err
     assert not gone_within(_group(proc.pid), 30.0), "a process was left running"
+
+
+def test_a_second_ctrl_c_pending_when_the_first_is_answered_still_gives_two_lines_and_130():
+    # CPython runs pending signal handlers inside signal.signal() before it changes one, so a
+    # second Ctrl-C that arrived while the first unwound raises from the very call that ignores
+    # Ctrl-C; here signal.signal raises once as it then does, deterministically
+    script = (
+        "import signal, runner.__main__ as m, runner.sweep.app as app\n"
+        "def start():\n    raise KeyboardInterrupt\n"
+        "real, calls = signal.signal, []\n"
+        "def pending_first(sig, handler):\n"
+        "    calls.append(sig)\n"
+        "    if len(calls) == 1:\n        raise KeyboardInterrupt\n"
+        "    return real(sig, handler)\n"
+        "app.start, signal.signal = start, pending_first\n"
+        "m.main()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert (proc.returncode, [line for line in proc.stderr.splitlines() if line.strip()]) == (
+        130,
+        ["interrupted before any point ran: nothing was measured or written", "run the same command again to start"],
+    ), proc.stderr
