@@ -232,7 +232,9 @@ def test_calibrate_prints_the_intervals_and_agrees_with_the_report(calibrated):
     for e in yaml.safe_load(out.read_text())["calibrated"]:
         f = fits[fits["op"] == e["op"]].iloc[0]
         assert (e["link_bw_bidir_Bps"], e["hop_latency_s"]) == (f["W_Bps"], f["T_min_s"])
-        assert f["W_ci_low_Bps"] <= f["W_Bps"] <= f["W_ci_high_Bps"]
+        # an upper end is NaN where some replicates had no bandwidth regime (W unbounded: the
+        # printed interval says "or more"); how often depends on this machine's noise
+        assert f["W_ci_low_Bps"] <= f["W_Bps"] and not f["W_ci_high_Bps"] < f["W_Bps"]
     assert "W (95% interval)" in printed and "1000 bootstrap replicates over rounds and samples, seed 0" in printed
 
 
