@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from xspace_bytes import bytes_field, field, varint
+from xspace_bytes import bytes_field, field, meta_entry, plane_field, varint
 
 from analysis.profile_load import program_modules
 from analysis.trace.carried_hlo import hlo_protos
@@ -52,40 +52,29 @@ def test_the_real_traces_carry_their_modules(name):
     assert all(m.startswith(b"\x0a") for _, m in got)  # HloModuleProto.name (field 1) first, as XLA writes it
 
 
-def _metadata(key: int, name: str, stats: list[bytes] = ()) -> bytes:
-    """A map entry {key, value: X*Metadata{id, name, stats}}."""
-    meta = field(1, key) + field(2, name) + b"".join(bytes_field(5, s) for s in stats)
-    return field(1, key) + bytes_field(2, meta)
-
-
-def _plane(name: str, event_metadata: list[bytes], stat_metadata: list[bytes], lines: bytes = b"") -> bytes:
-    body = field(2, name) + lines + b"".join(bytes_field(4, e) for e in event_metadata)
-    return bytes_field(1, body + b"".join(bytes_field(5, s) for s in stat_metadata))
-
-
 def _hlo_stat(metadata_id: int, hlo_proto: bytes) -> bytes:
     return field(1, metadata_id) + bytes_field(6, hlo_proto)
 
 
 HLO_ID, OTHER_ID = 7, 8
-STATS = [_metadata(HLO_ID, "Hlo Proto"), _metadata(OTHER_ID, "other")]
+STATS = [meta_entry(HLO_ID, "Hlo Proto"), meta_entry(OTHER_ID, "other")]
 
 
 def test_each_hlo_proto_stat_of_the_metadata_plane_in_file_order(tmp_path):
-    metadata = _plane(
+    metadata = plane_field(
         "/host:metadata",
         [
-            _metadata(1, "jit_f(3)", [_hlo_stat(HLO_ID, bytes_field(1, b"MODULE_F") + bytes_field(3, b"buffers"))]),
-            _metadata(2, "jit_g(4)", [_hlo_stat(OTHER_ID, bytes_field(1, b"NOT_HLO"))]),  # another stat
-            _metadata(3, "jit_h(5)", [field(1, HLO_ID) + bytes_field(5, b"\x0a\x01x")]),  # str_value, not bytes
-            _metadata(4, "jit_k(6)", [_hlo_stat(HLO_ID, bytes_field(3, b"buffers"))]),  # an HloProto without module
-            _metadata(5, "jit_e(9)", [_hlo_stat(HLO_ID, bytes_field(1, b""))]),  # an empty module is one still
+            meta_entry(1, "jit_f(3)", [_hlo_stat(HLO_ID, bytes_field(1, b"MODULE_F") + bytes_field(3, b"buffers"))]),
+            meta_entry(2, "jit_g(4)", [_hlo_stat(OTHER_ID, bytes_field(1, b"NOT_HLO"))]),  # another stat
+            meta_entry(3, "jit_h(5)", [field(1, HLO_ID) + bytes_field(5, b"\x0a\x01x")]),  # str_value, not bytes
+            meta_entry(4, "jit_k(6)", [_hlo_stat(HLO_ID, bytes_field(3, b"buffers"))]),  # an HloProto without module
+            meta_entry(5, "jit_e(9)", [_hlo_stat(HLO_ID, bytes_field(1, b""))]),  # an empty module is one still
         ],
         STATS,
         lines=bytes_field(3, field(2, "a line")),
     )
     # a device plane whose stat 7 is not "Hlo Proto": the ids are the plane's own
-    device = _plane("/device:TPU:0", [_metadata(1, "jit_d(2)", [_hlo_stat(HLO_ID, bytes_field(1, b"D"))])], [])
+    device = plane_field("/device:TPU:0", [meta_entry(1, "jit_d(2)", [_hlo_stat(HLO_ID, bytes_field(1, b"D"))])], [])
     path = tmp_path / "h.xplane.pb"
     path.write_bytes(metadata + device)
     assert hlo_protos(path) == [("jit_f(3)", b"MODULE_F"), ("jit_e(9)", b"")]
@@ -98,5 +87,5 @@ def test_a_group_field_in_the_metadata_is_skipped_as_protobuf_skips_it(tmp_path)
     group = varint(9 << 3 | 3) + field(1, 1) + varint(9 << 3 | 4)
     meta = field(1, 1) + field(2, "jit_f(3)") + group + bytes_field(5, _hlo_stat(HLO_ID, bytes_field(1, b"M")))
     path = tmp_path / "g.xplane.pb"
-    path.write_bytes(_plane("/host:metadata", [field(1, 1) + bytes_field(2, meta)], STATS))
+    path.write_bytes(plane_field("/host:metadata", [field(1, 1) + bytes_field(2, meta)], STATS))
     assert hlo_protos(path) == [("jit_f(3)", b"M")]

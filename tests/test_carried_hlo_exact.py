@@ -6,20 +6,9 @@ Files written byte by byte (:mod:`xspace_bytes`, apart from the reader); no JAX.
 
 from __future__ import annotations
 
-from xspace_bytes import bytes_field, field
+from xspace_bytes import bytes_field, field, meta_entry, plane_field
 
 from analysis.trace.carried_hlo import hlo_protos
-
-
-def _metadata(key: int, name: str, stats: list[bytes] = ()) -> bytes:
-    """A map entry {key, value: X*Metadata{id, name, stats}}."""
-    meta = field(1, key) + field(2, name) + b"".join(bytes_field(5, s) for s in stats)
-    return field(1, key) + bytes_field(2, meta)
-
-
-def _plane(name: str, event_metadata: list[bytes], stat_metadata: list[bytes], lines: bytes = b"") -> bytes:
-    body = field(2, name) + lines + b"".join(bytes_field(4, e) for e in event_metadata)
-    return bytes_field(1, body + b"".join(bytes_field(5, s) for s in stat_metadata))
 
 
 def _hlo_stat(metadata_id: int, module: bytes) -> bytes:
@@ -29,13 +18,16 @@ def _hlo_stat(metadata_id: int, module: bytes) -> bytes:
 
 def test_a_plane_without_hlo_protos_before_the_metadata_plane_does_not_end_the_search(tmp_path):
     # the device plane first: its stat 7 is "step", so its event's stat 7 is no module
-    device = _plane(
-        "/device:TPU:0", [_metadata(1, "jit_d(2)", [_hlo_stat(7, b"NOT_A_MODULE")])], [_metadata(7, "step")]
+    device = plane_field(
+        "/device:TPU:0", [meta_entry(1, "jit_d(2)", [_hlo_stat(7, b"NOT_A_MODULE")])], [meta_entry(7, "step")]
     )
-    metadata = _plane(
+    metadata = plane_field(
         "/host:metadata",
-        [_metadata(1, "jit_f(3)", [_hlo_stat(7, b"MODULE_F")]), _metadata(2, "jit_g(4)", [_hlo_stat(7, b"G")])],
-        [_metadata(7, "Hlo Proto")],
+        [
+            meta_entry(1, "jit_f(3)", [_hlo_stat(7, b"MODULE_F")]),
+            meta_entry(2, "jit_g(4)", [_hlo_stat(7, b"G")]),
+        ],
+        [meta_entry(7, "Hlo Proto")],
     )
     path = tmp_path / "two.xplane.pb"
     path.write_bytes(device + metadata)
@@ -46,8 +38,11 @@ def test_lines_are_skipped_unparsed_so_a_line_that_is_no_xline_hides_no_module(t
     # a line whose payload starts a group (field 1, wire type 3) it never ends: protobuf
     # refuses it as an XLine, but the HLO view has no lines and skips the field whole
     bad_line = bytes_field(3, b"\x0b\x08\x01")
-    metadata = _plane(
-        "/host:metadata", [_metadata(5, "jit_h(11)", [_hlo_stat(2, b"H")])], [_metadata(2, "Hlo Proto")], bad_line
+    metadata = plane_field(
+        "/host:metadata",
+        [meta_entry(5, "jit_h(11)", [_hlo_stat(2, b"H")])],
+        [meta_entry(2, "Hlo Proto")],
+        bad_line,
     )
     path = tmp_path / "line.xplane.pb"
     path.write_bytes(metadata)

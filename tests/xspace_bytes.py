@@ -33,3 +33,15 @@ def bytes_field(number: int, payload: bytes | str) -> bytes:
 def field(number: int, value: int | bytes | str) -> bytes:
     """Field ``number``: a varint for an int, length-delimited for str or bytes."""
     return varint_field(number, value) if isinstance(value, int) else bytes_field(number, value)
+
+
+def meta_entry(key: int, name: str, stats: list[bytes] = ()) -> bytes:
+    """A plane's metadata map entry {key, value: X*Metadata{id, name, stats}}."""
+    meta = field(1, key) + field(2, name) + b"".join(bytes_field(5, s) for s in stats)
+    return field(1, key) + bytes_field(2, meta)
+
+
+def plane_field(name: str, event_metadata: list[bytes], stat_metadata: list[bytes], lines: bytes = b"") -> bytes:
+    """One XPlane{name, lines, event_metadata (4), stat_metadata (5)} as an XSpace's field 1."""
+    body = field(2, name) + lines + b"".join(bytes_field(4, e) for e in event_metadata)
+    return bytes_field(1, body + b"".join(bytes_field(5, s) for s in stat_metadata))
