@@ -24,6 +24,15 @@ def _ignore_sigint() -> None:
             continue
 
 
+def _clear_unhandled_interrupt_mark() -> None:
+    """Let ``python -m runner`` end with the status it raises. CPython marks a KeyboardInterrupt that
+    ends code run from a string (dataclasses and namedtuple build their methods so, and Hydra's
+    imports make many) as unhandled even when it is caught, and under ``-m`` the process then kills
+    itself with SIGINT at exit (status -2) whatever it raised. Running string code resets the
+    mark."""
+    exec("", {})
+
+
 def main() -> None:
     """The ``shardlab`` command and ``python -m runner``."""
     try:
@@ -41,6 +50,8 @@ def main() -> None:
         print("\ninterrupted before any point ran: nothing was measured or written", file=sys.stderr)
         print("run the same command again to start", file=sys.stderr)
         raise SystemExit(130) from None
+    finally:
+        _clear_unhandled_interrupt_mark()  # the status raised here, or in the app, is the exit status
 
 
 if __name__ == "__main__":

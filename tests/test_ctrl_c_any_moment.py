@@ -95,3 +95,39 @@ def test_a_second_ctrl_c_pending_when_the_first_is_answered_still_gives_two_line
         130,
         ["interrupted before any point ran: nothing was measured or written", "run the same command again to start"],
     ), proc.stderr
+
+
+# The command as ``python -m PROBE``: only under -m does CPython turn a KeyboardInterrupt that ended
+# code run from a string (as dataclasses and namedtuple build their methods: a Ctrl-C while Hydra
+# or pandas loads lands there often) into death by SIGINT at exit, whatever status was raised.
+STRING_CODE_CTRL_C = {
+    "runner": (
+        "import runner.__main__ as m, runner.sweep.app as app\n"
+        "def start():\n    exec('raise KeyboardInterrupt', {})\n"
+        "app.start = start\n"
+        "m.main()\n",
+        ["interrupted before any point ran: nothing was measured or written", "run the same command again to start"],
+    ),
+    "analysis": (
+        "import sys, analysis.cli, analysis.cli.hardware as cmd\n"
+        "def main(args):\n    exec('raise KeyboardInterrupt', {})\n"
+        "cmd.main = main\n"
+        "sys.exit(analysis.cli.main(['hardware']))\n",
+        ["interrupted"],
+    ),
+}
+
+
+@pytest.mark.parametrize("package", sorted(STRING_CODE_CTRL_C))
+def test_a_ctrl_c_inside_code_built_from_a_string_still_exits_130_under_python_m(tmp_path, package):
+    script, lines = STRING_CODE_CTRL_C[package]
+    (tmp_path / "ctrl_c_probe.py").write_text(script)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ctrl_c_probe"],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (proc.returncode, [line for line in proc.stderr.splitlines() if line.strip()]) == (130, lines), proc.stderr

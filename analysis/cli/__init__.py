@@ -72,5 +72,9 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except KeyboardInterrupt:
+        # A Ctrl-C that ended code run from a string (dataclasses build methods so) stays marked
+        # "unhandled" in CPython, and ``python -m analysis`` would then die by SIGINT instead of
+        # exiting 130: running string code clears the mark (see runner/__main__.py).
+        exec("", {})
         print("\ninterrupted", file=sys.stderr)
         return 130
