@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from xplane_reference import read_with_profiledata
 
 from analysis.trace import EVENT_COLUMNS, XPROF_COLUMNS, device_ops, read_xplane
-from analysis.trace.xplane import _read_with_profiledata
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 FILES = sorted(TRACES.glob("*.xplane.pb")) if TRACES.is_dir() else []
@@ -177,7 +177,7 @@ def _walk(path: Path) -> list[dict]:
 def test_every_event_agrees_with_profiledata(path):
     for candidates_only in (False, True):
         ours = read_xplane(path, candidates_only)
-        ref = _read_with_profiledata(path, candidates_only)
+        ref = read_with_profiledata(path, candidates_only)
         pd.testing.assert_frame_equal(ours[EVENT_COLUMNS], ref[EVENT_COLUMNS], check_exact=True)
 
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from xplane_reference import read_with_profiledata
 
 from analysis.profile_load import analyse, load_hlo
 from analysis.trace import TraceError, read_xplane
 from analysis.trace.carried_hlo import hlo_protos
 from analysis.trace.wire_schema import WireError
-from analysis.trace.xplane import _read_with_profiledata
 
 TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "gpu_mi355x_te_fused_attn.xplane.pb"
 
@@ -52,7 +52,7 @@ def test_mutated_traces_raise_one_error_or_read_as_profiledata_reads_them(tmp_pa
         path = tmp_path / f"m{k}.xplane.pb"
         path.write_bytes(_mutate(data, rng))
         try:
-            ref = _read_with_profiledata(path, False)
+            ref = read_with_profiledata(path, False)
         except TraceError:
             ref = None
         try:
@@ -99,6 +99,6 @@ def test_a_number_where_the_metadata_should_be_is_skipped_as_protobuf_skips_it(t
     path = tmp_path / "number.xplane.pb"
     path.write_bytes(b"\x0a\x02\x28\x01")
     assert hlo_protos(path) == []
-    assert _read_with_profiledata(path, False).empty
+    assert read_with_profiledata(path, False).empty
     with pytest.raises(ValueError, match="^the profile carries no HLO"):
         load_hlo(None, [path])

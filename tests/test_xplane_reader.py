@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from xplane_reference import read_with_profiledata
 from xspace_bytes import bytes_field as _lf
 from xspace_bytes import varint as _varint
 from xspace_bytes import varint_field as _vf
@@ -28,12 +29,11 @@ from analysis.trace import (
     device_ops,
     read_xplane,
 )
-from analysis.trace.xplane import _read_with_profiledata
 
 
 def _same(path, candidates_only=True) -> pd.DataFrame:
     ours = read_xplane(path, candidates_only)
-    ref = _read_with_profiledata(path, candidates_only)
+    ref = read_with_profiledata(path, candidates_only)
     pd.testing.assert_frame_equal(ours, ref, check_exact=True)
     assert list(ours.columns) == TABLE_COLUMNS
     return ours
@@ -121,7 +121,7 @@ def test_truncated_garbage_and_missing_files_raise_trace_error(cpu_traces, tmp_p
         with pytest.raises(TraceError):
             read_xplane(path)
         with pytest.raises(TraceError):
-            _read_with_profiledata(path)
+            read_with_profiledata(path)
         with pytest.raises(TraceError):
             count_events(path)
     with pytest.raises(TraceError):
@@ -466,7 +466,7 @@ def test_tpu_encoding_display_name_metadata_stats_and_device_timespan(tmp_path):
     assert _texts(t["program_id"]) == [str(pid), "-7", "42", None, None]
     assert _texts(t["hlo_category"]) == ["all-reduce", "all-reduce fusion", "all-reduce fusion", None, None]
     # the columns ProfileData shows are still its own
-    ref = _read_with_profiledata(path)
+    ref = read_with_profiledata(path)
     pd.testing.assert_frame_equal(t[EVENT_COLUMNS], ref[EVENT_COLUMNS], check_exact=True)
 
 
@@ -511,6 +511,6 @@ def test_groups_protobuf_refuses_are_refused(tmp_path, tail):
     event = _event(10, 5, 10, [_OP, _MOD]) + tail
     path.write_bytes(_space([_plane("/device:GPU:0", [_line("XLA Ops", 1000, [event])], _EV, STATS)]))
     with pytest.raises(TraceError):
-        _read_with_profiledata(path)
+        read_with_profiledata(path)
     with pytest.raises(TraceError):
         read_xplane(path)

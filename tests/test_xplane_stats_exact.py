@@ -15,11 +15,11 @@ from __future__ import annotations
 import math
 
 import pandas as pd
+from xplane_reference import read_with_profiledata
 from xspace_bytes import bytes_field as lf
 from xspace_bytes import varint_field as vf
 
 from analysis.trace import EVENT_COLUMNS, TABLE_COLUMNS, read_xplane
-from analysis.trace.xplane import _read_with_profiledata
 
 U63 = 1 << 63  # the first uint64 an int64 cannot hold
 PID = 17342868964687645945  # a program id above it, as a real v6e trace has
@@ -160,7 +160,7 @@ def test_each_plane_reads_its_stats_by_its_own_ids_and_names(tmp_path):
     assert _values(t["program_id"]) == [str(PID), "-7", "-9223372036854775808", "77", "12", "-1"]
     assert _values(t["hlo_category"]) == ["convolution", "5", None, None, "all-reduce", "all-reduce.5"]
     assert _values(t["display_name"]) == ["kd1", None, "kd1", None, "rd1", "rd1"]
-    pd.testing.assert_frame_equal(t[EVENT_COLUMNS], _read_with_profiledata(path)[EVENT_COLUMNS], check_exact=True)
+    pd.testing.assert_frame_equal(t[EVENT_COLUMNS], read_with_profiledata(path)[EVENT_COLUMNS], check_exact=True)
 
 
 def test_the_plane_of_the_events_after_one_without_with_sparse_ids_and_names_not_utf8(tmp_path):

@@ -62,10 +62,10 @@ def _reading_figures(xplane: Path, rounds: int) -> dict:
     round (this machine is noisy; drift hits all alike). events/s counts every event in the
     file for all three, as all three read the whole file."""
     import pandas as pd
+    from xplane_reference import read_with_profiledata
     from xprof.convert import raw_to_tool_data
 
     from analysis.trace import count_events, device_ops, read_xplane
-    from analysis.trace.xplane import _read_with_profiledata
 
     def xprof_hlo_stats():
         # Without its cache: xprof saves converted data beside the trace (use_saved_result=False
@@ -80,7 +80,7 @@ def _reading_figures(xplane: Path, rounds: int) -> dict:
 
     readers = {
         "shardlab": lambda: read_xplane(xplane),
-        "profiledata": lambda: _read_with_profiledata(xplane),
+        "profiledata": lambda: read_with_profiledata(xplane),
         "xprof_hlo_stats": xprof_hlo_stats,
     }
     times: dict[str, list[float]] = {k: [] for k in readers}
