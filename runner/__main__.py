@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 
 
 def _ignore_sigint() -> None:
@@ -33,8 +34,29 @@ def _clear_unhandled_interrupt_mark() -> None:
     exec("", {})
 
 
+def _interrupts_not_dropped(previous):
+    """An unraisable-exception hook that hands a KeyboardInterrupt back to the main thread.
+    A Ctrl-C that lands in a weakref callback or a ``__del__`` (importlib runs one as it
+    releases a module lock, so a Ctrl-C while Hydra loads can land there) cannot propagate:
+    Python prints "Exception ignored in ..." and drops it, and the sweep would go on. It is
+    sent again to the main thread 10 ms later, from a timer thread: sent from the hook itself,
+    it would raise inside the hook and be dropped the same way. A real signal, so that it also
+    wakes a blocking wait, and is ignored as any Ctrl-C once the answer has begun."""
+
+    def hook(unraisable) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            again = threading.Timer(0.01, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
+            again.daemon = True
+            again.start()
+        else:
+            previous(unraisable)
+
+    return hook
+
+
 def main() -> None:
     """The ``shardlab`` command and ``python -m runner``."""
+    sys.unraisablehook = _interrupts_not_dropped(sys.unraisablehook)
     try:
         from runner.sweep.app import start
 

@@ -97,13 +97,27 @@ def test_a_second_ctrl_c_pending_when_the_first_is_answered_still_gives_two_line
     ), proc.stderr
 
 
-# The command as ``python -m PROBE``: only under -m does CPython turn a KeyboardInterrupt that ended
-# code run from a string (as dataclasses and namedtuple build their methods: a Ctrl-C while Hydra
-# or pandas loads lands there often) into death by SIGINT at exit, whatever status was raised.
-STRING_CODE_CTRL_C = {
+# The command as ``python -m PROBE``, with a Ctrl-C where CPython mishandles it. Only under -m does
+# it turn a KeyboardInterrupt that ended code run from a string (as dataclasses and namedtuple
+# build their methods: a Ctrl-C while Hydra or pandas loads lands there often) into death by
+# SIGINT at exit, whatever status was raised; and one inside a weakref callback it reports as
+# "Exception ignored" and drops (both seen in the test above, once in 40-60 tries).
+CTRL_C_PYTHON_MISHANDLES = {
     "runner": (
         "import runner.__main__ as m, runner.sweep.app as app\n"
         "def start():\n    exec('raise KeyboardInterrupt', {})\n"
+        "app.start = start\n"
+        "m.main()\n",
+        ["interrupted before any point ran: nothing was measured or written", "run the same command again to start"],
+    ),
+    "runner-dropped": (
+        # a Ctrl-C inside a weakref callback (importlib's module-lock release): Python drops it
+        "import time, weakref, runner.__main__ as m, runner.sweep.app as app\n"
+        "class Lock:\n    pass\n"
+        "def dropped(_):\n    raise KeyboardInterrupt\n"
+        "def start():\n"
+        "    lock = Lock(); ref = weakref.ref(lock, dropped); del lock\n"
+        "    time.sleep(20)\n"
         "app.start = start\n"
         "m.main()\n",
         ["interrupted before any point ran: nothing was measured or written", "run the same command again to start"],
@@ -118,9 +132,9 @@ STRING_CODE_CTRL_C = {
 }
 
 
-@pytest.mark.parametrize("package", sorted(STRING_CODE_CTRL_C))
-def test_a_ctrl_c_inside_code_built_from_a_string_still_exits_130_under_python_m(tmp_path, package):
-    script, lines = STRING_CODE_CTRL_C[package]
+@pytest.mark.parametrize("package", sorted(CTRL_C_PYTHON_MISHANDLES))
+def test_a_ctrl_c_python_would_mark_unhandled_or_drop_still_exits_130_under_python_m(tmp_path, package):
+    script, lines = CTRL_C_PYTHON_MISHANDLES[package]
     (tmp_path / "ctrl_c_probe.py").write_text(script)
     proc = subprocess.run(
         [sys.executable, "-m", "ctrl_c_probe"],
