@@ -84,8 +84,8 @@ def test_a_second_ctrl_c_pending_when_the_first_is_answered_still_gives_two_line
         "def start():\n    raise KeyboardInterrupt\n"
         "real, calls = signal.signal, []\n"
         "def pending_first(sig, handler):\n"
-        "    calls.append(sig)\n"
-        "    if len(calls) == 1:\n        raise KeyboardInterrupt\n"
+        "    calls.append(handler)\n"
+        "    if calls.count(signal.SIG_IGN) == 1 and handler is signal.SIG_IGN:\n        raise KeyboardInterrupt\n"
         "    return real(sig, handler)\n"
         "app.start, signal.signal = start, pending_first\n"
         "m.main()\n"
@@ -122,6 +122,27 @@ CTRL_C_PYTHON_MISHANDLES = {
         "m.main()\n",
         ["interrupted before any point ran: nothing was measured or written", "run the same command again to start"],
     ),
+    "runner-converted-by-hydra": (
+        # a Ctrl-C that a library turns into another error as Hydra composes the config (seen:
+        # OmegaConf restoring its flags in a `finally`); Hydra then reports it as a bad config
+        "import os, signal, sys, time, runner.__main__ as m, hydra._internal.hydra as h\n"
+        "def compose_config(*args, **kwargs):\n"
+        "    try:\n        os.kill(os.getpid(), signal.SIGINT); time.sleep(5)\n"
+        "    finally:\n        raise AttributeError(\"'NoneType' object has no attribute '_invalidate_flags_cache'\")\n"
+        "h.Hydra.compose_config = compose_config\n"
+        "sys.argv[1:] = ['+sweep=allgather_sizes', 'hydra.sweep.dir=' + sys.argv[1]]\n"
+        "m.main()\n",
+        ["interrupted before any point ran: nothing was measured or written", "run the same command again to start"],
+    ),
+    "runner-converted": (
+        "import os, signal, time, runner.__main__ as m, runner.sweep.app as app\n"
+        "def start():\n"
+        "    try:\n        os.kill(os.getpid(), signal.SIGINT); time.sleep(5)\n"
+        "    finally:\n        raise AttributeError('broken by the interrupt')\n"
+        "app.start = start\n"
+        "m.main()\n",
+        ["interrupted before any point ran: nothing was measured or written", "run the same command again to start"],
+    ),
     "analysis": (
         "import sys, analysis.cli, analysis.cli.hardware as cmd\n"
         "def main(args):\n    exec('raise KeyboardInterrupt', {})\n"
@@ -137,7 +158,7 @@ def test_a_ctrl_c_python_would_mark_unhandled_or_drop_still_exits_130_under_pyth
     script, lines = CTRL_C_PYTHON_MISHANDLES[package]
     (tmp_path / "ctrl_c_probe.py").write_text(script)
     proc = subprocess.run(
-        [sys.executable, "-m", "ctrl_c_probe"],
+        [sys.executable, "-m", "ctrl_c_probe", str(tmp_path / "sweep")],
         cwd=REPO_ROOT,
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])},
         capture_output=True,
@@ -145,3 +166,18 @@ def test_a_ctrl_c_python_would_mark_unhandled_or_drop_still_exits_130_under_pyth
         timeout=120,
     )
     assert (proc.returncode, [line for line in proc.stderr.splitlines() if line.strip()]) == (130, lines), proc.stderr
+
+
+def test_an_error_with_no_ctrl_c_before_it_is_still_a_traceback_and_exit_1(tmp_path):
+    # the rule "an error after a Ctrl-C is the Ctrl-C's doing" must not hide a real bug
+    script = "import runner.__main__ as m, runner.sweep.app as app\n"
+    script += "def start():\n    raise RuntimeError('a real bug')\n"
+    script += "app.start = start\nm.main()\n"
+    (tmp_path / "bug_probe.py").write_text(script)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, "-m", "bug_probe"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.rstrip().endswith("RuntimeError: a real bug"), proc.stderr
+    assert "interrupted" not in proc.stderr

@@ -14,6 +14,7 @@ from omegaconf import DictConfig
 
 from runner.config.schema import CONF_DIR, register_configs
 from runner.errors import OutputError, PlatformError
+from runner.sweep import ctrl_c
 from runner.sweep.callbacks import armed, interrupted
 from runner.sweep.held_stderr import HeldStderr, one_line, release
 from runner.sweep.point import run
@@ -67,6 +68,9 @@ def start() -> None:
     try:
         app()
     except SystemExit as exc:
+        if exc.code == 1 and not _task_ran and ctrl_c.received:  # Hydra reported what a Ctrl-C broke
+            held.held = None
+            raise KeyboardInterrupt from None
         if exc.code == 1 and not _task_ran and held.held is not None:
             sys.stderr = held.real
             print(f"error: {one_line(held.text())}", file=sys.stderr)
