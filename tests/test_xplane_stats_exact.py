@@ -189,3 +189,16 @@ def test_the_plane_of_the_events_after_one_without_with_sparse_ids_and_names_not
     assert _values(t["program_id"]) == ["-7", "5"]
     assert _values(t["scope_range_id"]) == [8, None]
     assert _values(t["display_name"]) == ["f3", "f3"]
+
+
+def test_a_device_offset_past_2_to_the_60_ps_is_exact_to_the_ns(tmp_path):
+    # a TPU up for two weeks: its device clock passes 2**60 ps. X - 1 ps is X / 1000 - 1 ns; as a
+    # double it would round up to X (doubles there are 256 apart) and read one ns late
+    x = (2**60 // 256_000 + 1) * 256_000
+    assert float(x - 1) == x  # what a double would make of it
+    events = [_event(1, 5_000, 1_000, [_stat(4, "int64", x - 1), _stat(5, "uint64", x - 1)])]
+    path = tmp_path / "late.xplane.pb"
+    path.write_bytes(_plane(1, "/device:TPU:0", [("XLA Ops", 0, events)], {1: "fusion.1"}, STATS_A))
+    t = read_xplane(path)
+    assert t["start_ns"].tolist() == [x // 1000 - 1]
+    assert t["duration_ns"].tolist() == [x // 1000 - 1]

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from xspace_bytes import bytes_field as lf
 from xspace_bytes import varint
 from xspace_bytes import varint_field as vf
 
 from analysis.trace import TABLE_COLUMNS, read_xplane
-from analysis.trace.xplane import TraceError, count_events
+from analysis.trace.xplane import TraceError, _Lookup, count_events
 
 
 def _event(mid: int, offset_ps: int, duration_ps: int, stats=(), mid_last: bool = False) -> bytes:
@@ -66,6 +67,31 @@ def test_one_sparse_id_and_one_just_dense_enough(tmp_path):
         evs = [_event(m, 0, 1000) for m in (key, key + 1, max(key - 1, 0) if key else 9, 2**63)]
         path = _write(tmp_path, _plane("/device:GPU:0", [("Stream #1", 0, evs)], {key: "op.1"}))
         assert read_xplane(path)["name"].tolist() == ["op.1", "", "", ""], key
+
+
+TEN = {i: f"op.{i}" for i in range(1, 10)}  # nine small ids; a tenth is added
+
+
+@pytest.mark.parametrize(
+    "names, table",
+    [
+        ({0: "a"}, True),  # the smallest id
+        ({-1: "a"}, False),  # a negative one: a search
+        ({4099: "a"}, True),  # one id: a table up to 4 * 1 + 4096 - 1
+        ({4100: "a"}, False),
+        ({**TEN, 4 * 10 + 4095: "b"}, True),  # ten ids: up to 4 * 10 + 4096 - 1
+        ({**TEN, 4 * 10 + 4096: "b"}, False),
+    ],
+)
+def test_a_lookup_table_only_while_it_stays_within_4n_plus_4096_entries(names, table):
+    # memory: a file may name an id near 2**63; a table for it would not fit. Either way the
+    # answers are the same: each id its code (its place in the map, from 1), others the missing one
+    look = _Lookup(names, -9)
+    assert (look.table is None, None if look.table is None else look.table.size) == (
+        (False, max(names) + 2) if table else (True, None)
+    )
+    ids = np.array([*names, max(names) + 1, -5, 2**62], np.int64)
+    assert look(ids).tolist() == [*range(1, len(names) + 1), -9, -9, -9]
 
 
 def test_host_events_kept_by_name_and_the_metadata_id_need_not_come_first(tmp_path):

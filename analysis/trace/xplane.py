@@ -133,24 +133,26 @@ class _Lookup:
     then a table indexed by id, else a binary search."""
 
     def __init__(self, names: dict[int, str], missing: int, code_of=None):
-        keys = np.fromiter(names.keys(), np.int64, len(names))
+        keys = np.fromiter(names, np.int64)
         if code_of is None:
-            codes = np.arange(1, len(names) + 1, dtype=np.int64)
+            codes = np.arange(1, len(names) + 1)
         else:
-            codes = np.fromiter(map(code_of, names.values()), np.int64, len(names))
+            codes = np.fromiter(map(code_of, names.values()), np.int64)
         self.missing = missing
         self.table = None
+        # a table only while its size stays within a few times the number of ids: a file may
+        # hold an id near 2**63, for which a table would not fit in memory
         if keys.size and 0 <= keys.min() and keys.max() < 4 * keys.size + 4096:
-            self.table = np.full(int(keys.max()) + 2, missing, np.int64)  # the last entry: not a key
+            self.table = np.full(int(keys.max()) + 2, missing)  # the last entry: not a key
             self.table[keys] = codes
-        order = np.argsort(keys, kind="stable")
+        order = np.argsort(keys)
         self.keys, self.codes = keys[order], codes[order]
 
     def __call__(self, ids: np.ndarray) -> np.ndarray:
         if self.table is not None:  # ids past the table (negative ones too, as uint64) read its last entry
             return self.table[np.minimum(ids.view(np.uint64), np.uint64(self.table.size - 1))]
         if not self.keys.size:
-            return np.full(ids.shape, self.missing, np.int64)
+            return np.full(ids.shape, self.missing)
         pos = np.minimum(np.searchsorted(self.keys, ids), self.keys.size - 1)
         return np.where(self.keys[pos] == ids, self.codes[pos], self.missing)
 
@@ -163,6 +165,20 @@ def _last_per(owner: np.ndarray, sel: np.ndarray, n: int) -> np.ndarray:
         _, first = np.unique(owner[rev], return_index=True)
         sel = np.sort(rev[first])
     return sel
+
+
+def _objects(items: list) -> np.ndarray:
+    """``items`` as an object array: a str stays a Python str (``np.array`` of strs would make
+    fixed-width numpy text)."""
+    out = np.empty(len(items), object)
+    out[:] = items
+    return out
+
+
+def _by_plane(lookups: list, cuts: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """``lookups[pi]`` applied to the ids of plane pi, ``ids[cuts[pi]:cuts[pi + 1]]`` (the
+    items are in plane order)."""
+    return np.concatenate([look(ids[lo:hi]) for look, lo, hi in zip(lookups, cuts[:-1], cuts[1:])])
 
 
 def _trunc_div(v: np.ndarray, d: int) -> np.ndarray:
@@ -180,42 +196,27 @@ _STR_KINDS = (5, 6, 7)  # a str in the table (ProfileData gives bytes_value as s
 def _table(space: wire.Space, candidates_only: bool) -> pd.DataFrame:
     planes, buf = space.planes, space.buf
     lines = [(pi, ln) for pi, p in enumerate(planes) for ln in p.lines]
-    counts = np.array([ln.count for _, ln in lines], np.int64)
+    counts = np.fromiter((ln.count for _, ln in lines), np.int64)
     n = int(counts.sum())
     if n == 0:
         return _frame({c: [] for c in TABLE_COLUMNS})
-    line_plane = np.array([pi for pi, _ in lines], np.int64)
+    line_plane = np.fromiter((pi for pi, _ in lines), np.int64)
     ev_line = np.repeat(np.arange(len(lines)), counts)
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(line_plane, weights=counts, minlength=len(planes)))])
-    bounds = bounds.astype(np.int64)  # plane pi's events are bounds[pi]:bounds[pi + 1]
+    bounds = np.cumsum([0, *(sum(ln.count for ln in p.lines) for p in planes)])  # plane pi: bounds[pi]:bounds[pi + 1]
 
     # Event names, as codes into `names` (0: "", the name ProfileData gives an event whose
     # metadata is missing), from each plane's metadata; candidacy per name and plane.
-    names: list[str] = [""]
     code_of: dict[str, int] = {"": 0}
-
-    def code(name: str) -> int:
-        c = code_of.get(name)
-        if c is None:
-            c = code_of[name] = len(names)
-            names.append(name)
-        return c
-
-    event_lookup = [_Lookup(p.event_names, 0, code) for p in planes]
-    candidate_name = np.fromiter(map(_is_candidate_name, names), bool, len(names))
-    on_device = [p.name.startswith("/device:") for p in planes]
+    event_lookup = [_Lookup(p.event_names, 0, lambda name: code_of.setdefault(name, len(code_of))) for p in planes]
+    names = list(code_of)
+    candidate_name = np.fromiter(map(_is_candidate_name, names), bool)
+    on_device = np.fromiter((p.name.startswith("/device:") for p in planes), bool)
 
     def resolve(ev: np.ndarray, mids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(name code, candidate?) of the events ``ev`` (ascending) with metadata ids ``mids``."""
-        codes = np.zeros(ev.size, np.int64)
-        device = np.zeros(ev.size, bool)
         cuts = np.searchsorted(ev, bounds)
-        for pi in range(len(planes)):
-            lo, hi = cuts[pi], cuts[pi + 1]
-            if lo < hi:
-                codes[lo:hi] = event_lookup[pi](mids[lo:hi])
-                device[lo:hi] = on_device[pi]
-        return codes, candidate_name[codes] | device
+        codes = _by_plane(event_lookup, cuts, mids)
+        return codes, candidate_name[codes] | np.repeat(on_device, np.diff(cuts))
 
     if candidates_only:
         # Most events are not candidates: tell them by their metadata id alone, which is the
@@ -237,18 +238,17 @@ def _table(space: wire.Space, candidates_only: bool) -> pd.DataFrame:
         return _frame({c: [] for c in TABLE_COLUMNS})
     ev = keep[rows]
     kept_line = ev_line[ev]
-    plane_names = np.array([p.name for p in planes] + [None], object)[:-1]
-    line_names = np.array([ln.name for _, ln in lines] + [None], object)[:-1]
-    cols = {
-        "plane": plane_names[line_plane[kept_line]],
-        "line": line_names[kept_line],
-        "name": np.array(names + [None], object)[:-1][codes[rows]],
-        "start_ns": (_trunc_div(offset[rows], 1000) + _line_ts(lines)[kept_line]).astype(np.float64),
-        "duration_ns": _trunc_div(duration[rows], 1000).astype(np.float64),
+    line_ts = np.fromiter((ln.timestamp_ns for _, ln in lines), np.int64)
+    cols = {  # whole ns as int64 here; _frame makes the times float64, as ProfileData gives them
+        "plane": _objects([p.name for p in planes])[line_plane[kept_line]],
+        "line": _objects([ln.name for _, ln in lines])[kept_line],
+        "name": _objects(names)[codes[rows]],
+        "start_ns": _trunc_div(offset[rows], 1000) + line_ts[kept_line],
+        "duration_ns": _trunc_div(duration[rows], 1000),
     }
-    row_of = np.full(keep.size, -1, np.int64)
+    row_of = np.zeros(keep.size, np.int64)  # read only at the kept rows
     row_of[rows] = np.arange(rows.size)
-    parts, refs = _stats(space, d, keep, cand, bounds, row_of, rows.size)
+    parts, refs = _stats(space, d, keep, cand, bounds, row_of)
     for name in _PLAIN_STATS:
         cols[name] = _stat_column(rows.size, *parts[name], buf, refs)
     _device_span(cols, parts)
@@ -264,16 +264,12 @@ def _table(space: wire.Space, candidates_only: bool) -> pd.DataFrame:
 
 def _named(stats: dict[int, dict], name: str) -> dict[int, str]:
     """{metadata id: the stat ``name`` as text} of the metadata that have it."""
-    return {k: _as_text(v[name]) for k, v in stats.items() if name in v}
-
-
-def _as_text(value) -> str:
-    return value if isinstance(value, str) else str(value)
+    return {k: str(v[name]) for k, v in stats.items() if name in v}
 
 
 def _from_metadata(planes, row_plane: np.ndarray, row_mid: np.ndarray, texts_of) -> np.ndarray:
     """Per row: ``texts_of(plane)[metadata id]`` (a str), None where the row's metadata has none."""
-    out = np.full(row_plane.size, None, object)
+    out = np.full(row_plane.size, None)
     with_texts = [pi for pi, p in enumerate(planes) if texts_of(p)]
     if not with_texts:
         return out
@@ -282,26 +278,27 @@ def _from_metadata(planes, row_plane: np.ndarray, row_mid: np.ndarray, texts_of)
         if not present[pi]:
             continue
         texts = texts_of(planes[pi])
-        values = [None, *texts.values()]
-        lookup = _Lookup(dict(zip(texts, range(1, len(values)))), 0, lambda c: c)
         m = np.flatnonzero(row_plane == pi)
-        out[m] = np.array(values + [None], object)[:-1][lookup(row_mid[m])]
+        out[m] = _objects([None, *texts.values()])[_Lookup(texts, 0)(row_mid[m])]
     return out
 
 
 def _device_span(cols: dict, parts: dict) -> None:
     """Where an event has both device-timespan stats with integer values, its start and
     duration are those (tsl ``GetEventTimespan``); whole ns, truncated toward zero."""
-    got = []
+    n = cols["start_ns"].size
+    both, ps = np.ones(n, bool), []
     for name in _DEVICE_SPAN:
         rows, kind, raw = parts[name][:3]
         ok = ((kind == 4) | (kind == 3)) & ((kind == 4) | (raw < np.uint64(2**63)))  # an int64 holds it
-        got.append((rows[ok], raw[ok].view(np.int64)))
-    (off_rows, off), (dur_rows, dur) = got
-    both, i, j = np.intersect1d(off_rows, dur_rows, assume_unique=True, return_indices=True)
-    if both.size:
-        cols["start_ns"][both] = _trunc_div(off[i], 1000).astype(np.float64)
-        cols["duration_ns"][both] = _trunc_div(dur[j], 1000).astype(np.float64)
+        has = np.zeros(n, bool)
+        has[rows[ok]] = True
+        both &= has
+        value = np.zeros(n, np.int64)
+        value[rows[ok]] = raw[ok].view(np.int64)
+        ps.append(value)
+    cols["start_ns"][both] = _trunc_div(ps[0][both], 1000)
+    cols["duration_ns"][both] = _trunc_div(ps[1][both], 1000)
 
 
 def _text_into(out: np.ndarray, parts: tuple, buf: wire.Buf, refs) -> None:
@@ -312,12 +309,12 @@ def _text_into(out: np.ndarray, parts: tuple, buf: wire.Buf, refs) -> None:
         if m.size:
             uniq, inv = np.unique(raw[m], return_inverse=True)
             texts = [str(v - (1 << 64) if signed and v >= 1 << 63 else v) for v in uniq.tolist()]
-            out[rows[m]] = np.array(texts + [None], object)[:-1][inv.ravel()]
+            out[rows[m]] = _objects(texts)[inv.ravel()]
     rest = np.flatnonzero((kind != 3) & (kind != 4))
     if rest.size:
         sub = tuple(x[rest] for x in parts)
-        col = np.asarray(_stat_column(out.size, *sub, buf, refs), object)
-        out[sub[0]] = [_as_text(v) for v in col[sub[0]].tolist()]
+        col = _stat_column(out.size, *sub, buf, refs)
+        out[sub[0]] = [str(col[i]) for i in sub[0].tolist()]
 
 
 def _stats(
@@ -327,8 +324,7 @@ def _stats(
     cand: np.ndarray,
     bounds: np.ndarray,
     row_of: np.ndarray,
-    n_rows: int,
-) -> dict:
+) -> tuple[dict, object]:
     """The stats named in :data:`_STATS`, from the stats of the candidate events only (as
     ProfileData's reader did): a stat whose metadata is missing or that has no value is
     skipped. Per name: ``(rows, kind, raw, value start, value stop, plane)`` of the rows that
@@ -338,37 +334,25 @@ def _stats(
     stat_lookup = [_Lookup(p.stat_names, -1, lambda s: column.get(s, -1)) for p in planes]
     cuts = np.searchsorted(keep, bounds)
     used = [pi for pi in range(len(planes)) if cuts[pi] < cuts[pi + 1]]
-    owner = d.rep_msg  # stat -> index into keep
-    take = np.flatnonzero(cand[owner])
-    owner, s_start, s_stop = owner[take], d.rep_start[take], d.rep_stop[take]
+    take = np.flatnonzero(cand[d.rep_msg])
+    owner, s_start, s_stop = d.rep_msg[take], d.rep_start[take], d.rep_stop[take]
     first, has_first = d.rep_first[take], d.rep_has_first[take]
-    if len(used) > 1:
-        plane_of_keep = np.repeat(np.arange(len(planes)), np.diff(cuts))
-        plane_of = plane_of_keep[owner]
-    else:
-        plane_of = None
-
-    def stat_codes(plane_of, mids):
-        if plane_of is None:
-            return stat_lookup[used[0]](mids) if used else np.full(mids.size, -1, np.int64)
-        out = np.full(mids.size, -1, np.int64)
-        for pi in used:
-            m = plane_of == pi
-            out[m] = stat_lookup[pi](mids[m])
-        return out
+    # each stat's plane (the stats are not in plane order: the decoder yields them field by
+    # field); not needed where one plane holds every kept event, as on CPU
+    plane_of = np.repeat(np.arange(len(planes)), np.diff(cuts))[owner] if len(used) > 1 else None
 
     # Only the stats named like a column are decoded; their metadata id (the first field, as
     # writers lay them out) was read with the events.
-    take = np.flatnonzero((stat_codes(plane_of, first.view(np.int64)) >= 0) | ~has_first)
+    take = np.flatnonzero((_per_plane(stat_lookup, used, plane_of, first.view(np.int64)) >= 0) | ~has_first)
     owner, s_start, s_stop = owner[take], s_start[take], s_stop[take]
     if plane_of is not None:
         plane_of = plane_of[take]
     g = wire.decode(buf, s_start, s_stop, ((1, 0), *_VALUE_FIELDS))
-    col = stat_codes(plane_of, g.value[(1, 0)].view(np.int64))
-    # the value oneof: the member seen last is the one set
-    kind = np.zeros(g.seen[(1, 0)].size, np.int64)
+    col = _per_plane(stat_lookup, used, plane_of, g.value[(1, 0)].view(np.int64))
+    # the value oneof: the member seen last is the one set; kind is its field number, 0 for none
+    kind = np.zeros_like(g.seen[(1, 0)])
     raw = np.zeros(kind.size, np.uint64)
-    last_seen = np.zeros(kind.size, np.int32)
+    last_seen = np.zeros_like(kind)
     for key in _VALUE_FIELDS:
         if key not in g.hit:
             continue
@@ -376,6 +360,7 @@ def _stats(
         last_seen[later] = g.seen[key][later]
         kind[later] = key[0]
         raw[later] = g.value[key][later]
+    valued = kind.astype(bool)
     v_start = np.where(kind == 5, g.start[(5, 2)], g.start[(6, 2)])
     v_stop = np.where(kind == 5, g.stop[(5, 2)], g.stop[(6, 2)])
     ref_lookups: dict[int, tuple] = {}
@@ -384,7 +369,7 @@ def _stats(
         """The names of stat metadata ``ids`` of plane ``pi``, "" where there is none."""
         if pi not in ref_lookups:
             names = planes[pi].stat_names
-            ref_lookups[pi] = _Lookup(names, 0), np.array(["", *names.values(), None], object)[:-1]
+            ref_lookups[pi] = _Lookup(names, 0), _objects(["", *names.values()])
         lookup, texts = ref_lookups[pi]
         return texts[lookup(ids)]
 
@@ -392,14 +377,22 @@ def _stats(
     named = {n for pi in used for n in planes[pi].stat_names.values()}  # a name no plane has: no pass
     nothing = np.zeros(0, np.int64)
     for c, name in enumerate(_STATS):
-        sel = _last_per(owner, np.flatnonzero((col == c) & (kind > 0)), keep.size) if name in named else nothing
-        where = plane_of[sel] if plane_of is not None else np.full(sel.size, used[0] if used else 0)
+        sel = _last_per(owner, np.flatnonzero((col == c) & valued), keep.size) if name in named else nothing
+        where = plane_of[sel] if plane_of is not None else np.full(sel.size, used[0])
         out[name] = (row_of[owner[sel]], kind[sel], raw[sel], v_start[sel], v_stop[sel], where)
     return out, refs
 
 
-def _line_ts(lines) -> np.ndarray:
-    return np.array([ln.timestamp_ns for _, ln in lines], np.int64)
+def _per_plane(lookups: list, used: list[int], plane_of: np.ndarray | None, ids: np.ndarray) -> np.ndarray:
+    """``lookups[pi]`` applied to the ids of plane pi (``plane_of`` gives each id's plane; None:
+    all are of the one plane in ``used``)."""
+    if plane_of is None:
+        return lookups[used[0]](ids)
+    out = np.empty_like(ids)
+    for pi in used:
+        m = plane_of == pi
+        out[m] = lookups[pi](ids[m])
+    return out
 
 
 def _stat_column(
@@ -416,7 +409,7 @@ def _stat_column(
     """One stats column: the values ProfileData gives (float, int, str), None where a row has
     no such stat, typed as pandas types a list of them."""
     if not rows.size:
-        return np.full(n, None, object)
+        return np.full(n, None)
     if np.isin(kind, (3, 4)).all():
         fits = (kind == 4) | (raw < np.uint64(2**63))  # an int64 holds it
         if fits.all():
@@ -450,7 +443,7 @@ def _stat_column(
                     t = cache[b] = b.decode("utf-8", "surrogateescape")
                 texts.append(t)
             values[m] = texts
-    col = np.full(n, None, object)
+    col = np.full(n, None)
     col[rows] = values
     if np.isin(kind, _STR_KINDS).all():
         return col  # pandas types an object array of str and None as it types such a list
