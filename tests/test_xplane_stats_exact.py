@@ -202,3 +202,27 @@ def test_a_device_offset_past_2_to_the_60_ps_is_exact_to_the_ns(tmp_path):
     t = read_xplane(path)
     assert t["start_ns"].tolist() == [x // 1000 - 1]
     assert t["duration_ns"].tolist() == [x // 1000 - 1]
+
+
+def test_a_line_stamped_by_the_epoch_clock_adds_offsets_in_whole_ns_then_rounds_once(tmp_path):
+    # a host line's timestamp in ns since 1970 is past 2**53, where doubles are 256 ns apart:
+    # timestamp + 2 ns rounds up to the next double; rounding the timestamp first loses the 2 ns
+    ts = 1_700_000_000_000_000_000 // 256 * 256 + 127
+    assert float(ts) + 2 == float(ts) != float(ts + 2)  # the two orders differ here
+    events = [_event(1, 2_000, 1_000), _event(1, 2_999, 1_000)]
+    path = tmp_path / "epoch.xplane.pb"
+    path.write_bytes(_plane(1, "/host:CPU", [("tf_pjrt", ts, events)], {1: "fusion.1"}, {}))
+    t = read_xplane(path)
+    assert t["start_ns"].tolist() == [float(ts + 2), float(ts + 2)]
+    pd.testing.assert_frame_equal(t[EVENT_COLUMNS], read_with_profiledata(path)[EVENT_COLUMNS], check_exact=True)
+
+
+def test_display_names_by_sparse_metadata_ids(tmp_path):
+    # ids too sparse for a lookup table (10**9): the display name is found by a search too
+    events = [_event(10**9, 0, 1_000), _event(7, 1_000, 1_000), _event(8, 2_000, 1_000)]
+    meta = {10**9: ("all-gather.1", "ag1"), 7: ("fusion.7", "f7")}
+    path = tmp_path / "sparse_names.xplane.pb"
+    path.write_bytes(_plane(1, "/device:TPU:0", [("XLA Ops", 0, events)], meta, {}))
+    t = read_xplane(path)
+    assert t["name"].tolist() == ["all-gather.1", "fusion.7", ""]
+    assert _values(t["display_name"]) == ["ag1", "f7", None]

@@ -108,6 +108,11 @@ def main() -> int:
     # would be counted again
     shutil.rmtree(work / "mutants", ignore_errors=True)
     copy_checkout(work)
+    # mutmut runs the tests from work/mutants/tests: the real TPU/GPU traces that
+    # tests/test_real_traces.py reads from ../shared/traces are then looked for in work/shared
+    shared = REPO.parent / "shared"
+    if shared.is_dir() and not (work / "shared").exists():
+        (work / "shared").symlink_to(shared)
     if args.only or args.fresh_process:
         narrow(work / "pyproject.toml", args.only, args.tests, args.fresh_process)
     # the HLO tests compile five collectives in a fresh JAX process: once for the whole run,
