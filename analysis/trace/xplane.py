@@ -65,7 +65,6 @@ _PLAIN_STATS = EVENT_COLUMNS[5:9]  # event stats that are columns as they are
 _TEXT_STATS = ("program_id", "hlo_category")  # event stat, else metadata stat; as text
 _DEVICE_SPAN = ("device_offset_ps", "device_duration_ps")
 _STATS = [*_PLAIN_STATS, *_TEXT_STATS, *_DEVICE_SPAN]  # the event stats decoded
-_STAT_SET = frozenset(_STATS)
 _METADATA_STATS = frozenset(_TEXT_STATS)
 
 
