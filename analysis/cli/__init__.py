@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         # A Ctrl-C that ended code run from a string (dataclasses build methods so) stays marked
         # "unhandled" in CPython, and ``python -m analysis`` would then die by SIGINT instead of
-        # exiting 130: running string code clears the mark (see runner/__main__.py).
+        # exiting 130: running string code clears the mark (see runner/sweep/ctrl_c.py).
         exec("", {})
         print("\ninterrupted", file=sys.stderr)
         return 130
