@@ -108,7 +108,10 @@ def combine_rounds(rounds: list, seed: int = 0, confidence: float = CONFIDENCE) 
     with replacement, and the median of the redrawn rounds' medians is taken; the interval
     is the central ``confidence`` of those. So it covers the spread between rounds (drift,
     other points on the machine) as well as the noise within each, which one round's interval
-    cannot. With one round it is the order-statistic interval of :func:`median_ci`.
+    cannot. With one round it is the order-statistic interval of :func:`median_ci`. A redrawn
+    round's median is drawn from the round's order statistics (:func:`bootstrap_medians`, as
+    the fits' bootstrap draws it): O(n) a round, where redrawing every sample cost O(n x 2000),
+    1.3 s for five rounds of 5000 samples against 10 ms now.
 
     ``rounds_disagree`` is true when the rounds' medians differ by more than their own
     intervals allow (:func:`rounds_disagree`): a measurement that moved between rounds.
@@ -128,13 +131,7 @@ def combine_rounds(rounds: list, seed: int = 0, confidence: float = CONFIDENCE) 
     if len(rounds) == 1:
         return out  # summarize's order-statistic interval
     med = float(np.median(medians))
-    rng = np.random.default_rng(seed)
-    # Each round's median, redrawn BOOTSTRAP times (rows), then rounds redrawn per row.
-    redrawn = np.stack(
-        [np.median(r[rng.integers(0, r.size, size=(BOOTSTRAP, r.size))], axis=1) for r in rounds], axis=1
-    )
-    pick = rng.integers(0, len(rounds), size=(BOOTSTRAP, len(rounds)))
-    boot = np.median(np.take_along_axis(redrawn, pick, axis=1), axis=1)
+    boot = bootstrap_medians(rounds, BOOTSTRAP, np.random.default_rng(seed))
     tail = 100 * (1 - confidence) / 2
     lo, hi = (float(v) for v in np.percentile(boot, [tail, 100 - tail]))
     lo, hi = min(lo, med), max(hi, med)  # the estimate lies inside its interval by construction
