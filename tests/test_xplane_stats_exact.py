@@ -18,6 +18,7 @@ import pandas as pd
 from xplane_reference import read_with_profiledata
 from xspace_bytes import bytes_field as lf
 from xspace_bytes import varint_field as vf
+from xspace_bytes import xevent, xplane
 
 from analysis.trace import EVENT_COLUMNS, TABLE_COLUMNS, read_xplane
 
@@ -29,23 +30,6 @@ def _stat(mid: int, kind: str, value) -> bytes:
     """An XStat: metadata_id, then its value (uint64 3, int64 4, str 5, bytes 6, ref 7)."""
     field = {"uint64": 3, "int64": 4, "str": 5, "bytes": 6, "ref": 7}[kind]
     return vf(1, mid) + (lf(field, value) if kind in ("str", "bytes") else vf(field, value))
-
-
-def _event(mid: int, offset_ps: int, duration_ps: int, stats=()) -> bytes:
-    return vf(1, mid) + vf(2, offset_ps) + vf(3, duration_ps) + b"".join(lf(4, s) for s in stats)
-
-
-def _plane(pid: int, name: str, lines, events: dict, stats: dict) -> bytes:
-    """An XPlane; ``lines``: (name, timestamp ns, events); ``events``: {id: name or (name,
-    display name)}; ``stats``: {id: name}, in this (map) order."""
-    out = vf(1, pid) + lf(2, name)
-    out += b"".join(lf(3, vf(1, 1) + lf(2, ln) + vf(3, ts) + b"".join(lf(4, e) for e in evs)) for ln, ts, evs in lines)
-    for k, v in events.items():
-        name, display = (v, None) if isinstance(v, str) else v
-        meta = vf(1, k) + lf(2, name) + (b"" if display is None else lf(4, display))
-        out += lf(4, vf(1, k) + lf(2, meta))
-    out += b"".join(lf(5, vf(1, k) + lf(2, vf(1, k) + lf(2, v))) for k, v in stats.items())
-    return lf(1, out)
 
 
 def _values(col) -> list:
@@ -81,7 +65,7 @@ STATS_B = {
 def _two_planes() -> bytes:
     a = [
         # a0: uint64 program id above 2^63, a category as text, device_ordinal exactly 2^63
-        _event(
+        xevent(
             1,
             5_000,
             2_000,
@@ -95,7 +79,7 @@ def _two_planes() -> bytes:
         ),
         # a1: a negative int64 program id; a category that is a number; a device offset that
         # is a negative int64 (used: -5000 ps -> -5 ns) with a uint64 duration (3000 ps -> 3 ns)
-        _event(
+        xevent(
             2,
             9_000,
             1_000,
@@ -109,13 +93,13 @@ def _two_planes() -> bytes:
         ),
         # a2: the minimum int64 as program id; a device offset of 2^63 as uint64 (no int64
         # holds it: the event's own timespan, 1000 ns + 20 ns, 4 ns)
-        _event(1, 20_000, 4_000, [_stat(2, "int64", -U63), _stat(4, "uint64", U63), _stat(5, "uint64", 7_000)]),
+        xevent(1, 20_000, 4_000, [_stat(2, "int64", -U63), _stat(4, "uint64", U63), _stat(5, "uint64", 7_000)]),
         # a3: program_id twice, a str then a uint64: the later wins; device_ordinal written value first
-        _event(2, 30_000, 1_000, [_stat(2, "str", "p"), _stat(2, "uint64", 77), vf(3, 4) + vf(1, 6)]),
+        xevent(2, 30_000, 1_000, [_stat(2, "str", "p"), _stat(2, "uint64", 77), vf(3, 4) + vf(1, 6)]),
     ]
     b = [
         # b0: ids 1-8 as plane B names them; the reference is B's own entry 8
-        _event(
+        xevent(
             1,
             1_000,
             1_000,
@@ -130,7 +114,7 @@ def _two_planes() -> bytes:
         ),
         # b1: B's device timespan (ids 6 and 7): 4,000,000 ps -> 4000 ns, 1,500,000 ps -> 1500 ns;
         # a category given by reference (B's entry 8)
-        _event(
+        xevent(
             1,
             3_000,
             500,
@@ -138,10 +122,10 @@ def _two_planes() -> bytes:
         ),
     ]
     return (
-        _plane(1, "/device:GPU:0", [("Stream #1", 1_000, a)], {1: ("k1", "kd1"), 2: "k2"}, STATS_A)
-        + _plane(2, "/device:GPU:1", [("Stream #2", 2_000, b)], {1: ("r1", "rd1")}, STATS_B)
+        xplane("/device:GPU:0", [("Stream #1", 1_000, a)], {1: ("k1", "kd1"), 2: "k2"}, STATS_A)
+        + xplane("/device:GPU:1", [("Stream #2", 2_000, b)], {1: ("r1", "rd1")}, STATS_B, pid=2)
         # no events, but display names: the last plane has no rows
-        + _plane(3, "/host:metadata", [], {1: ("m1", "md1")}, {1: "x"})
+        + xplane("/host:metadata", [], {1: ("m1", "md1")}, {1: "x"}, pid=3)
     )
 
 
@@ -167,21 +151,21 @@ def test_the_plane_of_the_events_after_one_without_with_sparse_ids_and_names_not
     # plane 0: only runtime bookkeeping (no candidate, a display name no row shows), its id
     # 7,777,777 unnamed; plane 1's stat ids are too sparse for a lookup table (a binary search),
     # and its events reference its own
-    host = _plane(
-        1, "/host:CPU", [("t", 0, [_event(1, 0, 1, [_stat(1, "ref", 2)])])], {1: ("Wait: x", "w")}, {1: "hlo_op"}
+    host = xplane(
+        "/host:CPU", [("t", 0, [xevent(1, 0, 1, [_stat(1, "ref", 2)])])], {1: ("Wait: x", "w")}, {1: "hlo_op"}
     )
     stats = {1_000_000: "hlo_op", 5_000_000_000: "program_id", 2: "scope_range_id", 7_777_777: "fusion.3"}
     events = [
-        _event(
+        xevent(
             5,
             1_000,
             1_000,
             [_stat(1_000_000, "ref", 7_777_777), _stat(5_000_000_000, "int64", -7), _stat(2, "uint64", 8)],
         ),
-        _event(5, 2_000, 1_000, [_stat(1_000_000, "str", b"\xfe\xffx"), _stat(5_000_000_000, "uint64", 5)]),
+        xevent(5, 2_000, 1_000, [_stat(1_000_000, "str", b"\xfe\xffx"), _stat(5_000_000_000, "uint64", 5)]),
     ]
     path = tmp_path / "sparse.xplane.pb"
-    path.write_bytes(host + _plane(2, "/device:TPU:0", [("XLA Ops", 0, events)], {5: ("fusion.3", "f3")}, stats))
+    path.write_bytes(host + xplane("/device:TPU:0", [("XLA Ops", 0, events)], {5: ("fusion.3", "f3")}, stats, pid=2))
     t = read_xplane(path)
     assert t["plane"].tolist() == ["/device:TPU:0"] * 2
     assert t["start_ns"].tolist() == [1, 2]
@@ -196,9 +180,9 @@ def test_a_device_offset_past_2_to_the_60_ps_is_exact_to_the_ns(tmp_path):
     # double it would round up to X (doubles there are 256 apart) and read one ns late
     x = (2**60 // 256_000 + 1) * 256_000
     assert float(x - 1) == x  # what a double would make of it
-    events = [_event(1, 5_000, 1_000, [_stat(4, "int64", x - 1), _stat(5, "uint64", x - 1)])]
+    events = [xevent(1, 5_000, 1_000, [_stat(4, "int64", x - 1), _stat(5, "uint64", x - 1)])]
     path = tmp_path / "late.xplane.pb"
-    path.write_bytes(_plane(1, "/device:TPU:0", [("XLA Ops", 0, events)], {1: "fusion.1"}, STATS_A))
+    path.write_bytes(xplane("/device:TPU:0", [("XLA Ops", 0, events)], {1: "fusion.1"}, STATS_A))
     t = read_xplane(path)
     assert t["start_ns"].tolist() == [x // 1000 - 1]
     assert t["duration_ns"].tolist() == [x // 1000 - 1]
@@ -209,9 +193,9 @@ def test_a_line_stamped_by_the_epoch_clock_adds_offsets_in_whole_ns_then_rounds_
     # timestamp + 2 ns rounds up to the next double; rounding the timestamp first loses the 2 ns
     ts = 1_700_000_000_000_000_000 // 256 * 256 + 127
     assert float(ts) + 2 == float(ts) != float(ts + 2)  # the two orders differ here
-    events = [_event(1, 2_000, 1_000), _event(1, 2_999, 1_000)]
+    events = [xevent(1, 2_000, 1_000), xevent(1, 2_999, 1_000)]
     path = tmp_path / "epoch.xplane.pb"
-    path.write_bytes(_plane(1, "/host:CPU", [("tf_pjrt", ts, events)], {1: "fusion.1"}, {}))
+    path.write_bytes(xplane("/host:CPU", [("tf_pjrt", ts, events)], {1: "fusion.1"}, {}))
     t = read_xplane(path)
     assert t["start_ns"].tolist() == [float(ts + 2), float(ts + 2)]
     pd.testing.assert_frame_equal(t[EVENT_COLUMNS], read_with_profiledata(path)[EVENT_COLUMNS], check_exact=True)
@@ -219,10 +203,10 @@ def test_a_line_stamped_by_the_epoch_clock_adds_offsets_in_whole_ns_then_rounds_
 
 def test_display_names_by_sparse_metadata_ids(tmp_path):
     # ids too sparse for a lookup table (10**9): the display name is found by a search too
-    events = [_event(10**9, 0, 1_000), _event(7, 1_000, 1_000), _event(8, 2_000, 1_000)]
+    events = [xevent(10**9, 0, 1_000), xevent(7, 1_000, 1_000), xevent(8, 2_000, 1_000)]
     meta = {10**9: ("all-gather.1", "ag1"), 7: ("fusion.7", "f7")}
     path = tmp_path / "sparse_names.xplane.pb"
-    path.write_bytes(_plane(1, "/device:TPU:0", [("XLA Ops", 0, events)], meta, {}))
+    path.write_bytes(xplane("/device:TPU:0", [("XLA Ops", 0, events)], meta, {}))
     t = read_xplane(path)
     assert t["name"].tolist() == ["all-gather.1", "fusion.7", ""]
     assert _values(t["display_name"]) == ["ag1", "f7", None]

@@ -45,3 +45,27 @@ def plane_field(name: str, event_metadata: list[bytes], stat_metadata: list[byte
     """One XPlane{name, lines, event_metadata (4), stat_metadata (5)} as an XSpace's field 1."""
     body = field(2, name) + lines + b"".join(bytes_field(4, e) for e in event_metadata)
     return bytes_field(1, body + b"".join(bytes_field(5, s) for s in stat_metadata))
+
+
+def xevent(mid: int, offset_ps: int, duration_ps: int, stats=(), mid_last: bool = False) -> bytes:
+    """An XEvent: metadata_id (last, with ``mid_last``, as no writer lays it out), offset,
+    duration, then its XStats (each already encoded)."""
+    head = varint_field(2, offset_ps) + varint_field(3, duration_ps)
+    body = head + varint_field(1, mid) if mid_last else varint_field(1, mid) + head
+    return body + b"".join(bytes_field(4, s) for s in stats)
+
+
+def xplane(name: str, lines, events: dict, stats: dict | None = None, pid: int = 1) -> bytes:
+    """One XPlane as an XSpace's field 1. ``lines``: (name, timestamp ns, [event bytes]);
+    ``events``: {id: name or (name, display name)}; ``stats``: {id: name}, in this (map) order."""
+    out = varint_field(1, pid) + bytes_field(2, name)
+    for ln, ts, evs in lines:
+        line = varint_field(1, 1) + bytes_field(2, ln) + varint_field(3, ts) + b"".join(bytes_field(4, e) for e in evs)
+        out += bytes_field(3, line)
+    for k, v in events.items():
+        name_, display = (v, None) if isinstance(v, str) else v
+        meta = varint_field(1, k) + bytes_field(2, name_) + (b"" if display is None else bytes_field(4, display))
+        out += bytes_field(4, varint_field(1, k) + bytes_field(2, meta))
+    for k, v in (stats or {}).items():
+        out += bytes_field(5, varint_field(1, k) + bytes_field(2, varint_field(1, k) + bytes_field(2, v)))
+    return bytes_field(1, out)
