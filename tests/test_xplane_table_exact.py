@@ -19,7 +19,8 @@ from xspace_bytes import varint, xevent, xplane
 from xspace_bytes import varint_field as vf
 
 from analysis.trace import TABLE_COLUMNS, read_xplane
-from analysis.trace.xplane import TraceError, _Lookup, count_events
+from analysis.trace.arrays import Lookup
+from analysis.trace.xplane import TraceError, count_events
 
 
 def _write(tmp_path, *planes: bytes):
@@ -71,7 +72,7 @@ TEN = {i: f"op.{i}" for i in range(1, 10)}  # nine small ids; a tenth is added
 def test_a_lookup_table_only_while_it_stays_within_4n_plus_4096_entries(names, table):
     # memory: a file may name an id near 2**63; a table for it would not fit. Either way the
     # answers are the same: each id its code (its place in the map, from 1), others the missing one
-    look = _Lookup(names, -9)
+    look = Lookup(names, -9)
     assert (look.table is None, None if look.table is None else look.table.size) == (
         (False, max(names) + 2) if table else (True, None)
     )
