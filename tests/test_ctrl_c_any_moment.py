@@ -157,7 +157,11 @@ CTRL_C_PYTHON_MISHANDLES = {
 @pytest.mark.parametrize("package", sorted(CTRL_C_PYTHON_MISHANDLES))
 def test_a_ctrl_c_python_would_mark_unhandled_or_drop_still_exits_130_under_python_m(tmp_path, package):
     script, lines = CTRL_C_PYTHON_MISHANDLES[package]
-    (tmp_path / "ctrl_c_probe.py").write_text(script)
+    # Ctrl-C at Python's default, as from a terminal, even where the tests run as a background
+    # job (SIGINT ignored, inherited); set in the probe, not in a preexec_fn (a fork of this
+    # process, which runs JAX threads)
+    default = "import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    (tmp_path / "ctrl_c_probe.py").write_text(default + script)
     proc = subprocess.run(
         [sys.executable, "-m", "ctrl_c_probe", str(tmp_path / "sweep")],
         cwd=REPO_ROOT,
@@ -165,7 +169,6 @@ def test_a_ctrl_c_python_would_mark_unhandled_or_drop_still_exits_130_under_pyth
         capture_output=True,
         text=True,
         timeout=120,
-        preexec_fn=_default_sigint,  # as from a terminal, even where the tests run as a background job
     )
     assert (proc.returncode, [line for line in proc.stderr.splitlines() if line.strip()]) == (130, lines), proc.stderr
 
