@@ -122,6 +122,7 @@ def test_the_loop_stops_when_half_its_budget_is_spent_counting_from_after_the_wa
     # the pairs take 4, 5, 6, 7 s: 4, 9, 15, 22 s after the warm-up's 3 s
     out, order = _loop(30.0)  # half is 15 s: reached (>=) at the 3rd pair
     assert (out["stop_reason"], out["samples_s"], out["timed_s"]) == ("budget", [1.0, 1.5, 2.0], 15.0)
+    assert out["warmup_s"] == 3.0  # the warm-up's K1 (1 s) and K2 (2 s) calls, counted apart
     assert out["call_s"] == [[1.0, 3.0], [1.0, 4.0], [1.0, 5.0]]
     assert order == ["K1", "K2", "K1", "K2", "K2", "K1", "K1", "K2"]
     out, _ = _loop(36.0)  # half is 18 s: not at 15, at 22

@@ -128,11 +128,13 @@ def time_loop(calls, Ks, timing: dict, agree=_local, clock=time.perf_counter) ->
     into the repetitions (at K = 2-3 a 16 MiB ReduceScatter read 1.99x the blocked step).
     The two calls of a pair alternate in order, so a drift within a pair lifts half the
     samples and lowers the other half. One warm-up call of each, then pairs until the
-    interval is within ``timing.target_rel_ci``, at least 5 and at most
-    ``timing.loop_max_samples``, or half the round's budget is spent (every stop on the
-    decision ``agree`` shares). ``clock()`` returns seconds.
+    interval is within ``timing.target_rel_ci``, at least 3 and at most
+    ``timing.loop_max_samples``, or half the round's budget (counted after the warm-up) is
+    spent (every stop on the decision ``agree`` shares). ``warmup_s`` and ``timed_s`` are the
+    warm-up's and the pairs' seconds. ``clock()`` returns seconds.
     """
     (K1, K2), (short, long_) = Ks, calls
+    t_warm = clock()
     short()
     long_()
     samples: list[float] = []
@@ -159,6 +161,7 @@ def time_loop(calls, Ks, timing: dict, agree=_local, clock=time.perf_counter) ->
         "Ks": [K1, K2],
         "call_s": pairs,
         "stop_reason": stop,
+        "warmup_s": t_start - t_warm,  # time the estimator took, as the step's warm-up counts
         "timed_s": clock() - t_start,
     }
 

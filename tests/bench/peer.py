@@ -11,7 +11,9 @@ import sys
 import time
 from pathlib import Path
 
+import breakdown
 import numpy as np
+import peer_loop
 
 REPO = Path(__file__).resolve().parents[2]
 PEER_SIZES = ("1KiB", "64KiB", "1MiB", "16MiB", "64MiB")
@@ -31,12 +33,16 @@ def side_by_side(work: Path, repeats: int = 2) -> dict:
     env = {**os.environ, **process_env({"kind": "cpu", "device_count": 8})}
     ops = ",".join(sorted({op for op, _ in PEER_POINTS}))
     sizes = ",".join(dict.fromkeys(size for _, size in PEER_POINTS))
-    ours, peers, medians = [], [], {}
+    ours, peers, medians, parts, work_ratio = [], [], {}, [], []
     for k in range(repeats):
         out = work / f"peer_sweep_{k}"
         t0 = time.time()
         runner("-m", f"op={ops}", f"op.size_bytes={sizes}", f"hydra.sweep.dir={out}", timeout=1800, expect=0)
-        ours.append((time.time() - t0) / len(PEER_POINTS))
+        total = time.time() - t0
+        ours.append(total / len(PEER_POINTS))
+        results = [json.loads(p.read_text()) for p in sorted(out.glob("*/result.json"))]
+        parts.append(breakdown.parts(results, total, t0, breakdown.report_s(out)))
+        work_ratio.append(device_work_ratio(results))
         t0 = time.time()
         proc = subprocess.run(
             [sys.executable, str(REPO / "tests" / "bench" / "peer_loop.py"), *(f"{o}:{s}" for o, s in PEER_POINTS)],
@@ -58,6 +64,8 @@ def side_by_side(work: Path, repeats: int = 2) -> dict:
                 ratio = r["timing"]["summary"]["median_s"] / p["median_s"]
                 medians.setdefault((p["op"], p["size_bytes"]), []).append(ratio)
     ratios = {f"{op} {size >> 10} KiB": float(np.median(v)) for (op, size), v in sorted(medians.items())}
+    per_point = {name: float(np.median([p[name] for p in parts])) / len(PEER_POINTS) for name in parts[0]}
+    untimed = sum(v for name, v in per_point.items() if name not in (breakdown.TIMED, breakdown.COMPILE))
     return {
         "points": len(PEER_POINTS),
         "repeats": repeats,
@@ -65,7 +73,23 @@ def side_by_side(work: Path, repeats: int = 2) -> dict:
         "peer_wall_per_point_s": float(np.median(peers)),
         "wall_ratio": float(np.median(ours) / np.median(peers)),
         "median_ratio_by_point": ratios,
+        "shardlab_parts_per_point_s": per_point,
+        "device_work_ratio": float(np.median(work_ratio)),
+        # what shardlab costs a point apart from timing and compiling, against the loop's whole point
+        "untimed_ratio": untimed / float(np.median(peers)),
     }
+
+
+def device_work_ratio(results: list[dict]) -> float:
+    """How much more program time shardlab's measurement policy runs than the minimal loop:
+    every point's program executions (:func:`breakdown.executions`) at its median step time,
+    over 40 executions (20 warm-up, 20 timed) of each at the same time."""
+    ours = theirs = 0.0
+    for r in results:
+        step = r["timing"]["estimators"]["step"]["median_s"]
+        ours += breakdown.executions(r) * step
+        theirs += (peer_loop.WARMUP + peer_loop.SAMPLES) * step
+    return ours / theirs
 
 
 def print_figures(p: dict) -> None:
@@ -78,3 +102,10 @@ def print_figures(p: dict) -> None:
     )
     rs = p["median_ratio_by_point"]
     print("    shardlab's median / the loop's: " + ", ".join(f"{k} {v:.2f}" for k, v in rs.items()))
+    parts = sorted(p["shardlab_parts_per_point_s"].items(), key=lambda kv: -kv[1])
+    print("    shardlab's time a point: " + ", ".join(f"{name} {secs:.2f} s" for name, secs in parts if secs >= 0.005))
+    print(
+        f"    shardlab runs its programs {p['device_work_ratio']:.1f}x as long as the loop (rounds, warm-ups, "
+        f"the loop estimator, check, trace); apart from timing and compiling it costs "
+        f"{p['untimed_ratio']:.2f}x the loop's whole point"
+    )

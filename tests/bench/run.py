@@ -9,7 +9,6 @@ side in one run (this machine is noisy): compare them, not absolute times across
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import platform
@@ -30,6 +29,7 @@ sys.path.insert(0, str(REPO / "tests" / "bench"))  # peer: the side-by-side with
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
+import breakdown  # noqa: E402
 import peer  # noqa: E402
 from trace_reading import print_trace_parsing, trace_parsing  # noqa: E402
 
@@ -51,31 +51,7 @@ def sweep_breakdown(work: Path, cache: Path, label: str) -> dict:
     if proc.wait():
         raise RuntimeError(err[-3000:])
     rs = [json.loads(p.read_text()) for p in sorted(out.glob("*/result.json"))]
-    first = min(datetime.datetime.fromisoformat(r["started_at"]).timestamp() for r in rs)
-    rounds = [rd for r in rs for rd in r["timing"]["rounds"]]
-    timed = sum(
-        rd["step"]["warmup_s"] + rd["step"]["timed_s"] + (rd.get("loop") or {}).get("timed_s", 0.0) for rd in rounds
-    )
-    compile_s = sum(r["compile"]["lower_s"] + r["compile"]["compile_s"] for r in rs) + sum(
-        phase_sum(rs, k) for k in ("loop_compile", "rounds_lower", "rounds_compile", "rounds_loop_compile")
-    )
-    parts = {
-        "interpreter + Hydra start": first - t0,
-        "worker: JAX start": sum((r.get("worker") or {}).get("start_s") or 0 for r in rs),
-        "compile (step, loop; later rounds from the cache)": compile_s,
-        "timed iterations (step and loop estimators, incl. warm-up)": timed,
-        "tracing": sum(r["trace"]["wall_s"] - r["trace"]["write_s"] for r in rs),
-        "trace writing": sum(r["trace"]["write_s"] for r in rs),
-        "trace parsing (device estimator, perturbation)": phase_sum(rs, "trace_parse"),
-        "ceiling (device copies)": phase_sum(rs, "ceiling"),
-        "result check vs NumPy": phase_sum(rs, "check"),
-        "inputs, mesh, hardware record (all rounds)": sum(
-            phase_sum(rs, k) for k in ("setup", "input", "rounds_setup", "rounds_input")
-        ),
-        "HLO dumps": phase_sum(rs, "hlo_dump"),
-        "analysis + report": float((out / "report" / "build_s.txt").read_text()),
-    }
-    parts["other (IPC, Hydra per point, point files, exit)"] = total - sum(parts.values())
+    parts = breakdown.parts(rs, total, t0, breakdown.report_s(out))
     # What the worker process costs a point: the parent's wall time for it minus the phases
     # the worker measured (IPC, pickling, the result record). Its start-up is paid once.
     isolation = [
@@ -87,19 +63,14 @@ def sweep_breakdown(work: Path, cache: Path, label: str) -> dict:
         "label": label,
         "total_s": total,
         "points": len(rs),
-        "rounds": len(rounds),
+        "rounds": sum(len(r["timing"]["rounds"]) for r in rs),
         "first_result_s": first_result,
         "parts_s": parts,
         "isolation_per_point_s": float(np.median(isolation)) if isolation else None,
-        "compile_per_point_s": compile_s / len(rs),
-        "harness_overhead": (total - compile_s - timed) / total,
+        "compile_per_point_s": parts[breakdown.COMPILE] / len(rs),
+        "harness_overhead": (total - parts[breakdown.COMPILE] - parts[breakdown.TIMED]) / total,
         "dir": str(out),
     }
-
-
-def phase_sum(results: list[dict], name: str) -> float:
-    """Seconds all points spent in one phase the runner recorded (``phases_s``)."""
-    return sum((r.get("phases_s") or {}).get(name, 0.0) for r in results)
 
 
 def small_message(repeats: int) -> dict:

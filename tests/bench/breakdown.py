@@ -1,0 +1,83 @@
+"""Where a finished sweep's wall time went, read from its points' result.json files: the
+benchmark's breakdown (``tests/bench/run.py``), for the default sweep and for the side-by-side
+with a peer (:mod:`peer`)."""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+TIMED = "timed iterations (step and loop estimators, incl. warm-up)"
+COMPILE = "compile (step, loop; later rounds from the cache)"
+START = "interpreter + Hydra start"
+REPORT = "analysis + report"
+OTHER = "other (IPC, Hydra per point, point files, exit)"
+
+
+def phase_sum(results: list[dict], name: str) -> float:
+    """Seconds all points spent in one phase the runner recorded (``phases_s``)."""
+    return sum((r.get("phases_s") or {}).get(name, 0.0) for r in results)
+
+
+def timed_s(results: list[dict]) -> float:
+    """Seconds of timed work, every round of every point: each estimator's warm-up and samples."""
+    return sum(
+        rd["step"]["warmup_s"]
+        + rd["step"]["timed_s"]
+        + (rd.get("loop") or {}).get("warmup_s", 0.0)
+        + (rd.get("loop") or {}).get("timed_s", 0.0)
+        for r in results
+        for rd in r["timing"]["rounds"]
+    )
+
+
+def compile_s(results: list[dict]) -> float:
+    """Seconds spent lowering and compiling, later rounds' (from JAX's cache) included."""
+    return sum(r["compile"]["lower_s"] + r["compile"]["compile_s"] for r in results) + sum(
+        phase_sum(results, k) for k in ("loop_compile", "rounds_lower", "rounds_compile", "rounds_loop_compile")
+    )
+
+
+def executions(result: dict) -> int:
+    """How many times one point ran its program: every round's warm-up and samples of the step,
+    the loop calls' repetitions (warm-up pair included), the result check's step and the
+    traced steps. The minimal loop of :mod:`peer_loop` runs 40."""
+    n = 0
+    for rd in result["timing"]["rounds"]:
+        step = rd["step"]
+        per_sample = int((result.get("config") or {}).get("timing", {}).get("iters_per_sample") or 1)
+        n += step["warmup_iters"] + len(step["samples_s"]) * per_sample
+        loop = rd.get("loop") or {}
+        if loop:
+            n += sum(loop["Ks"]) * (len(loop["samples_s"]) + 1)  # + 1: the warm-up pair
+    n += int((result.get("check") or {}).get("passed") is not None)
+    return n + int((result.get("trace") or {}).get("iters") or 0)
+
+
+def parts(results: list[dict], total_s: float, t0: float, report_s: float) -> dict:
+    """The sweep's ``total_s`` (started at ``t0``, a ``time.time()``) split into its parts; what
+    the points' records do not account for is "other"."""
+    first = min(datetime.datetime.fromisoformat(r["started_at"]).timestamp() for r in results)
+    out = {
+        START: first - t0,
+        "worker: JAX start": sum((r.get("worker") or {}).get("start_s") or 0 for r in results),
+        COMPILE: compile_s(results),
+        TIMED: timed_s(results),
+        "tracing": sum(r["trace"]["wall_s"] - r["trace"]["write_s"] for r in results),
+        "trace writing": sum(r["trace"]["write_s"] for r in results),
+        "trace parsing (device estimator, perturbation)": phase_sum(results, "trace_parse"),
+        "ceiling (device copies)": phase_sum(results, "ceiling"),
+        "result check vs NumPy": phase_sum(results, "check"),
+        "inputs, mesh, hardware record (all rounds)": sum(
+            phase_sum(results, k) for k in ("setup", "input", "rounds_setup", "rounds_input")
+        ),
+        "HLO dumps": phase_sum(results, "hlo_dump"),
+        REPORT: report_s,
+    }
+    out[OTHER] = total_s - sum(out.values())
+    return out
+
+
+def report_s(sweep_dir: Path) -> float:
+    """Seconds the sweep's report took to build (the runner writes them beside it)."""
+    return float((Path(sweep_dir) / "report" / "build_s.txt").read_text())
