@@ -61,3 +61,5 @@ def test_point_past_its_timeout_is_killed_and_recorded(compose_cfg, tmp_path, mo
     fast = ["timing.rounds=1", "timing.budget_s=0.2", "trace.enabled=false"]
     ok = run(compose_cfg(["op.size_bytes=4KiB", *fast]), tmp_path / "next")
     assert ok["status"] == "ok" and ok["worker"]["points_served"] == 1
+    # its JAX start: the whole of it, and the part this point waited for (no more than the whole)
+    assert 0 < ok["worker"]["start_wait_s"] <= ok["worker"]["start_s"]

@@ -147,7 +147,7 @@ def test_interleave_shuffles_each_round_by_the_seed_and_logs_each_round(tmp_path
     names = [f"{i}_p" for i in range(6)]
     dirs = [_write(tmp_path, n, rounds=1, rounds_rule={"stopped": n == "0_p"}) for n in names]
     calls = []
-    monkeypatch.setattr(rounds_mod, "add_round", lambda d, r, spec=None: calls.append((r, d.name)) or True)
+    monkeypatch.setattr(rounds_mod, "add_round", lambda d, r, spec=None, keep=None: calls.append((r, d.name)) or True)
     with caplog.at_level(logging.INFO, logger="shardlab"):
         assert rounds_mod.interleave(dirs, 4) == 6 + 6 + 5
     # the default seed is 0: random.Random(0)'s shuffles, one per round, the stopped point left
@@ -217,3 +217,32 @@ def test_round_three_of_five_judges_by_the_configs_target(tmp_path, monkeypatch)
     )
     # the first later round's phases start from 0
     assert r["phases_s"] == {"rounds_timing": 0.5}
+
+
+def test_interleave_builds_each_points_spec_once_for_all_its_rounds(tmp_path, monkeypatch):
+    # two points, rounds 2 and 3: each round reads the point's result.json again, but its spec (the
+    # config does not change between rounds) is built once per point and reused
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    dirs = [_ok_point(tmp_path / name) for name in ("a", "b")]
+    built, sent = [], []
+
+    def build_spec(cfg):
+        built.append(cfg["timeout_s"])
+        return {"hardware": "h", "distributed": "d", "trace": {"gpu_command_buffers": "g"}, "n": len(built)}
+
+    def run(spec, point_dir, timeout, **kw):
+        sent.append((point_dir.parent.name, kw["round"], spec["n"]))
+        return {"status": "ok", "round": {"round": kw["round"], "step": {"samples_s": [1e-3] * 3}}}
+
+    worker = _Worker(None)
+    worker.run = run
+    monkeypatch.setattr(rounds_mod, "build_spec", build_spec)
+    monkeypatch.setattr(rounds_mod, "process_env", lambda *a: a)
+    monkeypatch.setattr(rounds_mod, "get_worker", lambda env: worker)
+    assert rounds_mod.interleave(dirs, 3) == 4
+    assert built == [42, 42]
+    # every round of a point went out with the one spec built for that point
+    first = {d: n for d, _, n in sent[:2]}
+    assert sorted(sent) == sorted((d, r, first[d]) for d in ("a", "b") for r in (2, 3))
+    assert sorted(first.values()) == [1, 2]

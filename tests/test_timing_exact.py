@@ -189,6 +189,10 @@ def test_every_estimator_combines_its_own_rounds_with_the_recorded_seed():
         assert (zero["ci_low_s"], zero["ci_high_s"]) != (est[name]["ci_low_s"], est[name]["ci_high_s"]), name
     # a fault count of 0 counts: the median of 10, 0 and 30
     assert out["page_faults_per_step"] == 10.0
+    # a last round without a loop (XLA kept none): K stays that of the last round with one
+    record = _record()
+    record["rounds"].append({"step": {"samples_s": B}})
+    assert summarise(record, {"seed": 7}, "cpu")["estimators"]["loop"] == dict(combine_rounds([B, A, C], 7), K=16)
 
 
 def test_without_a_seed_or_an_estimator_it_is_seed_0_and_auto():

@@ -106,6 +106,7 @@ class Worker:
         self.env = env
         self.points = 0
         self.start_s: float | None = None  # spawn to JAX ready, known after the first point
+        self.start_wait_s: float | None = None  # of that, what the sweep waited (Hydra composes meanwhile)
         self._start_reported = False
         self.info: dict = {}  # what JAX found when it started (platform_report)
         self.own_group = env.get(MODE_ENV) == "local"
@@ -151,11 +152,13 @@ class Worker:
             "pid": self.process.pid,
             "points_served": self.points,
             "start_s": self.start_s if first else None,
+            "start_wait_s": self.start_wait_s if first else None,
         }
         return reply
 
     def wait_ready(self, timeout_s: float) -> None:
         """Wait until JAX has started in the worker; raise :class:`WorkerDied` if it does not."""
+        t_wait = time.perf_counter()
         try:
             if not self._conn.poll(timeout_s):
                 self.kill()
@@ -176,6 +179,7 @@ class Worker:
                 f"start-up log:\n{_tail(self.startup_log)}"
             )
         self.start_s = time.perf_counter() - self._t_spawn
+        self.start_wait_s = time.perf_counter() - t_wait
         self.info = {k: v for k, v in msg.items() if k != "ready"}
 
     def started(self, point_dir: Path | None = None) -> dict:

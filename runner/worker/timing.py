@@ -237,9 +237,9 @@ def summarise(record: dict, timing: dict, backend: str) -> dict:
     step = [r[STEP]["samples_s"] for r in rounds if r.get(STEP)]
     if step:
         estimators[STEP] = combine_rounds(step, seed)
-    loop = [r[LOOP]["samples_s"] for r in rounds if r.get(LOOP)]
-    if loop:
-        estimators[LOOP] = dict(combine_rounds(loop, seed), K=rounds[-1][LOOP]["K"])
+    looped = [r[LOOP] for r in rounds if r.get(LOOP)]
+    if looped:  # K of the last round that ran the loop (a round whose loop XLA did not keep has none)
+        estimators[LOOP] = dict(combine_rounds([x["samples_s"] for x in looped], seed), K=looped[-1]["K"])
     # round 1's device samples come from the point's own trace; later rounds trace again only
     # where device is the estimator (runner.worker.measure.retime)
     device = [(record.get(DEVICE) or {}).get("samples_s") or []]
