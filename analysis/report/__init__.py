@@ -13,10 +13,14 @@ from __future__ import annotations
 
 def write_report(root, hardware=None, allow_mixed=False):
     """See :func:`analysis.report.sweep_report.write_report` (imported on first use: the
-    runner calls this at the end of a sweep, and matplotlib is slow to import)."""
+    runner calls this at the end of a sweep, and matplotlib is slow to import; the report's
+    ``build_s.txt`` counts that import)."""
+    import time
+
+    t0 = time.perf_counter()
     from analysis.report.sweep_report import write_report as _write
 
-    return _write(root, hardware, allow_mixed)
+    return _write(root, hardware, allow_mixed, t0=t0)
 
 
 def write_compare_report(dirs, out):

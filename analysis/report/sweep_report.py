@@ -58,11 +58,15 @@ def _spread(row, regime: str) -> str:
     return f"{lo:.2g}-{hi:.2g} (median {med:.2g}, {int(n)})"
 
 
-def write_report(root: str | Path, hardware: str | None = None, allow_mixed: bool = False) -> Path:
+def write_report(
+    root: str | Path, hardware: str | None = None, allow_mixed: bool = False, t0: float | None = None
+) -> Path:
     """Write the sweep's tables and ``report/`` for the sweep in ``root`` (``hardware``,
-    ``allow_mixed``: see :func:`analysis.sweep.load_sweep`); return ``report/index.html``."""
+    ``allow_mixed``: see :func:`analysis.sweep.load_sweep`); return ``report/index.html``.
+    ``report/build_s.txt`` holds the seconds it took, from ``t0`` (a ``time.perf_counter()``;
+    default now) on."""
     root = Path(root)
-    t0 = time.perf_counter()
+    t0 = time.perf_counter() if t0 is None else t0
     sweep = load_sweep(root, hardware, allow_mixed)
     from analysis.report.nccl_export import write_nccl_exports
     from analysis.report.tensorboard_export import report_line, write_tensorboard

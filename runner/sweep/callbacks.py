@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from analysis.rundir import HEADLINE_NAME, RESULT_NAME
 from runner.sweep import command
 from runner.sweep.compose_once import compose_each_point_once
-from runner.sweep.pool import discard_worker
+from runner.sweep.pool import discard_worker, release_worker
 from runner.sweep.progress import _rel, clock
 
 log = logging.getLogger("shardlab")
@@ -310,8 +310,10 @@ class ReportCallback(Callback):
             discard_worker()
             interrupted(sweep_dir, "during the later timing rounds: the points keep the rounds they finished")
             sys.exit(130)
+        release_worker()  # no more device work: the worker's exit overlaps the report
+        index = report_and_summary(sweep_dir, self.t_start)
         discard_worker()
-        if report_and_summary(sweep_dir, self.t_start) is None:  # said why, and what is on disk
+        if index is None:  # said why, and what is on disk
             sys.exit(NO_REPORT_EXIT)
         bad = [p for p in sweep_dir.glob("*/result.json") if _status(p) != "ok"]
         if bad:  # after the report: a sweep in which any point failed does not exit 0

@@ -167,14 +167,14 @@ class ProcessGroup:
         for w in self.workers.values():
             w.kill()
 
+    def ask_to_stop(self) -> None:
+        """Ask every process to end, without waiting for them."""
+        for w in self.workers.values():
+            w.ask_to_stop()
+
     def close(self) -> None:
         # Ask all to stop first: each waits in jax.distributed.shutdown for the others.
-        for w in self.workers.values():
-            if w.alive():
-                try:
-                    w._conn.send(None)
-                except (OSError, BrokenPipeError):
-                    pass
+        self.ask_to_stop()
         for w in self.workers.values():
             w.close()
 

@@ -32,6 +32,13 @@ def get_worker(env: dict):
     return _current
 
 
+def release_worker() -> None:
+    """Ask the current worker to stop and go on without waiting: its exit (JAX's teardown,
+    about a second here) overlaps what the sweep does next. :func:`discard_worker` waits."""
+    if _current is not None:
+        _current.ask_to_stop()
+
+
 def discard_worker() -> None:
     """Stop the current worker (end of a sweep, or after it died)."""
     global _current

@@ -231,10 +231,15 @@ class Worker:
             self.process.kill()
         self.process.join(5)
 
-    def close(self) -> None:
+    def ask_to_stop(self) -> None:
+        """Ask the worker to end once it is idle, without waiting for it (:meth:`close` waits)."""
         if self.process.is_alive():
             with contextlib.suppress(OSError, BrokenPipeError):
                 self._conn.send(None)
+
+    def close(self) -> None:
+        if self.process.is_alive():
+            self.ask_to_stop()  # a second request, after ask_to_stop's, is never read: harmless
             self.process.join(10)
         self.kill()
         self.startup_log.unlink(missing_ok=True)
