@@ -65,7 +65,7 @@ def side_by_side(work: Path, repeats: int = 2) -> dict:
                 medians.setdefault((p["op"], p["size_bytes"]), []).append(ratio)
     ratios = {f"{op} {size >> 10} KiB": float(np.median(v)) for (op, size), v in sorted(medians.items())}
     per_point = {name: float(np.median([p[name] for p in parts])) / len(PEER_POINTS) for name in parts[0]}
-    untimed = sum(v for name, v in per_point.items() if name not in (breakdown.TIMED, breakdown.COMPILE))
+    untimed = sum(v for name, v in per_point.items() if name not in breakdown.NOT_OVERHEAD)
     return {
         "points": len(PEER_POINTS),
         "repeats": repeats,

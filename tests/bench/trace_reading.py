@@ -1,9 +1,11 @@
 """The trace reader's benchmark (``python tests/bench/run.py --only trace``): shardlab's reader
 against jax.profiler.ProfileData and xprof's ``hlo_stats`` on real traces of 50 k to 1 M events,
-in events per second, and the device-op table built on top."""
+in events per second, the device-op table built on top, and `analysis profile` against the read."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import time
 from pathlib import Path
 
@@ -54,7 +56,29 @@ def trace_parsing(work: Path, iters: int, big_iters: int = 6500, mlp_iters: int 
             jax.block_until_ready(fn(*args))
         jax.profiler.stop_trace()
         out[label] = {"steps": steps, **_reading_figures(next(tdir.glob("plugins/profile/*/*.xplane.pb")), rounds)}
+    out["large_mlp"].update(_profile_figures(work / "trace_large_mlp", rounds))
     return out
+
+
+def _profile_figures(logdir: Path, rounds: int) -> dict:
+    """``python -m analysis profile`` on a trace (in this process: its imports paid once, as
+    the read's are), against reading the trace alone; best of ``rounds``, interleaved."""
+    from analysis.cli import main as analysis_main
+    from analysis.trace import read_xplane
+
+    xplane = next(logdir.glob("plugins/profile/*/*.xplane.pb"))
+    read, prof = [], []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        read_xplane(xplane)
+        read.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()):
+            rc = analysis_main(["profile", str(logdir), "--out", str(logdir / "profile_report")])
+        prof.append(time.perf_counter() - t0)
+        if rc:
+            raise RuntimeError(f"analysis profile exited {rc}")
+    return {"profile_s": min(prof), "profile_read_s": min(read), "profile_vs_read": min(prof) / min(read)}
 
 
 def _reading_figures(xplane: Path, rounds: int) -> dict:
@@ -131,3 +155,8 @@ def print_trace_parsing(tp: dict) -> None:
             f"device_ops on the table {f['device_ops_s']:.3f} s; "
             f"read + device_ops {f['shardlab_s'] + f['device_ops_s']:.2f} s"
         )
+        if "profile_s" in f:
+            print(
+                f"    `analysis profile` on it {f['profile_s']:.2f} s, reading it {f['profile_read_s']:.2f} s: "
+                f"{f['profile_vs_read']:.1f}x (goal 5x)"
+            )
