@@ -181,6 +181,7 @@ def main() -> int:
     cache = work / "jax-cache"
     if args.only == "sweep":
         found = {key: sweep_breakdown(work, cache, label) for key, label in SWEEPS}
+        found["rerun"] = rerun_overlap(*(found[key]["dir"] for key, _ in SWEEPS))
         print_sweeps(found)
         if args.json:
             args.json.write_text(json.dumps(found, indent=1))
@@ -198,6 +199,7 @@ def main() -> int:
     }
     for key, label in SWEEPS:
         figures[key] = sweep_breakdown(work, cache, label)
+    figures["rerun"] = rerun_overlap(*(figures[key]["dir"] for key, _ in SWEEPS))
     figures["small_message"] = small_message(5 if args.quick else 9)
     figures["trace_parsing"] = trace_parsing(work, 300)
     figures["report_100"] = report_n(work, Path(figures["sweep_warm"]["dir"]), 100)
@@ -217,6 +219,30 @@ def main() -> int:
 SWEEPS = (("sweep_cold", "cold cache"), ("sweep_warm", "warm cache"))
 
 
+def rerun_overlap(a: Path, b: Path) -> dict:
+    """Whether two runs of the same sweep agree: for each point in both, whether the headline
+    intervals overlap, and the median relative half-width of the intervals."""
+
+    def summaries(d: Path) -> dict:
+        out = {}
+        for f in Path(d).glob("*/result.json"):
+            s = json.loads(f.read_text())["timing"]["summary"]
+            if s.get("median_s"):
+                out[f.parent.name] = s
+        return out
+
+    sa, sb = summaries(a), summaries(b)
+    both = sorted(set(sa) & set(sb))
+    overlap = [sa[k]["ci_low_s"] <= sb[k]["ci_high_s"] and sb[k]["ci_low_s"] <= sa[k]["ci_high_s"] for k in both]
+    widths = [x[k]["rel_ci_halfwidth"] for k in both for x in (sa, sb)]
+    return {
+        "points": len(both),
+        "overlapping": int(sum(overlap)),
+        "apart": [k for k, o in zip(both, overlap) if not o],
+        "median_rel_halfwidth": float(np.median(widths)) if widths else None,
+    }
+
+
 def print_sweeps(f: dict) -> None:
     """The default sweep's lines, cold and warm: its wall time, harness overhead and parts."""
     for key, _ in SWEEPS:
@@ -231,6 +257,13 @@ def print_sweeps(f: dict) -> None:
         )
         for part, secs in s["parts_s"].items():
             print(f"    {part:<55s} {secs:7.2f} s  {100 * secs / s['total_s']:5.1f}%")
+    r = f.get("rerun")
+    if r:
+        apart = f" (apart: {', '.join(r['apart'])})" if r["apart"] else ""
+        print(
+            f"    cold and warm, run to run: {r['overlapping']} of {r['points']} intervals overlap{apart}; "
+            f"median half-width ±{100 * r['median_rel_halfwidth']:.1f}%"
+        )
 
 
 def print_table(f: dict) -> None:
