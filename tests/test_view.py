@@ -283,6 +283,39 @@ def test_a_read_only_folder_is_served_without_writing_to_it(traced_run, tmp_path
     assert _snapshot(traced_run.base) == traced_run.snapshot, "the served folder must stay untouched"
 
 
+SLOW_REQUEST = """import time
+import analysis.cli.xprof_guard as guard
+_call = guard.Guard.__call__
+def _slow(self, environ, start_response):
+    if environ.get("PATH_INFO", "").endswith("/slow"):
+        time.sleep(120)  # XProf converting a large trace holds a request for minutes
+    return _call(self, environ, start_response)
+guard.Guard.__call__ = _slow
+"""
+
+
+def test_ctrl_c_ends_the_viewer_while_a_request_is_still_running(traced_run, tmp_path):
+    # cheroot waits for a request in flight without a bound, and its threads are not daemons:
+    # a Ctrl-C'd viewer stayed up until XProf's work ended (59 s for a planted 60 s request)
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(SLOW_REQUEST)
+    (tmp_path / "tmp").mkdir()
+    env = {"PYTHONPATH": str(tmp_path / "site"), "TMPDIR": str(tmp_path / "tmp")}
+    proc = start("analysis", "view", SWEEP, cwd=traced_run.base, env=env, stderr=subprocess.DEVNULL)
+    try:
+        first = proc.stdout.readline()
+        port = int(first.split(" at ", 1)[1].split()[0].rstrip("/").rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            client.sendall(f"GET /slow HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+            time.sleep(1.0)  # the request is in the server's hands
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    assert list((tmp_path / "tmp").iterdir()) == [], "the temporary logdir is removed all the same"
+
+
 def test_view_of_a_folder_without_traces_fails_clearly(tmp_path):
     proc = analysis("view", tmp_path, timeout=60, expect=2)
     assert "holds no traces" in proc.stderr and not proc.stdout

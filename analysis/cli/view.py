@@ -23,6 +23,7 @@ import re
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -35,6 +36,13 @@ HOST = "127.0.0.1"
 THREADS = 64
 BACKLOG = 1024  # the kernel caps it at net.core.somaxconn
 CONNECTION_TIMEOUT_S = 5  # for a client's bytes, not for XProf's work on a request
+# On Ctrl-C cheroot waits for each request in flight: its shutdown timeout, then it closes the
+# connection and joins the worker thread without a bound, and its worker threads are not
+# daemons, so the interpreter would wait for them at exit too. XProf converting a large trace
+# holds a request for minutes (a planted 60 s request kept a Ctrl-C'd viewer up for 59 s).
+# The viewer waits this long, then exits without them.
+SHUTDOWN_TIMEOUT_S = 2
+STOP_WAIT_S = 5
 # Read from xprof 2.24's data routes on a CPU trace, whose only plane is /host:CPU: XProf builds
 # HLO op statistics from GPU/TPU device-plane op events, so these tools answer at once with
 # empty tables. Separately, the HLO Op Stats page clears its "Loading hlo data" only once
@@ -129,9 +137,15 @@ class Viewer:
         self.trace_viewer_url = trace_viewer_url(self.url, Path(self.logdir), runs)
         threading.Thread(target=self.server.serve, daemon=True, name="xprof").start()
 
-    def stop(self) -> None:
-        self.server.stop()
+    def stop(self) -> bool:
+        """End the server (waiting up to ``STOP_WAIT_S`` for requests in flight) and remove the
+        logdir; False when a request was still running, whose thread then outlives the server."""
+        self.server.shutdown_timeout = SHUTDOWN_TIMEOUT_S
+        stopper = threading.Thread(target=self.server.stop, daemon=True, name="xprof-stop")
+        stopper.start()
+        stopper.join(STOP_WAIT_S)
         shutil.rmtree(self.logdir, ignore_errors=True)
+        return not stopper.is_alive()
 
 
 def trace_viewer_url(url: str, logdir: Path, runs: list[str]) -> str | None:
@@ -208,5 +222,9 @@ def main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        viewer.stop()
+        stopped = viewer.stop()
+    if not stopped:  # a request XProf is still answering: its (non-daemon) thread would hold the exit
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0
