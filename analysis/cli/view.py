@@ -143,8 +143,10 @@ class Viewer:
         self.server.shutdown_timeout = SHUTDOWN_TIMEOUT_S
         stopper = threading.Thread(target=self.server.stop, daemon=True, name="xprof-stop")
         stopper.start()
-        stopper.join(STOP_WAIT_S)
-        shutil.rmtree(self.logdir, ignore_errors=True)
+        try:
+            stopper.join(STOP_WAIT_S)
+        finally:  # a second Ctrl-C while it waits still leaves no temporary folder
+            shutil.rmtree(self.logdir, ignore_errors=True)
         return not stopper.is_alive()
 
 
