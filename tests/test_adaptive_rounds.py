@@ -98,7 +98,7 @@ def test_interleave_runs_rounds_after_the_third_only_for_points_that_need_them(t
     done, going = _point(tmp_path, "0_a", True), _point(tmp_path, "1_b", False)
     failed = _point(tmp_path, "2_c", False, "failed")
     calls = []
-    monkeypatch.setattr(rounds_mod, "add_round", lambda d, r, spec=None, keep=None: calls.append((d.name, r)) or True)
+    monkeypatch.setattr(rounds_mod, "add_round", lambda d, r, spec=None, specs=None: calls.append((d.name, r)) or True)
     assert rounds_mod.interleave([done, going, failed], 5, seed=0) == 8
     assert sorted(calls) == sorted([(n, r) for r in (2, 3) for n in ("0_a", "1_b", "2_c")] + [("1_b", 4), ("1_b", 5)])
 

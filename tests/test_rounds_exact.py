@@ -147,7 +147,7 @@ def test_interleave_shuffles_each_round_by_the_seed_and_logs_each_round(tmp_path
     names = [f"{i}_p" for i in range(6)]
     dirs = [_write(tmp_path, n, rounds=1, rounds_rule={"stopped": n == "0_p"}) for n in names]
     calls = []
-    monkeypatch.setattr(rounds_mod, "add_round", lambda d, r, spec=None, keep=None: calls.append((r, d.name)) or True)
+    monkeypatch.setattr(rounds_mod, "add_round", lambda d, r, spec=None, specs=None: calls.append((r, d.name)) or True)
     with caplog.at_level(logging.INFO, logger="shardlab"):
         assert rounds_mod.interleave(dirs, 4) == 6 + 6 + 5
     # the default seed is 0: random.Random(0)'s shuffles, one per round, the stopped point left

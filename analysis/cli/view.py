@@ -127,6 +127,7 @@ class Viewer:
                 request_queue_size=BACKLOG,
                 timeout=CONNECTION_TIMEOUT_S,
                 accepted_queue_timeout=CONNECTION_TIMEOUT_S,
+                shutdown_timeout=SHUTDOWN_TIMEOUT_S,
             )
             self.server.prepare()  # binds now, so the port is known before serving
         except BaseException:
@@ -140,7 +141,6 @@ class Viewer:
     def stop(self) -> bool:
         """End the server (waiting up to ``STOP_WAIT_S`` for requests in flight) and remove the
         logdir; False when a request was still running, whose thread then outlives the server."""
-        self.server.shutdown_timeout = SHUTDOWN_TIMEOUT_S
         stopper = threading.Thread(target=self.server.stop, daemon=True, name="xprof-stop")
         stopper.start()
         try:

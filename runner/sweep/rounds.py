@@ -85,11 +85,12 @@ def rounds_rule(t: dict, wanted: int, target_rel_ci: float) -> dict:
     return dict(out, why=f"all {wanted} rounds: after {MIN_ROUNDS}, {out['after_min']}")
 
 
-def add_round(point_dir: Path, round_no: int, spec: dict | None = None, keep: dict | None = None) -> bool:
+def add_round(point_dir: Path, round_no: int, spec: dict | None = None, specs: dict | None = None) -> bool:
     """Time round ``round_no`` of the ok point in ``point_dir`` and append it to its
     result.json; False (and nothing written) when the point is not ok, already has the round,
     stopped after ``MIN_ROUNDS`` (:func:`rounds_rule`), or the worker failed it. ``spec`` is
-    the point's, built from its config when not given, and then kept in ``keep[point_dir]``."""
+    the point's, else built from its config; ``specs`` caches the built ones by ``point_dir``
+    (a point's config does not change between rounds)."""
     path = Path(point_dir) / RESULT_NAME
     import json
 
@@ -102,14 +103,16 @@ def add_round(point_dir: Path, round_no: int, spec: dict | None = None, keep: di
         return False
     if (t.get("rounds_rule") or {}).get("stopped"):  # its rounds agreed after MIN_ROUNDS
         return False
+    if spec is None and specs is not None:
+        spec = specs.get(point_dir)
     if spec is None:
         try:
             spec = build_spec(OmegaConf.create(result["config"]))
         except (ConfigError, KeyError) as exc:
             log.warning("round %d of %s skipped: %s", round_no, point_dir, exc)
             return False
-        if keep is not None:
-            keep[point_dir] = spec
+        if specs is not None:
+            specs[point_dir] = spec
     # round 1's trip counts: every round times the same loop programs (the persistent cache has them)
     loop = (t["rounds"][0].get(LOOP) or {}) if t.get("rounds") else {}
     K = loop.get("Ks") or loop.get("K")
@@ -144,7 +147,7 @@ def interleave(point_dirs: list[Path], rounds: int, seed: int = 0) -> int:
     Returns how many rounds were added."""
     rng = random.Random(seed)
     added = 0
-    specs: dict = {}  # each point's spec, built once: its config does not change between rounds
+    specs: dict = {}  # each point's spec, built at its first later round
     for r in range(2, rounds + 1):
         order = list(point_dirs)
         rng.shuffle(order)
@@ -155,7 +158,7 @@ def interleave(point_dirs: list[Path], rounds: int, seed: int = 0) -> int:
                 break
         log.info("round %d of %d: %d point(s)", r, rounds, len(order))
         for point_dir in order:
-            added += add_round(point_dir, r, specs.get(point_dir), keep=specs)
+            added += add_round(point_dir, r, specs=specs)
     return added
 
 

@@ -66,10 +66,10 @@ def executions(result: dict) -> int:
     """How many times one point ran its program: every round's warm-up and samples of the step,
     the loop calls' repetitions (warm-up pair included), the result check's step and the
     traced steps. The minimal loop of :mod:`peer_loop` runs 40."""
+    per_sample = int((result.get("config") or {}).get("timing", {}).get("iters_per_sample") or 1)
     n = 0
     for rd in result["timing"]["rounds"]:
         step = rd["step"]
-        per_sample = int((result.get("config") or {}).get("timing", {}).get("iters_per_sample") or 1)
         n += step["warmup_iters"] + len(step["samples_s"]) * per_sample
         loop = rd.get("loop") or {}
         if loop:
