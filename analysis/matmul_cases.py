@@ -113,7 +113,11 @@ def book_recipe(row: dict, hw: Hardware | None) -> dict:
     try:
         mm = parse(row["expr"])
         base = hw or _cpu()
-        p = predict_matmul(mm, mesh_of(row["mesh_axes"]), dims_of(row["dims"]), row["dtype"], _unit(base))
+        precision = row.get("precision")
+        precision = precision if isinstance(precision, str) else None  # NaN: a run from before the key
+        p = predict_matmul(
+            mm, mesh_of(row["mesh_axes"]), dims_of(row["dims"]), row["dtype"], _unit(base), None, None, precision
+        )
     except (BookError, KeyError, ValueError) as exc:
         return {"case": None, "prescribed": [], "book_note": str(exc)}
     prescribed = sorted(f"{BY_NOTATION[c.expression.split('_')[0]].hlo} over {''.join(c.axes)}" for c in p.collectives)

@@ -87,6 +87,14 @@ def collective_rows(result: dict, hw: Hardware | None) -> tuple[pd.DataFrame | N
     return found.table, step_summary(found.steps), ""
 
 
+def _rate(hw: Hardware | None, dtype: str | None, precision: str | None) -> float | None:
+    """The entry's FLOP/s for the step's matmuls (``dtype`` at ``precision``), or None."""
+    try:
+        return hw.flops(dtype, precision) if hw is not None and dtype else None
+    except BookError:
+        return None
+
+
 def step_table(results: list[dict], hw: Hardware | None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(one row per whole-step point, :data:`STEP_COLUMNS`; every collective of every point
     with the point's ``point``)."""
@@ -97,7 +105,7 @@ def step_table(results: list[dict], hw: Hardware | None) -> tuple[pd.DataFrame, 
         table, steps, why = collective_rows(result, hw)
         mesh = exp.mesh.axes or {}
         devices = int(np.prod(list(mesh.values()) or [1]))
-        C = (hw.flops_per_s or {}).get(exp.dtype) if hw is not None else None
+        C = _rate(hw, exp.dtype, exp.precision)
         row = {
             "point": r.point,
             "op": exp.op,

@@ -165,9 +165,17 @@ def test_h200_nvl_and_gh200_144g_have_entries_of_their_own(capsys):
     code, out, _ = run(capsys, "--device-kind", "NVIDIA H200 NVL", "--platform", "cuda", "--json")
     d = json.loads(out)
     assert code == 0 and (d["name"], d["matched_by"]) == ("h200_nvl", "exact")
-    # a 4-way NVLink bridge (900 GB/s per GPU), PCIe Gen5 (128 GB/s) beyond it, 1,671 TFLOPS sparse
+    # a 4-way NVLink bridge (900 GB/s per GPU), PCIe Gen5 (128 GB/s) beyond it, 1,671 TFLOPS sparse;
+    # float32 60 TFLOPS on CUDA cores, TF32 835 TFLOPS sparse
     assert (d["domain_size"], d["link_bw_unidir_Bps"], d["node_bw_unidir_Bps"]) == (4, 4.5e11, 6.4e10)
-    assert d["flops_per_s"] == {"bfloat16": 8.355e14, "float16": 8.355e14} and d["memory_bytes"] == 141e9
+    assert d["flops_per_s"] == {
+        "bfloat16": 8.355e14,
+        "float16": 8.355e14,
+        "float32": 6.0e13,
+        "float32_default": 4.175e14,
+        "float32_high": 4.175e14,
+    }
+    assert d["memory_bytes"] == 141e9
     code, out, _ = run(capsys, "--device-kind", "NVIDIA GH200 144G HBM3e")
     assert code == 0
     assert out.startswith("'NVIDIA GH200 144G HBM3e' (gpu) -> gh200_144g (exact)")

@@ -278,3 +278,60 @@ def test_the_catalogue_check_on_planted_catalogues(monkeypatch):
     ]
     bad = problems({"name": "bad", "kind": "gpu", "device_kind_patterns": ["("]})
     assert len(bad) == 1 and bad[0].startswith("bad: device_kind_patterns entry '('")
+
+
+# ---------------------------------------------------------------- the rate a precision runs at
+def test_a_rate_at_a_precision_is_its_own_key_else_the_dtypes():
+    h = hw(flops_per_s={"bfloat16": 8e14, "float32": 5e13, "float32_default": 4e14})
+    assert [h.flops("float32", p) for p in ("default", "high", "highest", None)] == [4e14, 5e13, 5e13, 5e13]
+    assert [h.flops("bfloat16", p) for p in ("default", "highest", None)] == [8e14] * 3  # one pass at every precision
+    with pytest.raises(HardwareError) as err:
+        hw(flops_per_s={"float32_default": 4e14}).flops("float32", "highest")
+    assert str(err.value) == "hardware 'h' has no flops_per_s for float32 (known: float32_default)"
+
+
+# (float32 at highest: CUDA cores; at default and high: TF32 tensor cores, dense) per NVIDIA's sheets
+NVIDIA = {
+    "h100": (6.7e13, 4.947e14),
+    "h200": (6.7e13, 4.947e14),
+    "h100_pcie": (5.1e13, 3.78e14),
+    "h100_nvl": (6.0e13, 4.175e14),
+    "h200_nvl": (6.0e13, 4.175e14),
+    "gh200": (6.7e13, 4.94e14),
+    "gh200_144g": (6.7e13, 4.94e14),
+    "a100": (1.95e13, 1.56e14),
+    "a100_40gb": (1.95e13, 1.56e14),
+    "a100_pcie": (1.95e13, 1.56e14),
+    "a100_pcie_40gb": (1.95e13, 1.56e14),
+    "b200": (7.5e13, 1.1e15),
+    "gb200": (8.0e13, 1.25e15),
+    "aws_p4de": (1.95e13, 1.56e14),
+    "aws_p5": (6.7e13, 4.947e14),
+    "dgx_h100_ndr": (6.7e13, 4.947e14),
+    "gcp_a3_high": (6.7e13, 4.947e14),
+    "gcp_a3_mega": (6.7e13, 4.947e14),
+}
+
+
+def test_every_accelerator_entry_has_float32_at_each_precision():
+    gpus_and_tpus = [n for n in hardware_names() if load_hardware(n).kind in ("gpu", "tpu")]
+    assert sorted(gpus_and_tpus) == sorted(
+        [*NVIDIA, "mi300x", "tpu_v3", "tpu_v4p", "tpu_v5e", "tpu_v5p", "tpu_v6e", "tpu_v7x"]
+    )
+    for name, (fp32, tf32) in NVIDIA.items():
+        h = load_hardware(name)
+        rates = [h.flops("float32", p) for p in ("default", "high", "highest")]
+        assert rates == [tf32, tf32, fp32], name
+        assert "float32" in h.source and "TF32" in h.source, name  # a cloud node's: "as the h100 entry"
+    # ROCm: XLA computes float32 GEMMs in FP32 at every precision
+    mi300x = load_hardware("mi300x")
+    assert [mi300x.flops("float32", p) for p in ("default", "high", "highest")] == [1.634e14] * 3
+
+
+@pytest.mark.parametrize("name", ["tpu_v3", "tpu_v4p", "tpu_v5e", "tpu_v5p", "tpu_v6e", "tpu_v7x"])
+def test_a_tpu_runs_float32_as_one_three_or_six_bfloat16_passes(name):
+    h = load_hardware(name)
+    bf16 = h.flops("bfloat16")
+    got = [h.flops("float32", p) / bf16 for p in ("default", "high", "highest")]
+    assert got == pytest.approx([1, 1 / 3, 1 / 6], rel=1e-3)
+    assert "derived from bf16" in h.source and "not published" in h.source

@@ -19,6 +19,11 @@ DTYPE_BYTES: dict[str, float] = {
 }
 # The dtypes the runner measures (its inputs and checks support them).
 RUN_DTYPES = ("float32", "bfloat16", "float16", "int32", "int8")
+# The precisions a matmul may run at (``jax.lax.Precision``'s names): on float32 inputs,
+# default is one bfloat16 pass on TPU and TF32 on NVIDIA GPUs, high three bfloat16 passes on
+# TPU (TF32 on GPU), highest float32 arithmetic (six bfloat16 passes on TPU); a CPU computes
+# float32 at all three. 16-bit inputs run one pass at every precision.
+PRECISIONS = ("default", "high", "highest")
 ALIASES = {
     "bf16": "bfloat16",
     "f32": "float32",

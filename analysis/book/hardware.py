@@ -157,12 +157,17 @@ class Hardware:
             raise HardwareError(f"hardware {self.name!r} has no {attr}: {ways}")
         return float(value)
 
-    def flops(self, dtype: str) -> float:
-        """Peak FLOP/s for ``dtype`` (C in the book)."""
-        if dtype not in self.flops_per_s:
+    def flops(self, dtype: str, precision: str | None = None) -> float:
+        """Peak FLOP/s of a matmul on ``dtype`` at ``precision`` (C in the book): the entry's
+        ``flops_per_s.{dtype}_{precision}`` where it has one (float32 at ``default`` on an
+        NVIDIA GPU runs as TF32, on a TPU as one bfloat16 pass), else ``flops_per_s.{dtype}``,
+        the dtype's own arithmetic (what ``highest`` runs, and ``None``: runs from before
+        ``precision`` ran every matmul at highest)."""
+        key = f"{dtype}_{precision}" if f"{dtype}_{precision}" in self.flops_per_s else dtype
+        if key not in self.flops_per_s:
             known = ", ".join(self.flops_per_s) or "none"
             raise HardwareError(f"hardware {self.name!r} has no flops_per_s for {dtype} (known: {known})")
-        return float(self.flops_per_s[dtype])
+        return float(self.flops_per_s[key])
 
 
 # The keys of a hardware YAML entry (and of the runner's Hydra schema, runner.config.schema.

@@ -68,10 +68,11 @@ class MatmulPrediction:
 
 
 def predict_matmul(
-    mm, mesh, sizes, dtype: str, hw: Hardware, topology: str | None = None, placement=None
+    mm, mesh, sizes, dtype: str, hw: Hardware, topology: str | None = None, placement=None, precision=None
 ) -> MatmulPrediction:
     """Classify ``mm`` into the book's four cases and cost what it prescribes (its collectives
-    over the physical axes ``placement`` or a slice ``topology`` puts the mesh axes on)."""
+    over the physical axes ``placement`` or a slice ``topology`` puts the mesh axes on), its
+    T_math at the rate ``dtype`` runs at ``precision`` (:meth:`Hardware.flops`)."""
     check(mm, mesh, sizes)
     ctx = CostContext.build(mesh, sizes, dtype, hw, topology, placement)
     L, R, out, contracting = mm.lhs, mm.rhs, mm.out, mm.contracting
@@ -184,7 +185,7 @@ def predict_matmul(
         cur = _finish_output(cur, out, ctx, add, alts, notes, mm)
     flops, flops_txt = _flops(L, R, ctx)
     try:
-        C = ctx.hw.flops(ctx.dtype)
+        C = ctx.hw.flops(ctx.dtype, precision)
     except BookError as err:
         C = None
         notes.append(f"{err}: T_math is left out")

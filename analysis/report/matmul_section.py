@@ -74,8 +74,9 @@ def add_matmul_section(rep: Report, mm: Matmuls, out: Path) -> None:
         rep.text("No point here has a collective in a parsed trace, so *overlapped* is empty.")
     figs = []
     points = points.merge(table[["point", "case"]], on="point", how="left")
+    precision = points["precision"].dropna() if "precision" in points else []  # none: runs from before the key
     C_used = (
-        hw.flops(points["dtype"].dropna().iloc[0])
+        hw.flops(points["dtype"].dropna().iloc[0], precision.iloc[0] if len(precision) else None)
         if hw is not None
         and hw.flops_per_s
         and points["dtype"].notna().any()

@@ -17,7 +17,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from analysis.book.collectives import OPS as COLLECTIVES
-from analysis.book.dtypes import RUN_DTYPES
+from analysis.book.dtypes import PRECISIONS, RUN_DTYPES
 from analysis.book.folders import project_folder
 from analysis.book.units import SizeError, format_size, parse_size
 from analysis.record import ESTIMATORS
@@ -44,6 +44,7 @@ def _choices(name: str, values) -> type[Choice]:
 OpName = _choices("OpName", (*COLLECTIVES, "matmul", "transformer_block", "program"))
 Sharding = _choices("Sharding", SHARDINGS)
 DType = _choices("DType", RUN_DTYPES)
+Precision = _choices("Precision", PRECISIONS)  # jax.lax.Precision of every matmul
 Strategy = _choices("Strategy", STRATEGIES)
 Estimator = _choices("Estimator", ("auto", *ESTIMATORS))  # timing estimators
 Mode = _choices("Mode", ("none", "local", "auto"))  # distributed modes, see conf/distributed/
@@ -203,6 +204,7 @@ class Config:
     op: OpConf = MISSING
     distributed: DistributedConf = field(default_factory=DistributedConf)
     dtype: DType = DType.float32
+    precision: Precision = Precision.default  # of the matmuls (op=matmul, transformer_block)
     timing: TimingConf = field(default_factory=TimingConf)
     trace: TraceConf = field(default_factory=TraceConf)
     timeout_s: float = 600.0  # a sweep point that runs longer is killed and recorded as failed

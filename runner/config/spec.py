@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from analysis.book.collectives import BY_OP
 from analysis.book.collectives import OPS as COLLECTIVES
-from analysis.book.dtypes import RUN_DTYPES, itemsize
+from analysis.book.dtypes import PRECISIONS, RUN_DTYPES, itemsize
 from analysis.record import ESTIMATORS
 from runner.config import step_ops
 from runner.config.matmul_plan import check_dims, parse_matmul, plan, used_axes
@@ -54,6 +54,8 @@ def build_spec(cfg: DictConfig) -> dict:
         raise ConfigError(f"op.name={op['name']!r}: allowed ops are {', '.join(OPS)}")
     if c["dtype"] not in RUN_DTYPES:
         raise ConfigError(f"dtype={c['dtype']!r}: allowed dtypes are {', '.join(RUN_DTYPES)}")
+    if c["precision"] not in PRECISIONS:
+        raise ConfigError(f"precision={c['precision']!r}: allowed precisions are {', '.join(PRECISIONS)}")
     check_values(c)
     if mesh.get("shape"):
         mesh = dict(mesh, axes=shape_axes(mesh["shape"]))
@@ -77,6 +79,7 @@ def build_spec(cfg: DictConfig) -> dict:
         "mesh": {"name": mesh["name"], "axes": dict(axes)},
         "hardware": hw,
         "dtype": c["dtype"],
+        "precision": c["precision"],
         "timing": c["timing"],
         "trace": c["trace"],
         "check_result": c["check_result"],

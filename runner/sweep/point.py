@@ -226,7 +226,10 @@ def predict(result: dict) -> dict:
         place = Placement.from_dict(physical) if physical and hw.interconnect == "torus" else None
         if exp["op"] == "matmul":
             mm = parse(exp["expr"])
-            return predict_matmul(mm, exp["mesh"]["axes"], exp["dims"], exp["dtype"], hw, None, place).to_dict()
+            p = predict_matmul(
+                mm, exp["mesh"]["axes"], exp["dims"], exp["dtype"], hw, None, place, exp.get("precision")
+            )
+            return p.to_dict()
         if place is not None:
             placed = placed_group(hw, place, exp["axes"])
             p = predict_collective(exp["op"], exp["V_bytes"], hw=hw, **placed)

@@ -37,10 +37,10 @@ _dropped: set[str] = set()  # keys dropped for memory: a later round says why it
 
 
 def key(spec: dict) -> str:
-    """What defines a prepared point: its op, mesh, dtype, hardware, processes and whether it
-    has loop programs (not the timing rules, the trace or the check, which rounds read from
-    their own spec)."""
-    parts = {k: spec.get(k) for k in ("op", "mesh", "dtype", "hardware", "distributed")}
+    """What defines a prepared point: its op, mesh, dtype, precision, hardware, processes and
+    whether it has loop programs (not the timing rules, the trace or the check, which rounds
+    read from their own spec)."""
+    parts = {k: spec.get(k) for k in ("op", "mesh", "dtype", "precision", "hardware", "distributed")}
     parts["loop"] = bool((spec.get("timing") or {}).get("loop"))
     return json.dumps(parts, sort_keys=True, default=str)
 

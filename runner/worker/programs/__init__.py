@@ -24,9 +24,9 @@ def build(spec: dict, mesh: Mesh) -> Program:
     """The program for the checked spec (:func:`runner.config.spec.build_spec`) on ``mesh``."""
     op = spec["op"]
     if op["name"] == "matmul":
-        return matmul.build(op, mesh, spec["dtype"])
+        return matmul.build(op, mesh, spec["dtype"], spec["precision"])
     if op["name"] == "transformer_block":
-        return block.build(op, mesh, spec["dtype"])
+        return block.build(op, mesh, spec["dtype"], spec["precision"])
     if op["name"] == "program":
         return user.build(op, mesh, spec["dtype"])
     return collectives.build(op["name"], op["axes"], mesh, op["size_bytes"], spec["dtype"], grad=bool(op.get("grad")))
