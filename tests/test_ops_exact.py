@@ -1,7 +1,8 @@
 """The device-op table by exact expectations (issue 30, round two's mutation check): empty
 stats read as missing, a program id no module names, a launch of several kernels with its
 XProf stats, dones whose start is not open, an offloaded async-done, whole-number devices,
-and the skew of an op whose first start is not at 0. (Async joins in flight: test_ops_pinned.py.)"""
+and the skew of an op whose first start is not at 0, only where the devices share a clock
+(issue 37). (Async joins in flight: test_ops_pinned.py; steps and copies: test_ops_steps.py.)"""
 
 from __future__ import annotations
 
@@ -85,12 +86,20 @@ def test_an_async_done_closes_the_earliest_open_start_of_any_kind():
     assert (ops["end_ns"].tolist(), ops["duration_ns"].tolist()) == ([100.0, 30.0], [100.0, 10.0])
 
 
+def _cpu(rows) -> pd.DataFrame:
+    """CPU op events: every device's ops on the one host plane (one clock)."""
+    line = "tf_XLAPjRtCpuClient/1"
+    return _table([("/host:CPU", line, n, s, t, n, "jit_f", d, None, None, None, None) for d, n, s, t in rows])
+
+
 def test_the_arrival_skew_is_the_last_start_minus_the_first():
     ops = device_ops(
-        _tpu([(0, "all-gather.1", 1000, 100), (1, "all-gather.1", 1030, 80), (2, "all-gather.1", 1010, 60)])
+        _cpu([(0, "all-gather.1", 1000, 100), (1, "all-gather.1", 1030, 80), (2, "all-gather.1", 1010, 60)])
     )
+    assert ops["clock"].tolist() == ["/host:CPU"] * 3
     steps = op_steps(ops)
     assert steps["arrival_skew_s"].tolist() == pytest.approx([30e-9])
+    assert steps["arrival_comparable"].tolist() == [True]
     summary = op_summary(steps)
     assert list(summary.columns) == [
         "hlo_module",
@@ -102,8 +111,31 @@ def test_the_arrival_skew_is_the_last_start_minus_the_first():
         "with_waiting_s",
         "device_time_s",
         "arrival_skew_s",
+        "arrival_comparable",
     ]
     assert summary["arrival_skew_s"].tolist() == pytest.approx([30e-9])
+    assert summary["arrival_comparable"].tolist() == [True]
+
+
+def test_chips_on_their_own_clocks_get_no_arrival_figures_only_device_time():
+    """Issue 37 item 10: TPU chips' timestamps are each chip's own clock; subtracting one
+    chip's start from another's is no skew. The same op on 3 TPUs: the arrival figures are
+    NaN and say why; the device time (median duration) stands."""
+    rows = [(0, "all-gather.1", 1000, 100), (1, "all-gather.1", 1030, 80), (2, "all-gather.1", 1010, 60)]
+    ops = device_ops(_tpu(rows))
+    assert ops["clock"].tolist() == ["/device:TPU:0", "/device:TPU:1", "/device:TPU:2"]
+    st = op_steps(ops).iloc[0]
+    assert not st["arrival_comparable"]
+    for col in ("arrival_skew_s", "after_arrival_s", "with_waiting_s", "op_time_s"):
+        assert np.isnan(st[col]), col
+    assert st["device_time_s"] == pytest.approx(80e-9) and st["devices"] == 3
+    summary = op_summary(op_steps(ops)).iloc[0]
+    assert not summary["arrival_comparable"] and np.isnan(summary["arrival_skew_s"])
+    assert summary["device_time_s"] == pytest.approx(80e-9)
+    # one chip alone is on one clock: its figures stand (no skew with itself)
+    one = op_steps(device_ops(_tpu(rows[:1]))).iloc[0]
+    assert one["arrival_comparable"] and one["arrival_skew_s"] == 0.0
+    assert one["after_arrival_s"] == pytest.approx(100e-9)
 
 
 def test_a_done_on_a_device_with_nothing_open_does_not_stop_the_next_devices_joins():

@@ -81,14 +81,23 @@ def test_op_steps_cap_after_arrival_by_the_longest_device_time_and_take_medians(
     # device 1: 500-650; device 2: 600-610. Last arrival 600, last end 1000: 400 ns, capped at 200.
     rows = [(0, "all-reduce.1", 0, 100, 7), (0, "all-reduce.1", 900, 100, 7)]
     rows += [(1, "all-reduce.1", 500, 150, 8), (2, "all-reduce.1", 600, 10, 9)]
-    ops = device_ops(_gpu(rows))
+    on_one_clock = _gpu(rows).assign(plane="/host:CPU", line="tf_XLAPjRtCpuClient/1")
+    on_one_clock["device_ordinal"] = [0, 0, 1, 2]
+    ops = device_ops(on_one_clock)
     assert ops["duration_ns"].tolist() == [200.0, 150.0, 10.0] and ops["kernels"].tolist() == [2, 1, 1]
     st = op_steps(ops).iloc[0]
-    assert st["devices"] == 3
+    assert st["devices"] == 3 and st["arrival_comparable"]
     assert st["after_arrival_s"] == pytest.approx(200e-9) and st["op_time_s"] == pytest.approx(200e-9)
     assert st["with_waiting_s"] == pytest.approx(1000e-9)  # first start to last end
     assert st["device_time_s"] == pytest.approx(150e-9)  # the median of 200, 150, 10 (mean 120)
     assert st["arrival_skew_s"] == pytest.approx(600e-9)
+    # three GPUs, three clocks: the figures across devices are not computed; each one's own time is
+    st = op_steps(device_ops(_gpu(rows))).iloc[0]
+    assert not st["arrival_comparable"] and st[["after_arrival_s", "with_waiting_s", "arrival_skew_s"]].isna().all()
+    assert st["device_time_s"] == pytest.approx(150e-9)
+    # one GPU: its launch spans 1000 ns but is 200 ns of its own
+    st = op_steps(device_ops(_gpu(rows[:2]))).iloc[0]
+    assert st["arrival_comparable"] and st["after_arrival_s"] == pytest.approx(200e-9)
 
 
 def test_op_summary_takes_the_median_over_three_steps():

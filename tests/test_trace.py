@@ -48,10 +48,16 @@ def test_tpu_xla_ops_line_gives_one_interval_per_device_and_iteration():
     assert sorted(ag["iteration"].unique()) == [0, 1, 2]
     steps = op_steps(ops)
     s = steps[(steps["hlo_op"] == "all-gather.1")].iloc[0]
-    # last start 30 ns, last end 130 ns: 100 ns from the last arrival; skew 30 ns
-    assert s["op_time_s"] == pytest.approx(100e-9)
-    assert s["arrival_skew_s"] == pytest.approx(30e-9)
+    # four chips, four clocks: no time from the last arrival, no skew (issue 37 item 10);
+    # each chip's own time stands
+    assert pd.isna(s["op_time_s"]) and pd.isna(s["arrival_skew_s"]) and not s["arrival_comparable"]
+    assert s["device_time_s"] == pytest.approx(100e-9)
     assert s["devices"] == 4
+    # no program id on these ops ties them to the XLA Modules line: each op runs once a step
+    assert ops.groupby("hlo_op")["step"].apply(list).to_dict() == {
+        "all-gather.1": [0, 1, 2] * 4,
+        "fusion.2": [0, 1, 2] * 4,
+    }
 
 
 # --- the device estimator: per step, the median over devices ------------------------------
@@ -388,8 +394,9 @@ def test_gpu_nccl_and_rccl_kernels_are_joined_to_their_hlo_op():
 
 def test_op_steps_time_a_collective_after_arrival_and_with_waiting():
     # device 0: 0-1000 ns, device 1: 100-5000, device 2: 200-3000: the last arrives at 200 ns
+    # (the CPU devices of one process, on the host's one clock)
     rows = [
-        (f"/device:TPU:{d}", "XLA Ops", "all-gather.1", s, e - s, None, None, None, None)
+        ("/host:CPU", "tf_XLAPjRtCpuClient/1", "all-gather.1", s, e - s, "all-gather.1", "jit_f", d, None)
         for d, s, e in ((0, 0, 1000), (1, 100, 5000), (2, 200, 3000))
     ]
     st = op_steps(device_ops(_events(rows))).iloc[0]

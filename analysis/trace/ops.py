@@ -1,8 +1,10 @@
 """Per-device HLO-op executions from a trace's event table, and their per-step summary.
 
 :func:`device_ops` picks the events that are device ops in each backend's shape (see
-:mod:`.xplane`), names each by its HLO instruction and module, :func:`op_steps` lines up the
-k-th execution of an op across devices, and :func:`op_summary` takes medians over steps.
+:mod:`.xplane`), names each by its HLO instruction and module and places it in the step (the
+module execution) it ran in, :func:`op_steps` lines up the k-th execution of an op across
+devices, :func:`op_summary` takes medians over those, and :func:`device_samples` sums an op's
+runs per step (an op may run several times a step: a scan, a while loop).
 """
 
 from __future__ import annotations
@@ -12,7 +14,16 @@ import re
 import numpy as np
 import pandas as pd
 
-_DEVICE_PLANE = re.compile(r"^/device:(TPU|GPU):(\d+)")
+from analysis.book.collectives import HLO_OPCODES
+
+# The whole plane name: "/device:TPU:0 SparseCore 0" is a SparseCore's plane, not TPU 0's ops
+_DEVICE_PLANE = re.compile(r"^/device:(TPU|GPU):(\d+)$")
+_CPU_PLANE = "/host:CPU"
+# The async pairs joined into one execution: collectives, and the generic wrappers XLA puts
+# around one (async-start/-done, a SparseCore offload's call-start/-done). Other async pairs
+# (copy-start/copy-done: host offload) stay two ops, as XProf keeps them.
+_COLLECTIVE_KINDS = frozenset(HLO_OPCODES)
+_WRAPPER_KINDS = frozenset({"async", "call"})
 # A TPU op's metadata name is its whole instruction text: "%fusion.3 = bf16[8]{0} fusion(...), ..."
 _INSTR_NAME = r"^%?([^\s=%]+) = "
 # an async opcode in that text: the first "<x>-start(" / "<x>-done(" after a space (shapes hold neither)
@@ -36,6 +47,8 @@ OPS_COLUMNS = [
     "program_id",
     "hlo_category",
     "iteration",
+    "step",
+    "clock",
 ]
 
 
@@ -57,7 +70,11 @@ def program_modules(events: pd.DataFrame) -> dict[str, str]:
 
 
 def device_ops(
-    events: pd.DataFrame, pairs: dict[str, str] | None = None, modules: dict[str, str] | None = None
+    events: pd.DataFrame,
+    pairs: dict[str, str] | None = None,
+    modules: dict[str, str] | None = None,
+    collectives: set[str] | None = None,
+    steps: int | None = None,
 ) -> pd.DataFrame:
     """The HLO-op executions per device: :data:`OPS_COLUMNS`.
 
@@ -70,18 +87,41 @@ def device_ops(
     "" where neither is known.
 
     ``iteration`` counts the executions of one op on one device in time order, so the
-    k-th all-gather on every device belongs to the same step (no reliance on run ids,
-    which not every backend records).
+    k-th all-gather on every device is the same execution of it (no reliance on run ids,
+    which not every backend records). It is the step only for an op that runs once a step.
+
+    ``step`` is the module execution the op ran in on its device (0, 1, ... per device and
+    module; -1 before the first): an op inside a loop runs several times in one step. On TPU,
+    the ``XLA Modules`` line's execution of the op's program that the op starts in (before the
+    end of); elsewhere (CPU and GPU record no module execution on the ops' lines) step k of a
+    module on a device begins at the earliest k-th start among the ops that run a whole number
+    of times a step: an op that runs m times a step starts step k with its (k*m)-th run, so a
+    step that opens with a loop still begins at the loop's first op (see
+    :func:`_steps_by_runs`). How many steps the trace holds: ``steps`` where the caller knows
+    it (the traced calls of the step), else the runs of the module's least-run op (a
+    conditional's op that ran in some steps only would then be taken for once a step).
+
+    ``clock`` names the clock the op's timestamps are on: ``/host:CPU`` for every CPU device
+    (one process's host threads), the device's own plane on TPU and GPU (each chip's clock;
+    they are not aligned with each other). :func:`op_steps` compares starts across devices
+    only on one clock.
 
     On TPU the ops are the ``XLA Ops`` line's (``Async XLA Ops`` is left out, as XProf leaves
-    it out). An asynchronous collective (``all-gather-start`` ... ``all-gather-done``,
-    offloaded ones ending in ``async-done`` or ``call-done``) is ONE execution from its start's
-    start to its done's end, named after the start (as the HLO's collective is), with
-    ``done_op`` the done's name: the start event alone is only the issue, the done the wait.
+    it out); planes that are not a whole ``/device:TPU:N`` or ``/device:GPU:N`` (a
+    SparseCore's ``/device:TPU:0 SparseCore 0``) hold no device's ops. An asynchronous
+    collective (``all-gather-start`` ... ``all-gather-done``, offloaded ones ending in
+    ``async-done`` or ``call-done``) is ONE execution from its start's start to its done's
+    end, named after the start (as the HLO's collective is), with ``done_op`` the done's name:
+    the start event alone is only the issue, the done the wait. Only collectives' pairs are
+    joined, and the generic ``async``/``call`` wrappers where they wrap one: with
+    ``collectives`` (the trace names that run a collective,
+    :func:`analysis.hlo.collective_executions` of the compiled module) an ``async``/``call``
+    pair is joined where a half is in it; without, every one is. Other async pairs
+    (``copy-start``/``copy-done``, a host offload) stay two ops, as XProf keeps them.
     Which start a done closes: ``pairs`` (``done -> start`` names,
     :func:`analysis.hlo.async_pairs` of the compiled module), else the done's first operand in
     its instruction text (TPU), else the earliest open ``*-start`` of its kind on the device
-    (for a ``call-done``/``async-done``, of any kind).
+    (for a ``call-done``/``async-done``, of any kind joined).
     """
     plane_dev = events["plane"].str.extract(_DEVICE_PLANE)
     on_device_plane = plane_dev[1].notna()
@@ -97,6 +137,7 @@ def device_ops(
     dev_from_plane = pd.to_numeric(plane_dev.loc[keep, 1], errors="coerce")
     ops["device"] = np.where(cpu_ops[keep], pd.to_numeric(ops["device_ordinal"], errors="coerce"), dev_from_plane)
     ops["device"] = ops["device"].astype(int)
+    ops["clock"] = np.where(cpu_ops[keep], _CPU_PLANE, ops["plane"].astype(str))
     # the instruction text's parts, parsed once per distinct name (names repeat every step)
     codes, uniq = pd.factorize(ops["name"].astype(str))
     texts = pd.Series(uniq, dtype=object)
@@ -131,13 +172,15 @@ def device_ops(
                 program_id=("program_id", "first"),
                 hlo_category=("hlo_category", "first"),
                 opcode=("opcode", "first"),
+                clock=("clock", "first"),
             )
             .reset_index()
         )
         ops = pd.concat([ops[~launched], merged], ignore_index=True)
     ops = ops.sort_values(["device", "start_ns"], kind="stable")
-    ops = _join_async(ops, pairs)
+    ops = _join_async(ops, pairs, collectives)
     ops["iteration"] = ops.groupby(["device", "hlo_module", "hlo_op"]).cumcount()
+    ops["step"] = _steps(ops, events, steps)
     return ops[OPS_COLUMNS].reset_index(drop=True)
 
 
@@ -145,9 +188,15 @@ _START = re.compile(r"^(?P<kind>[a-z\-]+?)-start(?:[._].*)?$")
 _DONE = re.compile(r"^(?P<kind>[a-z\-]+?)-done(?:[._].*)?$")
 
 
-def _join_async(ops: pd.DataFrame, pairs: dict[str, str] | None) -> pd.DataFrame:
-    """Each async start and its done as one row spanning both (see :func:`device_ops`). ``ops``
-    is sorted by device and start; only the starts and dones are walked in Python."""
+def _joined_kind(kind: str | None) -> bool:
+    return kind in _COLLECTIVE_KINDS or kind in _WRAPPER_KINDS
+
+
+def _join_async(ops: pd.DataFrame, pairs: dict[str, str] | None, collectives: set[str] | None = None) -> pd.DataFrame:
+    """Each async collective's start and its done as one row spanning both (see
+    :func:`device_ops`; ``collectives``: the names that run one, for the ``async``/``call``
+    wrappers). ``ops`` is sorted by device and start; only the starts and dones are walked
+    in Python."""
     n = len(ops)
     names = ops["hlo_op"].astype(str).to_numpy(object)
     # the async opcode where the instruction text gives it (an instruction's name need not say)
@@ -155,8 +204,19 @@ def _join_async(ops: pd.DataFrame, pairs: dict[str, str] | None) -> pd.DataFrame
     codes, uniq = pd.factorize(pd.Series(kinds, dtype=object).astype(str))
     start_kind = [m.group("kind") if (m := _START.match(k)) else None for k in uniq]
     done_kind = [m.group("kind") if (m := _DONE.match(k)) else None for k in uniq]
-    is_start = np.array([k is not None for k in start_kind] + [False])[codes]
-    is_done = np.array([k is not None for k in done_kind] + [False])[codes]
+    # Only a collective's halves are joined (a copy-start/copy-done is two ops to XProf); a
+    # wrapper's where it wraps a collective (either half named in ``collectives``), or any
+    # wrapper when the HLO is not at hand
+    joins = (
+        np.array([_joined_kind(k) for k in start_kind] + [False])[codes]
+        | np.array([_joined_kind(k) for k in done_kind] + [False])[codes]
+    )
+    if collectives is not None:
+        wrapper = np.array([k in _WRAPPER_KINDS or d in _WRAPPER_KINDS for k, d in zip(start_kind, done_kind)])
+        wrapper = np.append(wrapper, False)[codes]
+        joins &= ~wrapper | np.isin(names, list(collectives))
+    is_start = np.array([k is not None for k in start_kind] + [False])[codes] & joins
+    is_done = np.array([k is not None for k in done_kind] + [False])[codes] & joins
     ops = ops.assign(is_async=False, done_op=None)
     if not (is_start.any() and is_done.any()):
         return ops
@@ -191,6 +251,76 @@ def _join_async(ops: pd.DataFrame, pairs: dict[str, str] | None) -> pd.DataFrame
     return out[keep].sort_values(["device", "start_ns"], kind="stable").reset_index(drop=True)
 
 
+def _module_runs(events: pd.DataFrame) -> pd.DataFrame:
+    """The module executions the ``XLA Modules`` lines of TPU device planes record:
+    ``device``, ``program_id`` (text), ``end_ns``; sorted by device, program and end."""
+    runs = events[events["line"] == "XLA Modules"]
+    dev = runs["plane"].astype(str).str.extract(_DEVICE_PLANE)
+    runs = runs[dev[1].notna()]
+    found = runs["name"].astype(str).str.extract(_MODULE_EVENT)
+    out = pd.DataFrame(
+        {
+            "device": pd.to_numeric(dev.loc[runs.index, 1], errors="coerce"),
+            "program_id": found["program_id"],
+            "end_ns": (runs["start_ns"] + runs["duration_ns"]).astype(float),
+        }
+    ).dropna()
+    return out.sort_values(["device", "program_id", "end_ns"], kind="stable")
+
+
+def _steps(ops: pd.DataFrame, events: pd.DataFrame, steps: int | None = None) -> np.ndarray:
+    """Each op's step (see :func:`device_ops`): by the ``XLA Modules`` line where it records
+    the op's program on the op's device, else by :func:`_steps_by_runs`."""
+    step = _steps_by_runs(ops, steps)
+    runs = _module_runs(events)
+    if runs.empty or "program_id" not in ops:
+        return step
+    pid = ops["program_id"].astype(object).where(ops["program_id"].notna(), None)
+    for (device, program), ends in runs.groupby(["device", "program_id"], sort=False)["end_ns"]:
+        at = np.flatnonzero((ops["device"].to_numpy() == device) & (pid.to_numpy() == program))
+        if not len(at):
+            continue
+        # the execution the op starts before the end of: an op between two executions (a
+        # timestamp a ns early) belongs to the next; one after the last, to none of them
+        k = np.searchsorted(ends.to_numpy(), ops["start_ns"].to_numpy(float)[at], side="left")
+        step[at] = np.where(k < len(ends), k, -1)
+    return step
+
+
+def _steps_by_runs(ops: pd.DataFrame, steps: int | None = None) -> np.ndarray:
+    """Steps where no module line marks them (CPU, GPU), per device and module, from the ops'
+    own runs. The module ran n times: ``steps``, else as often as its least-run op (a
+    top-level op runs once a step). An op run m*n times runs m times a step, so its runs 0,
+    m, 2m, ... each open a step. Step k begins at the earliest of those k-th openings over
+    all such ops (a step that opens with a loop begins at the loop's first op, not at the
+    first op that runs once); an op belongs to the last step begun at or before its start
+    (-1 before the first). An op run a number of times that is no multiple of n (a
+    conditional's branch) is placed by time alone."""
+    if ops.empty:
+        return np.zeros(0, int)
+    keys = [ops["device"], ops["hlo_module"]]
+    runs = ops.groupby([*keys, ops["hlo_op"]], sort=False)["start_ns"].transform("size")
+    if steps:
+        n = np.full(len(ops), int(steps))
+    else:
+        n = runs.groupby(keys, sort=False).transform("min").to_numpy()
+    runs = runs.to_numpy()
+    regular = runs % n == 0
+    per_step = np.where(regular, runs // n, 1)
+    k, opening = np.divmod(ops["iteration"].to_numpy(), per_step)
+    opens = regular & (opening == 0)
+    start = ops["start_ns"].to_numpy(float)
+    begins = pd.Series(start[opens]).groupby([c.to_numpy()[opens] for c in keys] + [k[opens]]).min()
+    step = np.full(len(ops), -1, int)
+    rows = ops.reset_index(drop=True).groupby(["device", "hlo_module"], sort=False).indices
+    for key, bounds in begins.groupby(level=[0, 1], sort=False):
+        at = rows[key]
+        # a step never begins before the one before it (a stray early op must not reorder them)
+        b = np.maximum.accumulate(bounds.to_numpy())
+        step[at] = np.searchsorted(b, start[at], side="right") - 1
+    return step
+
+
 def op_steps(ops: pd.DataFrame) -> pd.DataFrame:
     """One row per (module, op, iteration) across the devices that ran it, with a
     collective's time across devices defined two ways:
@@ -206,6 +336,13 @@ def op_steps(ops: pd.DataFrame) -> pd.DataFrame:
     ``arrival_skew_s`` is the last start minus the first; ``device_time_s`` the median
     per-device duration, which is what TPU/GPU profiles report per op (for a GPU op, the sum
     of its kernels).
+
+    The three figures that subtract one device's timestamp from another's (after arrival,
+    with waiting, skew) need the devices on one clock: ``arrival_comparable`` says whether
+    they were (every device's ``clock`` the same: the CPU devices of one process, or a single
+    device). TPU and GPU chips each time their ops on their own clock, not aligned with the
+    others', so across chips those figures are NaN: there ``device_time_s`` is the time to use.
+    A table without ``clock`` (built by hand) is taken as on one clock.
     """
     g = ops.groupby(["hlo_module", "hlo_op", "iteration"])
     out = g.agg(
@@ -216,17 +353,34 @@ def op_steps(ops: pd.DataFrame) -> pd.DataFrame:
         device_ns=("duration_ns", "median"),
         device_max=("duration_ns", "max"),
     )
-    out["after_arrival_s"] = np.minimum(out["end_max"] - out["start_max"], out["device_max"]) * 1e-9
-    out["with_waiting_s"] = (out["end_max"] - out["start_min"]) * 1e-9
+    if "clock" in ops:
+        out["arrival_comparable"] = g["clock"].nunique(dropna=False) <= 1
+    else:
+        out["arrival_comparable"] = True
+    out["arrival_comparable"] = out["arrival_comparable"].astype(bool)
+    same = out["arrival_comparable"]
+    after = np.minimum(out["end_max"] - out["start_max"], out["device_max"]) * 1e-9
+    out["after_arrival_s"] = after.where(same)
+    out["with_waiting_s"] = ((out["end_max"] - out["start_min"]) * 1e-9).where(same)
     out["op_time_s"] = out["after_arrival_s"]
     out["device_time_s"] = out["device_ns"] * 1e-9
-    out["arrival_skew_s"] = (out["start_max"] - out["start_min"]) * 1e-9
-    cols = ["devices", "op_time_s", "after_arrival_s", "with_waiting_s", "device_time_s", "arrival_skew_s"]
+    out["arrival_skew_s"] = ((out["start_max"] - out["start_min"]) * 1e-9).where(same)
+    cols = [
+        "devices",
+        "op_time_s",
+        "after_arrival_s",
+        "with_waiting_s",
+        "device_time_s",
+        "arrival_skew_s",
+        "arrival_comparable",
+    ]
     return out[cols].reset_index()
 
 
 def op_summary(steps: pd.DataFrame) -> pd.DataFrame:
-    """Median over iterations of :func:`op_steps`, one row per (module, op)."""
+    """Median over iterations of :func:`op_steps`, one row per (module, op);
+    ``arrival_comparable`` where every iteration's devices were on one clock (else the
+    arrival figures are NaN)."""
     g = steps.groupby(["hlo_module", "hlo_op"])
     return g.agg(
         iterations=("iteration", "count"),
@@ -236,19 +390,22 @@ def op_summary(steps: pd.DataFrame) -> pd.DataFrame:
         with_waiting_s=("with_waiting_s", "median"),
         device_time_s=("device_time_s", "median"),
         arrival_skew_s=("arrival_skew_s", "median"),
+        arrival_comparable=("arrival_comparable", "all"),
     ).reset_index()
 
 
 def device_samples(ops: pd.DataFrame, names: set[str] | None = None) -> list[float]:
     """The *device* estimator's samples: one per traced step, the median over devices of that
-    device's time in seconds.
+    device's time in the step, in seconds.
 
     With ``names`` (the top-level instructions that run one collective: a plain op, a fusion,
-    or an async pair's start and done), a device's time is the sum of those ops' durations in
-    the step, an async pair counted once from its start to its done (:func:`device_ops`
-    joined them into one row named after the start, ``done_op`` the done); without, it is the
-    union of all its op intervals in the step (a whole program, its idle gaps left out). Step
-    k is the k-th execution of each op.
+    or an async pair's start and done), a device's time is the sum of the durations of all
+    those ops' runs in the step (a collective in a loop runs several times a step), an async
+    pair counted once from its start to its done (:func:`device_ops` joined them into one row
+    named after the start, ``done_op`` the done); without, it is the union of all its op
+    intervals in the step (a whole program, its idle gaps left out). Steps are
+    :func:`device_ops`' ``step`` (the module's executions); ops before the first (-1) are left
+    out. A table without ``step`` (built by hand) takes each op's ``iteration`` as its step.
     """
     from analysis.trace.overlap import merge_intervals, total_length
 
@@ -259,13 +416,15 @@ def device_samples(ops: pd.DataFrame, names: set[str] | None = None) -> list[flo
         if "done_op" in ops:  # a joined pair named by its done alone
             hit |= ops["done_op"].isin(names)
         sub = ops[hit]
+    key = "step" if "step" in sub else "iteration"
+    sub = sub[sub[key] >= 0]
     if sub.empty:
         return []
     if names is not None:
-        per = sub.groupby(["iteration", "device"])["duration_ns"].sum()
+        per = sub.groupby([key, "device"])["duration_ns"].sum()
     else:
-        per = sub.groupby(["iteration", "device"]).apply(
+        per = sub.groupby([key, "device"]).apply(
             lambda g: total_length(merge_intervals(g["start_ns"], g["end_ns"])), include_groups=False
         )
-    per_step = per.groupby(level="iteration").median()
+    per_step = per.groupby(level=key).median()
     return [float(v) * 1e-9 for v in per_step.sort_index()]

@@ -143,12 +143,15 @@ def overlap_by_device(ops: pd.DataFrame, opcodes: dict[str, str] | None = None) 
 
 
 def overlap_summary(ops: pd.DataFrame, opcodes: dict[str, str] | None = None) -> dict:
-    """Median over devices of :func:`overlap_by_device`, per traced iteration where the
-    trace holds several (``iterations``: executions of the program's first op)."""
+    """Median over devices of :func:`overlap_by_device`, per traced step where the trace
+    holds several: the steps are :func:`analysis.trace.device_ops`' ``step`` (the module's
+    executions; an op in a loop runs several times in one), or, in a table without it, the
+    executions of the most-run op."""
     per = overlap_by_device(ops, opcodes)
     if not len(per):
         return {}
-    iters = int(ops.groupby("device")["iteration"].max().min()) + 1 if "iteration" in ops and len(ops) else 1
+    key = "step" if "step" in ops else "iteration"
+    iters = max(int(ops.groupby("device")[key].max().min()) + 1, 1) if key in ops and len(ops) else 1
     med = per.median(numeric_only=True)
     return {
         "trace_collective_s": med["collective_s"] / iters,
