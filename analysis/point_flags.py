@@ -47,7 +47,8 @@ def flags(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     """Per row, ``;``-joined: the *flags* that make its number untrustworthy or absent (above
     its ceiling, page-faulting, failed, no device time and why: every fit leaves flagged
     points out, and the report lists them with these words), and the *caveats* a reader
-    should see beside it (unchecked, rounds that disagree, noisy)."""
+    should see beside it (unchecked, rounds that disagree, a collective compiled as others, a
+    launch-bound loop, noisy)."""
     out, caveats = [], []
     # bytes the devices write in a step: every device's bus bytes (the page faults are the
     # whole process's, so all of its devices)
@@ -90,6 +91,13 @@ def flags(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
             ["GPU command buffers in the trace: ops inside them have no times of their own"] if cb == cb and cb else []
         )
         note += ["its rounds disagree"] if row.get("rounds_disagree") else []
+        if isinstance(row.get("rewritten"), str) and row["rewritten"]:
+            note.append(row["rewritten"])
+        if isinstance(row.get("loop_launch_bound"), (bool, np.bool_)) and row["loop_launch_bound"]:
+            note.append(
+                f"loop launch-bound: an empty loop's repetition takes {_num(row.get('loop_empty_s')) * 1e6:.3g} us "
+                f"of the loop's {_num(row.get('loop_time_s')) * 1e6:.3g} us"
+            )
         note += ["noisy"] if row.get("noisy") else []
         slow = _num(row.get("profiler_slowdown"))
         if slow > TRACE_SLOWDOWN_LIMIT:

@@ -125,6 +125,11 @@ class Estimate(_Section):
     within_round_rel_ci: float | None = None
     rounds_disagree: bool | None = None
     K: int | None = None  # the loop estimator's longer trip count
+    # the loop estimator: the empty loop's seconds per repetition (median over rounds), its share
+    # of the loop's, and whether that share is above runner.worker.timing.LAUNCH_BOUND_SHARE
+    empty_loop_s: float | None = None
+    empty_loop_share: float | None = None
+    launch_bound: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -137,6 +142,9 @@ class Samples(_Section):
     K: int | None = None  # loop: the longer trip count; Ks both
     Ks: list | None = None
     what: str | None = None  # device: the collective's time or the whole program's
+    # loop: the same loop with an empty body, seconds per repetition (median of its slopes)
+    empty_loop_s: float | None = None
+    empty_loop_samples_s: list | None = None
     instructions: list | None = None  # device: the HLO instructions timed (None: the program)
 
 
@@ -259,12 +267,16 @@ class Spec(_Section):
     size_bytes: int | None = None
     V_bytes: float | None = None
     dtype: str | None = None
+    # jax.lax.Precision of the matmuls (default, high, highest); runs before the key existed
+    # ran every matmul at highest (analysis.summary reads them so)
+    precision: str | None = None
     group_size: int | None = None
     num_groups: int | None = None
     mesh: Mesh = field(default_factory=Mesh)
     hardware: str | None = None
     placement: Placement = field(default_factory=Placement)
     no_communication: str | None = None  # why a group of 1 moved nothing
+    rewritten: str | None = None  # the collective compiled as others (or offloaded), timed by those
     # matmul and whole-step programs (the program's ``extra``)
     strategy: str | None = None
     dims: dict | None = None
@@ -308,6 +320,7 @@ class Config(_Section):
 
     op: OpConfig = field(default_factory=OpConfig)
     dtype: str | None = None
+    precision: str | None = None
     mesh: Named = field(default_factory=Named)
     hardware: Named = field(default_factory=Named)
     timing: TimingConfig = field(default_factory=TimingConfig)

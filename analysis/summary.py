@@ -68,7 +68,12 @@ def _estimator_columns(t: Timing) -> dict:
     for name in ESTIMATORS:
         e = t.estimate(name)
         out.update({f"{name}_time_s": e.median_s, f"{name}_ci_low_s": e.ci_low_s, f"{name}_ci_high_s": e.ci_high_s})
-    out["loop_K"] = t.estimate(LOOP).K
+    loop = t.estimate(LOOP)
+    out["loop_K"] = loop.K
+    # the same loop with an empty body: what a repetition costs the loop itself, and whether
+    # that is more than a quarter of the loop's (runner.worker.timing.LAUNCH_BOUND_SHARE)
+    out["loop_empty_s"] = loop.empty_loop_s
+    out["loop_launch_bound"] = loop.launch_bound
     return out
 
 
@@ -88,6 +93,7 @@ def _run_columns(result: dict | Result) -> dict:
         "op": either(exp.op, cfg.op.name),
         "expr": either(exp.expr, cfg.op.expr),
         "dtype": either(exp.dtype, cfg.dtype),
+        "precision": either(exp.precision, cfg.precision),
         "mesh": either(exp.mesh.name, cfg.mesh.name),
         "mesh_axes": ",".join(f"{k}={v}" for k, v in mesh_axes.items()),
         "axes": "".join(exp.axes or cfg.op.axes or []),
@@ -135,6 +141,7 @@ def _run_columns(result: dict | Result) -> dict:
         "profiler_slowdown": r.trace.profiler_slowdown,
         "dispatch_share": _dispatch_share(r.trace.dispatch_share, env.backend),
         "no_communication": exp.no_communication,
+        "rewritten": exp.rewritten,
         "ceiling_kind": r.ceiling.kind,
         "ceiling_busbw_Bps": r.ceiling.busbw_Bps,
         "ceiling_ci_low_Bps": r.ceiling.ci_low_Bps,

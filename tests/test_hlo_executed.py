@@ -4,8 +4,9 @@ of ``replica_groups={}`` without a device count in the header.
 
 The modules are in tests/data/hlo (tests/hlo_samples.py says what each holds). A trace names
 a device op after the instruction that ran: the entry computation's, or one in a computation
-the entry runs as control flow (a while body). A collective nested in a fusion or wrapped by
-an async op has no event of its own: the fusion or the start/done pair has.
+the entry runs as control flow (a while body). A collective nested in a fusion has no event of
+its own: the fusion has; one wrapped by a generic async-start has the pair's (TPU) or its own
+(GPU's kernel: tests/test_wrapped_and_rewritten.py), listed under both until a trace picks.
 """
 
 from __future__ import annotations
@@ -43,9 +44,11 @@ def test_every_tpu_shape_is_named_by_its_top_level_instruction():
         # the kCustom fusion calling %all-reduce-scatter (all-reduce.2 sliced by dynamic-slice.4):
         # one op named "fusion", doing a reduce-scatter; all-reduce.2 itself never shows
         "fusion": ("reduce-scatter",),
-        # async-start(...), calls=%wrapped_all_to_all and its async-done; not all-to-all.1
+        # async-start(...), calls=%wrapped_all_to_all and its async-done, and all-to-all.1 itself
+        # (a GPU trace's kernel name; a trace picks one: test_wrapped_and_rewritten.py)
         "all-to-all-start": ("all-to-all",),
         "all-to-all-done": ("all-to-all",),
+        "all-to-all.1": ("all-to-all",),
         # the psum in the while loop's body: the entry runs the body, so its ops are trace ops
         "psum.7": ("all-reduce",),
     }
@@ -56,7 +59,7 @@ def test_every_tpu_shape_is_named_by_its_top_level_instruction():
     [
         ("all_gather", {"all-gather-start.1", "all-gather-done.1"}),
         ("reduce_scatter", {"fusion"}),
-        ("all_to_all", {"all-to-all-start", "all-to-all-done"}),
+        ("all_to_all", {"all-to-all-start", "all-to-all-done", "all-to-all.1"}),
         # the psum only: the all-reduce inside the all-reduce-scatter fusion is not the point's
         ("all_reduce", {"psum.7"}),
     ],
@@ -65,6 +68,9 @@ def test_a_points_instructions_on_tpu(op, names):
     # By opcode in every computation this was {all-reduce.2, psum.7} for all_reduce and None
     # (nothing: the program timed whole) for reduce_scatter.
     assert target_instructions(TPU_COLLECTIVE_SHAPES, op) == names
+    # a TPU trace shows the async pair, not the wrapped all-to-all.1: the pair alone
+    seen = {"all-gather-start.1", "fusion", "all-to-all-start", "psum.7"}
+    assert target_instructions(TPU_COLLECTIVE_SHAPES, op, seen=seen) == names - {"all-to-all.1"}
 
 
 def test_a_sparsecore_offload_and_an_all_reduce_fusion():
@@ -82,8 +88,13 @@ def test_a_sparsecore_offload_and_an_all_reduce_fusion():
 
 def test_gpu_async_pairs_and_an_async_wrapped_reduce_scatter():
     assert target_instructions(GPU_ASYNC, "all_gather") == {"all-gather-start", "all-gather-done"}
-    # %reduce-scatter-start = async-start(...), calls=%reduce-scatter.1: not reduce-scatter.2 inside
-    assert target_instructions(GPU_ASYNC, "reduce_scatter") == {"reduce-scatter-start", "reduce-scatter-done"}
+    # %reduce-scatter-start = async-start(...), calls=%reduce-scatter.1, and reduce-scatter.2 inside,
+    # whose name XLA GPU's NCCL kernel carries
+    assert target_instructions(GPU_ASYNC, "reduce_scatter") == {
+        "reduce-scatter-start",
+        "reduce-scatter-done",
+        "reduce-scatter.2",
+    }
     assert target_instructions(GPU_ASYNC, "all_reduce") == {"all-reduce-start", "all-reduce-done"}
 
 
@@ -102,7 +113,8 @@ def test_async_update_chains_lead_back_to_the_start():
         "}\n"
     )
     assert async_pairs(text) == {"d": "s"}  # the done's start, through the update
-    assert target_instructions(text, "all_gather") == {"s", "d"}
+    assert target_instructions(text, "all_gather") == {"s", "d", "ag"}
+    assert target_instructions(text, "all_gather", seen={"s", "d"}) == {"s", "d"}
 
 
 def test_matmuls_and_grads_are_timed_whole_and_a_program_without_the_collective_has_none():
@@ -110,7 +122,8 @@ def test_matmuls_and_grads_are_timed_whole_and_a_program_without_the_collective_
     assert target_instructions(TPU_COLLECTIVE_SHAPES, "all_gather", grad=True) is None
     if PALLAS.exists():  # a real TPU module (CI has ../shared/traces) with no collective at all
         assert target_instructions(PALLAS.read_text(), "all_gather") == set()
-    assert target_instructions(TPU_SPARSECORE, "all_to_all") == set()  # empty, not None: nothing runs it
+    # no all-to-all, but an all-gather and an all-reduce: timed by those (test_wrapped_and_rewritten.py)
+    assert target_instructions(TPU_SPARSECORE, "all_to_all") == {"call-start", "call-done", "all-reduce-fusion"}
     # a group of 1: XLA runs a copy, the point is flagged (no communication) and timed whole
     assert target_instructions(TPU_SPARSECORE, "all_gather", group=1) is None
 
@@ -202,7 +215,7 @@ def test_conditional_branches_and_called_computations_run_their_collectives_at_t
         "  ROOT %call.1 = f32[16]{0} call(%cond), to_apply=%reduce_call\n}\n"
     )
     assert collective_executions(text) == {"ag.1": ("all-gather",), "psum.3": ("all-reduce",)}
-    assert target_instructions(text, "all_to_all") == set()
+    assert target_instructions(text, "all_to_all") == {"ag.1", "psum.3"}  # what runs in its place
     # a string never names a called computation: op_name="... true_computation=%x" is metadata
     quoted = text.replace("%tile_branch}\n", '%tile_branch}, metadata={op_name="if true_computation=%never"}\n')
     assert quoted != text

@@ -67,6 +67,7 @@ OLD_COLUMNS = {
     "op": "all_gather",
     "expr": "AllGather_X(A[I_X]) -> A[I]",
     "dtype": "float32",
+    "precision": None,  # no precision before issue 37 (its matmuls ran at highest)
     "mesh": "auto",
     "mesh_axes": "X=8",
     "axes": "X",
@@ -102,12 +103,15 @@ OLD_COLUMNS = {
     "noisy": False,  # +-8% is within 5 x the default target, 5% (config.timing has no target_rel_ci)
     **{f"{e}_{c}": None for e in ESTIMATORS for c in ("time_s", "ci_low_s", "ci_high_s")},
     "loop_K": None,
+    "loop_empty_s": None,  # no empty loop before issue 37
+    "loop_launch_bound": None,
     "page_faults_per_step": None,
     "checked": True,
     "compile_s": 0.25,
     "profiler_slowdown": 2.5,
     "dispatch_share": None,  # a negative share on cpu is no share
     "no_communication": None,
+    "rewritten": None,
     "ceiling_kind": "device_copy",
     "ceiling_busbw_Bps": 5e9,
     "ceiling_ci_low_Bps": None,

@@ -11,7 +11,13 @@ collective kinds they run, in every shape XLA prints:
 * an async pair: ``all-gather-start`` / ``all-gather-done`` (both names: the trace shows both,
   and joins them into one execution named after the start);
 * a generic async pair, ``async-start(...), calls=%c`` / ``async-done``, whose ``c`` holds a
-  collective;
+  collective: the pair's names, and the wrapped instruction's own name too. XLA TPU shows the
+  pair; XLA GPU runs a reduce-scatter or an all-to-all this way and names the NCCL kernel after
+  the *wrapped* instruction (``thunk_emitter.cc``: the collective thunk's profile annotation is
+  the wrapped instruction's; the wrapper's name only with ``xla_syntax_sugar_async_ops``, off by
+  default), so its trace has no op named after the pair. Given the names a trace shows
+  (``seen``), each such execution is listed under one of the two, never both: the wrapped
+  name where the trace shows it, else the pair's;
 * a ``fusion`` whose called computation holds a collective (XProf's ``all-gather fusion``,
   ``all-reduce fusion``; an all-reduce sliced by a ``dynamic-slice`` in the same computation
   is XLA TPU's ``all-reduce-scatter fusion``, which does a reduce-scatter's work: it counts as
@@ -20,6 +26,8 @@ collective kinds they run, in every shape XLA prints:
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 from analysis.hlo.scan import KINDS, Module, scan
 
@@ -37,17 +45,22 @@ _CONTROL = {
 _WRAPPED_BY = ("calls", "to_apply")
 
 
-def collective_executions(text: str) -> dict[str, tuple[str, ...]]:
+def collective_executions(text: str, seen: Collection[str] | None = None) -> dict[str, tuple[str, ...]]:
     """``{trace op name: collective kinds it runs}`` for every module in ``text``.
 
     Kinds are HLO opcodes of collectives (``all-gather``, ``all-reduce``, ...), sorted. Both
     halves of an async pair are listed under the kinds of the pair. A collective that only
-    sits in a fusion's or an async wrapper's computation is listed under the wrapper's name,
+    sits in a fusion's or a ``call-start``'s computation is listed under the wrapper's name,
     never its own; collectives in computations nothing top-level runs are not listed.
+
+    A generic ``async-start``/``async-done`` pair may show in a trace under its own names (TPU)
+    or under the wrapped instruction's (GPU's NCCL kernels). ``seen``, the op names a trace
+    shows: the wrapped names where the trace shows any of them, else the pair's, so that
+    summing the listed ops' times counts each execution once. Without ``seen``: both.
     """
     out: dict[str, tuple[str, ...]] = {}
     for mod in scan(text):
-        out.update(_module_executions(mod))
+        out.update(_module_executions(mod, seen))
     return out
 
 
@@ -70,7 +83,7 @@ def _called(mod: Module, name: str, keys: tuple[str, ...]) -> list[str]:
     return [c for k, c in mod.called.get(name, ()) if k in keys]
 
 
-def _module_executions(mod: Module) -> dict[str, tuple[str, ...]]:
+def _module_executions(mod: Module, seen: Collection[str] | None = None) -> dict[str, tuple[str, ...]]:
     entry = _entry(mod)
     if entry is None:
         return {}
@@ -120,10 +133,29 @@ def _module_executions(mod: Module) -> dict[str, tuple[str, ...]]:
                 for n in [name, *dones.get(name, [])]:
                     out[n] = (base,)
             elif code == "fusion" or code.endswith("-start"):
-                kinds = frozenset().union(*(held(c) for c in _called(mod, name, _WRAPPED_BY)))
-                if kinds:
-                    for n in [name, *dones.get(name, [])]:
-                        out[n] = tuple(sorted(kinds))
+                called = _called(mod, name, _WRAPPED_BY)
+                kinds = frozenset().union(*(held(c) for c in called))
+                if not kinds:
+                    continue
+                # a generic async wrapper: the wrapped instructions that run a collective, by
+                # their own names (what a GPU trace shows)
+                inner = {}
+                if code == "async-start":
+                    for c in called:
+                        for n in members.get(c, []):
+                            sub = mod.opcodes[n]
+                            held_n = {sub} if sub in KINDS else set()
+                            if sub == "fusion":
+                                held_n = set().union(*(held(f) for f in _called(mod, n, ("calls",))))
+                            if held_n:
+                                inner[n] = tuple(sorted(held_n))
+                if seen is not None and any(n in seen for n in inner):
+                    out.update(inner)  # the trace names them after the wrapped instruction
+                    continue
+                for n in [name, *dones.get(name, [])]:
+                    out[n] = tuple(sorted(kinds))
+                if seen is None:
+                    out.update(inner)
             elif code in _CONTROL:
                 todo += _called(mod, name, _CONTROL[code])
     return out

@@ -22,6 +22,11 @@ SUMMARY = {
     "op": ("", "all_gather, reduce_scatter, all_reduce, all_to_all or matmul"),
     "expr": ("", "the point's op in the book's notation, e.g. AllGather_X(A[I_X]) -> A[I]"),
     "dtype": ("", "element type"),
+    "precision": (
+        "",
+        "the matmuls' jax.lax.Precision (default, high, highest; matmul and transformer_block points, "
+        "the config's value elsewhere); empty for runs from before the key, whose matmuls ran at highest",
+    ),
     "mesh": ("", "the mesh config's name (conf/mesh)"),
     "mesh_axes": ("", "the resolved mesh, e.g. X=4,Y=2"),
     "axes": ("", "the mesh axes the collective runs over, e.g. XY"),
@@ -79,6 +84,16 @@ SUMMARY = {
     "loop_ci_low_s": ("s", "its 95% interval, lower end"),
     "loop_ci_high_s": ("s", "upper end"),
     "loop_K": ("count", "repetitions in the longer loop call (K2)"),
+    "loop_empty_s": (
+        "s",
+        "the same loop with an empty body (the same carry, no op), per repetition: what a repetition costs "
+        "the loop itself (on a GPU, launching the body's kernels)",
+    ),
+    "loop_launch_bound": (
+        "bool",
+        "loop_empty_s is more than a quarter of loop_time_s: the loop reads the launch rate more than the op "
+        "(a caveat; the loop's time is not corrected)",
+    ),
     "device_time_s": ("s", "the device estimator: the devices' op time from the trace, median over devices and steps"),
     "device_ci_low_s": ("s", "its 95% interval, lower end"),
     "device_ci_high_s": ("s", "upper end"),
@@ -97,6 +112,11 @@ SUMMARY = {
     "profiler_slowdown": ("ratio", "traced step / untraced step (wall times)"),
     "trace_unrepresentative": ("bool", "profiler_slowdown above 5x: the trace columns describe a much slower step"),
     "no_communication": ("", "set when the group has one device: the collective ran as a copy"),
+    "rewritten": (
+        "",
+        "set when the compiled step runs the asked collective as other collectives (e.g. compiled as "
+        "reduce-scatter + all-gather) or offloads it (call-start/call-done): its device time is theirs",
+    ),
     "ceiling_kind": ("", "device_copy (the CPU copy curve read at this point's size) or link (the book's roofline)"),
     "ceiling_busbw_Bps": ("B/s", "the bus bandwidth a device cannot exceed here"),
     "ceiling_ci_low_Bps": ("B/s", "the ceiling's 95% interval, lower end (the copy curve's repeats; blank for a link)"),
@@ -121,9 +141,16 @@ SUMMARY = {
     "hlo_group_size": ("devices", "devices per replica group"),
     "hlo_num_groups": ("count", "replica groups"),
     "hlo_axes": ("", "the mesh axes its replica groups span"),
-    "trace_op_time_s": ("s", "per traced step, last device's start to last device's end (median over steps)"),
+    "trace_op_time_s": (
+        "s",
+        "per traced step, last device's start to last device's end (median over steps); empty across TPU/GPU "
+        "chips, whose clocks differ: use trace_device_time_s there",
+    ),
     "trace_device_time_s": ("s", "per traced step, the median device's own op time"),
-    "trace_arrival_skew_s": ("s", "per traced step, last device's start minus the first's"),
+    "trace_arrival_skew_s": (
+        "s",
+        "per traced step, last device's start minus the first's; empty across TPU/GPU chips (their clocks differ)",
+    ),
     "trace_iterations": ("count", "traced executions of the op"),
     "algbw_Bps": ("B/s", "algorithm bandwidth as nccl-tests: S_bytes / time_s"),
     "busbw_Bps": ("B/s", "bus bandwidth as nccl-tests: algbw x 2(n-1)/n (AllReduce) or (n-1)/n (the others)"),
@@ -136,7 +163,11 @@ SUMMARY = {
     ),
     "trace_over_untraced": ("ratio", "trace_op_time_s / time_s"),
     "flags": ("", "why the point is left out of the fits (above its ceiling, page-faulting, failed, no communication)"),
-    "caveats": ("", "what to keep in mind reading it (unchecked, rounds disagree, noisy, command buffers)"),
+    "caveats": (
+        "",
+        "what to keep in mind reading it (unchecked, rounds disagree, compiled as other collectives, a "
+        "launch-bound loop, noisy, command buffers)",
+    ),
     "is_target": ("bool", "the row is the collective the point asked for (not a backward pass, not one XLA added)"),
     "model_time_s": ("s", "the book's model's time for the point, with the constants the report names"),
     "model_regime": ("", "latency or bandwidth: which term of the model's max() wins"),

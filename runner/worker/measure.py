@@ -10,6 +10,7 @@ the parent interleaves with the other points' rounds (:mod:`runner.sweep.rounds`
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import numpy as np
 
 from analysis import trace as trace_analysis
 from analysis.book.collectives import BY_OP, busbw_factor, nccl_S_bytes
-from analysis.hlo import async_pairs, collective_executions
+from analysis.hlo import async_pairs, collective_executions, instruction_opcodes
 from analysis.record import DEVICE, LOOP, STEP
 from analysis.rundir import HLO_COMPILED, HLO_DIR, HLO_LOWERED, TRACE_DIR, now_iso
 from runner.config.memory import check_fits, estimate
@@ -87,7 +88,7 @@ def time_round(point: Point, spec: dict, round_no: int, K: list[int] | int | Non
         point.loop_check = point.loop.check
         out["loop_compile_s"] = point.loop.compile_s
         if calls is not None:
-            out[LOOP] = timing.time_loop(calls, Ks, t, meshes.agree)
+            out[LOOP] = timing.time_loop(calls, Ks, t, meshes.agree, empty=point.loop.empty)
     return out
 
 
@@ -157,6 +158,7 @@ def _measure(spec: dict, point_dir: Path, record: dict) -> None:
         "size_bytes": op.get("size_bytes"),
         "V_bytes": point.prog.V_bytes,
         "dtype": spec["dtype"],
+        "precision": spec["precision"],
         "group_size": group,
         "num_groups": len(devices) // group,
         "mesh": {
@@ -183,11 +185,16 @@ def _measure(spec: dict, point_dir: Path, record: dict) -> None:
             (point_dir / HLO_LOWERED).write_text(point.lowered.as_text())
             (point_dir / HLO_COMPILED).write_text(hlo_text)
     record["files"] = {"hlo_lowered": HLO_LOWERED, "hlo_compiled": HLO_COMPILED}
+    # the asked collective compiled as others (or offloaded): the device estimator times those
+    if rewritten := compiled_as(hlo_text, op["name"], op.get("grad"), group):
+        record["spec"]["rewritten"] = rewritten
 
     if spec["check_result"]:
+        with phase("check_run"):  # the one execution the check reads: device time, not the check's
+            got = jax.block_until_ready(point.step())
         with phase("check"):
             want = point.prog.reference() if point.prog.reference is not None else None
-            record["check"] = check(point.step(), want, spec["dtype"], point.prog.tolerance)
+            record["check"] = check(got, want, spec["dtype"], point.prog.tolerance)
         if not record["check"]["passed"]:
             raise AssertionError(f"result differs from the NumPy reference: {record['check']}")
     else:
@@ -216,10 +223,16 @@ def _measure(spec: dict, point_dir: Path, record: dict) -> None:
         record["trace"] = captured
         record["trace"]["wall_s"] = phase["trace"]
         with phase("trace_parse"):
+            # only collectives' async halves joined (a host offload's copy-start/-done stays two
+            # ops, as XProf keeps it); steps cut at the module's executions, of which the
+            # trace holds as many as it traced calls of the step (an op may run several a step)
             ops = trace_analysis.device_ops(
-                trace_analysis.read_xplane(point_dir / record["files"]["xplane"]), async_pairs(hlo_text)
+                trace_analysis.read_xplane(point_dir / record["files"]["xplane"]),
+                async_pairs(hlo_text),
+                collectives=set(collective_executions(hlo_text)),
+                steps=captured["iters"],
             )
-            names = target_instructions(hlo_text, op["name"], op.get("grad"), group)
+            names = target_instructions(hlo_text, op["name"], op.get("grad"), group, seen=set(ops["hlo_op"]))
             record["timing"][DEVICE] = {
                 "samples_s": trace_analysis.device_samples(ops, names),
                 "what": "the collective's device time" if names is not None else "the program's device time",
@@ -263,26 +276,65 @@ def retime(spec: dict, round_no: int, K: int | None) -> dict:
         with phase("trace"), tempfile.TemporaryDirectory(prefix="shardlab-round-") as tmp:
             captured = tracing.capture(point.step, Path(tmp), spec["trace"])
             hlo_text = point.compiled.as_text()
-            ops = trace_analysis.device_ops(trace_analysis.read_xplane(captured["xplane"]), async_pairs(hlo_text))
+            ops = trace_analysis.device_ops(
+                trace_analysis.read_xplane(captured["xplane"]),
+                async_pairs(hlo_text),
+                collectives=set(collective_executions(hlo_text)),
+                steps=captured["iters"],
+            )
             group = int(np.prod([point.mesh_axes[a] for a in spec["op"]["axes"]]))
-            names = target_instructions(hlo_text, spec["op"]["name"], spec["op"].get("grad"), group)
+            names = target_instructions(
+                hlo_text, spec["op"]["name"], spec["op"].get("grad"), group, seen=set(ops["hlo_op"])
+            )
             out[DEVICE] = {"samples_s": trace_analysis.device_samples(ops, names)}
     out["phases_s"] = dict(phase)
     return out
 
 
-def target_instructions(hlo_text: str, op: str, grad: bool = False, group: int = 2) -> set[str] | None:
+def target_instructions(
+    hlo_text: str, op: str, grad: bool = False, group: int = 2, seen: Collection[str] | None = None
+) -> set[str] | None:
     """Names, as the trace shows them, of the top-level instructions that run the collective a
     point measures (:func:`analysis.hlo.collective_executions`: by opcode, whatever JAX named
     them, so an AllReduce may be ``psum.7``; both halves of an async pair; a fusion or an
-    offloaded ``call-start``/``call-done`` wrapping it, never the nested instruction). An
-    empty set when the compiled program runs none: the device estimator then has no time.
+    offloaded ``call-start``/``call-done`` wrapping it, never an instruction nested in a fusion).
+    A generic ``async-start``/``async-done`` wrapper is named by its pair or by the wrapped
+    instruction (a GPU trace's NCCL kernel): ``seen``, the op names of the trace, picks the one
+    it shows, so that no execution is counted twice; without ``seen`` both are listed.
+
+    Where the compiled step runs none of the asked collective but runs others in its place (an
+    AllReduce compiled as a reduce-scatter fusion and an all-gather), the names of every
+    collective the step runs: the point is timed by those, and :func:`compiled_as` says so. An
+    empty set when the step runs no collective at all: the device estimator then has no time.
     None, timed whole, for a matmul, a grad, or a ``group`` of 1 (XLA runs a copy, and the
     point is flagged as no communication)."""
     if op not in BY_OP or grad or group < 2:
         return None
     hlo = BY_OP[op].hlo
-    return {name for name, kinds in collective_executions(hlo_text).items() if hlo in kinds}
+    executed = collective_executions(hlo_text, seen)
+    asked = {name for name, kinds in executed.items() if hlo in kinds}
+    return asked or set(executed)
+
+
+def compiled_as(hlo_text: str, op: str, grad: bool = False, group: int = 2) -> str | None:
+    """One line where the compiled step runs the asked collective as something else, and what
+    :func:`target_instructions` then times: ``"compiled as reduce-scatter + all-gather: timed
+    by those"`` (the asked kind never runs, other collectives do, named in the order the step's
+    text has them), ``"offloaded as call-start/call-done (e.g. to the SparseCore): timed by that
+    pair"`` (every execution of it is an async call's); None where it runs as itself, and for
+    points timed whole (:func:`target_instructions` None)."""
+    if op not in BY_OP or grad or group < 2:
+        return None
+    hlo = BY_OP[op].hlo
+    executed = collective_executions(hlo_text)
+    asked = [name for name, kinds in executed.items() if hlo in kinds]
+    if not asked:
+        kinds = list(dict.fromkeys(k for ks in executed.values() for k in ks))
+        return f"compiled as {' + '.join(kinds)}: timed by those" if kinds else None
+    opcodes = instruction_opcodes(hlo_text)
+    if all(opcodes.get(name) in ("call-start", "call-done") for name in asked):
+        return "offloaded as call-start/call-done (e.g. to the SparseCore): timed by that pair"
+    return None
 
 
 def ceiling(spec: dict, record: dict, point: Point, group: int) -> dict | None:

@@ -12,8 +12,9 @@ seeded samples and a fake clock instead of real time.
 
 Two of the three estimators are timed here: *step* (:func:`time_step`, the wall time of one
 blocked step, as a caller sees it) and *loop* (:func:`time_loop`, the program repeated K1 and
-K2 times in one call; the slope between them leaves out what a call pays once). The third, *device*, comes from the
-trace (:mod:`runner.worker.measure`).
+K2 times in one call; the slope between them leaves out what a call pays once; beside it the
+same loop with an empty body, whose slope is what a repetition costs the loop itself). The
+third, *device*, comes from the trace (:mod:`runner.worker.measure`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ CHECK_EVERY = 5  # re-evaluate the stopping rule every this many samples
 WARMUP_WINDOW = 2  # warm-up ends when the median of the last 2 is within 10% of the 2 before
 WARMUP_TOLERANCE = 0.1
 LOOP_MIN_SAMPLES = 3  # slopes a loop round takes before its stopping rule may end it
+EMPTY_LOOP_PAIRS = 5  # slopes of the empty loop a round takes (a fixed count: no process decides alone)
+# The loop is *launch-bound* where its empty body's repetition (the loop's own cost: on a GPU,
+# launching the body's kernels from the host) is more than this share of the loop's repetition:
+# its slope then says more about the launch rate than about the op.
+LAUNCH_BOUND_SHARE = 0.25
 
 
 def wait(out) -> None:
@@ -119,7 +125,7 @@ def time_step(step, timing: dict, agree=_local, sample=once, clock=time.perf_cou
     }
 
 
-def time_loop(calls, Ks, timing: dict, agree=_local, clock=time.perf_counter) -> dict:
+def time_loop(calls, Ks, timing: dict, agree=_local, clock=time.perf_counter, empty=None) -> dict:
     """The *loop* estimator: seconds per repetition, from the slope between two trip counts.
 
     ``calls[i]()`` runs the loop program with ``Ks[i]`` repetitions (K1 < K2) and blocks. Each
@@ -132,6 +138,14 @@ def time_loop(calls, Ks, timing: dict, agree=_local, clock=time.perf_counter) ->
     ``timing.loop_max_samples``, or half the round's budget (counted after the warm-up) is
     spent (every stop on the decision ``agree`` shares). ``warmup_s`` and ``timed_s`` are the
     warm-up's and the pairs' seconds. ``clock()`` returns seconds.
+
+    ``empty``: the same loop's calls with an empty body at the same Ks
+    (:func:`runner.worker.programs.loop.empty_looped`). After the pairs, one warm-up call of
+    each and :data:`EMPTY_LOOP_PAIRS` pairs give ``empty_loop_samples_s`` and their median
+    ``empty_loop_s``, what a repetition costs the loop itself (``empty_loop_timed_s`` the
+    seconds they took). It is recorded and compared (:func:`summarise`), not subtracted: the
+    op's own launches are not in it, and a slope of a few microseconds is noisy (on CPU here it
+    read -1.2 to 0.9 us).
     """
     (K1, K2), (short, long_) = Ks, calls
     t_warm = clock()
@@ -155,7 +169,7 @@ def time_loop(calls, Ks, timing: dict, agree=_local, clock=time.perf_counter) ->
             if agree(tight or spent):
                 stop = "ci_tight" if tight else "budget"
                 break
-    return {
+    out = {
         "samples_s": samples,
         "K": K2,
         "Ks": [K1, K2],
@@ -163,6 +177,31 @@ def time_loop(calls, Ks, timing: dict, agree=_local, clock=time.perf_counter) ->
         "stop_reason": stop,
         "warmup_s": t_start - t_warm,  # time the estimator took, as the step's warm-up counts
         "timed_s": clock() - t_start,
+    }
+    if empty is not None:
+        out.update(time_empty_loop(empty, Ks, clock))
+    return out
+
+
+def time_empty_loop(calls, Ks, clock=time.perf_counter) -> dict:
+    """The empty loop's seconds per repetition (see :func:`time_loop`): one warm-up call of
+    each K, then :data:`EMPTY_LOOP_PAIRS` slopes, the pairs' order alternating as the loop's."""
+    (K1, K2), (short, long_) = Ks, calls
+    t0 = clock()
+    short()
+    long_()
+    samples: list[float] = []
+    for i in range(EMPTY_LOOP_PAIRS):
+        t = {}
+        for K, call in ((K1, short), (K2, long_)) if i % 2 == 0 else ((K2, long_), (K1, short)):
+            t1 = clock()
+            call()
+            t[K] = clock() - t1
+        samples.append((t[K2] - t[K1]) / (K2 - K1))
+    return {
+        "empty_loop_s": float(np.median(samples)),
+        "empty_loop_samples_s": samples,
+        "empty_loop_timed_s": clock() - t0,
     }
 
 
@@ -226,7 +265,9 @@ def summarise(record: dict, timing: dict, backend: str) -> dict:
     combined over rounds, and the one the tables and fits use (``estimator``, ``summary``).
 
     ``timing.estimator=auto`` picks *device* on TPU and GPU and *step* on CPU. A *loop* estimator
-    with no samples (a loop XLA did not keep) falls back to *step*, saying why. A *device*
+    with no samples (a loop XLA did not keep) falls back to *step*, saying why; one
+    whose rounds timed the empty loop carries ``empty_loop_s``, ``empty_loop_share`` and
+    ``launch_bound`` (:func:`_launch_bound`: a flag, the loop's time stands). A *device*
     estimator never falls back: without device samples (no trace, or the trace held no execution
     of the collective) ``summary`` is empty (``n`` 0, no ``median_s``) and ``missing_reason``
     says why; the step and loop estimators stay in ``estimators`` under their own names.
@@ -240,6 +281,7 @@ def summarise(record: dict, timing: dict, backend: str) -> dict:
     looped = [r[LOOP] for r in rounds if r.get(LOOP)]
     if looped:  # K of the last round that ran the loop (a round whose loop XLA did not keep has none)
         estimators[LOOP] = dict(combine_rounds([x["samples_s"] for x in looped], seed), K=looped[-1]["K"])
+        estimators[LOOP].update(_launch_bound(looped, estimators[LOOP].get("median_s")))
     # round 1's device samples come from the point's own trace; later rounds trace again only
     # where device is the estimator (runner.worker.measure.retime)
     device = [(record.get(DEVICE) or {}).get("samples_s") or []]
@@ -267,6 +309,22 @@ def summarise(record: dict, timing: dict, backend: str) -> dict:
         "summary": estimators.get(estimator, {"n": 0}),
         "missing_reason": missing,
         "page_faults_per_step": float(np.median(faults)) if faults else None,
+    }
+
+
+def _launch_bound(looped: list[dict], loop_s: float | None) -> dict:
+    """``empty_loop_s``, the median over rounds of the empty loop's seconds per repetition,
+    its share of the loop's (``empty_loop_share``) and ``launch_bound``: that share above
+    :data:`LAUNCH_BOUND_SHARE`. Nothing where no round timed an empty loop."""
+    empty = [x["empty_loop_s"] for x in looped if x.get("empty_loop_s") is not None]
+    if not empty:
+        return {}
+    empty_s = float(np.median(empty))
+    share = empty_s / loop_s if loop_s and loop_s > 0 else None
+    return {
+        "empty_loop_s": empty_s,
+        "empty_loop_share": share,
+        "launch_bound": share is not None and share > LAUNCH_BOUND_SHARE,
     }
 
 

@@ -21,6 +21,13 @@ moves no data between devices. Not ``x.at[0].set(v)``: that is a scatter, whose 
 updating in place, so every repetition copied the whole input (a 64 MiB AllToAll's loop read
 1.5-1.75x its step). :func:`loop_check` then confirms in the compiled HLO that
 the program runs the step's collectives K times.
+
+The same loop with an empty body (:func:`empty_looped`: the same carry, each repetition adding
+1 to one element of every input, in place, and no op) times what a repetition costs the loop
+itself: on a GPU each repetition launches its kernels from the host, and for a small op that
+launch rate, not the op, sets the slope (a 1024^2 matmul on an H200: device 7.6 us, loop
+24.5 us). :func:`runner.worker.timing.time_loop` times it beside the loop and
+:func:`runner.worker.timing.summarise` flags the loop where it is a large share.
 """
 
 from __future__ import annotations
@@ -67,22 +74,67 @@ def looped(fn: Callable, mesh: jax.sharding.Mesh) -> Callable:
     return jax.jit(run, static_argnums=1, donate_argnums=0)
 
 
+def _bump(*xs):
+    """Per device: element 0 of every input plus 1, in place (a one-element
+    ``dynamic-update-slice`` reading only the element it writes), so that no repetition of an
+    empty loop is the same as the one before and XLA can neither drop nor merge them."""
+    return tuple(
+        jax.lax.dynamic_update_slice(
+            x, (x.reshape(-1)[0].astype(jnp.float32) + 1).astype(x.dtype).reshape((1,) * x.ndim), (0,) * x.ndim
+        )
+        for x in xs
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def empty_looped(mesh: jax.sharding.Mesh) -> Callable:
+    """``run(args, k)``: the loop of :func:`looped` with an empty body, ``args`` carried k times
+    (k static) with one element of each bumped per repetition and no op. One jitted function
+    per mesh: points whose inputs have the same shapes and shardings share its compiles."""
+
+    def run(args, k):
+        def body(_, a):
+            specs = tuple(jax.typeof(x).sharding.spec for x in a)
+            return jax.shard_map(_bump, mesh=mesh, in_specs=specs, out_specs=specs, check_vma=False)(*a)
+
+        return jax.lax.fori_loop(0, k, body, tuple(args))
+
+    return jax.jit(run, static_argnums=1, donate_argnums=0)
+
+
+def empty_loop_check(hlo_text: str, K: int) -> str:
+    """Why the compiled empty loop of trip count ``K`` does not time K repetitions ("" where it
+    does): it must keep a while loop whose known trip count divides K (XLA may unroll by a
+    factor, never remove it: a loop XLA removed would time nothing)."""
+    trips = [int(n) for n in _TRIP.findall(hlo_text)]
+    if any(n and K % n == 0 for n in trips):
+        return ""
+    return f"XLA kept no while loop of K={K} repetitions" + (f" (trip counts {trips})" if trips else "")
+
+
 class LoopPrograms:
     """The loop programs of one step, compiled per K on first use and checked against the
-    step's compiled HLO; ``check`` holds the last check (see :func:`loop_check`)."""
+    step's compiled HLO; ``check`` holds the last check (see :func:`loop_check`). Beside them,
+    the empty loop's (:func:`empty_looped`), whose calls are ``empty`` (None where XLA did not
+    keep it; ``check["empty_loop"]`` says why)."""
 
     def __init__(self, fn: Callable, mesh: jax.sharding.Mesh, args: tuple, step_hlo: str):
         self.run, self.args, self.step_hlo = looped(fn, mesh), tuple(args), step_hlo
+        self.run_empty = empty_looped(mesh)
         self.carry: tuple | None = None  # the loop's own copy of the inputs, donated call after call
         self.compiled: dict[int, object] = {}
+        self.compiled_empty: dict[int, object] = {}
+        self.empty_checks: dict[int, str] = {}  # K -> why its empty loop times nothing ("" where it does)
         # K -> its check, made once with its compile: a kept point's later rounds reuse both
         self.checks: dict[int, dict] = {}
         self.check: dict | None = None
+        self.empty: list[Callable] | None = None  # the empty loop's calls, per K of the last calls()
         self.compile_s = 0.0  # seconds the last calls() spent compiling and checking
 
     def calls(self, Ks) -> list[Callable] | None:
         """A blocking call per K of ``Ks``, or None when a program could not be built or does
-        not repeat the step's collectives K times (``check`` says why)."""
+        not repeat the step's collectives K times (``check`` says why). Sets ``empty``, the
+        empty loop's calls at the same Ks (they share the loop's carry)."""
         t0 = time.perf_counter()
         try:
             for K in Ks:
@@ -90,18 +142,33 @@ class LoopPrograms:
                     self.compiled[K] = self.run.lower(self.args, K).compile()
                 if K not in self.checks:
                     self.checks[K] = loop_check(self.step_hlo, self.compiled[K].as_text(), K)
+            empty_why = self._compile_empty(Ks)
         except Exception as exc:  # noqa: BLE001 - a user's program may not loop: the step estimator stays
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             self.check = {"ok": False, "why": f"the loop program could not be built: {first}"}
+            self.empty = None
             return None
         finally:
             self.compile_s = time.perf_counter() - t0
         checks = {K: self.checks[K] for K in Ks}
         bad = [c for c in checks.values() if not c["ok"]]
-        self.check = bad[0] if bad else dict(checks[max(checks)], Ks=list(Ks))
+        self.check = bad[0] if bad else dict(checks[max(checks)], Ks=list(Ks), empty_loop=empty_why or "ok")
+        self.empty = None if empty_why else [functools.partial(self._call, self.compiled_empty[K]) for K in Ks]
         if bad:
             return None
         return [functools.partial(self._call, self.compiled[K]) for K in Ks]
+
+    def _compile_empty(self, Ks) -> str:
+        """Compile the empty loop at each K of ``Ks``; why it cannot time them ("" where it can)."""
+        try:
+            for K in Ks:
+                if K not in self.compiled_empty:
+                    self.compiled_empty[K] = self.run_empty.lower(self.args, K).compile()
+                    self.empty_checks[K] = empty_loop_check(self.compiled_empty[K].as_text(), K)
+        except Exception as exc:  # noqa: BLE001 - the loop estimator stands without its floor
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            return f"the empty loop could not be built: {first}"
+        return next((self.empty_checks[K] for K in Ks if self.empty_checks[K]), "")
 
     def _call(self, compiled):
         if self.carry is None:  # the step keeps its own inputs: the loop donates a copy
