@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -178,19 +178,23 @@ def _groups_from_trace(module: str, records: list, hlo: str, ops: pd.DataFrame, 
 @dataclass
 class Profile:
     """What :func:`analyse` found: ``table`` (one row per collective instruction, see
-    :func:`analysis.profile.collective_table`), ``steps`` (per step and device), ``ops``
-    (every device op, labelled and assigned to its step), ``devices`` and ``on_cpu``."""
+    :func:`analysis.profile.collective_table`; empty where the HLO holds none), ``steps`` (per
+    step and device), ``ops`` (every device op, labelled, categorised and assigned to its step),
+    ``devices``, ``on_cpu`` and ``categories`` (the step's time by op category, see
+    :func:`analysis.profile.category_table`)."""
 
     table: pd.DataFrame
     steps: pd.DataFrame
     ops: pd.DataFrame
     devices: int
     on_cpu: bool
+    categories: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=prof.CATEGORY_COLUMNS))
 
 
 def analyse(xplanes: list[Path], texts: dict[str, str], mesh: dict[str, int] | None = None, predict=None) -> Profile:
-    """Join the trace's device ops to the HLO's collectives; ValueError when they do not fit
-    (no device ops, no module of the HLO ran, a mesh of another size, no collectives).
+    """Join the trace's device ops to the HLO's collectives and op categories; ValueError when
+    they do not fit (no device ops, no module of the HLO ran, a mesh of another size). A
+    program without collectives gets an empty collective table and its time by op category.
     ``predict(collective, mesh axes)`` adds the model's time (see :func:`analysis.profile.hlo_table`)."""
     pairs = {k: v for t in texts.values() for k, v in async_pairs(t).items()}
     parts, on_cpu = [], False
@@ -223,13 +227,16 @@ def analyse(xplanes: list[Path], texts: dict[str, str], mesh: dict[str, int] | N
     sized = re.compile(r"\b(num_partitions|replica_count)=")  # else replica_groups={} spans the trace's devices
     colls = {m: parse_collectives(t, num_devices=None if sized.search(t) else ndev) for m, t in matched.items()}
     colls = {m: _groups_from_trace(m, c, matched[m], ops, ndev) for m, c in colls.items()}
-    if not any(colls.values()):
-        raise ValueError(f"the HLO of {', '.join(sorted(matched))} holds no collectives: nothing to profile")
-    colls = {m: c for m, c in colls.items() if c}  # a step is an execution of a module with collectives
-    matched = {m: matched[m] for m in colls}
+    if any(colls.values()):
+        colls = {m: c for m, c in colls.items() if c}  # a step is an execution of a module with collectives
+        matched = {m: matched[m] for m in colls}
+    # else no module holds a collective (a one-device step, say): each module that ran is
+    # profiled by op category alone, and the collective table is empty
     opcodes = {k: v for m in matched.values() for k, v in instruction_opcodes(m).items()}
     hlo_df = prof.hlo_table(colls, mesh, predict)
     names = {c.name for cs in colls.values() for c in cs}
     ops = prof.assign_steps(prof.label_ops(ops[ops["hlo_module"].isin(list(matched))], names, opcodes))
+    ops = prof.label_categories(ops, {m: prof.instruction_categories(t) for m, t in matched.items()})
     steps = prof.step_table(ops)
-    return Profile(prof.collective_table(ops, hlo_df, steps), steps, ops, ndev, on_cpu)
+    table = prof.collective_table(ops, hlo_df, steps)
+    return Profile(table, steps, ops, ndev, on_cpu, prof.category_table(ops))

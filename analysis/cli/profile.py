@@ -12,9 +12,11 @@ and jaxlib prints it back as HLO text. Example::
 
     python -m analysis profile /tmp/logdir --mesh X=4,Y=2 --hardware tpu_v5e --topology 4x2
 
-Writes ``collectives.csv``, ``steps.csv``, ``index.html`` and ``report.md`` to ``--out``
-(default ``LOGDIR/profile_report``) and prints the top collectives (``--json``: the whole
-table as JSON). Bad input: one line ``error: ...`` on stderr, exit status 2.
+Writes ``collectives.csv``, ``categories.csv``, ``steps.csv``, ``index.html`` and ``report.md``
+to ``--out`` (default ``LOGDIR/profile_report``) and prints the top collectives; a program
+whose HLO holds none (a one-device step, say) gets its step's time by op category instead, as
+XProf's op profile groups it (``--json``: both tables as JSON). Bad input: one line
+``error: ...`` on stderr, exit status 2.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import re
 from pathlib import Path
 
 from analysis.book.errors import BookError
-from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration
+from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration, fmt_pct
 from analysis.cli.options import (
     add_constant_arguments,
     fail,
@@ -130,6 +132,33 @@ def _top_lines(table, limit: int = 10) -> list[str]:
     ]
 
 
+def _category_lines(categories) -> list[str]:
+    """One module's time by op category as printed: a row per category, then all ops."""
+    cols = ["category", "ops", "runs/step", "per step", "share", "top op", "holds", "of category"]
+    rows = [
+        [
+            r.category,
+            f"{r.ops:d}",
+            f"{r.executions_per_step:.3g}",
+            fmt_duration(r.time_per_step_s),
+            fmt_pct(r.share, 1),
+            str(r.top_op),
+            str(r.top_op_holds or ""),
+            fmt_pct(r.top_op_share, 0),
+        ]
+        for r in categories.itertuples()
+    ]
+    total = categories["time_per_step_s"].sum()
+    runs = categories["executions_per_step"].sum()
+    rows.append(["all ops", f"{categories['ops'].sum():d}", f"{runs:.3g}", fmt_duration(total), fmt_pct(1.0, 1)])
+    rows = [row + [""] * (len(cols) - len(row)) for row in rows]
+    widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(cols)]
+    return [
+        "  ".join(v.ljust(w) if i in (0, 5, 6) else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths))).rstrip()
+        for row in [cols] + rows
+    ]
+
+
 def sweep_folder_hint(root: Path, show: int = 3) -> str:
     """One line for ``profile SWEEP``: it takes one run folder; which of the sweep's were traced."""
     from analysis.rundir import point_dirs, read_result
@@ -198,7 +227,7 @@ def main(args: argparse.Namespace) -> int:
         "profiler_slowdown": slowdown,
     }
     try:
-        write_profile_report(out, table, steps, ops, info)
+        write_profile_report(out, table, steps, ops, info, found.categories)
     except OSError as err:
         return fail(f"cannot write {out}: {err.strerror or err}")
     if args.json:
@@ -207,9 +236,22 @@ def main(args: argparse.Namespace) -> int:
         from analysis.cli.json_out import versioned
 
         records = json.loads(table.to_json(orient="records"))
-        print(json.dumps(versioned("profile", {"logdir": str(logdir), "collectives": records}), indent=1))
+        by_category = json.loads(found.categories.to_json(orient="records"))
+        body = {"logdir": str(logdir), "collectives": records, "categories": by_category}
+        print(json.dumps(versioned("profile", body), indent=1))
         return 0
     summary = prof.step_summary(steps)
+    if table.empty:  # the HLO holds no collective: where each step's time went, by op category
+        for module, s in steps.groupby("hlo_module"):
+            # means, as the categories are (they add up to the ops' time; medians would not)
+            print(
+                f"{module}: {s['step'].nunique()} steps on {ndev} devices, step {fmt_duration(s['step_s'].mean())} "
+                f"(mean), its ops {fmt_duration(s['busy_s'].mean())}; no collectives (its HLO holds none). "
+                "Time by op category, as XProf's op profile groups it (mean per step and device):"
+            )
+            print("\n".join(_category_lines(found.categories[found.categories["hlo_module"] == module])))
+        print(f"HLO from {hlo_source}; wrote {out}/index.html, report.md, categories.csv, steps.csv")
+        return 0
     for module, s in summary.groupby("hlo_module"):
         print(
             f"{module}: {len(s)} steps on {ndev} devices, step {fmt_duration(s['step_s'].median())} "

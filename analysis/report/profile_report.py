@@ -21,7 +21,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
 from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration, fmt_pct
-from analysis.profile import step_summary, timeline, typical_step
+from analysis.profile import CATEGORY_COLUMNS, step_summary, timeline, typical_step
 from analysis.report.axes import DPI, WIDTH_IN
 from analysis.report.document import Report
 from analysis.rundir import atomic_path, write_text_atomic
@@ -50,6 +50,10 @@ def _human(table: pd.DataFrame, full: bool) -> pd.DataFrame:
             "measured/model": table["measured_over_model"].map(lambda r: "" if pd.isna(r) else f"{r:.3g}x"),
         }
     )
+    # chips on their own clocks (TPU, GPU): no figure across devices; measured/model from the
+    # median device time, an estimate that includes waiting for the last arrival
+    apart = table.get("arrival_comparable", pd.Series(True, index=table.index)).eq(False)
+    out.loc[apart & table["measured_over_model"].notna(), "measured/model"] += " (device time)"
     if full:
         out.insert(1, "module", table["hlo_module"])
         out["operand"] = table["operand_bytes"].map(fmt_bytes)
@@ -58,6 +62,7 @@ def _human(table: pd.DataFrame, full: bool) -> pd.DataFrame:
         out["arrival skew"] = table["arrival_skew_s"].map(fmt_duration)
         out["after arrival"] = table["time_after_arrival_s"].map(fmt_duration)  # last start -> last end
         out["with waiting"] = table["time_with_waiting_s"].map(fmt_duration)  # first start -> last end
+        out.loc[apart, ["arrival skew", "after arrival", "with waiting"]] = "n/a (chips' clocks differ)"
         out["model note"] = table["model_note"]
     return out
 
@@ -122,13 +127,41 @@ def slowdown_words(slowdown: float | None) -> str:
     return f"the profiler slowed this run's step {slowdown:.3g}x (traced step / untraced step, measured)"
 
 
-def write_profile_report(out: Path, table: pd.DataFrame, steps: pd.DataFrame, ops: pd.DataFrame, info: dict) -> Path:
-    """Write ``collectives.csv``, ``steps.csv``, ``timeline.png``, ``report.md`` and
-    ``index.html`` to ``out``; return the HTML's path. ``info`` says where the inputs came
-    from (logdir, xplanes, hlo_source, devices, mesh, hardware, topology, cpu)."""
+def _categories_human(categories: pd.DataFrame) -> pd.DataFrame:
+    """The time by op category (:func:`analysis.profile.category_table`) in human units."""
+    return pd.DataFrame(
+        {
+            "module": categories["hlo_module"],
+            "category": categories["category"],
+            "ops": categories["ops"],
+            "runs/step": categories["executions_per_step"],
+            "per step": categories["time_per_step_s"].map(fmt_duration),
+            "share": categories["share"].map(lambda v: fmt_pct(v, 1)),
+            "top op": categories["top_op"],
+            "holds": categories["top_op_holds"].fillna(""),
+            "top op's share": categories["top_op_share"].map(fmt_pct),
+        }
+    )
+
+
+def write_profile_report(
+    out: Path,
+    table: pd.DataFrame,
+    steps: pd.DataFrame,
+    ops: pd.DataFrame,
+    info: dict,
+    categories: pd.DataFrame | None = None,
+) -> Path:
+    """Write ``collectives.csv``, ``categories.csv`` (with ``categories``), ``steps.csv``,
+    ``timeline.png``, ``report.md`` and ``index.html`` to ``out``; return the HTML's path.
+    ``info`` says where the inputs came from (logdir, xplanes, hlo_source, devices, mesh,
+    hardware, topology, cpu). A program without collectives (``table`` empty) gets its time by
+    op category in their place."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / "collectives.csv", table.to_csv(index=False))
+    if categories is not None:
+        write_text_atomic(out / "categories.csv", categories.to_csv(index=False))
     write_text_atomic(out / "steps.csv", steps.to_csv(index=False))
     summary = step_summary(steps)
     r = Report(f"Profile: {info['logdir']}")
@@ -146,6 +179,20 @@ def write_profile_report(out: Path, table: pd.DataFrame, steps: pd.DataFrame, op
             "device's collective time includes waiting for the last device to arrive (`arrival skew`). "
             "Use these times to attribute a step, and untraced runs for absolute times.",
         )
+    if table.empty:  # no collective to hold against the model: where the step's time went instead
+        r.heading("Time by op category")
+        r.text(
+            "The HLO holds no collective: the step's time by op category instead, as XProf's op profile groups "
+            "it (the category a TPU trace carries, else XLA's for the compiled instruction), each op's own time "
+            "(nested ops left out) as a mean per step and device; a module's categories add up to its ops' time "
+            "per step. `holds`: the dot or convolution a fusion runs, or a custom call's target."
+        )
+        r.table(_categories_human(categories if categories is not None else pd.DataFrame(columns=CATEGORY_COLUMNS)))
+        r.heading("Steps")
+        r.table(_steps_human(summary))
+        write_text_atomic(out / "report.md", r.to_markdown(out))
+        write_text_atomic(out / "index.html", r.to_html())
+        return out / "index.html"
     if info.get("hardware"):
         r.text(
             f"Model: the book's prediction on `{info['hardware']}`"
@@ -160,6 +207,10 @@ def write_profile_report(out: Path, table: pd.DataFrame, steps: pd.DataFrame, op
     r.table(_human(ran.head(TOP), full=False))
     r.heading("Steps")
     r.table(_steps_human(summary))
+    if categories is not None and len(categories):
+        r.heading("Time by op category")
+        r.text("Each op's own time as a mean per step and device, by the category XProf's op profile gives it.")
+        r.table(_categories_human(categories))
     if len(ran):
         module = ran.groupby("hlo_module")["time_per_step_s"].sum().idxmax()
         step = typical_step(steps, module)
