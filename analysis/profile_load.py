@@ -202,8 +202,9 @@ def analyse(xplanes: list[Path], texts: dict[str, str], mesh: dict[str, int] | N
         events = read_xplane(path)
         if events.empty:  # an empty or event-less file: nothing below can label it
             raise ValueError(f"{path}: the trace holds no events")
-        on_cpu |= bool(((events["plane"] == "/host:CPU") & events["hlo_op"].notna()).any())
         ops = device_ops(events, pairs, program_modules(path))  # TPU ops name their module by program_id
+        # a CPU trace's ops are the host's; a GPU trace's host events may carry hlo_op too (launches)
+        on_cpu |= bool((ops["clock"] == "/host:CPU").any())
         if len(parts) and ops["device"].isin(pd.concat(parts)["device"]).any():  # local ordinals per host
             ops["device"] += int(pd.concat(parts)["device"].max()) + 1
         parts.append(ops.assign(host=path.name.removesuffix(".xplane.pb")))

@@ -211,6 +211,7 @@ def test_the_mi300x_conv3d_trace_by_category(capsys, tmp_path):
     from analysis.cli import main as cli
 
     found = _analyse("gpu_mi300x8_conv3d")
+    assert found.on_cpu is False  # its host threads' launch events carry hlo_op too: still a GPU trace
     assert dict(set(zip(found.ops["hlo_op"], found.ops["category"]))) == MI300X_XPROF_CATEGORY
     cats = found.categories.set_index("category")
     assert list(cats.index) == ["input fusion", "custom-call", "loop fusion"]
@@ -224,6 +225,7 @@ def test_the_mi300x_conv3d_trace_by_category(capsys, tmp_path):
     text = capsys.readouterr().out
     assert rc == 0
     assert "custom-call" in text and "__cudnn$convForward" in text and "nothing to profile" not in text
+    assert "CPU" not in (tmp_path / "report" / "report.md").read_text()  # no CPU-trace banner on a GPU trace
     assert (tmp_path / "report" / "categories.csv").is_file()
 
 
