@@ -293,6 +293,9 @@ def test_the_rewrite_reaches_summary_csv_and_the_caveats(tmp_path):
     assert row["rewritten"] == line and row["caveats"] == line and row["flags"] == ""
     plain = summary_table([dict(result, spec={**result["spec"], "rewritten": None})]).iloc[0]
     assert pd.isna(plain["rewritten"]) and plain["caveats"] == ""
+    from runner.sweep.progress import point_line
+
+    assert point_line(2, 9, "op=all_reduce", result).endswith(f"busbw 7.68 GB/s  ({line})")
 
 
 class _CompiledAs:

@@ -103,6 +103,8 @@ def point_line(k: int, total: int | None, what: str, result: dict | None) -> str
     text = f"{head} {what:<28} ok {fmt_duration(s.get('median_s')):>9}" + (f" ±{rel:.0%}" if rel is not None else "")
     bw = bandwidth_words(bandwidth(result))
     text += f"  {bw}" if bw else ""
+    rewritten = (result.get("spec") or {}).get("rewritten")
+    text += f"  ({rewritten})" if rewritten else ""  # timed by what the compiler ran in its place
     if result.get("resumed"):
         text += "  (kept from before)"
     return text
