@@ -119,3 +119,23 @@ def test_cpu_needs_fitted_constants(capsys):
 def test_module_entry_point_without_traceback():
     proc = analysis("predict", "A[I_X, J_X]", "--hardware", "tpu_v4p", "--mesh", "X=4", expect=2)
     assert "mesh axis X is used twice" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_float32_matmul_is_priced_at_the_rate_its_precision_runs_at(capsys):
+    # H200: float32 at default runs as TF32 on the tensor cores (4.947e14 FLOP/s dense), at
+    # highest as float32 arithmetic (6.7e13); 2 * 8192^3 = 1.1e12 FLOPs on one GPU
+    argv = ["A[I, J] * B[J, K] -> C[I, K]", "--hardware", "h200", "--mesh", "X=1"]
+    argv += ["--dims", "I=8192,J=8192,K=8192", "--dtype", "float32", "--json"]
+    times = {}
+    for precision in ("default", "high", "highest"):
+        code, out, _ = run(capsys, *argv, "--precision", precision)
+        assert code == 0
+        got = json.loads(out)
+        assert got["precision"] == precision
+        times[precision] = got["time_s"]
+    assert times["default"] == times["high"] == pytest.approx(2 * 8192**3 / 4.947e14)
+    assert times["highest"] == pytest.approx(2 * 8192**3 / 6.7e13)
+    with pytest.raises(SystemExit) as exit_:  # argparse's own error, before any work
+        run(capsys, *argv, "--precision", "tf32")
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "--precision" in err and "'highest'" in err

@@ -38,14 +38,15 @@ class ArrayPrediction:
 
 
 def predict_expr(
-    expr, mesh, sizes, dtype: str, hw: Hardware, topology: str | None = None
+    expr, mesh, sizes, dtype: str, hw: Hardware, topology: str | None = None, precision: str | None = None
 ) -> CollectiveCost | MatmulPrediction | ArrayPrediction:
-    """Predict an expression (text or parsed): a collective, a matmul or a bare array."""
+    """Predict an expression (text or parsed): a collective, a matmul (its math at the rate
+    ``dtype`` runs at ``precision``, :meth:`Hardware.flops`) or a bare array."""
     expr = parse(expr) if isinstance(expr, str) else expr
     if isinstance(expr, Collective):
         return cost_collective(expr, mesh, sizes, dtype, hw, topology)
     if not isinstance(expr, Array):
-        return predict_matmul(expr, mesh, sizes, dtype, hw, topology)
+        return predict_matmul(expr, mesh, sizes, dtype, hw, topology, precision=precision)
     check(expr, mesh, sizes)
     m, (_, b) = mesh_sizes(mesh), dtype_bytes(dtype)
     shape = tuple(sizes[d.name] // math.prod(m[a] for a in d.axes) for d in expr.dims)

@@ -19,7 +19,7 @@ import argparse
 import json
 
 from analysis.book.collectives import BY_OP
-from analysis.book.dtypes import dtype_bytes
+from analysis.book.dtypes import PRECISIONS, dtype_bytes
 from analysis.book.errors import BookError
 from analysis.book.notation_cost import CollectiveCost
 from analysis.book.predict import ArrayPrediction, predict_expr
@@ -35,6 +35,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mesh", required=True, help="mesh axes and sizes, e.g. X=4,Y=4,Z=4")
     parser.add_argument("--dims", default="", help="global dim sizes, e.g. B=1024,D=4096")
     parser.add_argument("--dtype", default="bfloat16", help="element type (bfloat16, float32, int8, ...)")
+    parser.add_argument(
+        "--precision",
+        default="default",
+        choices=PRECISIONS,
+        help="a matmul's precision, as the runner's `precision` (float32 at default: TF32 on NVIDIA GPUs, "
+        "one bfloat16 pass on TPU; highest: float32 arithmetic)",
+    )
     parser.add_argument(
         "--topology",
         default=None,
@@ -111,7 +118,7 @@ def main(args: argparse.Namespace) -> int:
         dims = parse_dims(args.dims)
         hw = hardware_from_args(args)
         dtype, nbytes = dtype_bytes(args.dtype)
-        result = predict_expr(args.expr, mesh, dims, dtype, hw, args.topology)
+        result = predict_expr(args.expr, mesh, dims, dtype, hw, args.topology, args.precision)
     except BookError as err:
         return fail(str(err))
     expected = _expected(result, hw)
@@ -124,6 +131,7 @@ def main(args: argparse.Namespace) -> int:
             "dims": dims,
             "dtype": dtype,
             "dtype_bytes": nbytes,
+            "precision": args.precision,
             "slice_topology": args.topology,
         }
         if "time_s" in out:  # the name before format_version 2, kept for one version
