@@ -226,9 +226,13 @@ def load_sweep(root: str | Path, hardware: str | None = None, allow_mixed: bool 
     points["measured_over_model_cv"] = points["measured_over_model"].where(
         ~points["model_self_fit"], points["time_s"] / points["cv_model_time_s"]
     )
-    model = points.set_index(["point", "hlo_op"])[["model_time_s", "model_regime"]] if len(points) else None
-    if model is not None:  # the summary carries the same model columns for its target rows
-        summary = summary.join(model, on=["point", "hlo_op"])
+    if len(points):  # the summary carries the same model columns for its target rows
+        # A merge on the columns, not a join on an index: a point whose compiled HLO has no
+        # collective (one device: XLA runs it as a copy) has no hlo_op, and pandas 2.2's join
+        # fails on a MultiIndex level that holds only NaN ("cannot do a non-empty take from an
+        # empty axes"); a merge matches the missing keys as pandas 3's join does.
+        model = points[["point", "hlo_op", "model_time_s", "model_regime"]]
+        summary = summary.merge(model, on=["point", "hlo_op"], how="left")
     else:
         summary = summary.assign(model_time_s=float("nan"), model_regime=None)
     missing = [p for p in expected if p["num"] not in matched]

@@ -89,6 +89,46 @@ def test_a_one_device_sweep_ends_with_a_report_that_says_no_communication(tmp_pa
     assert index.read_text().count("data:image/png;base64,") == 1
 
 
+def test_a_one_gpu_sweep_without_a_collective_in_its_hlo_still_reports(tmp_path, compose_cfg, monkeypatch, repo_root):
+    # Issue 37: the default sweep on one H200 measured its points, then its report failed in
+    # load_sweep with pandas 2.2 (which `pandas>=2.2` allows): no point's compiled HLO had an
+    # all-gather left (a group of 1), so no target row had an hlo_op, and pandas 2.2's join on
+    # a MultiIndex whose hlo_op level held only NaN raised "IndexError: cannot do a non-empty
+    # take from an empty axes" (pandas 3 joins it). The folder as the H200 wrote it: a real
+    # one-device run, its points recorded as on an H200 and each compiled all-gather a copy.
+    # CI runs the suite at the declared minimum versions too (.ci/minimum-versions.txt).
+    import yaml
+
+    monkeypatch.setenv("XLA_FLAGS", "")  # the suite's 8 CPU devices: a caller's flags win
+    root = small_sweep(tmp_path / "sweep", compose_cfg, sizes=("1KiB", "64KiB"), extra=["hardware.device_count=1"])
+    h200 = yaml.safe_load((repo_root / "conf" / "hardware" / "h200.yaml").read_text())
+    for point in root.iterdir():
+        path = point / "result.json"
+        r = json.loads(path.read_text())
+        r["spec"]["hardware"] = "h200"
+        r["hardware"].update(h200)
+        r["environment"].update(backend="gpu", device_kind="NVIDIA H200")
+        path.write_text(json.dumps(r))
+        hlo = point / r["files"]["hlo_compiled"]
+        text, n = re.subn(r"all-gather\((%[\w.]+)\)[^\n]*?, sharding=", r"copy(\1), sharding=", hlo.read_text())
+        assert n == 1
+        hlo.write_text(text)
+
+    index = write_report(root)
+
+    assert index.is_file()
+    summary = pd.read_csv(root / "summary.csv")
+    target = summary[summary["is_target"]]
+    assert list(target["hardware"]) == ["h200", "h200"] and list(target["group_size"]) == [1, 1]
+    assert target["hlo_op"].isna().all() and target["model_time_s"].isna().all()
+    assert list(target["flags"]) == ["no communication (group of 1)"] * 2
+    # why its HLO has no all-gather: the group of 1, not a damaged file
+    assert all("(group of 1: XLA runs the collective as a copy)" in s for s in target["skipped"]), target["skipped"]
+    assert not target["skipped"].str.contains("truncated").any()
+    md = (root / "report" / "report.md").read_text()
+    assert "no communication (group of 1)" in md.split("## Headline", 1)[1].split("\n## ", 1)[0]
+
+
 def test_a_sweep_on_an_unknown_chip_reports_its_measurements_and_how_to_add_an_entry(tmp_path, compose_cfg):
     # the points as a GPU that no conf/hardware entry covers would record them (hardware=auto)
     root = small_sweep(tmp_path / "sweep", compose_cfg, sizes=("1KiB", "16KiB", "256KiB"))

@@ -67,6 +67,10 @@ def device_array(mesh_axes: dict[str, int], devices, cross_process_axis: str | N
     names, sizes = list(mesh_axes), [int(s) for s in mesh_axes.values()]
     devices = list(devices)[: math.prod(sizes)]  # as jax.make_mesh: the first devices (a smaller mesh)
     platform = devices[0].platform if devices else "cpu"
+    if platform == "gpu":
+        # GPUs by id, as jax 0.10.2's mesh_utils orders them (jax.devices() lists them by
+        # process); jax 0.10.0's kept the order it was given
+        devices = sorted(devices, key=lambda d: d.id)
     try:
         if len(devices) != math.prod(sizes):
             raise ValueError(f"{len(devices)} devices for {math.prod(sizes)} mesh positions")
