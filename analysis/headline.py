@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration
+from analysis.record import ONE_ROUND
 
 FAMILY_KEYS = ["op", "axes", "group_size", "dtype"]
 REGIMES = ("latency", "bandwidth")
@@ -25,6 +26,7 @@ HEADLINE_COLUMNS = [
     "noisy",
     "unchecked",
     "flagged",
+    "one_round",
     "latency_floor_s",
     "latency_floor_ci_low_s",
     "latency_floor_ci_high_s",
@@ -159,6 +161,10 @@ def headline_table(summary: pd.DataFrame, points: pd.DataFrame, fits: pd.DataFra
                 "noisy": int(_count(g, "caveats", "noisy").sum()),
                 "unchecked": int(_count(g, "caveats", "unchecked").sum()),
                 "flagged": int(g["flags"].fillna("").astype(str).ne("").sum()) if "flags" in g else 0,
+                # timed in one round (timing=quick): their intervals say nothing of run-to-run drift
+                "one_round": int((pd.to_numeric(g["time_rounds"], errors="coerce") == 1).sum())
+                if "time_rounds" in g
+                else 0,
                 **_peak(g),
                 "bandwidth_regime": regime if "bandwidth_regime" in fit else None,
                 "V_max_bytes": float(g["V_bytes"].max()),
@@ -273,4 +279,9 @@ def headline_sentence(row) -> str:
             + _notes("self-fit" if self_fit else "", ("out of sample: " if self_fit else "") + spread if spread else "")
         )
     doubt = [f"{row[k]} {k}" for k in ("failed", "flagged", "noisy", "unchecked") if row.get(k)]
-    return f"{family_name(row)}: " + ", ".join(parts) + (f" ({', '.join(doubt)})" if doubt else "")
+    text = f"{family_name(row)}: " + ", ".join(parts) + (f" ({', '.join(doubt)})" if doubt else "")
+    one = row.get("one_round")
+    if one and pd.notna(one):  # timing=quick: say what its intervals do not cover
+        ok = int(row.get("ok") or 0)
+        text += f"; {ONE_ROUND}" if int(one) >= ok else f"; {int(one)} of {ok} point(s) in {ONE_ROUND}"
+    return text

@@ -1,7 +1,8 @@
 """The record between runner and analysis: what a point's ``result.json`` holds, declared once.
 
 The runner's worker writes it (:mod:`runner.worker.measure`, :mod:`runner.worker.timing`; the
-sweep side adds ``prediction``, ``bandwidth`` and ``timing.rounds_rule``), the importers write
+sweep side adds ``prediction``, ``bandwidth`` and ``timing.rounds_rule``; ``timing.loop_rule``
+comes from :func:`runner.worker.timing.summarise`, in the worker and after each round), the importers write
 the same shape for another tool's numbers, and the analysis reads it through these classes
 instead of walking the JSON. :mod:`analysis.rundir` owns the folder's names and the reader
 that turns a damaged file into a failed record; this module owns the keys inside the file.
@@ -30,6 +31,10 @@ from typing import ClassVar
 # from the trace. Every place that names one takes it from here.
 ESTIMATORS = ("step", "loop", "device")
 STEP, LOOP, DEVICE = ESTIMATORS
+# What a point timed in one round says of its interval (timing=quick, timing.rounds=1): it is
+# the samples' within that round, with no later round to show drift. The report, summary.csv's
+# rounds_why, the headline and the console all say it in these words.
+ONE_ROUND = "one round: not checked for run-to-run drift"
 
 
 def _section(value) -> dict:
@@ -172,6 +177,21 @@ class RoundsRule(_Section):
     wanted: int | None = None
     why: str | None = None
     stopped: bool | None = None
+    rounds: int | None = None  # the rounds it had when the rule was last judged
+
+
+@dataclass(frozen=True)
+class LoopRule(_Section):
+    """Whether the point's later rounds timed the *loop* estimator again, and why
+    (``timing.loop_rule``, :func:`runner.worker.timing.loop_rule`): decided on round 1, where the
+    loop is a cross-check of the ``source`` estimator; ``rerun`` where round 1's intervals of
+    the two do not overlap (the loop disagreed), ``loop_over_source`` the ratio of their round-1
+    medians."""
+
+    rerun: bool | None = None
+    why: str | None = None
+    source: str | None = None
+    loop_over_source: float | None = None
 
 
 @dataclass(frozen=True)
@@ -188,6 +208,7 @@ class Timing(_Section):
     rounds: tuple = ()  # of Round
     device: Samples = field(default_factory=Samples)
     rounds_rule: RoundsRule = field(default_factory=RoundsRule)
+    loop_rule: LoopRule = field(default_factory=LoopRule)
     loop_check: dict | None = None
     page_faults_per_step: float | None = None
     seed: int | None = None
@@ -206,6 +227,7 @@ class Timing(_Section):
             rounds=tuple(Round.from_json(r) for r in _items(d.get("rounds"))),
             device=Samples.from_json(d.get("device")),
             rounds_rule=RoundsRule.from_json(d.get("rounds_rule")),
+            loop_rule=LoopRule.from_json(d.get("loop_rule")),
             loop_check=d.get("loop_check"),
             page_faults_per_step=d.get("page_faults_per_step"),
             seed=d.get("seed"),
@@ -214,6 +236,11 @@ class Timing(_Section):
     def estimate(self, name: str) -> Estimate:
         """The combined samples of estimator ``name`` (empty where the point has none)."""
         return self.estimators.get(_checked(name)) or Estimate()
+
+    def rounds_why(self) -> str | None:
+        """Why the point took the rounds it did: the adaptive rule's words (``rounds_rule``), or
+        :data:`ONE_ROUND` for a point timed in one round (None where nothing says)."""
+        return self.rounds_rule.why or (ONE_ROUND if len(self.rounds) == 1 else None)
 
     def estimator_rounds(self) -> list[list[float]]:
         """The samples of the chosen estimator (*step* where none is said), one list per

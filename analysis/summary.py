@@ -63,7 +63,8 @@ def _dispatch_share(share, backend) -> float | None:
 
 
 def _estimator_columns(t: Timing) -> dict:
-    """``step_time_s``, ``loop_time_s``, ``device_time_s``, their intervals and ``loop_K``."""
+    """``step_time_s``, ``loop_time_s``, ``device_time_s``, their intervals, ``loop_K``, and the
+    loop's rounds and why (``loop_rounds``, ``loop_why``)."""
     out = {}
     for name in ESTIMATORS:
         e = t.estimate(name)
@@ -74,6 +75,10 @@ def _estimator_columns(t: Timing) -> dict:
     # that is more than a quarter of the loop's (runner.worker.timing.LAUNCH_BOUND_SHARE)
     out["loop_empty_s"] = loop.empty_loop_s
     out["loop_launch_bound"] = loop.launch_bound
+    # the loop is a cross-check, timed again after round 1 only where it disagreed with the
+    # source estimator (runner.worker.timing.loop_rule): how many rounds it has, and why
+    out["loop_rounds"] = loop.rounds
+    out["loop_why"] = t.loop_rule.why
     return out
 
 
@@ -128,9 +133,9 @@ def _run_columns(result: dict | Result) -> dict:
         "time_rounds": s.rounds,
         "rounds_disagree": bool(s.rounds_disagree),
         # adaptive rounds (runner.sweep.rounds.rounds_rule): how many timing.rounds asked for, and why
-        # the point took the rounds it did (stopped after 3 when they agreed, else all)
+        # the point took the rounds it did (stopped after 2 when they agreed, else all)
         "rounds_wanted": t.rounds_rule.wanted,
-        "rounds_why": t.rounds_rule.why,
+        "rounds_why": t.rounds_why(),  # one round: ONE_ROUND (not checked for run-to-run drift)
         # a point without a time is not noisy: it has none; an imported one (nccl-tests' average
         # over its iterations) brings no interval to judge, which is not the same as a wide one
         "noisy": s.median_s is not None and t.estimator != "imported" and rel_ci > NOISY_FACTOR * target,
@@ -233,8 +238,10 @@ def point_rows(r: dict) -> list[dict]:
         # No HLO to read (deleted, damaged, cut short): the timing still stands, so the point
         # keeps its row, named by its op, and says what is missing.
         if not err and not imported:
+            # a group of 1 (XLA compiles a copy) or a rewrite says why; else the file is suspect
+            why = rec.spec.no_communication or rec.spec.rewritten or "truncated?"
             problems.append(
-                f"{Path(r['point_dir']) / rel}: no {kind} in the compiled HLO (truncated?)"
+                f"{Path(r['point_dir']) / rel}: no {kind} in the compiled HLO ({why})"
                 if rel
                 else "no compiled HLO recorded"
             )

@@ -192,16 +192,16 @@ def test_every_repo_file_named_exists(page):
 
 # Options the docs name on purpose though no file holds them: a user's own entry, calibrate's
 # output, and the bad value that shows Hydra's error.
-NOT_OPTIONS = {"my_chip", "cpu_mine", "nosuch", "NAME"}
+NOT_OPTIONS = {"my_chip", "cpu_mine", "nosuch", "nonsense", "NAME"}
 
 
 def test_every_group_option_named_exists():
-    """`+sweep=NAME`, `hardware=NAME`, `mesh=`, `op=`, `distributed=`, `+claim=` anywhere in the
+    """`+sweep=NAME`, `hardware=NAME`, `mesh=`, `op=`, `distributed=`, `timing=`, `+claim=` anywhere in the
     pages, and the options listed in docs/configs.md's paragraph of config groups."""
     named = set()
     for page in PAGES:
         for code in inline_code(page.read_text()) + bash_blocks(page.read_text()):
-            named |= set(re.findall(r"(?<![\w.])\+?(sweep|claim|hardware|mesh|op|distributed)=(\w+)", code))
+            named |= set(re.findall(r"(?<![\w.])\+?(sweep|claim|hardware|mesh|op|distributed|timing)=(\w+)", code))
     groups = (REPO / "docs" / "configs.md").read_text().split("Config groups and their options:", 1)[1]
     groups = groups.split("`claim` is internal", 1)[0]
     for group, segment in zip(("hardware", "mesh", "op"), re.split(r"`(?:mesh|op)` =", groups)):

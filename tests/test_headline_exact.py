@@ -42,6 +42,7 @@ def _points() -> pd.DataFrame:
     pts["measured_over_model_cv"] = [0.9, 1.1, -INF, 1.0, 1.1, 1.2, NAN, NAN]
     pts["model_regime"] = ["latency", "bandwidth", "bandwidth", "latency", "bandwidth", "bandwidth", "latency", None]
     pts["model_self_fit"] = [False, True, False, False, False, False, False, False]
+    pts["time_rounds"] = [5, 1, 3, 3, 5, 3, 1, 1]  # 1: timed in one round (timing=quick)
     pts["status"] = "ok"
     return pts
 
@@ -109,6 +110,7 @@ def test_the_table_of_four_families_at_once():
             "unchecked": 1,
             # a missing flag is no flag
             "flagged": 0,
+            "one_round": 1,  # point 1: its interval says nothing of run-to-run drift
             # a group of 2 is a collective: the fit's floor
             "latency_floor_s": 9e-5,
             "latency_floor_ci_low_s": 8e-5,
@@ -147,6 +149,7 @@ def test_the_table_of_four_families_at_once():
             "noisy": 2,
             "unchecked": 1,
             "flagged": 1,
+            "one_round": 0,
             "latency_floor_s": 3e-4,
             "latency_floor_ci_low_s": 2.5e-4,
             "latency_floor_ci_high_s": 3.5e-4,
@@ -179,6 +182,7 @@ def test_the_table_of_four_families_at_once():
             "noisy": 0,
             "unchecked": 0,
             "flagged": 0,
+            "one_round": 1,
             "latency_floor_s": 2e-3,
             "latency_floor_ci_low_s": None,
             "latency_floor_ci_high_s": None,
@@ -282,7 +286,7 @@ def test_the_sentences_of_the_four_families():
         "peak bus bandwidth 0.45 GB/s (0.409-0.55 GB/s) at 4 MiB (45% of ceiling), "
         "no bandwidth regime in range (to 4 MiB), "
         "measured/model 1.2 (self-fit; out of sample: latency-bound 0.9; bandwidth-bound 1.1) "
-        "(1 failed, 1 noisy, 1 unchecked)"
+        "(1 failed, 1 noisy, 1 unchecked); 1 of 3 point(s) in one round: not checked for run-to-run drift"
     )
     assert headline_sentence(ag) == (
         "AllGather over X (8 devices, float32): latency floor about 300 us (95%: 250-350 us), "
@@ -294,7 +298,7 @@ def test_the_sentences_of_the_four_families():
     assert headline_sentence(bf) == (
         "AllGather over X (8 devices, bfloat16): no fit (too few points), fastest median 2 ms, "
         "peak bus bandwidth 0.438 GB/s (95%: 0.417-0.461 GB/s) at 1 MiB (20% of ceiling), "
-        "no bandwidth regime in range (to 1 MiB)"
+        "no bandwidth regime in range (to 1 MiB); one round: not checked for run-to-run drift"
     )
     assert headline_sentence(one) == (
         "AllGather over X (1 device, float32): no communication (group of 1): XLA runs it as a copy, "

@@ -105,6 +105,8 @@ OLD_COLUMNS = {
     "loop_K": None,
     "loop_empty_s": None,  # no empty loop before issue 37
     "loop_launch_bound": None,
+    "loop_rounds": None,  # one loop round a point where round 1's agreed, from issue 38
+    "loop_why": None,
     "page_faults_per_step": None,
     "checked": True,
     "compile_s": 0.25,

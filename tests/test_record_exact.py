@@ -19,6 +19,7 @@ from analysis.record import (
     Config,
     Environment,
     Estimate,
+    LoopRule,
     Mesh,
     Named,
     OpConfig,
@@ -129,7 +130,8 @@ FULL = {
             }
         ],
         DEVICE: {"samples_s": [0.5], "what": "program"},
-        "rounds_rule": {"wanted": 4, "why": "noisy", "stopped": True},
+        "rounds_rule": {"wanted": 4, "why": "noisy", "stopped": True, "rounds": 2},
+        "loop_rule": {"rerun": False, "why": "agreed", "source": "step", "loop_over_source": 0.5},
         "loop_check": {"ok": True},
         "page_faults_per_step": 1.5,
         "seed": 7,
@@ -201,7 +203,8 @@ def test_every_key_of_every_section_lands_in_its_own_field():
                 ),
             ),
             device=Samples(samples_s=[0.5], what="program"),
-            rounds_rule=RoundsRule(wanted=4, why="noisy", stopped=True),
+            rounds_rule=RoundsRule(wanted=4, why="noisy", stopped=True, rounds=2),
+            loop_rule=LoopRule(rerun=False, why="agreed", source="step", loop_over_source=0.5),
             loop_check={"ok": True},
             page_faults_per_step=1.5,
             seed=7,
@@ -233,7 +236,7 @@ def test_a_damaged_value_reads_as_an_empty_section_everywhere(bad):
     # a list of damaged processes keeps one empty process for each
     processes = tuple(Process() for _ in bad) if isinstance(bad, list) else ()
     assert Result.from_json(dict(d, status="failed")) == Result(status="failed", processes=processes)
-    t = {"summary": bad, "estimators": bad, "rounds": bad, DEVICE: bad, "rounds_rule": bad}
+    t = {"summary": bad, "estimators": bad, "rounds": bad, DEVICE: bad, "rounds_rule": bad, "loop_rule": bad}
     assert Timing.from_json(t) == Timing(rounds=tuple(Round() for _ in processes))
     assert Timing.from_json({"rounds": [bad, {"round": 2, STEP: bad}]}).rounds == (Round(), Round(round=2))
     assert Spec.from_json({"mesh": bad, "placement": bad, "op": "x"}) == Spec(op="x")

@@ -26,34 +26,38 @@ def _t(n: int, rel, disagree=(), agree=("step",), before: dict | None = None) ->
 
 
 def test_two_estimators_that_disagree_are_named_in_order_and_a_missing_interval_says_so():
-    rule = rounds_rule(_t(3, None, disagree=("step", "loop"), agree=("device",)), 6, 0.05)
+    rule = rounds_rule(_t(2, None, disagree=("step", "loop"), agree=("device",)), 6, 0.05)
     why = "the loop and step rounds disagree (Cochran's Q, 99%); interval no interval, wider than the target ±5%"
-    assert rule == {"rounds": 3, "wanted": 6, "stopped": False, "after_min": why, "why": f"3 of 6 rounds so far: {why}"}
+    assert rule == {"rounds": 2, "wanted": 6, "stopped": False, "after_min": why, "why": f"2 of 6 rounds so far: {why}"}
 
 
 def test_the_stop_sentence_shows_the_interval_to_a_tenth_of_a_percent():
     # 0.303 and a target of 0.5: both sides of the target's comparison are wide, the words exact
-    rule = rounds_rule(_t(3, 0.303), 4, 0.5)
+    rule = rounds_rule(_t(2, 0.303), 4, 0.5)
     assert rule == {
-        "rounds": 3,
+        "rounds": 2,
         "wanted": 4,
         "stopped": True,
-        "why": "stopped after 3 of 4 rounds: they agree (Cochran's Q, 99%) and the interval ±30.3% meets the "
+        "why": "stopped after 2 of 4 rounds: they agree (Cochran's Q, 99%) and the interval ±30.3% meets the "
         "target ±50%",
     }
     # exactly at the target stops; just above does not
-    assert rounds_rule(_t(3, 0.05), 4, 0.05)["stopped"] is True
-    assert rounds_rule(_t(3, 0.0501), 4, 0.05)["stopped"] is False
+    assert rounds_rule(_t(2, 0.05), 4, 0.05)["stopped"] is True
+    assert rounds_rule(_t(2, 0.0501), 4, 0.05)["stopped"] is False
+    # judged after round 2 only: a third round that meets everything does not stop a point then
+    assert rounds_rule(_t(3, 0.01), 4, 0.05)["stopped"] is False
 
 
-def test_a_later_round_without_the_rule_of_round_three_gives_every_reason_now():
+def test_a_later_round_without_the_rule_of_round_two_gives_every_reason_now():
     # round 4 of a file whose rule never recorded after_min (an older file): today's reasons, joined
     rule = rounds_rule(_t(4, 0.2, disagree=("step",)), 5, 0.05)
     why = "the step rounds disagree (Cochran's Q, 99%); interval ±20.0%, wider than the target ±5%"
     assert rule == {"rounds": 4, "wanted": 5, "stopped": False, "after_min": why, "why": f"4 of 5 rounds so far: {why}"}
-    # round 5, with round 3's reason kept: the last sentence says why it ran on then
+    # round 5, with round 2's reason kept: the last sentence says why it ran on then
     last = rounds_rule(_t(5, 0.01, before={"after_min": "then"}), 5, 0.05)
-    assert last["why"] == "all 5 rounds: after 3, then" and last["after_min"] == "then"
+    assert last["why"] == "all 5 rounds: after 2, then" and last["after_min"] == "then"
+    # an older file with no judgement kept, whose rounds meet the rule now, says so
+    assert rounds_rule(_t(4, 0.01), 5, 0.05)["why"] == "4 of 5 rounds so far: no judgement after round 2 recorded"
 
 
 def _write(root, name: str, status: str = "ok", rounds: int = 1, **extra) -> object:
@@ -116,15 +120,32 @@ def test_a_round_is_appended_with_the_rule_the_bandwidth_and_the_phases(tmp_path
     monkeypatch.setattr(rounds_mod, "process_env", lambda *a: a)
     monkeypatch.setattr(rounds_mod, "get_worker", lambda env: worker if env == ("h", "d", "g") else None)
     assert rounds_mod.add_round(point, 2, spec=spec) is True
-    # round 1's trip counts, the point's timeout and the round's number go to the worker
-    assert worker.calls == [(42.0, {"kind": "retime", "round": 2, "K": [5, 20]})]
+    # round 1's trip counts, the point's timeout and the round's number go to the worker; a
+    # file written before timing.loop_rule times the loop in every round
+    assert worker.calls == [(42.0, {"kind": "retime", "round": 2, "K": [5, 20], "loop": True})]
     r = json.loads((point / "result.json").read_text())
     t = r["timing"]
     assert [x["round"] for x in t["rounds"]] == [1, 2] and "phases_s" not in t["rounds"][1]
     # the median of the rounds' medians (1 ms and 3 ms): 2 ms
     assert t["estimator"] == "step" and t["summary"]["median_s"] == pytest.approx(2e-3)
     assert t["estimators"]["loop"]["median_s"] == pytest.approx(3e-3) and t["estimators"]["loop"]["K"] == 20
-    assert t["rounds_rule"] == {"rounds": 2, "wanted": 5, "stopped": False, "why": "2 of 5 rounds so far"}
+    # judged after round 2: the rounds (3 equal samples each) are apart by far more than their
+    # intervals allow, and the bootstrap over 2 rounds spans 1 ms to 3 ms around 2 ms
+    why = "the loop and step rounds disagree (Cochran's Q, 99%); interval ±50.0%, wider than the target ±5%"
+    assert t["rounds_rule"] == {
+        "rounds": 2,
+        "wanted": 5,
+        "stopped": False,
+        "after_min": why,
+        "why": f"2 of 5 rounds so far: {why}",
+    }
+    # round 1's loop and step read the same: the rule the file now keeps times no more loops
+    assert t["loop_rule"] == {
+        "source": "step",
+        "loop_over_source": 1.0,
+        "rerun": False,
+        "why": "round 1's loop interval overlaps the step's (loop/step 1.00): round 1 only",
+    }
     # AllGather over 8: S = V = 8000 B, algbw = S / 2 ms, busbw x 7/8
     assert r["bandwidth"]["algbw_Bps"] == pytest.approx(4e6) and r["bandwidth"]["busbw_Bps"] == pytest.approx(3.5e6)
     # later rounds' phases add up under rounds_*
@@ -149,18 +170,18 @@ def test_interleave_shuffles_each_round_by_the_seed_and_logs_each_round(tmp_path
     calls = []
     monkeypatch.setattr(rounds_mod, "add_round", lambda d, r, spec=None, specs=None: calls.append((r, d.name)) or True)
     with caplog.at_level(logging.INFO, logger="shardlab"):
-        assert rounds_mod.interleave(dirs, 4) == 6 + 6 + 5
+        assert rounds_mod.interleave(dirs, 4) == 6 + 5 + 5
     # the default seed is 0: random.Random(0)'s shuffles, one per round, the stopped point left
-    # out from round 4 on (its place in the shuffle still drawn)
+    # out from round 3 on (its place in the shuffle still drawn)
     rng, want = random.Random(0), []
     for r in (2, 3, 4):
         order = list(names)
         rng.shuffle(order)
-        want += [(r, n) for n in order if r < 4 or n != "0_p"]
+        want += [(r, n) for n in order if r < 3 or n != "0_p"]
     assert calls == want
     assert [m.getMessage() for m in caplog.records] == [
         "round 2 of 4: 6 point(s)",
-        "round 3 of 4: 6 point(s)",
+        "round 3 of 4: 5 point(s)",
         "round 4 of 4: 5 point(s)",
     ]
 
@@ -185,7 +206,7 @@ def test_a_round_of_a_bare_result_reads_its_defaults(tmp_path, monkeypatch):
     seen = []
     worker.run = lambda s, p, timeout, **kw: seen.append((s, p, timeout, kw)) or worker.reply
     assert rounds_mod.add_round(d, 2, spec=spec) is True
-    assert seen == [(spec, d, 600.0, {"kind": "retime", "round": 2, "K": 20})]
+    assert seen == [(spec, d, 600.0, {"kind": "retime", "round": 2, "K": 20, "loop": True})]
     r = json.loads((d / "result.json").read_text())
     # auto on TPU is the device estimator, which has no samples here: no headline time
     assert r["timing"]["estimator"] == "device" and r["timing"]["summary"] == {"n": 0}
@@ -195,26 +216,28 @@ def test_a_round_of_a_bare_result_reads_its_defaults(tmp_path, monkeypatch):
     assert r["phases_s"] == {}
 
 
-def test_round_three_of_five_judges_by_the_configs_target(tmp_path, monkeypatch):
+def test_round_two_of_five_judges_by_the_configs_target(tmp_path, monkeypatch):
     d = tmp_path / "p"
     d.mkdir()
-    rounds = [{"round": i, "step": {"samples_s": [1e-3, 1e-3, 1e-3]}} for i in (1, 2)]
+    rounds = [{"round": 1, "step": {"samples_s": [1e-3, 1e-3, 1e-3]}}]
     result = {
         "status": "ok",
         "config": {"timing": {"rounds": 5, "target_rel_ci": 0.5, "seed": 0, "estimator": "step"}},
         "timing": {"rounds": rounds},
     }
     (d / "result.json").write_text(json.dumps(result))
-    reply = {"status": "ok", "round": {"round": 3, "step": {"samples_s": [1e-3] * 3}, "phases_s": {"timing": 0.5}}}
+    reply = {"status": "ok", "round": {"round": 2, "step": {"samples_s": [1e-3] * 3}, "phases_s": {"timing": 0.5}}}
     monkeypatch.setattr(rounds_mod, "process_env", lambda *a: a)
     monkeypatch.setattr(rounds_mod, "get_worker", lambda env: _Worker(reply))
     spec = {"hardware": "h", "distributed": "d", "trace": {"gpu_command_buffers": "g"}}
-    assert rounds_mod.add_round(d, 3, spec=spec) is True
+    assert rounds_mod.add_round(d, 2, spec=spec) is True
     r = json.loads((d / "result.json").read_text())
-    # three equal rounds agree, their interval is 0: stopped against the target of 50%
+    # two equal rounds agree, their interval is 0: stopped against the target of 50%
     assert r["timing"]["rounds_rule"]["why"] == (
-        "stopped after 3 of 5 rounds: they agree (Cochran's Q, 99%) and the interval ±0.0% meets the target ±50%"
+        "stopped after 2 of 5 rounds: they agree (Cochran's Q, 99%) and the interval ±0.0% meets the target ±50%"
     )
+    # and round 3 is asked of no worker (spec={} would fail at its first key)
+    assert rounds_mod.add_round(d, 3, spec={}) is False
     # the first later round's phases start from 0
     assert r["phases_s"] == {"rounds_timing": 0.5}
 
@@ -233,7 +256,8 @@ def test_interleave_builds_each_points_spec_once_for_all_its_rounds(tmp_path, mo
 
     def run(spec, point_dir, timeout, **kw):
         sent.append((point_dir.parent.name, kw["round"], spec["n"]))
-        return {"status": "ok", "round": {"round": kw["round"], "step": {"samples_s": [1e-3] * 3}}}
+        # round r at r ms: round 2 disagrees with round 1, so no point stops after it
+        return {"status": "ok", "round": {"round": kw["round"], "step": {"samples_s": [kw["round"] * 1e-3] * 3}}}
 
     worker = _Worker(None)
     worker.run = run

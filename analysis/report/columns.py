@@ -70,8 +70,12 @@ SUMMARY = {
     "time_n": ("count", "samples over all rounds"),
     "time_rounds": ("count", "rounds the point was timed in"),
     "rounds_disagree": ("bool", "the rounds' medians differ more than their own intervals allow (drift)"),
-    "rounds_wanted": ("count", "rounds timing.rounds asked for (a point whose first 3 agree stops there)"),
-    "rounds_why": ("", "why the point took the rounds it did: stopped after 3 (agreeing, within target) or all"),
+    "rounds_wanted": ("count", "rounds timing.rounds asked for (a point whose first 2 agree stops there)"),
+    "rounds_why": (
+        "",
+        "why the point took the rounds it did: stopped after 2 (agreeing, within target), or all and why not; "
+        "one round (timing=quick): 'one round: not checked for run-to-run drift'",
+    ),
     "noisy": ("bool", "the 95% interval is wider than five times timing.target_rel_ci (+-25% by default)"),
     "step_time_s": ("s", "the step estimator: median wall time of one blocked step"),
     "step_ci_low_s": ("s", "its 95% interval, lower end"),
@@ -94,6 +98,12 @@ SUMMARY = {
         "loop_empty_s is more than a quarter of loop_time_s: the loop reads the launch rate more than the op "
         "(a caveat; the loop's time is not corrected)",
     ),
+    "loop_rounds": (
+        "count",
+        "rounds the loop estimator was timed in: round 1 as a cross-check, every round only where round 1's loop "
+        "interval and the source estimator's did not overlap",
+    ),
+    "loop_why": ("", "why the loop was timed in those rounds (timing.loop_rule in result.json)"),
     "device_time_s": ("s", "the device estimator: the devices' op time from the trace, median over devices and steps"),
     "device_ci_low_s": ("s", "its 95% interval, lower end"),
     "device_ci_high_s": ("s", "upper end"),
@@ -207,6 +217,11 @@ OTHERS = {
             "each point against its family's fit without its size (leave one size out)",
         ),
         "noisy, unchecked, flagged, failed": ("count", "points of the family with that caveat or flag"),
+        "one_round": (
+            "count",
+            "points of the family timed in one round (timing=quick): their intervals are not checked for "
+            "run-to-run drift",
+        ),
     },
     "fit.json": {
         "alpha_s, beta_Bps": ("s, B/s", "T = alpha + V / beta, fitted in relative error"),

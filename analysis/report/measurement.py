@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.record import DEVICE, LOOP, STEP
+from analysis.record import DEVICE, LOOP, ONE_ROUND, STEP
 from analysis.report.document import fmt
 
 ESTIMATOR_WORDS = {
@@ -16,16 +16,18 @@ ESTIMATOR_WORDS = {
 
 
 def _rounds_words(pts: pd.DataFrame, rounds: pd.Series) -> str:
-    """How many rounds the points took: adaptive rounds stop a point after 3 when they agree
-    and its interval meets the target (``rounds_why`` says which did)."""
+    """How many rounds the points took: adaptive rounds stop a point after 2 when they agree
+    and its interval meets the target (``rounds_why`` says which did; the count of the points
+    that stopped early is read from the points, so an older sweep's 3 reads as 3)."""
     wanted = pts["rounds_wanted"].dropna() if "rounds_wanted" in pts else pd.Series(dtype=float)
     if not len(wanted) or rounds.min() == rounds.max() == wanted.max():
         return f"{int(rounds.max())} round(s)"
-    early = int((rounds < wanted.max()).sum())
+    early = rounds < wanted.max()
+    after = " or ".join(str(int(n)) for n in sorted(set(rounds[early]))) or "2"
     return (
-        f"{int(rounds.min())} to {int(rounds.max())} rounds of the {int(wanted.max())} asked for ({early} point(s) "
-        "stopped after 3, their rounds agreeing and their interval within the target; the others ran every "
-        "round, the points table says why)"
+        f"{int(rounds.min())} to {int(rounds.max())} rounds of the {int(wanted.max())} asked for ({int(early.sum())} "
+        f"point(s) stopped after {after}, their rounds agreeing and their interval within the target; the others "
+        "ran every round, the points table says why)"
     )
 
 
@@ -38,7 +40,14 @@ def measurement_text(pts: pd.DataFrame) -> str:
     estimator = chosen.iloc[0] if len(chosen) else STEP
     rounds = pts["time_rounds"].dropna()
     parts = [f"Times are the **{estimator}** estimator: {ESTIMATOR_WORDS.get(estimator, estimator)}."]
-    if len(rounds):
+    if len(rounds) and rounds.max() == 1:  # timing=quick (or timing.rounds=1)
+        parts.append(
+            "Each point was timed in one round (timing=quick or timing.rounds=1), so its median and 95% interval "
+            "are that round's samples': the interval covers the noise within one stretch of time, not the drift "
+            "between runs, which on a busy machine can be larger (the default policy's interleaved rounds measure "
+            f"it): {ONE_ROUND}."
+        )
+    elif len(rounds):
         parts.append(
             f"Each point was timed in {_rounds_words(pts, rounds)}, interleaved across the sweep in a shuffled "
             "order; its median is the median of the rounds' medians, and its 95% interval a bootstrap "
@@ -55,10 +64,17 @@ def measurement_text(pts: pd.DataFrame) -> str:
             else f"median {fmt(float(floor.median()) * 1e6)} us over the points"
         )
         parts.append(f"Beside it: *loop* per repetition, and the dispatch floor *step - loop* ({where}).")
+    parts += [t for t in [loop_rounds_text(pts, estimator)] if t]
     slow = pts["profiler_slowdown"].dropna()
+    inspect_only = "device_time_s" in pts and not pts["device_time_s"].notna().any()
     if len(slow):
         parts.append(
-            f"The *device* estimator comes from the traced steps; tracing slowed a step {slow.median():.2g}x "
+            (
+                "The trace was kept for inspection only (trace.inspect_iters), with no device estimator from it; "
+                if inspect_only and estimator != DEVICE
+                else "The *device* estimator comes from the traced steps; "
+            )
+            + f"tracing slowed a step {slow.median():.2g}x "
             f"(range {slow.min():.2g}x to {slow.max():.2g}x: traced step / untraced step, measured per point)"
             + (", which is why on CPU the step, not the trace, is timed." if estimator == STEP else ".")
         )
@@ -71,7 +87,7 @@ def measurement_text(pts: pd.DataFrame) -> str:
             "No dispatch share on CPU: there the trace's device time is the traced host thread's, which "
             "includes waiting for the other devices and the profiler's slowdown, so it is no device time."
         )
-    parts += [t for t in [ceiling_text(pts)] if t]
+    parts += [t for t in [ceiling_text(pts) or no_ceiling_text(pts)] if t]
     faults = pts["page_faults_per_step"].dropna()
     if len(faults):
         parts.append(
@@ -80,6 +96,25 @@ def measurement_text(pts: pd.DataFrame) -> str:
             "quarter of the bytes its devices write is flagged)."
         )
     return " ".join(parts)
+
+
+def loop_rounds_text(pts: pd.DataFrame, estimator: str) -> str:
+    """In how many rounds the *loop* estimator, a cross-check of ``estimator``, was timed: round 1
+    everywhere, every round only where round 1's loop and ``estimator`` intervals did not
+    overlap (``loop_rounds``, ``loop_why``; runner.worker.timing.loop_rule). Empty where no point
+    has a loop time, where the loop is the estimator, or where no point had a later round."""
+    if estimator == LOOP or not {"loop_rounds", "time_rounds"} <= set(pts):
+        return ""
+    looped = pts[pd.to_numeric(pts["loop_rounds"], errors="coerce") > 0]
+    later = looped[pd.to_numeric(looped["time_rounds"], errors="coerce") > 1]
+    if not len(later):
+        return ""
+    again = int((pd.to_numeric(later["loop_rounds"], errors="coerce") > 1).sum())
+    return (
+        f"The loop is a cross-check of the *{estimator}*: timed in round 1, and again in later rounds at {again} "
+        f"of {len(later)} point(s), those where round 1's loop interval and the {estimator}'s did not overlap "
+        "(`loop_why` in summary.csv says which way)."
+    )
 
 
 def slowdown_text(pts: pd.DataFrame) -> str:
@@ -101,6 +136,24 @@ def slowdown_text(pts: pd.DataFrame) -> str:
     return (
         f"{len(slow)} point(s) traced more than {TRACE_SLOWDOWN_LIMIT:g}x slower than untraced, so their traces "
         f"(trace columns, overlap) are marked unrepresentative: {each}. Their timings are untraced and stand."
+    )
+
+
+def no_ceiling_text(pts: pd.DataFrame) -> str:
+    """Why CPU collectives have no ceiling: ``timing.ceiling=false`` (as ``timing=quick`` sets)
+    measured no copy curve, so none was checked against one (empty where no such point)."""
+    from analysis.book.collectives import BY_OP
+
+    cpu = pts[(pts["backend"] == "cpu") & pts["op"].isin(list(BY_OP))] if {"backend", "op"} <= set(pts) else pts[:0]
+    if "group_size" in cpu:  # a group of 1 (a copy) and a grad have no ceiling whatever the policy
+        cpu = cpu[pd.to_numeric(cpu["group_size"], errors="coerce") > 1]
+    if "grad" in cpu:
+        cpu = cpu[~cpu["grad"].fillna(False).astype(bool)]
+    if not len(cpu):
+        return ""
+    return (
+        "No point has a ceiling: on CPU the copy curve is measured only with timing.ceiling=true, and these "
+        "points ran with timing.ceiling=false (as timing=quick sets), so none was checked against a ceiling."
     )
 
 

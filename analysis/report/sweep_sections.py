@@ -12,7 +12,7 @@ import pandas as pd
 from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration, fmt_pct
 from analysis.fit import BANDWIDTH_REGIME, CLEARLY_BANDWIDTH, LARGEST, MIN_POINTS, REGIME_JUMP
 from analysis.headline import within
-from analysis.record import STEP
+from analysis.record import ONE_ROUND, STEP
 from analysis.report.document import Link, Report
 from analysis.report.nccl_table import avg_busbw_line, nccl_frame
 from analysis.rundir import LOG_NAME, RESULT_NAME, SUMMARY_NAME, sweep_command
@@ -158,7 +158,11 @@ def model_section(rep: Report, sweep: Sweep) -> None:
     cv = pts["measured_over_model_cv"] if "measured_over_model_cv" in pts else pts["measured_over_model"]
     rep.text(
         f"Model constants: {sweep.model_source}. Times are the *{_estimator(pts)}* estimator with its 95% "
-        "interval; *step* and *loop* beside it."
+        + (
+            "interval; *step* and *loop* beside it."
+            if "loop_time_s" in pts and pts["loop_time_s"].notna().any()
+            else "interval; *step* beside it (no *loop* times: timing.loop=false, as timing=quick sets)."
+        )
         + (
             f" measured/model of the {int(self_fit.sum())} points marked *self-fit* agrees by construction (the "
             "model's constants were fitted to them); *out of sample* holds each of them against its family's fit "
@@ -310,6 +314,6 @@ def _rounds_taken(r: dict) -> str:
     t = r.get("timing") or {}
     rule = t.get("rounds_rule") or {}
     n = len(t.get("rounds") or [])
-    if not rule:
-        return str(n) if n else ""
+    if not rule:  # one round (timing=quick): no rule ran, and no later round to show drift
+        return f"1: {ONE_ROUND}" if n == 1 else (str(n) if n else "")
     return f"{n} of {rule.get('wanted', n)}: {rule.get('why', '').split(': ', 1)[-1]}"

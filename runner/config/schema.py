@@ -142,7 +142,7 @@ class OpConf:
 @dataclass
 class TimingConf:
     estimator: Estimator = Estimator.auto  # the estimator the tables and fits use
-    rounds: int = 5  # rounds per point at most (3 when they agree); a sweep interleaves them, shuffled
+    rounds: int = 5  # rounds per point at most (2 when they agree); a sweep interleaves them, shuffled
     seed: int = 0  # of the rounds' shuffles and the intervals' bootstrap
     warmup_min_iters: int = 3
     warmup_max_s: float = 2.0
@@ -154,6 +154,7 @@ class TimingConf:
     loop: bool = True  # also time the program repeated K times in one call (the loop estimator)
     loop_target_s: float = 0.02  # K is chosen so one loop call takes about this long
     loop_max_samples: int = 30
+    ceiling: bool = True  # CPU: measure the copy-curve ceiling (false: none); TPU/GPU: the roofline stays
 
 
 @dataclass
@@ -161,6 +162,8 @@ class TraceConf:
     enabled: bool = True
     iters: int = 10
     max_s: float = 0.5  # trace no step that would end after this long (at least 2 steps)
+    # traced steps where the trace is for inspection only (the estimator is not device); None: iters
+    inspect_iters: int | None = None
     gpu_command_buffers: bool = False  # false: XLA's GPU command buffers off, so every op has its own time
     python_tracer_level: int = 0
     host_tracer_level: int | None = None  # None: per backend, see conf/config.yaml

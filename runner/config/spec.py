@@ -207,6 +207,11 @@ def _check_timing(timing: dict, trace: dict) -> None:
         # bounded: 2000 unblocked 8-device CPU all-gathers deadlocked XLA's rendezvous (jax 0.10)
         ("timing.iters_per_sample", 1 <= timing["iters_per_sample"] <= 64, "from 1 to 64"),
         ("trace.iters", 1 <= trace["iters"] <= 10_000, "from 1 to 10000"),
+        (
+            "trace.inspect_iters",
+            trace.get("inspect_iters") is None or 1 <= trace["inspect_iters"] <= 10_000,
+            "null (trace.iters) or from 1 to 10000",
+        ),
         ("trace.max_s", 0 < trace["max_s"] <= 3600, "between 0 and 3600 seconds"),
         ("trace.host_tracer_level", trace["host_tracer_level"] in (None, 0, 1, 2, 3), "null, 0, 1, 2 or 3"),
         ("trace.python_tracer_level", trace["python_tracer_level"] in (0, 1), "0 or 1"),

@@ -16,7 +16,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from analysis.book.units import fmt_duration, format_size
-from analysis.record import upgraded
+from analysis.record import ONE_ROUND, upgraded
 from analysis.rundir import HLO_DIR, RESULT_NAME, TRACE_DIR, now_iso, result_name, stamp, write_json_atomic
 from runner.config.jaxenv import process_env
 from runner.config.spec import build_spec
@@ -270,14 +270,15 @@ def _log_line(result: dict, point_dir: Path) -> None:
     elif result["status"] == "ok":
         s = result["timing"]["summary"]
         bw = bandwidth_words(result.get("bandwidth"))
+        n_rounds = s.get("rounds", 1)
         log.info(
-            "%s: median %s (+-%.0f%%, %s estimator, %d samples in %d round(s))%s -> %s",
+            "%s: median %s (+-%.0f%%, %s estimator, %d samples in %s)%s -> %s",
             where,
             fmt_duration(s["median_s"]),
             100 * s["rel_ci_halfwidth"],
             result["timing"]["estimator"],
             s["n"],
-            s.get("rounds", 1),
+            ONE_ROUND if n_rounds == 1 else f"{n_rounds} round(s)",  # timing=quick: says what its +-% leaves out
             f"  {bw}" if bw else "",
             point_dir,
         )

@@ -33,7 +33,7 @@ from hydra.core.utils import JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from analysis.record import STEP
+from analysis.record import ONE_ROUND, STEP
 from runner.sweep.command import this_command
 
 log = logging.getLogger("shardlab")
@@ -160,7 +160,13 @@ class ProgressCallback(Callback):
                     "started_at": now_iso(),
                 },
             )
-        log.info("shardlab: %s points x %d round(s) -> %s", self.total or "?", self.rounds, _rel(sweep_dir))
+        log.info(
+            "shardlab: %s points x %d round(s)%s -> %s",
+            self.total or "?",
+            self.rounds,
+            f" ({ONE_ROUND})" if self.rounds == 1 else "",  # timing=quick
+            _rel(sweep_dir),
+        )
         if config.get("resume"):
             found = len(list(sweep_dir.glob("*/result.json")))
             if found:

@@ -10,10 +10,12 @@ covers the spread between its rounds.
 Round 1 is part of a point's run (:func:`runner.worker.measure.measure`); the rounds after it only
 re-time the compiled program (:func:`runner.worker.measure.retime`) and append to result.json.
 
-Rounds are adaptive (:func:`rounds_rule`): a point stops after ``MIN_ROUNDS`` when its rounds
+Rounds are adaptive (:func:`rounds_rule`): a point stops after ``MIN_ROUNDS`` (2) when its rounds
 agree and its interval meets ``timing.target_rel_ci``; only a point whose rounds disagree, or
 whose interval is still wider, runs on to ``timing.rounds``. result.json's
-``timing.rounds_rule`` says how many rounds the point took and why.
+``timing.rounds_rule`` says how many rounds the point took and why. The *loop* estimator, a
+cross-check, runs in a later round only where round 1's disagreed with the source estimator
+(``timing.loop_rule``, :func:`runner.worker.timing.loop_rule`).
 """
 
 from __future__ import annotations
@@ -36,9 +38,17 @@ from runner.worker.timing import summarise
 log = logging.getLogger("shardlab")
 
 
-# Fewer rounds than this never stop a point early: with 2, one drifted round is half the
-# evidence, and the rounds' bootstrap interval cannot tell drift from noise.
-MIN_ROUNDS = 3
+# A point is judged once, after this many rounds: it stops there when its rounds agree and its
+# interval meets timing.target_rel_ci, else it runs every round. With 2 rounds Cochran's Q has
+# one degree of freedom: it is the two-sided z-test of the two rounds' log medians against their
+# own intervals (at 99%: apart by more than 2.58 of their combined sigmas), a real test; and the
+# bootstrap over 2 rounds (analysis.stats.combine_rounds: a quarter of the draws are round 1
+# twice, a quarter round 2 twice) spans both rounds' medians and part of each round's own
+# interval, so a ±5% interval says two rounds a sweep apart read within about 10% of each other.
+# Judged once, not after every round: a point whose first two rounds disagree or are wide has
+# shown drift or noise, and stopping it at a later, luckier round would pick its narrowest
+# interval (optional stopping).
+MIN_ROUNDS = 2
 
 
 def wanted_rounds(result: dict) -> int:
@@ -51,10 +61,11 @@ def rounds_rule(t: dict, wanted: int, target_rel_ci: float) -> dict:
     why, in words the report shows: ``{"rounds", "wanted", "stopped", "why"}``.
 
     A point stops early, after exactly ``MIN_ROUNDS`` rounds, only when every estimator with
-    rounds (step, loop, device) has rounds that agree (Cochran's Q at 99%,
-    :func:`analysis.stats.rounds_disagree`) and the headline estimator's interval (which, over
-    rounds, spans their spread) is within ``target_rel_ci`` of its median. Otherwise it runs
-    every round ``wanted`` (``timing.rounds``)."""
+    rounds (step; loop, where round 1's disagreed with the source and it was timed again;
+    device) has rounds that agree (Cochran's Q at 99%, :func:`analysis.stats.rounds_disagree`)
+    and the headline estimator's interval (which, over rounds, spans their spread) is within
+    ``target_rel_ci`` of its median. Otherwise it runs every round ``wanted`` (``timing.rounds``),
+    and every later sentence keeps why it ran on after ``MIN_ROUNDS`` (``after_min``)."""
     n = len(t.get("rounds") or [])
     out = {"rounds": n, "wanted": wanted, "stopped": False}
     if wanted <= MIN_ROUNDS:
@@ -80,9 +91,11 @@ def rounds_rule(t: dict, wanted: int, target_rel_ci: float) -> dict:
     # why the point ran on past MIN_ROUNDS, as it stood then (kept for the last round's sentence)
     after_min = "; ".join(reasons) if n == MIN_ROUNDS else (t.get("rounds_rule") or {}).get("after_min")
     out["after_min"] = after_min or "; ".join(reasons)
+    # an older file, judged after 3 or not at all, whose rounds meet the rule now: no reason kept
+    detail = out["after_min"] or f"no judgement after round {MIN_ROUNDS} recorded"
     if n < wanted:
-        return dict(out, why=f"{n} of {wanted} rounds so far: {out['after_min']}")
-    return dict(out, why=f"all {wanted} rounds: after {MIN_ROUNDS}, {out['after_min']}")
+        return dict(out, why=f"{n} of {wanted} rounds so far: {detail}")
+    return dict(out, why=f"all {wanted} rounds: after {MIN_ROUNDS}, {detail}")
 
 
 def add_round(point_dir: Path, round_no: int, spec: dict | None = None, specs: dict | None = None) -> bool:
@@ -116,10 +129,19 @@ def add_round(point_dir: Path, round_no: int, spec: dict | None = None, specs: d
     # round 1's trip counts: every round times the same loop programs (the persistent cache has them)
     loop = (t["rounds"][0].get(LOOP) or {}) if t.get("rounds") else {}
     K = loop.get("Ks") or loop.get("K")
+    # the loop again only where round 1's disagreed with the source estimator (timing.loop_rule,
+    # runner.worker.timing.loop_rule); a file written before the rule times it every round
+    rerun = bool((t.get("loop_rule") or {}).get("rerun", True))
     worker = get_worker(process_env(spec["hardware"], spec["distributed"], spec["trace"]["gpu_command_buffers"]))
     try:
         reply = worker.run(
-            spec, point_dir, float(result["config"].get("timeout_s", 600)), kind="retime", round=round_no, K=K
+            spec,
+            point_dir,
+            float(result["config"].get("timeout_s", 600)),
+            kind="retime",
+            round=round_no,
+            K=K,
+            loop=rerun,
         )
     except WorkerDied as exc:
         discard_worker()

@@ -71,8 +71,10 @@ def prepare(spec: dict, phase: timing.Phases, record: dict | None = None) -> Poi
     return point
 
 
-def time_round(point: Point, spec: dict, round_no: int, K: list[int] | int | None = None) -> dict:
-    """One round of the *step* and *loop* estimators, with the machine's state."""
+def time_round(point: Point, spec: dict, round_no: int, K: list[int] | int | None = None, loop: bool = True) -> dict:
+    """One round of the *step* and *loop* estimators, with the machine's state. ``loop`` False
+    leaves the loop out of a later round: round 1's loop agreed with the source estimator
+    (:func:`runner.worker.timing.loop_rule`, decided by the parent)."""
     t = spec["timing"]
     out = {"round": round_no, "started_at": now_iso(), **timing.machine_state()}
     faults0 = timing.minor_faults()
@@ -80,7 +82,7 @@ def time_round(point: Point, spec: dict, round_no: int, K: list[int] | int | Non
     steps_run = step["warmup_iters"] + len(step["samples_s"]) * t["iters_per_sample"]
     out["page_faults_per_step"] = (timing.minor_faults() - faults0) / max(steps_run, 1)
     out[STEP] = {k: v for k, v in step.items() if k != "summary"}
-    if point.loop is not None:
+    if point.loop is not None and loop:
         # K1, K2 set how many collectives the loop calls run: every process takes process 0's
         # (a later round gets round 1's, so its compiles come from the persistent cache)
         Ks = timing.given_Ks(K) or meshes.agree(timing.loop_Ks(step["summary"]["median_s"], t["loop_target_s"]))
@@ -210,9 +212,16 @@ def _measure(spec: dict, point_dir: Path, record: dict) -> None:
         record["ceiling"] = ceiling(spec, record, point, group)
 
     if spec["trace"]["enabled"]:
+        # a trace the estimator does not need (CPU under auto) is kept for inspection alone where
+        # trace.inspect_iters says how many steps (timing=quick: 1); it then times nothing
+        inspect = spec["trace"].get("inspect_iters")
+        inspect_only = inspect is not None and not timing.device_is_estimator(
+            spec["timing"], record["environment"]["backend"]
+        )
+        trace_conf = dict(spec["trace"], iters=inspect) if inspect_only else spec["trace"]
         try:
             with phase("trace"):
-                captured = tracing.capture(point.step, meshes.trace_dir(point_dir / TRACE_DIR), spec["trace"])
+                captured = tracing.capture(point.step, meshes.trace_dir(point_dir / TRACE_DIR), trace_conf)
         except Exception as exc:  # a trace is for attribution: the point's timings stand without it
             record["trace"] = {"error": f"{type(exc).__name__}: {exc}"}
             # The profiler may still be running in this process, and every later point would
@@ -222,6 +231,11 @@ def _measure(spec: dict, point_dir: Path, record: dict) -> None:
         record["files"]["xplane"] = str(captured.pop("xplane").relative_to(point_dir))
         record["trace"] = captured
         record["trace"]["wall_s"] = phase["trace"]
+        if inspect_only:
+            record["trace"]["inspect_only"] = (
+                f"trace.inspect_iters={inspect}: {captured['iters']} traced step(s) kept for inspection; "
+                f"the {record['timing']['estimator']} estimator needs no trace, so its device times are no estimator"
+            )
         with phase("trace_parse"):
             # only collectives' async halves joined (a host offload's copy-start/-done stays two
             # ops, as XProf keeps it); steps cut at the module's executions, of which the
@@ -232,22 +246,24 @@ def _measure(spec: dict, point_dir: Path, record: dict) -> None:
                 collectives=set(collective_executions(hlo_text)),
                 steps=captured["iters"],
             )
-            names = target_instructions(hlo_text, op["name"], op.get("grad"), group, seen=set(ops["hlo_op"]))
-            record["timing"][DEVICE] = {
-                "samples_s": trace_analysis.device_samples(ops, names),
-                "what": "the collective's device time" if names is not None else "the program's device time",
-                "instructions": sorted(names) if names is not None else None,
-            }
-            record["timing"].update(
-                timing.summarise(record["timing"], spec["timing"], record["environment"]["backend"])
-            )
+            if not inspect_only:
+                names = target_instructions(hlo_text, op["name"], op.get("grad"), group, seen=set(ops["hlo_op"]))
+                record["timing"][DEVICE] = {
+                    "samples_s": trace_analysis.device_samples(ops, names),
+                    "what": "the collective's device time" if names is not None else "the program's device time",
+                    "instructions": sorted(names) if names is not None else None,
+                }
+                record["timing"].update(
+                    timing.summarise(record["timing"], spec["timing"], record["environment"]["backend"])
+                )
             record["trace"].update(
                 perturbation(ops, captured["wall_samples_s"], record["timing"], record["environment"]["backend"])
             )
 
 
-def retime(spec: dict, round_no: int, K: int | None) -> dict:
-    """A later round of a point measured before: its phases' seconds and the round. Where the
+def retime(spec: dict, round_no: int, K: int | None, loop: bool = True) -> dict:
+    """A later round of a point measured before: its phases' seconds and the round (with the
+    *loop* estimator only where ``loop``: :func:`runner.worker.timing.loop_rule`). Where the
     device estimator is the one the fits use (TPU, GPU, or ``timing.estimator=device``), the
     round traces the point again, so that its device times have rounds too; the trace goes to
     a temporary folder (the point's own ``trace/`` keeps the first round's, for XProf).
@@ -265,7 +281,7 @@ def retime(spec: dict, round_no: int, K: int | None) -> dict:
         point = prepare(spec, phase)
     try:
         with phase("timing"):
-            out = time_round(point, spec, round_no, K)
+            out = time_round(point, spec, round_no, K, loop)
     except BaseException:
         point_cache.drop(spec)  # a round that failed part-way: its loop carry may be in any state
         raise
@@ -341,12 +357,14 @@ def ceiling(spec: dict, record: dict, point: Point, group: int) -> dict | None:
     """The point's bus-bandwidth ceiling: on CPU the copy curve (measured once per process or
     reused from this machine's cache, :mod:`runner.worker.copy_curve`) read at the point's bus bytes
     per device, with its interval; the book's roofline elsewhere (:mod:`runner.worker.ceiling`); None
-    for programs without a collective to hold to it."""
+    for programs without a collective to hold to it, and on CPU with ``timing.ceiling=false``."""
     op = spec["op"]
     if op["name"] not in BY_OP or op.get("grad") or group < 2:
         return None
     n_axes = sum(1 for a in op["axes"] if point.mesh_axes[a] > 1)
     if record["hardware"].get("kind") == "cpu" or record["environment"]["backend"] == "cpu":
+        if not spec["timing"].get("ceiling", True):  # timing.ceiling=false (timing=quick): no curve measured
+            return None
         bus_bytes = nccl_S_bytes(op["name"], point.prog.V_bytes, group) * busbw_factor(op["name"], group)
         return copy_curve.at(copy_curve.cpu_curve(), int(bus_bytes))
     return link_roofline(record["hardware"], n_axes, record["spec"]["mesh"].get("physical"), op["axes"])

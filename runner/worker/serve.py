@@ -167,7 +167,11 @@ def serve(conn, env: dict, startup_log: str, parent_pid: int) -> None:
                 if os.environ.get(TEST_HANG_ENV) == str(spec["op"].get("size_bytes")):
                     time.sleep(1e6)  # test-only hook: a point that never ends, for timeout_s
                 if kind == "retime":  # a later round: the round itself is the reply
-                    reply = {"status": "ok", "record": {}, "round": retime(spec, extra["round"], extra.get("K"))}
+                    reply = {
+                        "status": "ok",
+                        "record": {},
+                        "round": retime(spec, extra["round"], extra.get("K"), extra.get("loop", True)),
+                    }
                 else:
                     measure(spec, point_dir, record)
                     reply = {"status": "ok", "record": record}

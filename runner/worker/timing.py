@@ -271,6 +271,11 @@ def summarise(record: dict, timing: dict, backend: str) -> dict:
     estimator never falls back: without device samples (no trace, or the trace held no execution
     of the collective) ``summary`` is empty (``n`` 0, no ``median_s``) and ``missing_reason``
     says why; the step and loop estimators stay in ``estimators`` under their own names.
+
+    The loop may have fewer rounds than the others (:func:`loop_rule`: after round 1 it is
+    timed again only where it disagreed with the source): its estimate combines the rounds
+    that have it (with one, that round's order-statistic interval), its ``rounds`` says how
+    many, and ``loop_rule`` says why.
     """
     rounds = record.get("rounds") or []
     seed = int(timing.get("seed") or 0)
@@ -309,7 +314,49 @@ def summarise(record: dict, timing: dict, backend: str) -> dict:
         "summary": estimators.get(estimator, {"n": 0}),
         "missing_reason": missing,
         "page_faults_per_step": float(np.median(faults)) if faults else None,
+        "loop_rule": loop_rule(record, estimator),
     }
+
+
+def loop_rule(record: dict, source: str) -> dict:
+    """Whether a point's later rounds time the *loop* estimator again, decided on round 1 alone
+    (so the same whenever :func:`summarise` runs): ``{"rerun", "why", "source"}``, with
+    ``loop_over_source``, round 1's loop median over the source's, where both have one.
+
+    The loop runs in round 1 as a cross-check of the *source* estimator, the one the tables
+    use (``source``: step on CPU, device on TPU and GPU). It *disagrees* when round 1's 95%
+    intervals of the two (:func:`analysis.stats.median_ci`: the loop's slopes, the source's
+    samples; round 1's device samples come from the point's own trace) do not overlap; only
+    then is it timed again in every later round, so that its interval covers the rounds'
+    drift as the source's does. Where they overlap, later rounds would only confirm what the
+    source's rounds already measure. Where the loop is the source (``timing.estimator=loop``),
+    or round 1 has no source time to check it against, it runs every round."""
+    rounds = record.get("rounds") or []
+    first = rounds[0] if rounds else {}
+    loop = (first.get(LOOP) or {}).get("samples_s") or []
+    out = {"source": source}
+    if not loop:
+        return dict(out, rerun=False, why=f"round 1 has no loop samples ({_why_missing(LOOP, record)})")
+    if source == LOOP:
+        return dict(out, rerun=True, why="the loop is the source estimator: timed in every round")
+    src = (
+        (record.get(DEVICE) or {}).get("samples_s") if source == DEVICE else (first.get(source) or {}).get("samples_s")
+    )
+    if not src:
+        return dict(
+            out, rerun=True, why=f"round 1 has no {source} time to check the loop against: timed in every round"
+        )
+    s, lp = summarize(src), summarize(loop)
+    out["loop_over_source"] = lp["median_s"] / s["median_s"] if s["median_s"] > 0 else None
+    ratio = f"loop/{source} {out['loop_over_source']:.2f}" if out["loop_over_source"] is not None else "no ratio"
+    if lp["ci_low_s"] > s["ci_high_s"] or lp["ci_high_s"] < s["ci_low_s"]:
+        return dict(
+            out,
+            rerun=True,
+            why=f"round 1's loop interval lies {'above' if lp['ci_low_s'] > s['ci_high_s'] else 'below'} the "
+            f"{source}'s ({ratio}): timed in every round",
+        )
+    return dict(out, rerun=False, why=f"round 1's loop interval overlaps the {source}'s ({ratio}): round 1 only")
 
 
 def _launch_bound(looped: list[dict], loop_s: float | None) -> dict:
