@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis import op_categories as cat
 from analysis import profile as prof
 from analysis.hlo import async_pairs, instruction_opcodes, parse_collectives
 from analysis.trace import device_ops, read_xplane
@@ -181,14 +182,14 @@ class Profile:
     :func:`analysis.profile.collective_table`; empty where the HLO holds none), ``steps`` (per
     step and device), ``ops`` (every device op, labelled, categorised and assigned to its step),
     ``devices``, ``on_cpu`` and ``categories`` (the step's time by op category, see
-    :func:`analysis.profile.category_table`)."""
+    :func:`analysis.op_categories.category_table`)."""
 
     table: pd.DataFrame
     steps: pd.DataFrame
     ops: pd.DataFrame
     devices: int
     on_cpu: bool
-    categories: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=prof.CATEGORY_COLUMNS))
+    categories: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=cat.CATEGORY_COLUMNS))
 
 
 def analyse(xplanes: list[Path], texts: dict[str, str], mesh: dict[str, int] | None = None, predict=None) -> Profile:
@@ -237,7 +238,7 @@ def analyse(xplanes: list[Path], texts: dict[str, str], mesh: dict[str, int] | N
     hlo_df = prof.hlo_table(colls, mesh, predict)
     names = {c.name for cs in colls.values() for c in cs}
     ops = prof.assign_steps(prof.label_ops(ops[ops["hlo_module"].isin(list(matched))], names, opcodes))
-    ops = prof.label_categories(ops, {m: prof.instruction_categories(t) for m, t in matched.items()})
+    ops = cat.label_categories(ops, {m: cat.instruction_categories(t) for m, t in matched.items()})
     steps = prof.step_table(ops)
     table = prof.collective_table(ops, hlo_df, steps)
-    return Profile(table, steps, ops, ndev, on_cpu, prof.category_table(ops))
+    return Profile(table, steps, ops, ndev, on_cpu, cat.category_table(ops))

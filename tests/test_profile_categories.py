@@ -20,7 +20,7 @@ import pytest
 from shardlab_cli import analysis, runner
 
 from analysis.book.units import fmt_duration
-from analysis.profile import category_table, instruction_categories, label_categories
+from analysis.op_categories import category_table, instruction_categories, label_categories
 from analysis.profile_load import analyse, load_hlo
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"

@@ -21,7 +21,8 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
 from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration, fmt_pct
-from analysis.profile import CATEGORY_COLUMNS, step_summary, timeline, typical_step
+from analysis.op_categories import CATEGORY_COLUMNS
+from analysis.profile import step_summary, timeline, typical_step
 from analysis.report.axes import DPI, WIDTH_IN
 from analysis.report.document import Report
 from analysis.rundir import atomic_path, write_text_atomic
@@ -128,7 +129,7 @@ def slowdown_words(slowdown: float | None) -> str:
 
 
 def _categories_human(categories: pd.DataFrame) -> pd.DataFrame:
-    """The time by op category (:func:`analysis.profile.category_table`) in human units."""
+    """The time by op category (:func:`analysis.op_categories.category_table`) in human units."""
     return pd.DataFrame(
         {
             "module": categories["hlo_module"],
