@@ -15,9 +15,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.book.collectives import HLO_OPCODES
+from analysis.trace.steps import DEVICE_PLANE, MODULE_EVENT, step_of
 
-# The whole plane name: "/device:TPU:0 SparseCore 0" is a SparseCore's plane, not TPU 0's ops
-_DEVICE_PLANE = re.compile(r"^/device:(TPU|GPU):(\d+)$")
 _CPU_PLANE = "/host:CPU"
 # The async pairs joined into one execution: collectives, and the generic wrappers XLA puts
 # around one (async-start/-done, a SparseCore offload's call-start/-done). Other async pairs
@@ -30,8 +29,6 @@ _INSTR_NAME = r"^%?([^\s=%]+) = "
 _ASYNC_OPCODE = r"\s([a-z][a-z0-9\-]*-(?:start|done))\("
 # a done's first operand is its start: "... all-gather-done(f32[8]{0} %all-gather-start.1)"
 _DONE_OPERAND = r"-done\([^%]*%([^\s,)]+)"
-# an XLA Modules event: "jit_step(17342868964687645945)", the module and its program id
-_MODULE_EVENT = r"^(?P<module>.+)\((?P<program_id>\d+)\)$"
 
 OPS_COLUMNS = [
     "device",
@@ -65,7 +62,7 @@ def program_modules(events: pd.DataFrame) -> dict[str, str]:
     """``{program_id: module name}`` from the ``XLA Modules`` lines' events (TPU), whose names
     are ``module(program_id)``."""
     mods = events.loc[events["line"] == "XLA Modules", "name"].drop_duplicates()
-    found = mods.astype(str).str.extract(_MODULE_EVENT).dropna()
+    found = mods.astype(str).str.extract(MODULE_EVENT).dropna()
     return dict(zip(found["program_id"], found["module"]))
 
 
@@ -97,7 +94,7 @@ def device_ops(
     module on a device begins at the earliest k-th start among the ops that run a whole number
     of times a step: an op that runs m times a step starts step k with its (k*m)-th run, so a
     step that opens with a loop still begins at the loop's first op (see
-    :func:`_steps_by_runs`). How many steps the trace holds: ``steps`` where the caller knows
+    :func:`analysis.trace.steps.step_of`). How many steps the trace holds: ``steps`` where the caller knows
     it (the traced calls of the step), else the runs of the module's least-run op (a
     conditional's op that ran in some steps only would then be taken for once a step).
 
@@ -123,7 +120,7 @@ def device_ops(
     its instruction text (TPU), else the earliest open ``*-start`` of its kind on the device
     (for a ``call-done``/``async-done``, of any kind joined).
     """
-    plane_dev = events["plane"].str.extract(_DEVICE_PLANE)
+    plane_dev = events["plane"].str.extract(DEVICE_PLANE)
     on_device_plane = plane_dev[1].notna()
     # Only the XLA Ops line, as XProf reads it (its trace viewer, op metrics and PGLE latencies
     # skip "Async XLA Ops", whose events re-draw an async op's in-flight part)
@@ -180,7 +177,7 @@ def device_ops(
     ops = ops.sort_values(["device", "start_ns"], kind="stable")
     ops = _join_async(ops, pairs, collectives)
     ops["iteration"] = ops.groupby(["device", "hlo_module", "hlo_op"]).cumcount()
-    ops["step"] = _steps(ops, events, steps)
+    ops["step"] = step_of(ops, events, steps)
     return ops[OPS_COLUMNS].reset_index(drop=True)
 
 
@@ -249,76 +246,6 @@ def _join_async(ops: pd.DataFrame, pairs: dict[str, str] | None, collectives: se
     duration = np.where(joined, end - start, ops["duration_ns"].to_numpy(float))
     out = ops.assign(end_ns=end, duration_ns=duration, kernels=kernels, is_async=joined, done_op=done_op)
     return out[keep].sort_values(["device", "start_ns"], kind="stable").reset_index(drop=True)
-
-
-def _module_runs(events: pd.DataFrame) -> pd.DataFrame:
-    """The module executions the ``XLA Modules`` lines of TPU device planes record:
-    ``device``, ``program_id`` (text), ``end_ns``; sorted by device, program and end."""
-    runs = events[events["line"] == "XLA Modules"]
-    dev = runs["plane"].astype(str).str.extract(_DEVICE_PLANE)
-    runs = runs[dev[1].notna()]
-    found = runs["name"].astype(str).str.extract(_MODULE_EVENT)
-    out = pd.DataFrame(
-        {
-            "device": pd.to_numeric(dev.loc[runs.index, 1], errors="coerce"),
-            "program_id": found["program_id"],
-            "end_ns": (runs["start_ns"] + runs["duration_ns"]).astype(float),
-        }
-    ).dropna()
-    return out.sort_values(["device", "program_id", "end_ns"], kind="stable")
-
-
-def _steps(ops: pd.DataFrame, events: pd.DataFrame, steps: int | None = None) -> np.ndarray:
-    """Each op's step (see :func:`device_ops`): by the ``XLA Modules`` line where it records
-    the op's program on the op's device, else by :func:`_steps_by_runs`."""
-    step = _steps_by_runs(ops, steps)
-    runs = _module_runs(events)
-    if runs.empty or "program_id" not in ops:
-        return step
-    pid = ops["program_id"].astype(object).where(ops["program_id"].notna(), None)
-    for (device, program), ends in runs.groupby(["device", "program_id"], sort=False)["end_ns"]:
-        at = np.flatnonzero((ops["device"].to_numpy() == device) & (pid.to_numpy() == program))
-        if not len(at):
-            continue
-        # the execution the op starts before the end of: an op between two executions (a
-        # timestamp a ns early) belongs to the next; one after the last, to none of them
-        k = np.searchsorted(ends.to_numpy(), ops["start_ns"].to_numpy(float)[at], side="left")
-        step[at] = np.where(k < len(ends), k, -1)
-    return step
-
-
-def _steps_by_runs(ops: pd.DataFrame, steps: int | None = None) -> np.ndarray:
-    """Steps where no module line marks them (CPU, GPU), per device and module, from the ops'
-    own runs. The module ran n times: ``steps``, else as often as its least-run op (a
-    top-level op runs once a step). An op run m*n times runs m times a step, so its runs 0,
-    m, 2m, ... each open a step. Step k begins at the earliest of those k-th openings over
-    all such ops (a step that opens with a loop begins at the loop's first op, not at the
-    first op that runs once); an op belongs to the last step begun at or before its start
-    (-1 before the first). An op run a number of times that is no multiple of n (a
-    conditional's branch) is placed by time alone."""
-    if ops.empty:
-        return np.zeros(0, int)
-    keys = [ops["device"], ops["hlo_module"]]
-    runs = ops.groupby([*keys, ops["hlo_op"]], sort=False)["start_ns"].transform("size")
-    if steps:
-        n = np.full(len(ops), int(steps))
-    else:
-        n = runs.groupby(keys, sort=False).transform("min").to_numpy()
-    runs = runs.to_numpy()
-    regular = runs % n == 0
-    per_step = np.where(regular, runs // n, 1)
-    k, opening = np.divmod(ops["iteration"].to_numpy(), per_step)
-    opens = regular & (opening == 0)
-    start = ops["start_ns"].to_numpy(float)
-    begins = pd.Series(start[opens]).groupby([c.to_numpy()[opens] for c in keys] + [k[opens]]).min()
-    step = np.full(len(ops), -1, int)
-    rows = ops.reset_index(drop=True).groupby(["device", "hlo_module"], sort=False).indices
-    for key, bounds in begins.groupby(level=[0, 1], sort=False):
-        at = rows[key]
-        # a step never begins before the one before it (a stray early op must not reorder them)
-        b = np.maximum.accumulate(bounds.to_numpy())
-        step[at] = np.searchsorted(b, start[at], side="right") - 1
-    return step
 
 
 def op_steps(ops: pd.DataFrame) -> pd.DataFrame:
