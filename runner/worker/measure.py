@@ -237,17 +237,8 @@ def _measure(spec: dict, point_dir: Path, record: dict) -> None:
                 f"the {record['timing']['estimator']} estimator needs no trace, so its device times are no estimator"
             )
         with phase("trace_parse"):
-            # only collectives' async halves joined (a host offload's copy-start/-done stays two
-            # ops, as XProf keeps it); steps cut at the module's executions, of which the
-            # trace holds as many as it traced calls of the step (an op may run several a step)
-            ops = trace_analysis.device_ops(
-                trace_analysis.read_xplane(point_dir / record["files"]["xplane"]),
-                async_pairs(hlo_text),
-                collectives=set(collective_executions(hlo_text)),
-                steps=captured["iters"],
-            )
+            ops, names = traced_ops(point_dir / record["files"]["xplane"], hlo_text, op, group, captured["iters"])
             if not inspect_only:
-                names = target_instructions(hlo_text, op["name"], op.get("grad"), group, seen=set(ops["hlo_op"]))
                 record["timing"][DEVICE] = {
                     "samples_s": trace_analysis.device_samples(ops, names),
                     "what": "the collective's device time" if names is not None else "the program's device time",
@@ -291,20 +282,26 @@ def retime(spec: dict, round_no: int, K: int | None, loop: bool = True) -> dict:
     if spec["trace"]["enabled"] and timing.device_is_estimator(spec["timing"], jax.default_backend()):
         with phase("trace"), tempfile.TemporaryDirectory(prefix="shardlab-round-") as tmp:
             captured = tracing.capture(point.step, Path(tmp), spec["trace"])
-            hlo_text = point.compiled.as_text()
-            ops = trace_analysis.device_ops(
-                trace_analysis.read_xplane(captured["xplane"]),
-                async_pairs(hlo_text),
-                collectives=set(collective_executions(hlo_text)),
-                steps=captured["iters"],
-            )
             group = int(np.prod([point.mesh_axes[a] for a in spec["op"]["axes"]]))
-            names = target_instructions(
-                hlo_text, spec["op"]["name"], spec["op"].get("grad"), group, seen=set(ops["hlo_op"])
-            )
+            ops, names = traced_ops(captured["xplane"], point.compiled.as_text(), spec["op"], group, captured["iters"])
             out[DEVICE] = {"samples_s": trace_analysis.device_samples(ops, names)}
     out["phases_s"] = dict(phase)
     return out
+
+
+def traced_ops(xplane: Path, hlo_text: str, op: dict, group: int, steps: int):
+    """A traced point's device-op table and the names of the instructions that run its
+    collective (:func:`target_instructions`, as this trace names them). Only collectives' async
+    halves are joined (a host offload's copy-start/-done stays two ops, as XProf keeps it), and
+    steps are cut at the module's executions, of which the trace holds ``steps`` (the traced
+    calls; an op may run several times a step)."""
+    ops = trace_analysis.device_ops(
+        trace_analysis.read_xplane(xplane),
+        async_pairs(hlo_text),
+        collectives=set(collective_executions(hlo_text)),
+        steps=steps,
+    )
+    return ops, target_instructions(hlo_text, op["name"], op.get("grad"), group, seen=set(ops["hlo_op"]))
 
 
 def target_instructions(

@@ -156,13 +156,9 @@ def time_loop(calls, Ks, timing: dict, agree=_local, clock=time.perf_counter, em
     stop = "max_samples"
     t_start = clock()
     while len(samples) < timing["loop_max_samples"]:
-        t = {}
-        for K, call in ((K1, short), (K2, long_)) if len(samples) % 2 == 0 else ((K2, long_), (K1, short)):
-            t0 = clock()
-            call()
-            t[K] = clock() - t0
-        pairs.append([t[K1], t[K2]])
-        samples.append((t[K2] - t[K1]) / (K2 - K1))
+        t1, t2 = _timed_pair(calls, len(samples), clock)
+        pairs.append([t1, t2])
+        samples.append((t2 - t1) / (K2 - K1))
         if len(samples) >= LOOP_MIN_SAMPLES:
             tight = rel_ci_halfwidth(samples) <= timing["target_rel_ci"]
             spent = clock() - t_start >= timing["budget_s"] / 2
@@ -183,6 +179,18 @@ def time_loop(calls, Ks, timing: dict, agree=_local, clock=time.perf_counter, em
     return out
 
 
+def _timed_pair(calls, i: int, clock) -> tuple[float, float]:
+    """Seconds of one call of each trip count (short, long), the short one first in even
+    pairs and last in odd ones, so that a drift within a pair cancels over pairs."""
+    short, long_ = calls
+    t = {}
+    for which, call in ((0, short), (1, long_)) if i % 2 == 0 else ((1, long_), (0, short)):
+        t0 = clock()
+        call()
+        t[which] = clock() - t0
+    return t[0], t[1]
+
+
 def time_empty_loop(calls, Ks, clock=time.perf_counter) -> dict:
     """The empty loop's seconds per repetition (see :func:`time_loop`): one warm-up call of
     each K, then :data:`EMPTY_LOOP_PAIRS` slopes, the pairs' order alternating as the loop's."""
@@ -192,12 +200,8 @@ def time_empty_loop(calls, Ks, clock=time.perf_counter) -> dict:
     long_()
     samples: list[float] = []
     for i in range(EMPTY_LOOP_PAIRS):
-        t = {}
-        for K, call in ((K1, short), (K2, long_)) if i % 2 == 0 else ((K2, long_), (K1, short)):
-            t1 = clock()
-            call()
-            t[K] = clock() - t1
-        samples.append((t[K2] - t[K1]) / (K2 - K1))
+        t1, t2 = _timed_pair(calls, i, clock)
+        samples.append((t2 - t1) / (K2 - K1))
     return {
         "empty_loop_s": float(np.median(samples)),
         "empty_loop_samples_s": samples,
