@@ -13,6 +13,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # reports are written headless, from a sweep's end or a CI job
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogFormatter, LogLocator  # noqa: E402
 
@@ -21,6 +22,14 @@ from analysis.rundir import atomic_path  # noqa: E402
 
 MAX_FAMILIES = 2  # more families than this (each with measured, fit, model): one panel each
 WIDTH_IN, DPI = 11.0, 110  # 1210 px: fits a 1280-px page
+
+
+def error_bars(mid, lo, hi) -> np.ndarray:
+    """``yerr`` for ``ax.errorbar``: the distances from ``mid`` down to ``lo`` and up to ``hi``,
+    as a plain 2xN array (matplotlib 3.8 calls float() on a pandas Series, which pandas 2.2
+    deprecates with a warning on every report)."""
+    mid, lo, hi = (np.asarray(v, dtype=float) for v in (mid, lo, hi))
+    return np.vstack([mid - lo, hi - mid])
 
 
 def bytes_axis(ax) -> None:

@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from analysis.report.axes import WIDTH_IN, bytes_axis, gbps_axis, time_axis  # also selects Agg
+from analysis.report.axes import WIDTH_IN, bytes_axis, error_bars, gbps_axis, time_axis  # also selects Agg
 from analysis.rundir import atomic_path
 
 
@@ -48,7 +48,7 @@ def _ci_bars(ax, df: pd.DataFrame, y: str, lo: str, hi: str, palette: dict) -> N
         ax.errorbar(
             g["V_bytes"],
             g[y],
-            yerr=[g[y] - g[lo], g[hi] - g[y]],
+            yerr=error_bars(g[y], g[lo], g[hi]),
             fmt="none",
             ecolor=palette[sweep],
             alpha=0.6,

@@ -19,6 +19,7 @@ import seaborn as sns
 from analysis.report.axes import (  # also selects the headless backend
     WIDTH_IN,
     bytes_axis,
+    error_bars,
     family_colors,
     finish,
     gbps_axis,
@@ -35,7 +36,7 @@ def _measured(ax, p: pd.DataFrame, y: str, lo, hi, color, fam: str) -> None:
     ax.errorbar(
         p["V_bytes"],
         p[y],
-        yerr=[p[y] - lo, hi - p[y]],
+        yerr=error_bars(p[y], lo, hi),
         fmt="o",
         ms=4,
         color=color,
@@ -155,7 +156,7 @@ def measured_over_model(points: pd.DataFrame, path: Path, title: str) -> Path:
         ax.errorbar(
             p["V_bytes"],
             p["measured_over_model"],
-            yerr=[p["measured_over_model"] - lo, hi - p["measured_over_model"]],
+            yerr=error_bars(p["measured_over_model"], lo, hi),
             fmt="o-",
             ms=4,
             lw=0.8,
