@@ -15,16 +15,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import hlo as hlo_parser
-from analysis import trace as trace_reader
 from analysis.book.collective_cost import active_axes
 from analysis.book.collectives import BY_OP
 from analysis.point_flags import TRACE_SLOWDOWN_LIMIT, dispatch_floor, flags
+from analysis.point_table import point_table, saved_table
 from analysis.record import ESTIMATORS, LOOP, Result, Timing, either
-from analysis.rundir import point_file
-from analysis.trace.overlap import overlap_summary
-
-MAX_HLO_BYTES = 1 << 30  # an HLO text file larger than this is not a program's
 
 
 def hlo_kind_of(op: str, grad: bool = False) -> str | None:
@@ -160,84 +155,22 @@ def _run_columns(result: dict | Result) -> dict:
     }
 
 
-def _hlo_rows(r: dict, mesh_axes: dict) -> tuple[list[dict], dict | None, str | None]:
-    """One row per collective of the point's compiled HLO (its groups named by the axes of
-    ``mesh_axes``, the mesh as the point built it); what the trace needs of the module
-    (``opcodes``: every instruction's opcode; ``pairs``: async done -> start names); and any
-    problem reading the file."""
-    try:
-        path = point_file(r, "hlo_compiled", MAX_HLO_BYTES)
-    except ValueError as exc:
-        return [], None, str(exc)
-    if path is None:
-        return [], None, None
-    try:
-        text = path.read_text()
-        axis_names = list(mesh_axes)
-        # HLO replica groups number devices by their position in the mesh, not by device id.
-        device_ids = np.arange(int(np.prod(list(mesh_axes.values())))).reshape(list(mesh_axes.values()) or [0])
-        colls = hlo_parser.parse_collectives(text, num_devices=int(device_ids.size) or None)
-        facts = {"opcodes": hlo_parser.instruction_opcodes(text), "pairs": hlo_parser.async_pairs(text)}
-    except (OSError, UnicodeDecodeError, hlo_parser.HloParseError) as exc:
-        return [], None, f"{path}: {exc}"
-    rows = []
-    for c in colls:
-        try:
-            groups = c.replica_groups or (tuple(int(d) for d in device_ids.ravel()),)
-            axes = "".join(hlo_parser.group_mesh_axes(groups, device_ids, axis_names))
-        except (hlo_parser.HloParseError, ValueError):
-            axes = None
-        rows.append(
-            {
-                "hlo_op": c.name,
-                "hlo_kind": c.kind,
-                "hlo_dtype": c.dtype,
-                "hlo_operand_bytes": c.operand_bytes,
-                "hlo_result_bytes": c.result_bytes,
-                "hlo_group_size": c.group_size,
-                "hlo_num_groups": c.num_groups,
-                "hlo_axes": axes,
-            }
-        )
-    return rows, facts, None
-
-
-def _trace_ops(r: dict, facts: dict | None) -> tuple[pd.DataFrame | None, dict, str | None]:
-    """Per-op trace times, the compute/collective overlap (collectives known by their HLO
-    opcodes, async halves joined: ``facts`` from :func:`_hlo_rows`), and any problem reading
-    them."""
-    try:
-        path = point_file(r, "xplane")
-    except ValueError as exc:
-        return None, {}, str(exc)
-    if path is None:
-        return None, {}, None
-    facts = facts or {}
-    try:
-        ops = trace_reader.device_ops(trace_reader.read_xplane(path), facts.get("pairs"))
-    except (OSError, trace_reader.TraceError) as exc:
-        return None, {}, str(exc) if str(path) in str(exc) else f"{path}: {exc}"
-    if not len(ops):
-        return None, {}, None
-    overlap = overlap_summary(ops, facts.get("opcodes"))
-    # GPU command buffers (CUDA graphs) hide the ops they run: their kernels carry the buffer's name
-    overlap["trace_command_buffers"] = int(ops["hlo_op"].astype(str).str.contains("command_buffer").sum())
-    return trace_reader.op_summary(trace_reader.op_steps(ops)), overlap, None
-
-
-def point_rows(r: dict) -> list[dict]:
-    """The summary rows of one point: one per collective in its compiled HLO (at least one)."""
+def point_rows(r: dict, table: dict | None = None) -> list[dict]:
+    """The summary rows of one point: one per collective in its compiled HLO (at least one).
+    What the HLO and trace say comes from the point's table (``table``, else
+    :func:`analysis.point_table.point_table`: the one the worker wrote, rebuilt only where it
+    is missing or stale)."""
     rec = Result.from_json(r)
     base = _run_columns(rec)
-    problems = []
-    hlo_rows, facts, err = _hlo_rows(r, rec.spec.mesh.axes or {})
-    problems += [err] if err else []
+    table = table if table is not None else point_table(r)
+    problems = [e for e in (table["hlo"]["error"],) if e]
+    hlo_rows = table["hlo"]["rows"]
     kind, rel = hlo_kind_of(base["op"], base["grad"]), rec.files.get("hlo_compiled")
     imported = rec.timing.estimator == "imported"  # another tool's numbers: no HLO to expect
     if rec.ok and kind and not any(h["hlo_kind"] == kind for h in hlo_rows):
         # No HLO to read (deleted, damaged, cut short): the timing still stands, so the point
         # keeps its row, named by its op, and says what is missing.
-        if not err and not imported:
+        if not problems and not imported:
             # a group of 1 (XLA compiles a copy) or a rewrite says why; else the file is suspect
             why = rec.spec.no_communication or rec.spec.rewritten or "truncated?"
             problems.append(
@@ -248,38 +181,44 @@ def point_rows(r: dict) -> list[dict]:
         if not imported:
             problems.append("the point keeps its timing; its HLO columns are empty")
         hlo_rows = hlo_rows + [{"hlo_op": None, "hlo_kind": kind}]
-    ops, overlap, err = _trace_ops(r, facts)
-    problems += [err] if err else []
+    problems += [e for e in (table["trace"]["error"],) if e]
     base["skipped"] = "; ".join(problems) or None
-    base.update(overlap)
+    base.update(table["trace"]["overlap"])
+    ops = {op["hlo_op"]: op for op in table["trace"]["ops"] or []}
     rows = [dict(base, **h) for h in hlo_rows] or [dict(base)]
     for row in rows:
-        if ops is not None and row.get("hlo_op") is not None:
-            hit = ops[ops["hlo_op"] == row["hlo_op"]]
-            if len(hit):
-                row["trace_op_time_s"] = float(hit["op_time_s"].iloc[0])
-                row["trace_device_time_s"] = float(hit["device_time_s"].iloc[0])
-                row["trace_arrival_skew_s"] = float(hit["arrival_skew_s"].iloc[0])
-                row["trace_iterations"] = int(hit["iterations"].iloc[0])
+        if (hit := ops.get(row.get("hlo_op"))) is not None:
+            row["trace_op_time_s"] = _float(hit["op_time_s"])
+            row["trace_device_time_s"] = _float(hit["device_time_s"])
+            row["trace_arrival_skew_s"] = _float(hit["arrival_skew_s"])
+            row["trace_iterations"] = int(hit["iterations"])
     return rows
 
 
-PARALLEL_FROM = 200  # points: from here each point's trace and HLO are read in worker processes
+def _float(v) -> float:
+    return float("nan") if v is None else float(v)
+
+
+PARALLEL_FROM = 200  # tables to build: from here they are built in worker processes
 
 
 def _all_rows(results: list[dict]) -> list[dict]:
-    """:func:`point_rows` of every result; a large sweep's spread over the cores (reading each
-    point's trace and HLO is most of a report's time: about 20 ms a point here), in spawned
-    processes (a forked copy of a process that runs JAX threads may deadlock)."""
+    """:func:`point_rows` of every result. Each point's table is read from the file the worker
+    wrote (about 1 ms); those missing or stale (a sweep measured before shardlab wrote them, a
+    trace replaced) are built from the trace and HLO (about 50 ms a point here), many of them
+    spread over the cores in spawned processes (a forked copy of a process that runs JAX
+    threads may deadlock)."""
+    tables = [saved_table(r) for r in results]
+    stale = [r for r, t in zip(results, tables) if t is None]
     workers = min(os.cpu_count() or 1, 8)
-    if len(results) < PARALLEL_FROM or workers < 2:
-        return [row for r in results for row in point_rows(r)]
-    from concurrent.futures import ProcessPoolExecutor
-    from multiprocessing import get_context
+    if len(stale) >= PARALLEL_FROM and workers >= 2:
+        from concurrent.futures import ProcessPoolExecutor
+        from multiprocessing import get_context
 
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        chunks = pool.map(point_rows, results, chunksize=max(len(results) // (4 * workers), 1))
-        return [row for rows in chunks for row in rows]
+        with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+            built = iter(list(pool.map(point_table, stale, chunksize=max(len(stale) // (4 * workers), 1))))
+        tables = [t if t is not None else next(built) for t in tables]
+    return [row for r, t in zip(results, tables) for row in point_rows(r, t)]
 
 
 def summary_table(results: list[dict]) -> pd.DataFrame:

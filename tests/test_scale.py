@@ -14,11 +14,14 @@ def test_points_read_in_worker_processes_give_the_same_rows(tmp_path, compose_cf
     root = small_sweep(tmp_path / "s", compose_cfg, sizes=("1KiB", "2KiB", "4KiB"), extra=["trace.iters=2"])
     results = read_results(root)
     one_by_one = summary.summary_table(results)
+    for table in root.glob("*/ops_table.json"):  # as a sweep measured before the worker wrote them
+        table.unlink()
     monkeypatch.setattr(summary, "PARALLEL_FROM", 1)
     monkeypatch.setattr(summary.os, "cpu_count", lambda: 2)
     spread = summary.summary_table(results)
     pd.testing.assert_frame_equal(spread, one_by_one)
     assert one_by_one["trace_op_time_s"].notna().sum() == 3  # the traces were really read
+    assert len(list(root.glob("*/ops_table.json"))) == 3  # built in the worker processes, written back
 
 
 def test_a_long_table_shows_its_ends_and_says_how_many_rows_it_left_out(tmp_path):

@@ -17,9 +17,10 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from analysis import point_table
 from analysis import trace as trace_analysis
 from analysis.book.collectives import BY_OP, busbw_factor, nccl_S_bytes
-from analysis.hlo import async_pairs, collective_executions, instruction_opcodes
+from analysis.hlo import collective_executions, instruction_opcodes
 from analysis.record import DEVICE, LOOP, STEP
 from analysis.rundir import HLO_COMPILED, HLO_DIR, HLO_LOWERED, TRACE_DIR, now_iso
 from runner.config.memory import check_fits, estimate
@@ -250,6 +251,22 @@ def _measure(spec: dict, point_dir: Path, record: dict) -> None:
             record["trace"].update(
                 perturbation(ops, captured["wall_samples_s"], record["timing"], record["environment"]["backend"])
             )
+        _save_table(point_dir, record, hlo_text, ops)
+    else:
+        _save_table(point_dir, record, hlo_text)
+
+
+def _save_table(point_dir: Path, record: dict, hlo_text: str, ops=None) -> None:
+    """The point's HLO and trace facts for the report (:mod:`analysis.point_table`), from what
+    this round already read: the report then parses neither again. Process 0 writes it, as it
+    writes the HLO. Without it (a full disk, a reader's bug) the report builds it from the files."""
+    if jax.process_index():
+        return
+    try:
+        with record["phases_s"]("ops_table"):
+            point_table.save(point_dir, point_table.build(dict(record, point_dir=str(point_dir)), hlo_text, ops))
+    except Exception as exc:  # noqa: BLE001 - the point's timings stand without it
+        record["ops_table_error"] = f"{type(exc).__name__}: {exc}"
 
 
 def retime(spec: dict, round_no: int, K: int | None, loop: bool = True) -> dict:
@@ -295,12 +312,7 @@ def traced_ops(xplane: Path, hlo_text: str, op: dict, group: int, steps: int):
     halves are joined (a host offload's copy-start/-done stays two ops, as XProf keeps it), and
     steps are cut at the module's executions, of which the trace holds ``steps`` (the traced
     calls; an op may run several times a step)."""
-    ops = trace_analysis.device_ops(
-        trace_analysis.read_xplane(xplane),
-        async_pairs(hlo_text),
-        collectives=set(collective_executions(hlo_text)),
-        steps=steps,
-    )
+    ops = point_table.point_ops(xplane, hlo_text, steps)
     return ops, target_instructions(hlo_text, op["name"], op.get("grad"), group, seen=set(ops["hlo_op"]))
 
 

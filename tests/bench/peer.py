@@ -20,12 +20,20 @@ PEER_SIZES = ("1KiB", "64KiB", "1MiB", "16MiB", "64MiB")
 PEER_POINTS = [(op, size) for op in ("all_gather", "all_reduce") for size in PEER_SIZES]
 
 
+POLICIES = ("quick", "default")  # timing=<policy>: the quick look and the trustworthy default
+
+
 def side_by_side(work: Path, repeats: int = 2) -> dict:
     """The same 10 points (AllGather and AllReduce at 1 KiB-64 MiB) through shardlab, as a user
-    runs them (a multirun with its default rounds, checks, traces and report), and through a
-    minimal loop in the style of accelerator-microbenchmarks (tests/bench/peer_loop.py: one
-    process, 20 warm-up and 20 timed calls, the median) with the environment shardlab's worker
-    gets. Interleaved ``repeats`` times; wall time per point, and the medians side by side."""
+    runs them (a multirun with its rounds, checks, traces and report), under ``timing=quick``
+    and under the default, and through a minimal loop in the style of accelerator-microbenchmarks
+    (tests/bench/peer_loop.py: one process, 20 warm-up and 20 timed calls, the median) with the
+    environment shardlab's worker gets. Each is its own process, interleaved ``repeats`` times.
+
+    Two ratios to the loop per policy: *as processes*, each command's whole wall time (start,
+    JAX, report included); *in-process*, the points' own wall times only (shardlab's ``wall_s``
+    of every point and the later rounds; the loop's per-point ``wall_s``), what each costs once
+    its process is up."""
     from shardlab_cli import runner
 
     from runner.config.jaxenv import process_env
@@ -33,16 +41,30 @@ def side_by_side(work: Path, repeats: int = 2) -> dict:
     env = {**os.environ, **process_env({"kind": "cpu", "device_count": 8})}
     ops = ",".join(sorted({op for op, _ in PEER_POINTS}))
     sizes = ",".join(dict.fromkeys(size for _, size in PEER_POINTS))
-    ours, peers, medians, parts, work_ratio = [], [], {}, [], []
+    walls = {p: [] for p in (*POLICIES, "loop")}
+    inner = {p: [] for p in (*POLICIES, "loop")}
+    medians, parts, work_ratio = {}, [], []
     for k in range(repeats):
-        out = work / f"peer_sweep_{k}"
-        t0 = time.time()
-        runner("-m", f"op={ops}", f"op.size_bytes={sizes}", f"hydra.sweep.dir={out}", timeout=1800, expect=0)
-        total = time.time() - t0
-        ours.append(total / len(PEER_POINTS))
-        results = [json.loads(p.read_text()) for p in sorted(out.glob("*/result.json"))]
-        parts.append(breakdown.parts(results, total, t0, breakdown.report_s(out)))
-        work_ratio.append(device_work_ratio(results))
+        results = {}
+        for policy in POLICIES:
+            out = work / f"peer_{policy}_{k}"
+            t0 = time.time()
+            runner(
+                "-m",
+                f"timing={policy}",
+                f"op={ops}",
+                f"op.size_bytes={sizes}",
+                f"hydra.sweep.dir={out}",
+                timeout=1800,
+                expect=0,
+            )
+            total = time.time() - t0
+            walls[policy].append(total)
+            results[policy] = [json.loads(p.read_text()) for p in sorted(out.glob("*/result.json"))]
+            inner[policy].append(points_wall_s(results[policy]))
+            if policy == "default":
+                parts.append(breakdown.parts(results[policy], total, t0, breakdown.report_s(out)))
+                work_ratio.append(device_work_ratio(results[policy]))
         t0 = time.time()
         proc = subprocess.run(
             [sys.executable, str(REPO / "tests" / "bench" / "peer_loop.py"), *(f"{o}:{s}" for o, s in PEER_POINTS)],
@@ -52,13 +74,11 @@ def side_by_side(work: Path, repeats: int = 2) -> dict:
             check=True,
             timeout=1800,
         )
-        peers.append((time.time() - t0) / len(PEER_POINTS))
-        rs = {
-            (r["spec"]["op"], r["spec"]["size_bytes"]): r
-            for r in (json.loads(p.read_text()) for p in out.glob("*/result.json"))
-        }
-        for line in proc.stdout.splitlines():
-            p = json.loads(line)
+        walls["loop"].append(time.time() - t0)
+        lines = [json.loads(line) for line in proc.stdout.splitlines()]
+        inner["loop"].append(sum(p["wall_s"] for p in lines))
+        rs = {(r["spec"]["op"], r["spec"]["size_bytes"]): r for r in results["default"]}
+        for p in lines:
             r = rs.get((p["op"], p["size_bytes"]))
             if r and r["status"] == "ok":
                 ratio = r["timing"]["summary"]["median_s"] / p["median_s"]
@@ -66,18 +86,37 @@ def side_by_side(work: Path, repeats: int = 2) -> dict:
     ratios = {f"{op} {size >> 10} KiB": float(np.median(v)) for (op, size), v in sorted(medians.items())}
     per_point = {name: float(np.median([p[name] for p in parts])) / len(PEER_POINTS) for name in parts[0]}
     untimed = sum(v for name, v in per_point.items() if name not in breakdown.NOT_OVERHEAD)
+    loop_wall, loop_inner = float(np.median(walls["loop"])), float(np.median(inner["loop"]))
     return {
         "points": len(PEER_POINTS),
         "repeats": repeats,
-        "shardlab_wall_per_point_s": float(np.median(ours)),
-        "peer_wall_per_point_s": float(np.median(peers)),
-        "wall_ratio": float(np.median(ours) / np.median(peers)),
+        "peer_wall_per_point_s": loop_wall / len(PEER_POINTS),
+        "policies": {
+            p: {
+                "wall_s": float(np.median(walls[p])),
+                "wall_ratio": float(np.median(walls[p])) / loop_wall,  # as processes
+                "in_process_ratio": float(np.median(inner[p])) / loop_inner,
+                "wall_ratios_each": [w / lw for w, lw in zip(walls[p], walls["loop"])],
+            }
+            for p in POLICIES
+        },
+        "loop_wall_s": loop_wall,
+        # the default's figures, as before
+        "shardlab_wall_per_point_s": float(np.median(walls["default"])) / len(PEER_POINTS),
+        "wall_ratio": float(np.median(walls["default"])) / loop_wall,
         "median_ratio_by_point": ratios,
         "shardlab_parts_per_point_s": per_point,
         "device_work_ratio": float(np.median(work_ratio)),
         # what shardlab costs a point apart from timing and compiling, against the loop's whole point
-        "untimed_ratio": untimed / float(np.median(peers)),
+        "untimed_ratio": untimed / (loop_wall / len(PEER_POINTS)),
     }
+
+
+def points_wall_s(results: list[dict]) -> float:
+    """Seconds the points themselves took in shardlab: each point's round 1 (``wall_s``, from
+    Hydra handing it over to its result written) and its later rounds (their phases)."""
+    later = sum(v for r in results for k, v in (r.get("phases_s") or {}).items() if k.startswith("rounds_"))
+    return sum(r["wall_s"] for r in results) + later
 
 
 def device_work_ratio(results: list[dict]) -> float:
@@ -95,17 +134,23 @@ def device_work_ratio(results: list[dict]) -> float:
 def print_figures(p: dict) -> None:
     """The side-by-side in a few lines."""
     print(
-        f"\nthe same {p['points']} points, shardlab (a default multirun) against a minimal loop "
-        f"(accelerator-microbenchmarks style, 20+20 calls), {p['repeats']} interleaved repeats: "
-        f"{p['shardlab_wall_per_point_s']:.1f} s vs {p['peer_wall_per_point_s']:.1f} s a point, "
-        f"ratio {p['wall_ratio']:.2f}"
+        f"\nthe same {p['points']} points (AllGather, AllReduce at 1 KiB-64 MiB), each command its own process, "
+        f"{p['repeats']} interleaved repeats; the minimal loop (accelerator-microbenchmarks style, 20+20 calls) "
+        f"took {p['loop_wall_s']:.1f} s"
     )
+    for name, f in p["policies"].items():
+        each = ", ".join(f"{r:.2f}x" for r in f["wall_ratios_each"])
+        print(
+            f"    timing={name:<8s} {f['wall_s']:6.1f} s: {f['wall_ratio']:.2f}x the loop as processes ({each}), "
+            f"{f['in_process_ratio']:.2f}x in-process (the points' own wall time, JAX's start and the report left out)"
+        )
     rs = p["median_ratio_by_point"]
-    print("    shardlab's median / the loop's: " + ", ".join(f"{k} {v:.2f}" for k, v in rs.items()))
+    print("    shardlab's median (default) / the loop's: " + ", ".join(f"{k} {v:.2f}" for k, v in rs.items()))
     parts = sorted(p["shardlab_parts_per_point_s"].items(), key=lambda kv: -kv[1])
-    print("    shardlab's time a point: " + ", ".join(f"{name} {secs:.2f} s" for name, secs in parts if secs >= 0.005))
+    shown = ", ".join(f"{name} {secs:.2f} s" for name, secs in parts if secs >= 0.005)
+    print("    the default's time a point: " + shown)
     print(
-        f"    shardlab runs its programs {p['device_work_ratio']:.1f}x as long as the loop (rounds, warm-ups, "
+        f"    the default runs its programs {p['device_work_ratio']:.1f}x as long as the loop (rounds, warm-ups, "
         f"the loop estimator, check, trace); apart from timing and compiling it costs "
         f"{p['untimed_ratio']:.2f}x the loop's whole point"
     )
