@@ -15,7 +15,15 @@ from pathlib import Path
 # Overrides that change nothing measured: left out when points are compared (as resume and
 # Hydra's point folder names leave them out, conf/config.yaml). distributed.process_id differs
 # between the hosts of one multi-host sweep, which share its folders.
-NOT_MEASURED = ("resume", "sizes.min", "sizes.max", "sizes.factor", "check.min_busbw_GBps", "distributed.process_id")
+NOT_MEASURED = (
+    "resume",
+    "overwrite",
+    "sizes.min",
+    "sizes.max",
+    "sizes.factor",
+    "check.min_busbw_GBps",
+    "distributed.process_id",
+)
 # ... and also out of a folder's name (override_dirname.exclude_keys in conf/config.yaml)
 NOT_IN_NAME = ("sweep", *NOT_MEASURED)
 OVERRIDES_FILE = ".hydra/overrides.yaml"
@@ -38,6 +46,24 @@ def name_key(overrides: list[str]) -> str:
     return ",".join(sorted(o for o in overrides if override_key(o) not in NOT_IN_NAME))
 
 
+MAX_NAME_BYTES = 200  # of a point folder's name: file systems allow 255, and the number and hash need room
+
+
+def folder_name(name: str) -> str:
+    """A point folder's ``<what varies>`` part made safe for any override value: a ``/`` would
+    nest folders (``op.target=sub/step.py:fn``), so it is written ``%2F`` (and ``%`` itself
+    ``%25``); a name too long for the file system keeps its first bytes and a hash of the
+    whole (``...~3f2a9c1b0d``), so two long names stay apart."""
+    import hashlib
+
+    safe = name.replace("%", "%25").replace("/", "%2F").replace("\0", "%00")
+    raw = safe.encode()
+    if len(raw) <= MAX_NAME_BYTES:
+        return safe
+    digest = hashlib.sha1(raw).hexdigest()[:10]
+    return raw[: MAX_NAME_BYTES - 11].decode(errors="ignore") + "~" + digest
+
+
 def point_overrides(point_dir: Path) -> list[str] | None:
     """The overrides Hydra recorded for a point folder (``.hydra/overrides.yaml``), or None."""
     import yaml
@@ -57,7 +83,7 @@ def match_points(dirs: list[Path], expected: list[dict]) -> tuple[dict[int, Path
     (another sweep's numbering), the one with the point's number is kept, the other is extra.
     """
     by_key = {point_key(p.get("overrides") or []): p["num"] for p in expected}
-    by_name = {name_key(p.get("overrides") or []): p["num"] for p in expected}
+    by_name = {folder_name(name_key(p.get("overrides") or [])): p["num"] for p in expected}
     found: dict[Path, int | None] = {}
     for d in dirs:
         recorded = point_overrides(d)

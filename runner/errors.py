@@ -16,5 +16,10 @@ class WorkerDied(RuntimeError):
     """The worker process ended (or was killed for its timeout) in the middle of a point."""
 
 
+class WorkerRefused(WorkerDied):
+    """The worker could not start JAX because of the config (``distributed=auto`` with no
+    cluster to join): the message says why in full, and the point fails as a config error."""
+
+
 class OutputError(RuntimeError):
     """A run folder cannot be written (disk full, read-only): one line, and the run stops."""

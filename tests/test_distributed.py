@@ -173,8 +173,9 @@ def test_a_process_that_dies_mid_point_takes_its_peers_down(compose_cfg, tmp_pat
     r = _run(compose_cfg, tmp_path)
     assert r["status"] == "failed" and r["error_type"] == "WorkerDied"
     assert "process 1: worker process killed by signal SIGABRT" in r["error"]
-    # process 0 waits in its first collective for the dead peer until distributed.timeout_s
-    assert "process 0: did not finish within 3 s" in r["error"]
+    # process 0 waits in its first collective for the dead peer: it is killed as soon as the
+    # parent sees the death, not after distributed.timeout_s
+    assert "process 0: killed at once: process(es) [1] died" in r["error"]
     assert groups and all(_gone(pid) for g in groups for pid in g.pids())
 
 

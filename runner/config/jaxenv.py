@@ -188,7 +188,18 @@ def _start_distributed(jax, env: dict[str, str]) -> None:
             "num_processes": int(env[NUM_PROCESSES_ENV]) if NUM_PROCESSES_ENV in env else None,
             "process_id": int(env[PROCESS_ID_ENV]) if PROCESS_ID_ENV in env else None,
         }
-        jax.distributed.initialize(**{k: v for k, v in given.items() if v is not None}, **limits)
+        try:
+            jax.distributed.initialize(**{k: v for k, v in given.items() if v is not None}, **limits)
+        except ValueError as exc:
+            if "coordinator_address" not in str(exc):
+                raise
+            from runner.errors import ConfigError
+
+            raise ConfigError(
+                "distributed=auto found no cluster to join (JAX: coordinator_address should be defined): run it "
+                "under SLURM, Open MPI or on a TPU pod slice, or give distributed.coordinator_address, "
+                "distributed.num_processes and distributed.process_id; distributed=none runs on this host alone"
+            ) from None
     # initialize() installs JAX's preemption notifier, which catches SIGTERM and carries on; a
     # worker must still end when its parent terminates it (multiprocessing does so at exit).
     signal.signal(signal.SIGTERM, signal.SIG_DFL)

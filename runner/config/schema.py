@@ -21,6 +21,7 @@ from analysis.book.dtypes import PRECISIONS, RUN_DTYPES
 from analysis.book.folders import project_folder
 from analysis.book.units import SizeError, format_size, parse_size
 from analysis.record import ESTIMATORS
+from analysis.sweep_match import folder_name
 from runner.config.matmul_plan import STRATEGIES
 from runner.config.step_ops import SHARDINGS
 
@@ -213,6 +214,7 @@ class Config:
     timeout_s: float = 600.0  # a sweep point that runs longer is killed and recorded as failed
     check_result: bool = True
     resume: bool = False  # in a multirun: keep points whose result.json is ok for this config
+    overwrite: bool = False  # measure again into a folder that holds results, replacing them
     sizes: SizesConf = field(default_factory=SizesConf)  # read only by sweeps (see SizesConf)
     check: CheckConf = field(default_factory=CheckConf)
 
@@ -282,6 +284,7 @@ def register_configs() -> None:
     ``+sweep=NAME`` (global package)."""
     OmegaConf.register_new_resolver("geometric", geometric, replace=True)
     OmegaConf.register_new_resolver("job_num", lambda n: f"{int(n):03d}", replace=True)  # point folder names
+    OmegaConf.register_new_resolver("folder_name", folder_name, replace=True)  # no "/" in them, not too long
     cs = ConfigStore.instance()
     cs.store(name="config_schema", node=Config)
     for path in sorted(SWEEPS_DIR.glob("*.yaml")):

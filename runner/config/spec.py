@@ -11,6 +11,7 @@ here.
 from __future__ import annotations
 
 import math
+import os
 import re
 from typing import Any
 
@@ -154,6 +155,30 @@ def _matmul_op(op: dict, axes: dict) -> dict:
 
 
 MAX_ITERS = 1_000_000  # more samples than anyone waits for: a typo, not a plan
+
+
+# A local process is a whole JAX runtime: about 250 MiB here before its point's arrays, and a
+# few busy threads while it starts. 1000 of them on 2 cores took 13 GB before anything ran.
+LOCAL_PROCESS_BYTES = 320 << 20
+LOCAL_PER_CORE = 8
+
+
+def _available_bytes() -> int:
+    """The memory the kernel says is available (``MemAvailable``); 1 TiB where it cannot tell."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 1 << 40
+
+
+def local_process_limit() -> int:
+    """How many ``distributed=local`` processes this machine can hold: by its cores and by its
+    available memory, whichever is fewer (at least 2, the smallest local run)."""
+    return max(2, min(LOCAL_PER_CORE * (os.cpu_count() or 1), _available_bytes() // LOCAL_PROCESS_BYTES))
 
 
 def _finite(x) -> bool:
@@ -318,6 +343,13 @@ def check_distributed(dist: dict, hardware: dict, mesh_axes: dict[str, int]) -> 
             raise ConfigError(
                 "distributed=local chooses process_id and coordinator_address itself; "
                 "leave them null (they are for distributed=auto)"
+            )
+        if dist["num_processes"] > (most := local_process_limit()):
+            raise ConfigError(
+                f"distributed.num_processes={dist['num_processes']}: this machine holds at most {most} local JAX "
+                f"processes ({LOCAL_PER_CORE} per core on its {os.cpu_count() or 1}, each about "
+                f"{LOCAL_PROCESS_BYTES >> 20} MiB of its {_available_bytes() >> 30} GiB available); "
+                "use distributed=auto across machines for more"
             )
     if axis is not None:
         if axis not in mesh_axes:

@@ -208,6 +208,7 @@ class SweepCheck(Callback):
             launcher_problem(str(config.hydra.launcher.get("_target_", "")))
             or renamed_override(list(config.hydra.overrides.task))  # a sweep list Hydra composes later
             or unknown_key(base)
+            or (None if str(config.hydra.sweep.dir).strip() else "hydra.sweep.dir is empty; name the sweep's folder")
             or unwritable(Path(config.hydra.sweep.dir), "hydra.sweep.dir")
         )
         try:
@@ -224,8 +225,12 @@ class SweepCheck(Callback):
         from runner.sweep.folder import claim
         from runner.sweep.progress import point_list
 
+        points = point_list(config)
         # the folder's lock, and no other sweep's results in it (before progress writes sweep.json)
-        if problem := claim(config, point_list(config)):
+        if problem := repeated_point(points) or claim(config, points):
+            print(f"error: {problem}", file=sys.stderr)
+            sys.exit(2)
+        if base.get("resume") and (problem := _resume_mix(base, Path(config.hydra.sweep.dir))):
             print(f"error: {problem}", file=sys.stderr)
             sys.exit(2)
         compose_each_point_once()
@@ -243,9 +248,50 @@ class SweepCheck(Callback):
 
         run_dir = Path(config.hydra.run.dir)
         problem = renamed_override(list(config.hydra.overrides.task))
-        if problem := problem or unwritable(run_dir, "hydra.run.dir") or single_run_problem(run_dir):
+        if not str(config.hydra.run.dir).strip():  # Path("") is the current folder
+            problem = problem or "hydra.run.dir is empty; name a folder for the run (hydra.run.dir=. for this one)"
+        overwrite = bool(config.get("overwrite"))
+        if problem := problem or unwritable(run_dir, "hydra.run.dir") or single_run_problem(run_dir, overwrite):
             print(f"error: {problem}", file=sys.stderr)
             sys.exit(2)
+        from runner.sweep.lock import FolderInUse, hold
+
+        try:  # two runs into one folder: the second is refused, not one result silently lost
+            hold(run_dir, shared=OmegaConf.select(config, "distributed.mode", default="none") == "auto")
+        except FolderInUse as exc:
+            print(f"error: hydra.run.dir={run_dir}: {exc}", file=sys.stderr)
+            sys.exit(2)
+
+
+def repeated_point(points: list[list[str]] | None) -> str | None:
+    """The line that refuses a sweep listing one point twice (``op.size_bytes=1KiB,1KiB``):
+    both would be measured into folders that tell the same point, and Hydra fails on it half-way."""
+    from analysis.sweep_match import point_key
+
+    seen: set[tuple[str, ...]] = set()
+    for point in points or []:
+        if (key := point_key(point)) in seen:
+            return (
+                f"the sweep lists the point {' '.join(point) or '(defaults)'} twice; list each value once "
+                "(timing.rounds repeats a point's measurement)"
+            )
+        seen.add(key)
+    return None
+
+
+def _resume_mix(base: DictConfig, sweep_dir: Path) -> str | None:
+    """:func:`runner.sweep.folder.resume_mix` for the flags this sweep's worker would start with."""
+    from runner.config.jaxenv import process_env
+    from runner.config.spec import build_spec
+    from runner.errors import ConfigError
+    from runner.sweep.folder import resume_mix
+
+    try:
+        spec = build_spec(base)
+    except (ConfigError, KeyError, ValueError):  # each point says what is wrong with it
+        return None
+    env = process_env(spec["hardware"], spec["distributed"], spec["trace"]["gpu_command_buffers"])
+    return resume_mix(sweep_dir, env["XLA_FLAGS"])
 
 
 def prestart_worker(base: DictConfig) -> None:
@@ -327,7 +373,19 @@ class ReportCallback(Callback):
             interrupted(sweep_dir, "during the later timing rounds: the points keep the rounds they finished")
             sys.exit(130)
         release_worker()  # no more device work: the worker's exit overlaps the report
-        index = report_and_summary(sweep_dir, self.t_start)
+        try:
+            with armed():  # Ctrl-C while the report is written stops it (each report file is whole)
+                index = report_and_summary(sweep_dir, self.t_start)
+        except KeyboardInterrupt:
+            discard_worker()
+            n = len(list(sweep_dir.glob("*/result.json")))
+            print(
+                f"\ninterrupted while the report was written: the {n} point(s) are on disk, each whole\n"
+                f"report: {command.analysis_command('report', _rel(sweep_dir))}",
+                file=sys.stderr,
+                flush=True,
+            )
+            sys.exit(130)
         discard_worker()
         if index is None:  # said why, and what is on disk
             sys.exit(NO_REPORT_EXIT)

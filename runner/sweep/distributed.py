@@ -98,12 +98,23 @@ class ProcessGroup:
         return reply
 
     def _start(self, point_dir: Path) -> None:
-        """Wait until every process has joined; JAX itself gives up after ``timeout_s``."""
+        """Wait until every process has joined; JAX itself gives up after ``timeout_s``. All
+        are watched at once, so a process that dies while starting ends the wait at once."""
         t0 = time.perf_counter()
         deadline = t0 + self.timeout_s + START_GRACE_S
+        pending = dict(self.workers)
         try:
-            for i, w in self.workers.items():  # noqa: B007 - i names the process in the error below
-                w.wait_ready(max(0.0, deadline - time.perf_counter()))
+            while pending:
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    i = min(pending)
+                    pending[i].kill()
+                    raise WorkerDied(f"did not start JAX within {self.timeout_s + START_GRACE_S:g} s; killed")
+                wait([w._conn for w in pending.values()] + [w.process.sentinel for w in pending.values()], left)
+                for i, w in list(pending.items()):  # noqa: B007 - i names the process in the error below
+                    if w.reply_waiting() or not w.alive():
+                        w.wait_ready(0)  # its ready message, or WorkerDied saying how it ended
+                        pending.pop(i)
         except WorkerDied as exc:
             self._save_startup_logs(point_dir)
             self.kill()
@@ -131,6 +142,7 @@ class ProcessGroup:
             left = limit - time.perf_counter()
             if left > 0:
                 wait([w._conn for w in pending.values()] + [w.process.sentinel for w in pending.values()], left)
+            died = []
             for i, w in list(pending.items()):
                 if w.reply_waiting() or not w.alive():
                     pending.pop(i)
@@ -139,6 +151,11 @@ class ProcessGroup:
                         replies[i] = w.receive(point_dir / log_name(i))
                     except WorkerDied as exc:
                         problems.append(f"process {i}: {exc}")
+                        died.append(i)
+            if died and pending:  # the others wait in a collective the dead one never joins
+                for i in sorted(pending):
+                    problems.append(f"process {i}: killed at once: process(es) {died} died, so it could not finish")
+                break
             if pending and time.perf_counter() >= limit:
                 why = (
                     "timeout_s"

@@ -38,8 +38,23 @@ def claim(config: DictConfig, points: list[list[str]] | None) -> str | None:
         return f"{where}: {_os_error(exc)}"
     if (sweep_dir / RESULT_NAME).is_file():
         return f"{where}: holds a single run ({RESULT_NAME} at its top); choose another hydra.sweep.dir"
-    problem = other_sweep(sweep_dir, points)
+    problem = other_sweep(sweep_dir, points) or kept_results(sweep_dir, config)
     return f"{where}: {problem}" if problem else None
+
+
+def kept_results(sweep_dir: Path, config: DictConfig) -> str | None:
+    """Why a sweep may not start in ``sweep_dir``: it holds measured points of this sweep and
+    neither ``resume`` (keep the ok ones) nor ``overwrite`` (measure them all again) says what
+    to do with them; else None. Nothing measured is replaced without a word."""
+    if config.get("resume") or config.get("overwrite"):
+        return None
+    n = len(list(sweep_dir.glob(f"*/{RESULT_NAME}")))
+    if not n:
+        return None
+    return (
+        f"holds {n} measured point(s) of this sweep; resume=true keeps the ok ones and runs the rest, "
+        "overwrite=true measures every point again and replaces them, or choose another hydra.sweep.dir"
+    )
 
 
 def other_sweep(sweep_dir: Path, points: list[list[str]] | None) -> str | None:
@@ -73,6 +88,13 @@ def unwritable(folder: Path, key: str) -> str | None:
     Asked before Hydra creates the folder, whose own failure is a traceback."""
     where = f"{key}={folder}"
     how = f"choose another {key}"
+    try:
+        return _unwritable(folder, where, how)
+    except OSError as exc:  # a name too long for the file system, an unreadable part on the way
+        return f"{where}: cannot write there: {exc.strerror or exc}; {how}"
+
+
+def _unwritable(folder: Path, where: str, how: str) -> str | None:
     for part in [folder, *folder.parents]:
         if part.is_symlink() and not part.exists():  # exists() follows the link: False on a loop
             try:
@@ -92,9 +114,10 @@ def unwritable(folder: Path, key: str) -> str | None:
     return None
 
 
-def single_run_problem(run_dir: Path) -> str | None:
+def single_run_problem(run_dir: Path, overwrite: bool = False) -> str | None:
     """Why a single run may not write into ``run_dir``: it is a sweep's folder (it has a
-    ``sweep.json``) or one of a sweep's point folders while that sweep runs; else None."""
+    ``sweep.json``), one of a sweep's point folders, in use by another run, or it holds a
+    result already and ``overwrite`` is not set; else None."""
     from runner.sweep.lock import holder
     from runner.sweep.progress import _rel
 
@@ -105,10 +128,54 @@ def single_run_problem(run_dir: Path) -> str | None:
             f"{where}: is a sweep's folder ({SWEEP_NAME}); a single run's {RESULT_NAME} there would hide the "
             "sweep's points: choose another hydra.run.dir"
         )
+    if (run_dir.parent / SWEEP_NAME).is_file():
+        return (
+            f"{where}: is a point folder of the sweep in {_rel(run_dir.parent)}; a single run there would replace "
+            "the point's result: resume that sweep (resume=true), or choose another hydra.run.dir"
+        )
     for folder in (run_dir, run_dir.parent):
         if (who := holder(folder)) is not None:
             return (
-                f"{where}: {folder} is in use by a sweep (pid {who.get('pid', '?')} on {who.get('host', '?')}); "
-                "choose another hydra.run.dir"
+                f"{where}: {folder} is in use by another shardlab run (pid {who.get('pid', '?')} on "
+                f"{who.get('host', '?')}); choose another hydra.run.dir"
+            )
+    if not overwrite and (run_dir / RESULT_NAME).is_file():
+        return (
+            f"{where}: holds a run's {RESULT_NAME} already; overwrite=true measures again and replaces it, "
+            "or choose another hydra.run.dir"
+        )
+    return None
+
+
+def resume_mix(sweep_dir: Path, xla_flags: str) -> str | None:
+    """Why ``resume=true`` may not keep the ok points in ``sweep_dir``: they were measured
+    under other XLA flags or another JAX than this run would use (``xla_flags``: the flags its
+    worker starts with), so one fit would mix them; else None."""
+    import json
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        now = {"jax": version("jax"), "jaxlib": version("jaxlib")}
+    except PackageNotFoundError:
+        now = {}
+    for path in sorted(sweep_dir.glob(f"*/{RESULT_NAME}")):
+        try:
+            r = json.loads(path.read_text())
+            env = (r.get("environment") or {}) if r.get("status") == "ok" else {}
+        except (OSError, ValueError, AttributeError):
+            continue  # damaged: that point runs again
+        if not env:
+            continue
+        then = (env.get("env") or {}).get("XLA_FLAGS")
+        differs = []
+        if then is not None and then != xla_flags:
+            differs.append(f"XLA_FLAGS={then!r}, this run {xla_flags!r}")
+        for name in now:
+            if env.get(f"{name}_version") not in (None, now[name]):
+                differs.append(f"{name} {env[f'{name}_version']}, this run {now[name]}")
+        if differs:
+            return (
+                f"resume=true: {path.parent.name} was measured under {'; '.join(differs)}; one fit would mix "
+                "them: resume under the same settings, or measure every point again (overwrite=true, no resume)"
             )
     return None

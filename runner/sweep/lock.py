@@ -67,9 +67,9 @@ def hold(folder: Path, shared: bool = False) -> None:
         who = _holder(f.read())
         f.close()
         raise FolderInUse(
-            f"{folder} is in use by another sweep (pid {who.get('pid', '?')} on {who.get('host', '?')}, "
+            f"{folder} is in use by another shardlab run (pid {who.get('pid', '?')} on {who.get('host', '?')}, "
             f"started {who.get('started', '?')}: {who.get('command', '?')}); wait for it to end or "
-            "choose another hydra.sweep.dir"
+            "choose another folder"
         ) from None
     except OSError as exc:
         f.close()

@@ -20,7 +20,7 @@ from analysis.record import ONE_ROUND, upgraded
 from analysis.rundir import HLO_DIR, RESULT_NAME, TRACE_DIR, now_iso, result_name, stamp, write_json_atomic
 from runner.config.jaxenv import process_env
 from runner.config.spec import build_spec
-from runner.errors import ConfigError, OutputError, PlatformError, WorkerDied
+from runner.errors import ConfigError, OutputError, PlatformError, WorkerDied, WorkerRefused
 from runner.sweep.bandwidth import bandwidth, bandwidth_words
 from runner.sweep.pool import discard_worker, get_worker
 
@@ -76,7 +76,7 @@ def run(cfg: DictConfig, point_dir: str | Path | None = None, rounds: int | None
             reply = worker.run(spec, point_dir, float(cfg.timeout_s))
         except WorkerDied as exc:
             discard_worker()
-            result.update(error_type="WorkerDied", error=str(exc))
+            result.update(error_type="ConfigError" if isinstance(exc, WorkerRefused) else "WorkerDied", error=str(exc))
         else:
             record = reply.pop("record")
             if record.pop("restart_worker", False):  # the worker ends after such a point: start afresh
@@ -189,7 +189,7 @@ def kept_result(point_dir: Path, config: dict) -> dict | None:
         return None
 
     def same(c):  # whether we resume, a sweep's size range and the gate change nothing measured
-        return {k: v for k, v in (c or {}).items() if k not in ("resume", "sizes", "check")}
+        return {k: v for k, v in (c or {}).items() if k not in ("resume", "overwrite", "sizes", "check")}
 
     if same(old.get("config")) != same(config):
         log.info("resume: %s has a result for another config; running the point again", point_dir)

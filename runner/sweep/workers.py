@@ -19,7 +19,7 @@ from pathlib import Path
 
 from analysis.rundir import LOG_NAME
 from runner.config.jaxenv import MODE_ENV
-from runner.errors import WorkerDied
+from runner.errors import WorkerDied, WorkerRefused
 from runner.worker.serve import serve
 
 STARTUP_TIMEOUT_S = 300
@@ -174,6 +174,8 @@ class Worker:
             ) from None
         if not msg.get("ready"):
             self.kill()
+            if msg.get("said"):  # a refusal of the config, complete in one line
+                raise WorkerRefused(str(msg.get("error")).removeprefix("ConfigError: "))
             raise WorkerDied(
                 f"the worker could not start JAX: {msg.get('error')}. Last lines of its "
                 f"start-up log:\n{_tail(self.startup_log)}"

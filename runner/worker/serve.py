@@ -140,7 +140,8 @@ def serve(conn, env: dict, startup_log: str, parent_pid: int) -> None:
             from runner.worker.measure import measure, retime
         except Exception as exc:
             traceback.print_exc()
-            conn.send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})
+            said = type(exc).__name__ == "ConfigError"  # the config's fault, said in full: no log to read
+            conn.send({"ready": False, "error": f"{type(exc).__name__}: {exc}", "said": said})
             return
     # The parent times the start-up (spawn, imports, JAX start) and checks what JAX found.
     conn.send({"ready": True, **platform_report(jax, Path(startup_log))})
