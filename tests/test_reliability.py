@@ -67,7 +67,7 @@ def test_a_second_sweep_into_the_same_folder_stops_at_once(tmp_path):
         wait_for_workers(first, 1)
         second = runner(*sweep, "op.size_bytes=1KiB", "resume=true", timeout=60, expect=2)
         errors = [line for line in second.stderr.splitlines() if line.strip()]
-        assert len(errors) == 1 and "is in use by another sweep" in errors[0] and f"pid {first.pid}" in errors[0]
+        assert len(errors) == 1 and "is in use by another shardlab run" in errors[0] and f"pid {first.pid}" in errors[0]
         assert not list(out.glob("*/result.json"))  # the second wrote nothing
     finally:
         first.kill()

@@ -56,10 +56,10 @@ def test_the_processes_of_a_multi_host_sweep_share_the_lock_and_a_lone_sweep_is_
     alone = tmp_path / "alone"
     holding(alone, "alone")
     lock._held.clear()
-    with pytest.raises(lock.FolderInUse, match="is in use by another sweep"):
+    with pytest.raises(lock.FolderInUse, match="is in use by another shardlab run"):
         lock.hold(alone, shared=True)  # an auto process into a lone sweep's folder
     lock._held.clear()
-    with pytest.raises(lock.FolderInUse, match=f"is in use by another sweep \\(pid ({other.pid}|\\d+) on "):
+    with pytest.raises(lock.FolderInUse, match=f"is in use by another shardlab run \\(pid ({other.pid}|\\d+) on "):
         lock.hold(shared)  # a lone sweep (or resume) into a folder the hosts share
 
 
@@ -224,5 +224,6 @@ def test_a_single_run_is_refused_in_a_sweeps_folder_and_in_a_running_sweeps_poin
     )
     running = tmp_path / "running"
     p = holding(running, "alone")
-    assert f"{running} is in use by a sweep (pid {p.pid} on " in single_run_problem(running / "000_op.size_bytes=1KiB")
+    said = single_run_problem(running / "000_op.size_bytes=1KiB")
+    assert f"{running} is in use by another shardlab run (pid {p.pid} on " in said
     assert single_run_problem(tmp_path / "elsewhere") is None
