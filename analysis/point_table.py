@@ -58,7 +58,7 @@ def _stamp(result: dict) -> dict:
         rel = (result.get("files") or {}).get(key)
         try:
             st = os.stat(Path(result["point_dir"]) / rel) if rel else None
-        except (OSError, ValueError):
+        except (OSError, ValueError, KeyError, TypeError):
             st = None
         files[key] = [rel, st.st_size, st.st_mtime_ns] if st else None
     spec = result.get("spec") or {}
@@ -115,10 +115,10 @@ def build(result: dict, hlo_text: str | None = None, ops: pd.DataFrame | None = 
         if text is not None:
             table["hlo"]["rows"] = hlo_rows(text, mesh_axes)
             opcodes = hlo_parser.instruction_opcodes(text)
+    except (OSError, UnicodeDecodeError, hlo_parser.HloParseError) as exc:  # (the last two are ValueErrors)
+        table["hlo"]["error"], text = (f"{path}: {exc}" if path else str(exc)), None
     except ValueError as exc:  # point_file's refusals (outside the folder, not a file, too large)
         table["hlo"]["error"], text = str(exc), None
-    except (OSError, UnicodeDecodeError, hlo_parser.HloParseError) as exc:
-        table["hlo"]["error"], text = f"{path}: {exc}", None
     try:
         xplane = point_file(result, "xplane")
     except ValueError as exc:
@@ -167,6 +167,8 @@ def save(point_dir: Path, table: dict) -> Path:
 def saved_table(result: dict) -> dict | None:
     """The point's ``ops_table.json`` where it was built from the files the point holds now
     (same sizes, times, mesh and format); None where it is missing, stale or damaged."""
+    if not result.get("point_dir"):  # a record read from elsewhere than its folder: nothing saved
+        return None
     try:
         table = json.loads((Path(result["point_dir"]) / TABLE_NAME).read_text())
     except (OSError, ValueError):
@@ -181,10 +183,11 @@ def point_table(result: dict) -> dict:
     if (table := saved_table(result)) is not None:
         return table
     table = build(result)
-    try:
-        save(result["point_dir"], table)
-    except OSError:
-        pass
+    if result.get("point_dir"):
+        try:
+            save(result["point_dir"], table)
+        except OSError:
+            pass
     return table
 
 

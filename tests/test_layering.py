@@ -34,6 +34,7 @@ RUNNER_MAY_USE = (
     "analysis.sweep_match",
     "analysis.trace",
     "analysis.hlo",
+    "analysis.point_table",  # the worker writes each point's trace and HLO facts once, for the report
     "analysis.stats",
 )
 RUNNER_REPORT_CALLER = "runner.sweep.callbacks"  # the end of a sweep: its report, and the gate on it

@@ -101,3 +101,12 @@ def test_no_bandwidth_without_a_collective_time_over_two_devices():
     assert bandwidth(_result("all_reduce", 1000, 2, None)) is None
     assert bandwidth(_result("transformer_block", 1000, 2, 1e-6)) is None
     assert bandwidth({"status": "ok"}) is None
+
+
+def test_the_count_of_a_sub_byte_dtype_counts_its_elements():
+    # int4 holds two elements a byte: the count is 2 per byte, not a division by zero whole bytes
+    from analysis.report.nccl_table import nccl_count
+
+    assert nccl_count("all_reduce", 1024, 8, "int4") == 2048
+    assert nccl_count("all_gather", 1024, 8, "int4") == 256  # per rank
+    assert nccl_count("all_reduce", 1024, 8, "float32") == 256

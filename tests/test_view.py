@@ -315,7 +315,7 @@ def test_ctrl_c_ends_the_viewer_while_a_request_is_still_running(traced_run, tmp
             client.sendall(f"GET /slow HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
             time.sleep(1.0)  # the request is in the server's hands
             proc.send_signal(signal.SIGINT)
-            assert proc.wait(timeout=30) == 0
+            assert proc.wait(timeout=30) == 130  # as every command stopped by Ctrl-C
     finally:
         proc.kill()
         proc.wait()

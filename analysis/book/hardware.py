@@ -7,6 +7,7 @@ Rings, lines and multi-node layouts live in :mod:`analysis.book.topology` (re-ex
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -23,6 +24,8 @@ __all__ = [
     "ExpectedFactor",
     "calibrated_for",
     "load_hardware",
+    "out_of_range",
+    "MAX_DEVICES",
     "is_full_record",
     "from_record",
     "hardware_dir",
@@ -120,16 +123,18 @@ class Hardware:
         where = where or f"hardware {raw['name']!r}"
         kw: dict[str, Any] = {k: v for k, v in raw.items() if k in YAML_KEYS}
         for key in _NUMBERS:
-            kw[key] = _num(raw.get(key), key, where)
+            kw[key] = _ranged(raw.get(key), key, where)
         flops = raw.get("flops_per_s") or {}
-        kw["flops_per_s"] = {str(k): _num(v, f"flops_per_s.{k}", where) for k, v in flops.items()}
+        if not isinstance(flops, dict):
+            raise HardwareError(f"{where}: flops_per_s={flops!r}: must be a mapping of dtype to FLOP/s")
+        kw["flops_per_s"] = {str(k): _ranged(v, f"flops_per_s.{k}", where, null=False) for k, v in flops.items()}
         kw["device_kinds"] = tuple(str(k) for k in raw.get("device_kinds") or ())
         kw["device_kind_patterns"] = tuple(str(p) for p in raw.get("device_kind_patterns") or ())
         for pattern in kw["device_kind_patterns"]:
             compile_pattern(pattern, where)
-        for key in ("domain_size", "device_count"):
+        for key in _COUNTS:
             if raw.get(key) is not None:
-                kw[key] = int(_num(raw[key], key, where))
+                kw[key] = int(_ranged(raw[key], key, where))
         kw["name"], kw["kind"] = str(raw["name"]), str(raw.get("kind", "auto"))
         kw["source"] = str(raw.get("source") or "")
         kw["calibrated"] = _calibrations(raw.get("calibrated") or [], where)
@@ -208,8 +213,8 @@ def _calibrations(raw: Any, where: str) -> tuple[Calibration, ...]:
             Calibration(
                 op=str(e["op"]),
                 n_axes=int(e["n_axes"]),
-                link_bw_bidir_Bps=_num(e["link_bw_bidir_Bps"], "link_bw_bidir_Bps", where),
-                hop_latency_s=_num(e["hop_latency_s"], "hop_latency_s", where),
+                link_bw_bidir_Bps=_ranged(e["link_bw_bidir_Bps"], "link_bw_bidir_Bps", where, null=False),
+                hop_latency_s=_ranged(e["hop_latency_s"], "hop_latency_s", where, null=False),
                 rel_rms_error=_num(e.get("rel_rms_error"), "rel_rms_error", where),
                 n_points=None if e.get("n_points") is None else int(e["n_points"]),
             )
@@ -217,7 +222,7 @@ def _calibrations(raw: Any, where: str) -> tuple[Calibration, ...]:
         )
     except KeyError as err:
         raise HardwareError(f"{where}: a calibrated entry has no {err.args[0]}") from err
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, OverflowError) as err:  # OverflowError: an n_axes of .inf
         raise HardwareError(f"{where}: a calibrated entry is malformed ({err})") from err
 
 
@@ -245,8 +250,16 @@ def _expected(raw: Any, where: str) -> tuple[tuple[ExpectedFactor, ...], str]:
                 _num(f.get("setup_s"), "setup_s", where),
                 _num(f.get("small_bw_share"), "small_bw_share", where),
             )
-            if not (share and share > 0 and floor is not None and floor >= 0) or (small is not None and small <= 0):
-                raise HardwareError(f"{where}: expected.{level}.{op}: shares > 0 and floor_s >= 0")
+            given = [x for x in (share, floor, setup, small) if x is not None]
+            if (
+                not (share and share > 0 and floor is not None and floor >= 0)
+                or (small is not None and small <= 0)
+                or (setup is not None and setup < 0)
+                or not all(map(math.isfinite, given))  # an infinite share prices any size at 0 s
+            ):
+                raise HardwareError(
+                    f"{where}: expected.{level}.{op}: shares > 0 and floor_s >= 0 (setup_s too), all finite; got {f!r}"
+                )
             out.append(ExpectedFactor(level, op, share, floor, setup, small))
     return tuple(out), str(raw.get("source") or "")
 
@@ -255,10 +268,40 @@ def _num(value: Any, key: str, where: str) -> float | None:
     # PyYAML reads `4.5e10` (no sign in the exponent) as a string, so coerce explicitly.
     if value is None:
         return None
+    if isinstance(value, bool):  # float(True) is 1.0: a YAML `yes` is no bandwidth
+        raise HardwareError(f"{where}: {key}={value!r} is not a number")
     try:
         return float(value)
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, OverflowError) as err:
         raise HardwareError(f"{where}: {key}={value!r} is not a number") from err
+
+
+# The runner's rules for these values (runner.config.spec_values._check_hardware, which cannot
+# be imported from here), applied to every entry read here too: a constant the runner refuses
+# must not price a prediction either (a negative W gave "max(7.00 us, -130.49 us)").
+MAX_DEVICES = 1 << 16  # runner.config.spec_values.MAX_DEVICES
+_RATE = (lambda x: math.isfinite(x) and x > 0, "a finite number > 0")
+_SECONDS = (lambda x: 0 <= x <= 1, "seconds from 0 to 1")  # NaN fails both comparisons
+_COUNT = (lambda x: x.is_integer() and 1 <= x <= MAX_DEVICES, f"a whole number from 1 to {MAX_DEVICES}")
+
+
+def out_of_range(key: str, value: float) -> str | None:
+    """What the runner allows for the hardware field ``key`` (``flops_per_s.DTYPE`` too) when
+    ``value`` lies outside it (``"a finite number > 0"``), else None."""
+    ok, allowed = _COUNT if key in _COUNTS else _SECONDS if key in _LATENCIES else _RATE
+    return None if ok(value) else allowed
+
+
+def _ranged(value: Any, key: str, where: str, null: bool = True) -> float | None:
+    """``value`` as a number (None stays None where ``null``) when the rule for ``key`` allows
+    it, else a HardwareError of one line naming ``where``, ``key``, the value and the range."""
+    number = _num(value, key, where)
+    if number is None and null:
+        return None
+    allowed = out_of_range(key, math.nan if number is None else number)  # NaN fails every rule
+    if allowed:
+        raise HardwareError(f"{where}: {key}={value!r}: must be {'null or ' if null else ''}{allowed}")
+    return number
 
 
 _NUMBERS = (
@@ -272,6 +315,8 @@ _NUMBERS = (
     "scaleout_bw_unidir_Bps",
     "scaleout_latency_s",
 )
+_LATENCIES = ("hop_latency_s", "scaleout_latency_s")  # in seconds; the others are rates or byte counts
+_COUNTS = ("domain_size", "device_count")
 
 
 def compile_pattern(pattern: str, where: str) -> re.Pattern:
@@ -285,19 +330,43 @@ def compile_pattern(pattern: str, where: str) -> re.Pattern:
 
 def load_hardware(name_or_path: str) -> Hardware:
     """Load ``conf/hardware/<name>.yaml``, or a YAML file given by path (read, then
-    :meth:`Hardware.from_dict`)."""
-    import yaml  # pyyaml: a small import, kept lazy like everything the CLI may not need
-
+    :meth:`Hardware.from_dict`); a HardwareError of one line for a file that is not YAML or
+    holds a value out of the runner's range (:func:`_ranged`)."""
     path = Path(name_or_path)
     if not (path.suffix in (".yaml", ".yml") and path.is_file()):
         path = hardware_dir() / f"{name_or_path}.yaml"
     if not path.is_file():
         known = hardware_names()
         raise HardwareError(f"unknown hardware {name_or_path!r} (known: {', '.join(known)}; or a path to a YAML file)")
-    raw = yaml.safe_load(path.read_text()) or {}
+    raw = _read_yaml(path) or {}
     if not isinstance(raw, dict) or "name" not in raw:
         raise HardwareError(f"{path}: not a hardware file (needs at least name and kind)")
     return Hardware.from_dict(raw, str(path))
+
+
+MAX_FILE_BYTES = 1 << 20  # a hardware entry is a few KiB; more is not one
+
+
+def _read_yaml(path: Path) -> Any:
+    """A hardware file's YAML, or a HardwareError of one line: the file, the line and what
+    YAML said (a malformed file was a traceback), or why it cannot be read."""
+    import yaml  # pyyaml: a small import, kept lazy like everything the CLI may not need
+
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise HardwareError(f"{path}: {path.stat().st_size} bytes, too large for a hardware file")
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        line = f":{mark.line + 1}" if mark is not None else ""
+        said = " ".join(filter(None, (err.context, err.problem)))
+        raise HardwareError(f"{path}{line}: not valid YAML ({said})") from None
+    except yaml.YAMLError as err:  # a reader error (a control character, say): no line to give
+        raise HardwareError(f"{path}: not valid YAML ({' '.join(str(err).split())})") from None
+    except UnicodeDecodeError as err:
+        raise HardwareError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    except OSError as err:
+        raise HardwareError(f"cannot read {path}: {err.strerror or err}") from None
 
 
 def is_full_record(node) -> bool:

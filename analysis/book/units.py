@@ -2,7 +2,8 @@
 
 Sizes follow nccl-tests where it has a convention: a bare ``K``, ``M`` or ``G`` is binary
 (``128M`` = 128 x 2^20 bytes, as nccl-tests' ``-b``/``-e`` read it), as are ``KiB``, ``MiB``,
-``GiB`` in any case (``16mib``); ``KB``, ``MB``, ``GB`` are decimal (10^3, 10^6, 10^9).
+``GiB`` in any case (``16mib``); ``KB``, ``MB``, ``GB`` are decimal (10^3, 10^6, 10^9). ``T``
+and ``P`` follow the same rules, up to ``1PiB``, the runner's largest size, which is written so.
 Printed sizes say which: ``MiB`` is binary, ``MB`` decimal. Bandwidths are printed in
 decimal ``GB/s`` (10^9 bytes per second), as nccl-tests prints them.
 """
@@ -11,13 +12,16 @@ from __future__ import annotations
 
 import math
 import re
+from fractions import Fraction
 from typing import Any
 
 from analysis.book.errors import BookError
 
-BINARY = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])(i?b?))?\s*(b?)\s*$", re.IGNORECASE)
+# P is here because the runner's bound is 1PiB (runner.config.spec_values.MAX_BYTES): its
+# message "at most 1PiB" must name a size this parser reads.
+BINARY = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:([kmgtp])(i?b?))?\s*(b?)\s*$", re.IGNORECASE)
 # Exact spellings, largest unit first, for format_size.
 _EXACT = sorted(
     [(f"{u.upper()}iB", s) for u, s in BINARY.items()] + [(f"{u.upper()}B", s) for u, s in DECIMAL.items()],
@@ -48,13 +52,23 @@ def parse_size(value: Any, key: str = "size") -> int:
             raise SizeError(f"{key}={value!r}: expected a byte count such as {SIZE_EXAMPLES}")
         decimal = prefix and rest == "b"  # KB, MB, GB: decimal; K, KiB, Ki: binary
         scale = (DECIMAL if decimal else BINARY)[prefix] if prefix else 1
-        exact = float(number) * scale
-        if exact != int(exact):
+        # exact arithmetic: through a float, 1.00000000000000001PiB rounded to 1PiB and passed the bound
+        try:
+            exact = Fraction(number) * scale
+        except ValueError:  # more digits than Python converts (4300)
+            raise SizeError(f"{key}={_cut(value)}: expected a byte count such as {SIZE_EXAMPLES}") from None
+        if exact.denominator != 1:
             raise SizeError(f"{key}={value!r} is not a whole number of bytes")
         n = int(exact)
     if n <= 0:
         raise SizeError(f"{key}={value!r}: must be a positive number of bytes")
     return n
+
+
+def _cut(value: Any) -> str:
+    """``value`` quoted, at most 40 characters of it: a size of 5000 digits is one line still."""
+    text = str(value)
+    return repr(text if len(text) <= 40 else text[:37] + "...")
 
 
 def format_size(n: int) -> str:

@@ -23,8 +23,9 @@ multi-node or multi-slice ``--topology``
 lies: device ``i`` sits in node (or slice) ``i // devices_per_node``, and a group spanning
 several is priced level by level (inside each node over its own W, across nodes over the
 scale-out network). collective-permute, collective-broadcast, ragged-all-to-all and groups of
-unknown or uneven size get no prediction. A missing file, unreadable HLO or a bad option exits
-with status 2 and ``error: ...`` on stderr."""
+unknown or uneven size get no prediction. A missing file, unreadable HLO, HLO cut short (a
+module that ends inside a computation, or has no ENTRY) or a bad option exits with status 2 and
+``error: ...`` on stderr; a whole module without collectives lists 0 of them."""
 
 from __future__ import annotations
 
@@ -244,7 +245,7 @@ def main(args: argparse.Namespace) -> int:
             r"^\s*(ENTRY\s+)?%?[\w.\-]+\s.*\{\s*$", text, re.M
         ):
             raise HloParseError("no HloModule and no computation in it: not HLO text")
-        collectives = parse_collectives(text, num_devices=args.num_devices)
+        collectives = parse_collectives(text, num_devices=args.num_devices, whole=True)
         records = [_record(c, hw, args.topology) for c in collectives]
     except OSError as err:
         return fail(f"cannot read {args.file}: {err.strerror or err}")

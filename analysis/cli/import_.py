@@ -6,13 +6,18 @@ nccl-tests / rccl-tests: their text output as printed (one file per collective; 
 one file are all read). Each size becomes a point with the tool's out-of-place time, the
 collective, dtype, ranks, nodes (the distinct host names of the ``# Rank`` lines) and the
 device kind resolved through the hardware catalogue (``--hardware`` names the entry instead).
-A file that is not such output, or a table cut short, is one ``error:`` line naming the file
-and line (exit 2), and nothing is written.
+A file that is not such output, a table cut short, or a value no run prints (a NaN or
+negative time, a size past 1 TiB or not a whole number of elements, a rank count past any
+cluster's, a size measured twice, more points than a report reads: the bounds of
+:mod:`analysis.importers.limits`) is one ``error:`` line naming the file, the line and the
+field (exit 2), and nothing is written. A size at which the tool's own data check found wrong
+elements is imported as a failed point (as the runner records one) and named on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -37,11 +42,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def read_points(tool: str, files: list[Path], op: str | None, hardware: str | None = None) -> list:
-    """Every point of every file; ImportFormatError / OSError on the first bad file."""
+    """Every point of every file; ImportFormatError / OSError on the first bad file, and where
+    the files hold more points than an import writes (before the next file is read)."""
     from analysis.importers import ImportFormatError
+    from analysis.importers.limits import MAX_POINTS, POINTS_ALLOWED, check
 
     points = []
+    seen: set[str] = set()
     for f in files:
+        if os.path.realpath(f) in seen:  # its points would all be there twice
+            raise ImportFormatError(f, None, "named twice: each file is read once")
+        seen.add(os.path.realpath(f))
         if f.stat().st_size > MAX_FILE_BYTES:
             raise ImportFormatError(f, None, f"{f.stat().st_size} bytes, larger than any {tool} output")
         try:
@@ -53,12 +64,15 @@ def read_points(tool: str, files: list[Path], op: str | None, hardware: str | No
             from analysis.importers.nccl_tests_json import parse_nccl_tests_json
 
             parse = parse_nccl_tests_json if text.lstrip().startswith("{") else parse_nccl_tests  # -J FILE
-            for i, run in enumerate(parse(text, f, op)):
-                points += run_points(run, i)
+            got = [p for i, run in enumerate(parse(text, f, op)) for p in run_points(run, i)]
+            if not got:  # a sweep folder of no point would pass for an import that worked
+                raise ImportFormatError(f, None, "no row of a size above 0 (size 0 times an empty launch)")
+            points += got
         else:
             from analysis.importers.accelerator_microbenchmarks import parse_results
 
             points += parse_results(text, f, hardware)
+        check(len(points) <= MAX_POINTS, f, None, "number of points so far", len(points), POINTS_ALLOWED)
     return points
 
 
@@ -87,6 +101,14 @@ def main(args: argparse.Namespace) -> int:
     except OSError as err:
         return fail(f"{err.filename or args.out}: {err.strerror or err}")
     runs = {(p.origin.get("file"), p.op, p.ranks) for p in points}
+    failed = [p for p in points if p.wrong or p.check_error]
+    if failed:  # kept, as the runner keeps a point whose check failed: the report counts it, fits leave it out
+        at = ", ".join(f"{p.op} of {int(p.S_bytes)} B in {p.origin.get('file')}" for p in failed[:3])
+        more = f" and {len(failed) - 3} more" if len(failed) > 3 else ""
+        print(
+            f"warning: {len(failed)} size(s) failed the tool's data check ({at}{more}): imported as failed points",
+            file=sys.stderr,
+        )
     print(f"{len(points)} points of {len(runs)} run(s) -> {out}")
     print(f"  python -m analysis report {shlex.quote(str(out))}")
     return 0

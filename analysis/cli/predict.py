@@ -121,6 +121,8 @@ def main(args: argparse.Namespace) -> int:
         result = predict_expr(args.expr, mesh, dims, dtype, hw, args.topology, args.precision)
     except BookError as err:
         return fail(str(err))
+    except OverflowError:  # each dim is bounded (parse_dims), yet 30 of them multiply past a float
+        return fail("--dims: the arrays' sizes multiply past a float's range (about 1e308); use smaller dims")
     expected = _expected(result, hw)
     if args.json:
         out = {

@@ -21,6 +21,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# What analysis.rundir.read_result makes of a result.json it cannot take as one shardlab wrote.
+DAMAGED = ("UnreadableResult", "IncompleteResult")
+
+
+def unreadable(root: Path) -> str | None:
+    """Why ``root`` cannot be reported, when no point's result.json can be read (each is
+    damaged: a report of such points says nothing and must not exit 0), else None."""
+    from analysis.rundir import read_results
+
+    results = read_results(root)
+    if any(r.get("error_type") not in DAMAGED for r in results):
+        return None
+    first = " ".join(str(results[0].get("error")).split())  # one line, whatever the reader said
+    many = f"none of its {len(results)} points" if len(results) > 1 else "its one point"
+    return f"{root}: {many} can be read ({first}{'; ...' if len(results) > 1 else ''})"
+
+
 def main(args: argparse.Namespace) -> int:
     """Run ``report``; 0 on success, 2 on invalid input (one line on stderr)."""
     from analysis.book.errors import BookError
@@ -35,7 +52,10 @@ def main(args: argparse.Namespace) -> int:
         try:
             load_hardware(args.hardware)
         except BookError as exc:
-            return fail(f"--hardware {args.hardware}: {exc}")
+            return fail(f"--hardware: {exc}")  # the message names the file or the entry
+    damaged = unreadable(args.dir)
+    if damaged:
+        return fail(damaged)
     from analysis.sweep import MixedSweepError
 
     try:

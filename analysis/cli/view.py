@@ -192,7 +192,8 @@ def _interrupt(signum, frame):
 
 
 def main(args: argparse.Namespace) -> int:
-    """Serve until Ctrl-C or SIGTERM; 2 when the folder holds no traces (one line on stderr)."""
+    """Serve until Ctrl-C or SIGTERM (then KeyboardInterrupt: exit 130); 2 when the folder holds
+    no traces (one line on stderr)."""
     from analysis.cli.options import fail
     from analysis.rundir import TRACE_DIR, point_dirs
 
@@ -220,13 +221,11 @@ def main(args: argparse.Namespace) -> int:
             print(CPU_NOTE, flush=True)
         if viewer.trace_viewer_url:
             print(f"the first point's timeline (Trace Viewer): {viewer.trace_viewer_url}", flush=True)
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
+        threading.Event().wait()  # never returns: Ctrl-C (or SIGTERM, raised as one) ends it
     finally:
-        stopped = viewer.stop()
-    if not stopped:  # a request XProf is still answering: its (non-daemon) thread would hold the exit
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
-    return 0
+        # The interrupt goes on to analysis.cli.main, which says so and exits 130, as every
+        # command does on Ctrl-C (this said nothing and exited 0, as if serving had succeeded).
+        if not viewer.stop():  # a request XProf is still answering: its (non-daemon) thread would hold the exit
+            sys.stdout.flush()
+            print("\ninterrupted", file=sys.stderr, flush=True)
+            os._exit(130)

@@ -34,7 +34,7 @@ import numpy as np
 
 from analysis.hlo.groups import parse_groups
 from analysis.hlo.lex import HloParseError, parse_int, parse_ints, split_top
-from analysis.hlo.scan import KINDS, Instr, Module, scan
+from analysis.hlo.scan import KINDS, Instr, Module, scan, truncation
 from analysis.hlo.shapes import ARRAY_RE, leaves, leaves_bytes, shape_end, tuple_elements
 
 __all__ = ["Collective", "parse_collectives", "collectives_frame"]
@@ -240,12 +240,13 @@ def _module_collectives(mod: Module, num_devices: int | None) -> list[Collective
     return out
 
 
-def parse_collectives(hlo_text: str, num_devices: int | None = None) -> list[Collective]:
+def parse_collectives(hlo_text: str, num_devices: int | None = None, whole: bool = False) -> list[Collective]:
     """Every collective instruction in ``hlo_text`` (one or more HLO modules), in text order.
 
     ``num_devices`` sizes ``replica_groups={}`` (all devices); without it the module header's
     ``replica_count * num_partitions`` is used when present. Raises HloParseError when a
-    collective cannot be read (malformed groups, an operand whose shape is nowhere, ...).
+    collective cannot be read (malformed groups, an operand whose shape is nowhere, ...), and
+    with ``whole`` when a module is cut short (:func:`analysis.hlo.scan.truncation`).
     """
     if not isinstance(hlo_text, str):
         raise HloParseError(f"HLO text must be str, not {type(hlo_text).__name__}")
@@ -255,6 +256,9 @@ def parse_collectives(hlo_text: str, num_devices: int | None = None) -> list[Col
         raise HloParseError(f"num_devices must be a positive int, got {num_devices!r}")
     out: list[Collective] = []
     for mod in scan(hlo_text):
+        problem = truncation(mod) if whole else None
+        if problem:
+            raise HloParseError(problem)
         out.extend(_module_collectives(mod, None if num_devices is None else int(num_devices)))
     return out
 

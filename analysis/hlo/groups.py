@@ -136,7 +136,8 @@ def _mesh_groups(value: str) -> tuple[tuple[int, ...], ...]:
 
 @functools.lru_cache(maxsize=512)  # big modules repeat the same few group lists thousands of times
 def parse_groups(value: str, what: str) -> tuple[tuple[int, ...], ...]:
-    """``{{0,1},{2,3}}`` (or an iota / mesh-axes list) as a tuple of tuples; ``{}`` gives ()."""
+    """``{{0,1},{2,3}}`` (or an iota / mesh-axes list) as a tuple of tuples; ``{}`` gives ();
+    an empty group (``{{}}``, ``{{0,1},{}}``) is an HloParseError, as in XLA."""
     v = re.sub(r"\s+", "", value)
     if v.startswith("["):
         return expand_iota_groups(v)
@@ -146,7 +147,12 @@ def parse_groups(value: str, what: str) -> tuple[tuple[int, ...], ...]:
         return ()
     if not re.fullmatch(r"\{\{[0-9,]*\}(?:,\{[0-9,]*\})*\}", v):
         raise HloParseError(f"bad {what}: {value[:80]!r}")
-    return tuple(parse_ints(g, what) for g in v[2:-2].split("},{"))
+    groups = tuple(parse_ints(g, what) for g in v[2:-2].split("},{"))
+    if () in groups:
+        # `{}` is one group of every device, but `{{}}` is a group of none: XLA's HLO verifier
+        # refuses it ("Instruction cannot have an empty replica group"), so no program runs it
+        raise HloParseError(f"bad {what}: {value[:80]!r} has an empty group, which XLA refuses")
+    return groups
 
 
 def permute_groups(pairs) -> tuple[tuple[int, ...], ...]:

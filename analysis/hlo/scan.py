@@ -17,7 +17,7 @@ from analysis.book.collectives import HLO_OPCODES
 from analysis.hlo.lex import HloParseError, balance, blank_strings, close_bracket, parse_int, split_top, strip_comments
 from analysis.hlo.shapes import shape_end
 
-__all__ = ["KINDS", "Instr", "Module", "scan", "instruction_opcodes", "async_pairs"]
+__all__ = ["KINDS", "Instr", "Module", "scan", "truncation", "instruction_opcodes", "async_pairs"]
 
 KINDS = HLO_OPCODES  # every collective opcode, from the book's table of collectives
 
@@ -57,6 +57,8 @@ class Module:
     comps: list = field(default_factory=list)  # computation names in text order
     comp_of: dict = field(default_factory=dict)  # instruction name -> its computation
     called: dict = field(default_factory=dict)  # instruction name -> ((attribute, computation), ...)
+    name: str | None = None  # from its `HloModule NAME, ...` line; None: a bare snippet without one
+    cut_in: str | None = None  # the computation the text ended inside ("": an instruction outside one)
 
 
 # Attributes that name a computation an instruction runs: fusions and async wrappers (calls),
@@ -193,9 +195,12 @@ def scan(text: str) -> list[Module]:
         if not st:
             continue
         if st.startswith("HloModule"):
-            if mods[-1].instrs or mods[-1].defs or mods[-1].num_devices is not None:
+            if comp is not None:  # the module before ends inside a computation: cut short
+                mods[-1].cut_in = comp
+            if mods[-1].instrs or mods[-1].defs or mods[-1].num_devices is not None or mods[-1].name:
                 mods.append(Module())
             mods[-1].num_devices = _header_devices(st)
+            mods[-1].name = st.removeprefix("HloModule").split(",", 1)[0].strip() or "?"
             comp = None
             continue
         if comp is None:
@@ -217,11 +222,29 @@ def scan(text: str) -> list[Module]:
             _parse_instr(st, comp, mods[-1])
         else:
             pending, pending_bal = [line], bal
+    if comp is not None or pending:  # the text ends before what it opened closes: cut short
+        mods[-1].cut_in = comp or ""
     if pending:
-        _parse_instr(" ".join(pending), comp or "", mods[-1])
+        try:
+            _parse_instr(" ".join(pending), comp or "", mods[-1])
+        except HloParseError:  # a collective cut in half: say so, not which bracket is missing
+            raise HloParseError(truncation(mods[-1])) from None
     for mod in mods:
         _resolve_updates(mod)
     return mods
+
+
+def truncation(mod: Module) -> str | None:
+    """Why ``mod`` is not a whole module, as one phrase, or None: text that ends inside a
+    computation or an instruction, or a module header with no ENTRY computation after it (XLA
+    prints every module's ENTRY, last). A cut file otherwise reads as one without collectives."""
+    what = f"module {mod.name}" if mod.name else "the text"
+    if mod.cut_in is not None:
+        inside = f"computation {mod.cut_in}" if mod.cut_in else "an instruction"
+        return f"{what} ends inside {inside}: cut short"
+    if mod.name and mod.entry is None:
+        return f"{what} has no ENTRY computation: cut short, or not a whole module"
+    return None
 
 
 def _resolve_updates(mod: Module) -> None:

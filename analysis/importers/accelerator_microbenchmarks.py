@@ -27,12 +27,26 @@ version that shards it needs V divided by n. The file does not name the chip: ``
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
-
-import numpy as np
 
 from analysis.book.collectives import BY_OP
 from analysis.importers import ImportFormatError
+from analysis.importers.limits import (
+    MAX_POINTS,
+    MAX_RANKS,
+    MAX_SIZE_BYTES,
+    MAX_TIME_S,
+    MIN_TIME_S,
+    POINTS_ALLOWED,
+    RANKS_ALLOWED,
+    MAX_BANDWIDTH_Bps,
+    as_number,
+    check,
+    checked_name,
+    shown,
+    small,
+)
 from analysis.importers.sweep_writer import ImportedPoint
 
 # its test names -> shardlab's collectives (longest first: psum_scatter before psum)
@@ -46,16 +60,23 @@ ITEMSIZE_DTYPES = {"4": "float32", "2": "bfloat16", "1": "int8", "8": "float64"}
 
 
 LEVELS = ("ici", "dcn")
+MAX_DIMS = 8  # dims of a matrix_dim shape: the tool writes 1 to 3
+BW_ALLOWED = f"a bandwidth above 0 and at most {MAX_BANDWIDTH_Bps / 1e9:.0f} GB/s (1 PB/s)"
+TIME_MS_ALLOWED = f"a time from {MIN_TIME_S * 1e3:g} ms to a week ({MAX_TIME_S * 1e3:.0f} ms)"
 
 
 def _whole_numbers(path, line, name, dims, key, example, split=None, default=None) -> list[int]:
     """``dims[key]`` as positive whole numbers (``split`` apart), or ImportFormatError naming the key."""
     raw = dims.get(key, default)
     parts = None if raw is None else str(raw).lower().split(split) if split else [str(raw)]
-    if parts is None or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
-        got = "missing" if raw is None else f"{raw!r}"
+    # ASCII digits only ("²" is a digit to str.isdigit), few enough for int() to read, and a
+    # shape of at most MAX_DIMS: the product of more is no matrix the tool builds
+    ok = parts is not None and len(parts) <= MAX_DIMS
+    numbers = [int(p) if p.isascii() and p.strip().isdigit() and len(p) <= 30 else 0 for p in parts or []]
+    if not ok or not all(n > 0 for n in numbers):
+        got = "missing" if raw is None else shown(raw)
         raise ImportFormatError(path, line, f"{name}: dimensions' {key!r} is {got}; it must be {example}")
-    return [int(p) for p in parts]
+    return numbers
 
 
 def _dtype(path, line, name, dims) -> tuple[str, float]:
@@ -71,7 +92,7 @@ def _dtype(path, line, name, dims) -> tuple[str, float]:
         dtype, size = dtype_bytes(item)
     except NotationError:
         allowed = ", ".join([*ITEMSIZE_DTYPES, *DTYPE_BYTES])
-        got = "missing" if "dtype" not in dims else f"{item!r}"
+        got = "missing" if "dtype" not in dims else shown(item)
         raise ImportFormatError(path, line, f"{name}: dimensions' 'dtype' is {got}; allowed: {allowed}") from None
     return dtype, float(size)  # int4 is half a byte
 
@@ -85,9 +106,12 @@ def _V(op: str, level: str, M: float, n: int) -> float:
 
 def parse_results(text: str, path: str | Path = "<text>", hardware: str | None = None) -> list[ImportedPoint]:
     """The points of one ``metrics_report.jsonl``: one per line and level (ici, dcn) with a
-    bandwidth; ImportFormatError naming the file and line for anything else."""
+    bandwidth; ImportFormatError naming the file, the line and the field for anything else
+    (the bounds of :mod:`analysis.importers.limits`; a collective, size and group measured
+    twice)."""
     path = Path(path)
     points: list[ImportedPoint] = []
+    seen: dict[tuple, int] = {}  # (op, devices, S) -> its line: what a sweep's point folder is named by
     device_kind = "unknown"
     if hardware:
         from analysis.book.hardware import load_hardware
@@ -98,6 +122,8 @@ def parse_results(text: str, path: str | Path = "<text>", hardware: str | None =
             continue
         try:
             rec = json.loads(raw)
+        except RecursionError:  # brackets nested thousands deep: no line the tool writes
+            raise ImportFormatError(path, i, "not a metrics_report.jsonl line (nested too deeply)") from None
         except ValueError as exc:
             raise ImportFormatError(path, i, f"not a JSON line ({exc.msg}), so not a metrics_report.jsonl") from None
         if (
@@ -111,6 +137,7 @@ def parse_results(text: str, path: str | Path = "<text>", hardware: str | None =
         op = next((o for key, o in OPS if key in name), None)
         if op is None:
             continue  # ppermute, matmuls, HBM copies: not a collective the model prices
+        name = checked_name(name, path, i, "dimensions' 'test_name'")
         shape = _whole_numbers(
             path, i, name, dims, "matrix_dim", "a whole number like 8192, or a shape like 8192x8x128", split="x"
         )
@@ -119,27 +146,80 @@ def parse_results(text: str, path: str | Path = "<text>", hardware: str | None =
             level: _whole_numbers(path, i, name, dims, f"{level}_size", "a whole number of devices", default="1")[0]
             for level in LEVELS
         }
-        dtype, itemsize = _dtype(path, i, name, dims)
-        M = float(dim) * dim * itemsize if len(shape) == 1 else float(np.prod(shape)) * itemsize
         for level, n in sizes.items():
-            bw = metrics.get(f"{level}_bandwidth_gbyte_s_p50")
-            t_ms = metrics.get(f"{level}_average_time_ms_p50", metrics.get(f"{level}_time_ms_p50"))
+            if n > MAX_RANKS:
+                raise ImportFormatError(
+                    path, i, f"{name}: dimensions' '{level}_size' is {n}; it must be {RANKS_ALLOWED}"
+                )
+        dtype, itemsize = _dtype(path, i, name, dims)
+        elems = dim * dim if len(shape) == 1 else math.prod(shape)  # exact: Python's ints do not wrap
+        if elems > MAX_SIZE_BYTES / itemsize:  # elems may be past a float's range: compare it to one
+            raise ImportFormatError(
+                path,
+                i,
+                f"{name}: dimensions' 'matrix_dim' is {shown(dims['matrix_dim'])}; its {dtype} matrix must be at most "
+                f"{MAX_SIZE_BYTES} bytes (1 TiB, more than any chip holds)",
+            )
+        M = float(elems) * itemsize
+        for level, n in sizes.items():
+            bw_key = f"{level}_bandwidth_gbyte_s_p50"
+            t_key = next((k for k in (f"{level}_average_time_ms_p50", f"{level}_time_ms_p50") if k in metrics), "")
+            bw, t_ms = metrics.get(bw_key), metrics.get(t_key)
             if n < 2 or (bw is None and t_ms is None):
                 continue
+            if bw is not None:
+                x = as_number(bw)
+                check(
+                    x is not None and 0 < x * 1e9 <= MAX_BANDWIDTH_Bps,
+                    path,
+                    i,
+                    f"{name}: metrics.{bw_key}",
+                    bw,
+                    BW_ALLOWED,
+                )
+            if t_ms is not None:
+                x = as_number(t_ms)
+                check(
+                    x is not None and MIN_TIME_S <= x / 1e3 <= MAX_TIME_S,
+                    path,
+                    i,
+                    f"{name}: metrics.{t_key}",
+                    t_ms,
+                    TIME_MS_ALLOWED,
+                )
             V = _V(op, level, M, n)
             kind = BY_OP[op]
-            # its bandwidth is nccl-tests' busbw, S (n-1)/n / t, and S is V / n for all_to_all
-            t = (
-                float(t_ms) / 1e3
-                if t_ms is not None
-                else V * kind.S_over_V(n) * kind.busbw_factor(n) / (float(bw) * 1e9)
-            )
+            S = V * kind.S_over_V(n)
+            if S > MAX_SIZE_BYTES:  # an all_gather's V over many chips: what each holds after it
+                raise ImportFormatError(
+                    path,
+                    i,
+                    f"{name}: {S:.4g} bytes on each of {n} {level} devices (matrix_dim {shown(dims['matrix_dim'])}); "
+                    f"it must be at most {MAX_SIZE_BYTES} bytes (1 TiB, more than any chip holds)",
+                )
+            if t_ms is not None:
+                t = float(t_ms) / 1e3
+            else:  # its bandwidth is nccl-tests' busbw, S (n-1)/n / t, and S is V / n for all_to_all
+                t = S * kind.busbw_factor(n) / (float(bw) * 1e9)
+                at = f"S = {S:.4g} bytes (matrix_dim {shown(dims['matrix_dim'])}, it gives {t:.3g} s)"
+                allowed = f"a bandwidth that gives a time from 1 ns to a week at {at}"
+                check(MIN_TIME_S <= t <= MAX_TIME_S, path, i, f"{name}: metrics.{bw_key}", bw, allowed)
+            key = (op, n, int(S))
+            if key in seen:
+                raise ImportFormatError(
+                    path,
+                    i,
+                    f"{name}: {op} over {n} devices of S = {int(S)} bytes again ({level}), first at line {seen[key]}: "
+                    "a sweep holds one point per collective, size and group; keep one of the lines",
+                )
+            seen[key] = i
+            check(len(points) < MAX_POINTS, path, i, "number of points", len(points) + 1, POINTS_ALLOWED)
             points.append(
                 ImportedPoint(
                     op=op,
                     dtype=dtype,
                     V_bytes=V,
-                    S_bytes=V * kind.S_over_V(n),
+                    S_bytes=S,
                     time_s=t,
                     ranks=n,
                     nodes=n if level == "dcn" else 1,
@@ -158,7 +238,7 @@ def parse_results(text: str, path: str | Path = "<text>", hardware: str | None =
                         "accelerator_microbenchmarks",
                         "bandwidth_definition": "{level}_bandwidth_gbyte_s = nccl-tests' busbw of V over the level",
                         "bandwidth_Bps": None if bw is None else float(bw) * 1e9,
-                        "metrics": metrics,
+                        "metrics": small(metrics),
                     },
                 )
             )

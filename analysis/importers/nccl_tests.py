@@ -17,13 +17,33 @@ microseconds, ``algbw = S / time`` and ``busbw = algbw * factor(n)`` in GB/s (1e
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.book.collectives import BY_OP
-from analysis.book.dtypes import NCCL_TESTS_TYPES
+from analysis.book.dtypes import DTYPE_BYTES, NCCL_TESTS_TYPES
 from analysis.importers import ImportFormatError
+from analysis.importers.limits import (
+    BANDWIDTH_GBPS_ALLOWED,
+    COUNT_ALLOWED,
+    MAX_POINTS,
+    MAX_RANKS,
+    MAX_SIZE_BYTES,
+    MAX_TIME_S,
+    MIN_TIME_S,
+    POINTS_ALLOWED,
+    RANKS_ALLOWED,
+    SIZE_ALLOWED,
+    TIME_US_ALLOWED,
+    WRONG_ALLOWED,
+    MAX_BANDWIDTH_Bps,
+    as_whole,
+    check,
+    checked_name,
+    small,
+)
 
 # nccl-tests' binaries -> shardlab's collectives (the model prices these four)
 OPS = {
@@ -34,6 +54,14 @@ OPS = {
 }
 OTHER_TESTS = ("broadcast", "reduce", "sendrecv", "scatter", "gather", "hypercube")
 DTYPES = NCCL_TESTS_TYPES  # its type names -> shardlab's dtypes
+# bytes per element of its types (wordSize in src/common.cu): a size is a whole number of them
+ITEM_BYTES = {
+    "float": 4, "half": 2, "bfloat16": 2, "double": 8, "int8": 1, "uint8": 1, "int32": 4, "uint32": 4,
+    "int64": 8, "uint64": 8, "f8e4m3": 1, "f8e5m2": 1,
+}  # fmt: skip
+# the types a point may have: the report prices and prints a dtype the book has a size for
+MODELLED_TYPES = [t for t, dtype in NCCL_TESTS_TYPES.items() if dtype in DTYPE_BYTES]
+MAX_HEADER_CHARS = 4096  # a "# nThread ..." line is about 200 characters; past this it is not one
 
 _RANK = re.compile(
     r"^#\s*Rank\s+(\d+)(?:\s+Group\s+\d+)?\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s*(.*?)\s*$"
@@ -45,6 +73,7 @@ _FILE_NAME = re.compile(r"(all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|
 _VERSION = re.compile(r"^#?\s*(NCCL|RCCL) version\s*:?\s+(\S+)", re.I)
 _STARTING = re.compile(r"Collective test starting:\s*(\w+?)_perf")
 _LOG_LINE = re.compile(r"NCCL (INFO|WARN)|RCCL (INFO|WARN)|^\[\d+,\d+\]<std")
+_OUT_OF_BOUNDS = re.compile(r"Out of bounds values\s*:\s*([0-9]+)?\s*(FAILED)?")
 
 
 @dataclass
@@ -84,6 +113,9 @@ class NcclRun:
     header: dict = field(default_factory=dict)  # nThread, nGpus, minBytes, ... as printed
     library_version: str | None = None
     rows: list[Row] = field(default_factory=list)
+    # wrong values the run's closing line counts (nccl-tests' "# Out of bounds values : N
+    # FAILED", -J's out_of_bounds.count); None where the file does not say
+    out_of_bounds: int | None = None
 
     @property
     def nodes(self) -> int:
@@ -94,27 +126,94 @@ class NcclRun:
         return DTYPES.get(self.rows[0].type, self.rows[0].type) if self.rows else "unknown"
 
 
-def _num(tok: str, path, line: int, what: str) -> float:
+def _num(tok, path, line: int | None, what: str) -> float:
     try:
         return float(tok)
-    except ValueError:
+    except (TypeError, ValueError, OverflowError):
         raise ImportFormatError(path, line, f"{what} {tok!r} is not a number") from None
 
 
-def _measured(toks: list[str], cols: list[str], path, line: int) -> Measured:
+def _wrong(raw, path, line: int | None, field: str, whole: bool, moved: bool) -> int | None:
+    """A row's count of wrong elements (None: not checked). Older versions print the largest
+    error instead (the ``error`` column, ``whole=False``): a fraction below 1 is no wrong element."""
+    if raw is None or raw in ("N/A", "-"):
+        return None
+    x = _num(raw, path, line, field)
+    if moved:
+        check(x >= 0 and (x.is_integer() or not whole), path, line, field, raw, WRONG_ALLOWED)
+    return int(x) if math.isfinite(x) else None
+
+
+def check_measured(m: Measured, raw: dict, path, line: int | None) -> None:
+    """Refuse a measurement no run prints, for a row that becomes a point: ``raw`` maps
+    ``time``, ``algbw`` and ``busbw`` to the field's name in the file and its value as written."""
+    for key, x, low, high, allowed in (
+        ("time", m.time_s, MIN_TIME_S, MAX_TIME_S, TIME_US_ALLOWED),
+        ("algbw", m.algbw_Bps, 0, MAX_BANDWIDTH_Bps, BANDWIDTH_GBPS_ALLOWED),
+        ("busbw", m.busbw_Bps, 0, MAX_BANDWIDTH_Bps, BANDWIDTH_GBPS_ALLOWED),
+    ):
+        check(low <= x <= high, path, line, *raw[key], allowed)  # NaN fails every comparison
+
+
+def check_size(size_bytes, count, type_name: str, path, line: int | None, where: str = "") -> tuple[int, int]:
+    """A row's size and count as whole numbers in range, the size a whole number of elements of
+    its type (where the type is one nccl-tests names); ``where`` prefixes the fields' names."""
+    size, n = as_whole(size_bytes), as_whole(count)
+    check(size is not None and 0 <= size <= MAX_SIZE_BYTES, path, line, f"{where}size", size_bytes, SIZE_ALLOWED)
+    check(n is not None and 0 <= n <= MAX_SIZE_BYTES, path, line, f"{where}count", count, COUNT_ALLOWED)
+    item = ITEM_BYTES.get(type_name)
+    if item:
+        whole = f"a whole number of {type_name} elements ({item} bytes each)"
+        check(size % item == 0, path, line, f"{where}size", size_bytes, whole)
+    return size, n
+
+
+def check_type(type_name: str, path, line: int | None, field: str = "type") -> str:
+    """The dtype of a row that becomes a point: refused where the book has no element size for
+    it (uint64, or a table printed without its type column), which the report needs."""
+    allowed = f"a type the model has an element size for: {', '.join(MODELLED_TYPES)}"
+    check(type_name in MODELLED_TYPES, path, line, field, type_name, allowed)
+    return DTYPES[type_name]
+
+
+def _measured(toks: list[str], cols: list[str], path, line: int, label: str, moved: bool) -> Measured:
     get = dict(zip(cols, toks))
     for key in ("time", "algbw", "busbw"):
         if key not in get:
             raise ImportFormatError(
                 path, line, f"the table's header has no {key!r} column (its measurement columns: {' '.join(cols)!r})"
             )
-    wrong = get.get("#wrong", get.get("error", "N/A"))
-    return Measured(
+    m = Measured(
         time_s=_num(get["time"], path, line, "time") * 1e-6,
         algbw_Bps=_num(get["algbw"], path, line, "algbw") * 1e9,
         busbw_Bps=_num(get["busbw"], path, line, "busbw") * 1e9,
-        wrong=None if wrong in ("N/A", "-") else int(_num(wrong, path, line, "#wrong")),
+        wrong=_wrong(get.get("#wrong", get.get("error")), path, line, "#wrong", "#wrong" in get, moved),
     )
+    if moved:
+        check_measured(m, {k: (f"{label} {k}", get[k]) for k in ("time", "algbw", "busbw")}, path, line)
+    return m
+
+
+def check_repeats(rows: list[Row], path, json: bool = False) -> None:
+    """Refuse a size measured twice in one run (a pasted row, or nccl-tests ``-d all`` / ``-o
+    all``, which print every type or reduction in one table): a sweep holds one point per
+    collective, size and run. ``json``: the rows are -J's ``results[i]``, not lines."""
+    seen: dict[int, Row] = {}
+    for r in rows:
+        first = seen.setdefault(r.S_bytes, r)
+        if first is r or r.S_bytes == 0:  # size 0 is never a point
+            continue
+        differ = f" (types {first.type} and {r.type})" if first.type != r.type else ""
+        differ += f" (reductions {first.redop} and {r.redop})" if first.redop != r.redop else ""
+        field, before = ("size", f"line {first.line}")
+        if json:
+            field, before = f"results[{r.line}].size", f"results[{first.line}]"
+        raise ImportFormatError(
+            path,
+            None if json else r.line,
+            f"{field}={r.S_bytes} again, first at {before}{differ}: a sweep holds one point per collective, size "
+            "and run; keep one of the rows (or one type and reduction per file)",
+        )
 
 
 def _op_from_file(path: Path, lines: list[str], rows: list[Row], ranks: int) -> tuple[str, str]:
@@ -148,6 +247,17 @@ def _op_from_file(path: Path, lines: list[str], rows: list[Row], ranks: int) -> 
     )
 
 
+def _out_of_bounds(line: str) -> int | None:
+    """The wrong values a run's ``# Out of bounds values : N OK|FAILED`` line counts (None
+    where it says none; 1 where it says FAILED without a number)."""
+    m = _OUT_OF_BOUNDS.search(line)
+    if m is None or not (m.group(1) or m.group(2)):
+        return None
+    n = as_whole(m.group(1) or "0")
+    n = 1 if n is None else n  # digits past a float's range: many
+    return max(n, 1) if m.group(2) else n
+
+
 def parse_nccl_tests(text: str, path: str | Path = "<text>", op: str | None = None) -> list[NcclRun]:
     """The runs in one nccl-tests / rccl-tests output (usually one). ``op`` (``all_gather``,
     ``alltoall``, ...) overrides what the file says. Raises :class:`ImportFormatError` naming
@@ -166,13 +276,15 @@ def parse_nccl_tests(text: str, path: str | Path = "<text>", op: str | None = No
     start = 0
     last = 0
     began = 0  # where this run's lines begin: after the previous run's table
+    read = 0  # rows read in the whole file, against MAX_POINTS
 
-    def close(end_line: int) -> None:
+    def close(end_line: int, out_of_bounds: int | None = None) -> None:
         if not rows:
             raise ImportFormatError(path, end_line, "a results table without a row")
         hosts = list(dict.fromkeys(h for _, (h, _) in sorted(ranks.items())))
         if not ranks:
             raise ImportFormatError(path, start, "no '# Rank ... on HOST device ...' lines before the table")
+        check_repeats(rows, path)
         n = max(ranks) + 1
         name, where = (op, "--op") if op else _op_from_file(path, lines[began:end_line], rows, n)
         key = name.replace("-", "_").lower()
@@ -184,7 +296,9 @@ def parse_nccl_tests(text: str, path: str | Path = "<text>", op: str | None = No
         if key not in OPS:
             raise ImportFormatError(path, None, f"--op={op!r}: one of {', '.join(OPS)}")
         kinds = list(dict.fromkeys(k for _, (_, k) in sorted(ranks.items())))
-        runs.append(NcclRun(str(path), tool, OPS[key], where, n, hosts, kinds, dict(header), version, list(rows)))
+        runs.append(
+            NcclRun(str(path), tool, OPS[key], where, n, hosts, kinds, dict(header), version, list(rows), out_of_bounds)
+        )
 
     for i, raw in enumerate(lines, start=1):
         s = raw.strip()
@@ -193,16 +307,21 @@ def parse_nccl_tests(text: str, path: str | Path = "<text>", op: str | None = No
         if s.startswith("# nThread") or s.startswith("nThread"):
             if cols is not None and rows:
                 raise ImportFormatError(path, last, "the table stops here, without its '# Avg bus bandwidth' line")
-            header = dict(re.findall(r"([A-Za-z][\w ]*?):?\s+(-?[\w.()]+)(?=\s|$)", s.lstrip("# ")))
+            pairs = re.findall(r"([A-Za-z][\w ]*?):?\s+(-?[\w.()]+)(?=\s|$)", s[:MAX_HEADER_CHARS].lstrip("# "))
+            header = small(dict(pairs))
             ranks, cols, rows, start = {}, None, [], i
             continue
         m = _RANK.match(s)
         if m:
-            ranks[int(m.group(1))] = (m.group(2), m.group(5))
+            rank = as_whole(m.group(1))
+            allowed = f"a rank below {MAX_RANKS}: {RANKS_ALLOWED}"
+            check(rank is not None and rank < MAX_RANKS, path, i, "# Rank", m.group(1), allowed)
+            host, kind = (checked_name(m.group(k), path, i, what) for k, what in ((2, "host"), (5, "device")))
+            ranks[rank] = (host, kind)
             continue
         m = _VERSION.match(s)
         if m:
-            version = f"{m.group(1).upper()} {m.group(2)}"
+            version = checked_name(f"{m.group(1).upper()} {m.group(2)}", path, i, "version")
             continue
         if s.startswith("#"):
             body = s.lstrip("#").split()
@@ -218,7 +337,7 @@ def parse_nccl_tests(text: str, path: str | Path = "<text>", op: str | None = No
                 rows, start = [], i
             elif (s.startswith("# Out of bounds") or s.startswith("# Avg bus bandwidth")) and cols is not None:
                 if rows:
-                    close(i)
+                    close(i, _out_of_bounds(s))
                     began = i
                 cols, rows = None, []
             continue
@@ -230,30 +349,33 @@ def parse_nccl_tests(text: str, path: str | Path = "<text>", op: str | None = No
         first = cols.index("time")
         groups = cols.count("time")  # out-of-place and in-place, or only one of them
         half = (len(cols) - first) // groups
-        if not toks[0].isdigit() or len(toks) not in (len(cols), first + half):
+        # a row starts with its size; one that is no whole number ("1.5", "1²") is check_size's to refuse
+        if not ("0" <= toks[0][0] <= "9") or len(toks) not in (len(cols), first + half):
             raise ImportFormatError(
                 path,
                 i,
                 f"a table row with {len(toks)} fields where the header has {len(cols)}: {s[:60]!r} (cut short?)",
             )
+        read += 1
+        check(read <= MAX_POINTS, path, i, "number of rows", read, POINTS_ALLOWED)
+        get = dict(zip(cols[:first], toks[:first]))
+        type_name = checked_name(get.get("type", "?"), path, i, "type")
+        _num(get["count"], path, i, "count")  # a word: the message the table's other columns give
+        size, count = check_size(get["size"], get["count"], type_name, path, i)
         names = cols[first : first + half]
-        a = _measured(toks[first : first + half], names, path, i)
-        b = _measured(toks[first + half :], names, path, i) if groups > 1 and len(toks) == len(cols) else None
+        # the labels as the group line prints them; both are checked in a row that becomes a point
+        labels = ("out-of-place", "in-place") if in_first else ("in-place", "out-of-place")
+        a = _measured(toks[first : first + half], names, path, i, labels[0], size > 0)
+        b = (
+            _measured(toks[first + half :], names, path, i, labels[1], size > 0)
+            if groups > 1 and len(toks) == len(cols)
+            else None
+        )
         oop, inp = (a, b) if in_first else (b, a)
         if oop is None:  # only an in-place column printed: it is the point's time
             oop, inp = a, None
-        get = dict(zip(cols[:first], toks[:first]))
-        rows.append(
-            Row(
-                i,
-                int(get["size"]),
-                int(_num(get["count"], path, i, "count")),
-                get.get("type", "?"),
-                get.get("redop", "none"),
-                oop,
-                inp,
-            )
-        )
+        redop = checked_name(get.get("redop", "none"), path, i, "redop")
+        rows.append(Row(i, size, count, type_name, redop, oop, inp))
         last = i
     if cols is not None and rows:
         raise ImportFormatError(path, last, "the table stops here, without its '# Avg bus bandwidth' line (cut short?)")
@@ -271,10 +393,23 @@ def run_points(run: NcclRun, index: int = 0):
     from analysis.book.collectives import BY_OP as KINDS
     from analysis.importers.sweep_writer import ImportedPoint
 
+    def wrong(m: Measured | None) -> int:
+        return (m.wrong or 0) if m is not None else 0
+
+    # a closing line that counts wrong values no row owns leaves every size of the run in doubt
+    unowned = bool(run.out_of_bounds) and not any(wrong(r.out_of_place) or wrong(r.in_place) for r in run.rows)
     out = []
     for r in run.rows:
         if r.S_bytes <= 0:
             continue
+        check_error = None
+        if wrong(r.in_place) and not wrong(r.out_of_place):
+            check_error = f"{run.tool} counted {r.in_place.wrong} wrong elements at this size, in place"
+        elif unowned:
+            check_error = (
+                f"{run.tool} found wrong values in this run ({run.out_of_bounds} by its out-of-bounds count) and no "
+                "row says at which size"
+            )
 
         def cols(m: Measured | None) -> dict | None:
             return (
@@ -301,7 +436,7 @@ def run_points(run: NcclRun, index: int = 0):
         out.append(
             ImportedPoint(
                 op=run.op,
-                dtype=run.dtype,
+                dtype=check_type(r.type, run.path, r.line),
                 V_bytes=r.S_bytes / KINDS[run.op].S_over_V(run.ranks),
                 S_bytes=r.S_bytes,
                 time_s=r.out_of_place.time_s,
@@ -313,6 +448,7 @@ def run_points(run: NcclRun, index: int = 0):
                 tool=run.tool,
                 origin=origin,
                 wrong=r.out_of_place.wrong,
+                check_error=check_error,
             )
         )
     return out

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.book.device_kinds import resolve
+from analysis.importers import ImportFormatError
+from analysis.importers.limits import MAX_POINTS, POINTS_ALLOWED, check
 from analysis.rundir import RESULT_NAME, SWEEP_NAME, now_iso, stamp, write_json_atomic
 
 
@@ -36,6 +38,7 @@ class ImportedPoint:
     tool: str
     origin: dict = field(default_factory=dict)  # file, line, version, printed columns, ...
     wrong: int | None = None  # elements the tool found wrong (None: it did not check)
+    check_error: str | None = None  # another way the tool's data check failed (in place; the run's count)
 
 
 def hardware_of(device_kind: str, backend: str, override: str | None) -> tuple[str, str]:
@@ -48,16 +51,12 @@ def hardware_of(device_kind: str, backend: str, override: str | None) -> tuple[s
 
 def point_result(p: ImportedPoint, hardware: str, hardware_why: str, command: str) -> dict:
     """The ``result.json`` of one imported point."""
-    bad = bool(p.wrong)
+    error = f"{p.tool} counted {p.wrong} wrong elements at this size" if p.wrong else p.check_error
     return {
         **stamp("result"),
         # a size whose result the tool found wrong is no measurement of a working collective
-        "status": "failed" if bad else "ok",
-        **(
-            {"error_type": "WrongResult", "error": f"{p.tool} counted {p.wrong} wrong elements at this size"}
-            if bad
-            else {}
-        ),
+        "status": "failed" if error else "ok",
+        **({"error_type": "WrongResult", "error": error} if error else {}),
         "spec": {
             "op": p.op,
             "dtype": p.dtype,
@@ -86,28 +85,52 @@ def point_result(p: ImportedPoint, hardware: str, hardware_why: str, command: st
     }
 
 
+def point_overrides(points: list[ImportedPoint], out: Path | str = "--out") -> list[list[str]]:
+    """What tells each point apart, as a sweep's overrides do (a reader may take them back from
+    the folder's name, as Hydra builds it): the collective, the size, and the run's number
+    where there are several. ImportFormatError where two points would share them, or where
+    there are more than :data:`~analysis.importers.limits.MAX_POINTS` (before anything is written)."""
+    check(len(points) <= MAX_POINTS, out, None, "number of points", len(points), POINTS_ALLOWED)
+
+    def run(p: ImportedPoint) -> tuple:
+        return p.origin.get("file"), p.origin.get("run"), p.op, p.ranks
+
+    runs = {key: i for i, key in enumerate(dict.fromkeys(map(run, points)))}
+    names, seen = [], {}
+    for p in points:
+        overrides = [f"op={p.op}", f"op.size_bytes={int(p.S_bytes)}"]
+        if len(runs) > 1:
+            overrides.append(f"run={runs[run(p)]}")
+        first = seen.setdefault(tuple(overrides), p)
+        if first is not p:  # the readers find points by these: two alike would be one point twice
+            raise ImportFormatError(
+                p.origin.get("file"),
+                p.origin.get("line"),
+                f"the same point as {first.origin.get('file')}:{first.origin.get('line')} ({', '.join(overrides)}): "
+                "a sweep holds one point per collective, size and run",
+            )
+        names.append(overrides)
+    return names
+
+
 def write_sweep(points: list[ImportedPoint], out: Path, command: str, hardware: str | None = None) -> Path:
     """Write ``points`` as a sweep folder at ``out`` (which must not exist or be empty), all or
-    nothing: the folder is built beside it and renamed into place."""
+    nothing: the points are checked first (:func:`point_overrides`), then the folder is built
+    beside its place and renamed into it."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise FileExistsError(f"--out {out}: exists and is not an empty folder; pick a new one")
+    names = point_overrides(points, out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         expected = []
         cache: dict[tuple, tuple[str, str]] = {}
-        runs = list(dict.fromkeys((p.origin.get("file"), p.origin.get("run"), p.op, p.ranks) for p in points))
-        for i, p in enumerate(points):
+        for i, (p, overrides) in enumerate(zip(points, names)):
             key = (p.device_kind, p.backend)
             if key not in cache:
                 cache[key] = hardware_of(p.device_kind, p.backend, hardware)
             hw, why = cache[key]
-            # what tells points apart, as a sweep's overrides do (a reader may take them back from
-            # the folder's name, as Hydra builds it); the run's number only where there are several
-            overrides = [f"op={p.op}", f"op.size_bytes={int(p.S_bytes)}"]
-            if len(runs) > 1:
-                overrides.append(f"run={runs.index((p.origin.get('file'), p.origin.get('run'), p.op, p.ranks))}")
             expected.append({"num": i, "overrides": overrides})
             point = tmp / f"{i:03d}_{','.join(sorted(overrides))}"  # Hydra's name for these overrides
             write_json_atomic(point / RESULT_NAME, point_result(p, hw, why, command))

@@ -26,6 +26,10 @@ from analysis.sweep_id import sweep_identity
 EXPORT_DIR = "nccl-tests"  # beside report/, in the sweep's folder
 JSON_VERSION = 1  # nccl-tests' own "version" key of its -J report
 PERF_NAMES = {"all_to_all": "alltoall"}  # nccl-tests' binary names where they differ from shardlab's ops
+# "# Rank" lines the table lists: a group past this many lists its first ranks and its last (so
+# a reader that counts ranks as the highest listed plus one, as shardlab's import does, counts
+# them all) and says what it left out in one line, whatever a group size says
+LISTED_RANKS = 64
 
 
 def family_slug(family: str) -> str:
@@ -106,6 +110,21 @@ def _fmt(v: float | None, width: int) -> str:
     return f"{v:{width}.2f}" if v < 1e5 else f"{v:{width}.0f}"
 
 
+def _rank_lines(device: dict, ranks: int) -> list[str]:
+    """The ``# Rank`` lines of ``ranks`` devices of one process: at most :data:`LISTED_RANKS`
+    of them, the last rank always among them, and a line for those left out."""
+    host, kind = device["hostname"], device["device_info"]
+
+    def line(i: int) -> str:
+        return f"#  Rank {i:2d} Group  0 Pid      0 on {host} device {i:2d} [0000:00:00] {kind}"
+
+    if ranks <= LISTED_RANKS:
+        return [line(i) for i in range(ranks)]
+    shown = LISTED_RANKS - 1
+    left_out = f"#  ... ranks {shown} to {ranks - 2} ({ranks - 1 - shown} of them) on the same host, not listed"
+    return [*(line(i) for i in range(shown)), left_out, line(ranks - 1)]
+
+
 def nccl_text(doc: dict, g: pd.DataFrame) -> str:
     """The table of :func:`nccl_json`'s report as nccl-tests prints it, closed by its ``# Avg bus
     bandwidth`` line. Rows end after the out-of-place columns: shardlab has no in-place time, and
@@ -115,11 +134,7 @@ def nccl_text(doc: dict, g: pd.DataFrame) -> str:
         f"# shardlab sweep started {doc['start_time']}",
         "#",
         "# Using devices",
-        *(
-            f"#  Rank {i:2d} Group  0 Pid      0 on {d['hostname']} device {i:2d} [0000:00:00] {d['device_info']}"
-            for d in doc["config"]["devices"][:1]
-            for i in range(doc["config"]["ngpus"])
-        ),
+        *(ln for d in doc["config"]["devices"][:1] for ln in _rank_lines(d, doc["config"]["ngpus"])),
         "#",
         "#" + " " * 62 + "out-of-place                       in-place          ",
         "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   "

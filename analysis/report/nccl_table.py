@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.book.dtypes import NCCL_TESTS_TYPES, itemsize
+from analysis.book.dtypes import NCCL_TESTS_TYPES, dtype_bytes
 
 # shardlab's dtypes -> the names nccl-tests prints (float64 is "double", float16 "half")
 NCCL_TYPES = {dtype: name for name, dtype in NCCL_TESTS_TYPES.items()}
@@ -24,7 +24,8 @@ _PER_RANK = {"all_gather": True, "reduce_scatter": True, "all_to_all": True, "al
 
 def nccl_count(op: str, S_bytes: float, group_size: int, dtype: str) -> int:
     """The count column of nccl-tests for one point: elements per rank (per peer for AllToAll)."""
-    elems = int(S_bytes) // itemsize(dtype)
+    # bytes per element may be a fraction (int4: 0.5), so the division is not by whole bytes
+    elems = int(S_bytes / dtype_bytes(dtype)[1])
     return elems // int(group_size) if _PER_RANK.get(op, False) and group_size else elems
 
 

@@ -322,7 +322,9 @@ def warm_report_imports() -> None:
 
 def _import_report() -> None:
     try:
-        import analysis.report.sweep_report  # noqa: F401
+        from analysis.report import preload
+
+        preload()
     except Exception:  # noqa: BLE001, S110 - the report imports it again at the end and says what failed
         pass
 
