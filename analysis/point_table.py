@@ -23,7 +23,7 @@ import pandas as pd
 
 from analysis import hlo as hlo_parser
 from analysis import trace as trace_reader
-from analysis.rundir import atomic_path, point_file
+from analysis.rundir import point_file, stamp, write_json_atomic
 from analysis.trace.overlap import overlap_summary
 
 TABLE_NAME = "ops_table.json"
@@ -156,11 +156,9 @@ def _number(v) -> int | float | None:
 
 
 def save(point_dir: Path, table: dict) -> Path:
-    """Write ``table`` whole (:func:`analysis.rundir.atomic_path`) as the point's
-    ``ops_table.json``."""
+    """Write ``table`` whole (a temporary file renamed) as the point's ``ops_table.json``."""
     path = Path(point_dir) / TABLE_NAME
-    with atomic_path(path) as tmp:
-        Path(tmp).write_text(json.dumps(table))
+    write_json_atomic(path, {**stamp("ops_table"), **table})  # strict JSON, opened by its format
     return path
 
 

@@ -23,13 +23,6 @@ def write_report(root, hardware=None, allow_mixed=False):
     return _write(root, hardware, allow_mixed, t0=t0)
 
 
-def preload() -> None:
-    """Import what :func:`write_report` needs (pandas, matplotlib, seaborn, scipy.stats: about
-    2 s here) ahead of time: a sweep does it in a thread while its worker starts JAX, so that
-    its report starts at once when the last point is measured."""
-    import analysis.report.sweep_report  # noqa: F401
-
-
 def write_compare_report(dirs, out):
     """See :func:`analysis.report.compare_report.write_compare_report`."""
     from analysis.report.compare_report import write_compare_report as _write

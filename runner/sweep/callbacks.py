@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -235,7 +234,6 @@ class SweepCheck(Callback):
             sys.exit(2)
         compose_each_point_once()
         prestart_worker(base)
-        warm_report_imports()
 
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
         """A single run: never with a renamed key (``+timing.source=loop``), never into a
@@ -311,22 +309,6 @@ def prestart_worker(base: DictConfig) -> None:
         return
     if spec["distributed"]["mode"] == "none":
         get_worker(process_env(spec["hardware"], spec["distributed"], spec["trace"]["gpu_command_buffers"]))
-
-
-def warm_report_imports() -> None:
-    """Import the report's modules (pandas, matplotlib, seaborn, scipy.stats: about 2 s here)
-    in a background thread while the worker starts JAX, before any point is timed: during a
-    sweep this process only waits on the worker, and the report at the end then starts at once."""
-    threading.Thread(target=_import_report, name="shardlab-report-imports", daemon=True).start()
-
-
-def _import_report() -> None:
-    try:
-        from analysis.report import preload
-
-        preload()
-    except Exception:  # noqa: BLE001, S110 - the report imports it again at the end and says what failed
-        pass
 
 
 class ReportCallback(Callback):
