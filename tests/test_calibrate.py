@@ -179,6 +179,12 @@ def test_errors_exit_2_and_leave_existing_files_alone(tiny_sweeps, tmp_path, cap
     err = capsys.readouterr().err
     assert "not written by calibrate" in err and len(err.strip().splitlines()) == 1
     assert published.read_text() == before
+    broken = tmp_path / "broken.yaml"  # was a yaml.scanner traceback
+    broken.write_text("name: x\nkind: [cpu\n")
+    assert analysis_main(["calibrate", str(tiny_sweeps["float32"]), "--name", "x", "--out", str(broken)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {broken}:") and "not valid YAML" in err[0]
+    assert broken.read_text() == "name: x\nkind: [cpu\n"
 
 
 def _cache_family(op, axis_sizes, n_axes, dtype):

@@ -338,7 +338,7 @@ def load_hardware(name_or_path: str) -> Hardware:
     if not path.is_file():
         known = hardware_names()
         raise HardwareError(f"unknown hardware {name_or_path!r} (known: {', '.join(known)}; or a path to a YAML file)")
-    raw = _read_yaml(path) or {}
+    raw = read_yaml(path) or {}
     if not isinstance(raw, dict) or "name" not in raw:
         raise HardwareError(f"{path}: not a hardware file (needs at least name and kind)")
     return Hardware.from_dict(raw, str(path))
@@ -347,7 +347,7 @@ def load_hardware(name_or_path: str) -> Hardware:
 MAX_FILE_BYTES = 1 << 20  # a hardware entry is a few KiB; more is not one
 
 
-def _read_yaml(path: Path) -> Any:
+def read_yaml(path: Path) -> Any:
     """A hardware file's YAML, or a HardwareError of one line: the file, the line and what
     YAML said (a malformed file was a traceback), or why it cannot be read."""
     import yaml  # pyyaml: a small import, kept lazy like everything the CLI may not need

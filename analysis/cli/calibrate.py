@@ -32,11 +32,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """Run ``calibrate``; 0 on success, 2 on invalid input."""
     import pandas as pd
-    import yaml
 
     from analysis import calibrate
     from analysis.book.errors import BookError
-    from analysis.book.hardware import hardware_dir, load_hardware
+    from analysis.book.hardware import hardware_dir, load_hardware, read_yaml
     from analysis.report.document import fmt
     from analysis.rundir import point_dirs
     from analysis.sweep import load_sweep
@@ -79,9 +78,13 @@ def main(args: argparse.Namespace) -> int:
         )
 
     out = args.out or hardware_dir() / f"{args.name}.yaml"
-    if out.is_file() and "calibrated" not in (yaml.safe_load(out.read_text()) or {}):
+    try:  # a malformed file is one line (file:line and what YAML said), as load_hardware says it
+        existing = read_yaml(out) if out.is_file() else None
+        base_raw = read_yaml(calibrate.base_entry_path(base))
+    except BookError as exc:
+        return fail(str(exc))
+    if out.is_file() and "calibrated" not in (existing if isinstance(existing, dict) else {}):
         return fail(f"{out} exists and was not written by calibrate; pick another --name or --out")
-    base_raw = yaml.safe_load(calibrate.base_entry_path(base).read_text())
     base_raw.pop("calibrated", None)
     today = dt.date.today().isoformat()
     started = _sweep_date(sweep.results)

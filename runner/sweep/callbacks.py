@@ -221,7 +221,7 @@ class SweepCheck(Callback):
         if problem:
             print(f"error: {problem}", file=sys.stderr)
             sys.exit(2)
-        from runner.sweep.folder import claim
+        from runner.sweep.folder import claim, repeated_point, resume_mix_for
         from runner.sweep.progress import point_list
 
         points = point_list(config)
@@ -229,7 +229,7 @@ class SweepCheck(Callback):
         if problem := repeated_point(points) or claim(config, points):
             print(f"error: {problem}", file=sys.stderr)
             sys.exit(2)
-        if base.get("resume") and (problem := _resume_mix(base, Path(config.hydra.sweep.dir))):
+        if base.get("resume") and (problem := resume_mix_for(base, Path(config.hydra.sweep.dir))):
             print(f"error: {problem}", file=sys.stderr)
             sys.exit(2)
         compose_each_point_once()
@@ -259,37 +259,6 @@ class SweepCheck(Callback):
         except FolderInUse as exc:
             print(f"error: hydra.run.dir={run_dir}: {exc}", file=sys.stderr)
             sys.exit(2)
-
-
-def repeated_point(points: list[list[str]] | None) -> str | None:
-    """The line that refuses a sweep listing one point twice (``op.size_bytes=1KiB,1KiB``):
-    both would be measured into folders that tell the same point, and Hydra fails on it half-way."""
-    from analysis.sweep_match import point_key
-
-    seen: set[tuple[str, ...]] = set()
-    for point in points or []:
-        if (key := point_key(point)) in seen:
-            return (
-                f"the sweep lists the point {' '.join(point) or '(defaults)'} twice; list each value once "
-                "(timing.rounds repeats a point's measurement)"
-            )
-        seen.add(key)
-    return None
-
-
-def _resume_mix(base: DictConfig, sweep_dir: Path) -> str | None:
-    """:func:`runner.sweep.folder.resume_mix` for the flags this sweep's worker would start with."""
-    from runner.config.jaxenv import process_env
-    from runner.config.spec import build_spec
-    from runner.errors import ConfigError
-    from runner.sweep.folder import resume_mix
-
-    try:
-        spec = build_spec(base)
-    except (ConfigError, KeyError, ValueError):  # each point says what is wrong with it
-        return None
-    env = process_env(spec["hardware"], spec["distributed"], spec["trace"]["gpu_command_buffers"])
-    return resume_mix(sweep_dir, env["XLA_FLAGS"])
 
 
 def prestart_worker(base: DictConfig) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from analysis.rundir import RESULT_NAME, SWEEP_NAME, expected_points, point_dirs
-from analysis.sweep_match import sweep_difference
+from analysis.sweep_match import point_key, sweep_difference
 
 
 def claim(config: DictConfig, points: list[list[str]] | None) -> str | None:
@@ -179,3 +179,31 @@ def resume_mix(sweep_dir: Path, xla_flags: str) -> str | None:
                 "them: resume under the same settings, or measure every point again (overwrite=true, no resume)"
             )
     return None
+
+
+def repeated_point(points: list[list[str]] | None) -> str | None:
+    """The line that refuses a sweep listing one point twice (``op.size_bytes=1KiB,1KiB``):
+    both would be measured into folders that tell the same point, and Hydra fails on it half-way."""
+    seen: set[tuple[str, ...]] = set()
+    for point in points or []:
+        if (key := point_key(point)) in seen:
+            return (
+                f"the sweep lists the point {' '.join(point) or '(defaults)'} twice; list each value once "
+                "(timing.rounds repeats a point's measurement)"
+            )
+        seen.add(key)
+    return None
+
+
+def resume_mix_for(base: DictConfig, sweep_dir: Path) -> str | None:
+    """:func:`resume_mix` for the XLA flags this sweep's worker would start with (its base config's)."""
+    from runner.config.jaxenv import process_env
+    from runner.config.spec import build_spec
+    from runner.errors import ConfigError
+
+    try:
+        spec = build_spec(base)
+    except (ConfigError, KeyError, ValueError):  # each point says what is wrong with it
+        return None
+    env = process_env(spec["hardware"], spec["distributed"], spec["trace"]["gpu_command_buffers"])
+    return resume_mix(sweep_dir, env["XLA_FLAGS"])
