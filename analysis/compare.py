@@ -183,11 +183,14 @@ def geometric_mean(x: pd.Series) -> float:
     return float(np.exp(np.log(x).mean())) if len(x) else math.nan
 
 
-def load_sweeps(dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[str]]:
+def load_sweeps(
+    dirs: list[Path], allow_mixed: bool = False
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[str]]:
     """(points of every sweep with a ``sweep`` label, their fits, the config diff, the labels).
 
-    Each sweep is read once (:func:`analysis.sweep.load_sweep`). Raises :class:`CompareError`
-    for a folder without results.
+    Each sweep is read once (:func:`analysis.sweep.load_sweep`, with ``allow_mixed``). Raises
+    :class:`CompareError` for a folder without results or whose points were measured unlike
+    each other.
     """
     from analysis.rundir import point_dirs
     from analysis.sweep import load_sweep
@@ -200,7 +203,7 @@ def load_sweeps(dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFr
         if not Path(d).is_dir() or not point_dirs(d):
             raise CompareError(f"{d} holds no run folders (no */result.json)")
         try:
-            s = load_sweep(d)
+            s = load_sweep(d, allow_mixed=allow_mixed)
         except ValueError as exc:  # MixedSweepError
             raise CompareError(str(exc)) from None
         if not len(s.points):

@@ -73,3 +73,54 @@ def test_a_full_disk_at_the_record_is_one_line_saying_what_was_kept(compose_cfg,
         f"cannot write {tmp_path / 'run' / 'result.json'}: No space left on device; its measurement "
         "is lost; free some space (or choose another hydra.run.dir) and run it again"
     )
+
+
+FULL_AT_SECOND_POINT = """
+import errno, sys
+import hydra.core.utils as hu
+
+orig, calls = hu._save_config, []
+
+
+def save(cfg, filename, output_dir):
+    calls.append(filename)
+    if len(calls) > 3:  # the second point's .hydra/config.yaml: the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device", str(output_dir / filename))
+    return orig(cfg, filename, output_dir)
+
+
+hu._save_config = save
+if __name__ == "__main__":
+    from runner.__main__ import main
+
+    sys.argv = ["shardlab", *sys.argv[1:]]
+    main()
+"""
+
+
+def test_a_full_disk_when_hydra_saves_a_points_config_is_one_line_and_keeps_the_points_before(tmp_path):
+    """Hydra writes each point's composed config before the point runs (it was Hydra's traceback)."""
+    import subprocess
+    import sys
+
+    from shardlab_cli import REPO_ROOT
+
+    script = tmp_path / "full_disk.py"
+    script.write_text(FULL_AT_SECOND_POINT)
+    out = tmp_path / "sweep"
+    args = ["+sweep=allgather_sizes", "sizes.max=2KiB", "timing=quick", f"hydra.sweep.dir={out}"]
+    proc = subprocess.run(
+        [sys.executable, str(script), *args],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 1
+    point = out / "001_op.size_bytes=2KiB,timing=quick"
+    assert [line for line in proc.stderr.splitlines() if line.strip()] == [
+        f"error: cannot write {point / '.hydra' / 'config.yaml'}: No space left on device; nothing of this point was "
+        "measured (a sweep's earlier points are on disk: resume=true finishes it once there is room)"
+    ]
+    assert len(list(out.glob("*/result.json"))) == 1  # the first point, kept

@@ -144,6 +144,16 @@ def test_points_that_were_not_measured_alike_are_not_mixed(tmp_path, compose_cfg
     proc = analysis("report", root, expect=2)
     assert len(proc.stderr.strip().splitlines()) == 1 and "--allow-mixed" in proc.stderr
     assert write_report(root, allow_mixed=True).is_file()
+    # calibrate and compare refuse the same folder alike, and take --allow-mixed as report does
+    entry, cmp = tmp_path / "mixed_cpu.yaml", tmp_path / "cmp"
+    calibrate = ["calibrate", root, "--name", "mixed_cpu", "--out", entry]
+    for cmd in (calibrate, ["compare", root, root, "--out", cmp]):
+        refused = analysis(*cmd, expect=2)
+        assert len(refused.stderr.strip().splitlines()) == 1 and "--allow-mixed" in refused.stderr
+    past = analysis(*calibrate, "--allow-mixed", expect=2)  # past the mixture: three tiny points fit no W
+    assert "no collective has 3 or more usable points" in past.stderr and not entry.exists()
+    analysis("compare", root, root, "--out", cmp, "--allow-mixed", expect=0)
+    assert (cmp / "index.html").is_file()
 
 
 def test_a_sweep_of_global_groups_is_not_a_mixture_but_another_machine_still_is():

@@ -14,7 +14,7 @@ import re
 import sys
 from pathlib import Path
 
-from analysis.cli.options import fail
+from analysis.cli.options import add_allow_mixed, fail
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,6 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="hardware whose keys and topology rules to start from (default: the one the sweep ran on)",
     )
+    add_allow_mixed(parser, "fit")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -47,7 +48,7 @@ def main(args: argparse.Namespace) -> int:
     from analysis.sweep import MixedSweepError
 
     try:
-        sweep = load_sweep(args.dir)
+        sweep = load_sweep(args.dir, allow_mixed=args.allow_mixed)
     except MixedSweepError as exc:
         return fail(str(exc))
     points = sweep.points

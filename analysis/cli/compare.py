@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.cli.options import add_allow_mixed
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``compare`` command's options."""
@@ -25,6 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "dirs", type=Path, nargs="+", help="two or more sweep (multirun) folders; the first is the reference"
     )
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: outputs/compare/<time>)")
+    add_allow_mixed(parser, "compare")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -36,7 +39,7 @@ def main(args: argparse.Namespace) -> int:
 
     out = args.out or Path("outputs") / "compare" / dt.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     try:
-        index = write_compare_report(args.dirs, out)
+        index = write_compare_report(args.dirs, out, allow_mixed=args.allow_mixed)
         print(console_summary(pd.read_csv(out / "ratios.csv")))
         print(index)
     except CompareError as err:

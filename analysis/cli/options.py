@@ -20,6 +20,16 @@ def fail(message: str) -> int:
     return 2
 
 
+def add_allow_mixed(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--allow-mixed``: ``what`` the command does with points measured unlike each other
+    (another JAX, machine or config), which it refuses without the flag."""
+    parser.add_argument(
+        "--allow-mixed",
+        action="store_true",
+        help=f"{what} points measured unlike each other (another JAX, machine or config) together",
+    )
+
+
 # The runner's bounds (runner.config.spec_values, which analysis never imports): a larger number
 # is a typo or a test of the parser, and 2**2000 overflowed a float deep in the model.
 MAX_DIM = 1 << 40  # runner.config.spec_values.MAX_DIM

@@ -5,14 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from analysis.cli.options import add_allow_mixed
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dir", type=Path, help="a multirun folder (or one run folder)")
-    parser.add_argument(
-        "--allow-mixed",
-        action="store_true",
-        help="report points measured unlike each other (another JAX, machine or config) together",
-    )
+    add_allow_mixed(parser, "report")
     parser.add_argument(
         "--hardware",
         help="model with this conf/hardware entry's constants (a name or a YAML path) instead of "

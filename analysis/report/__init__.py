@@ -23,8 +23,8 @@ def write_report(root, hardware=None, allow_mixed=False):
     return _write(root, hardware, allow_mixed, t0=t0)
 
 
-def write_compare_report(dirs, out):
+def write_compare_report(dirs, out, allow_mixed=False):
     """See :func:`analysis.report.compare_report.write_compare_report`."""
     from analysis.report.compare_report import write_compare_report as _write
 
-    return _write(dirs, out)
+    return _write(dirs, out, allow_mixed)

@@ -24,10 +24,11 @@ def _short(df):
     return df.map(lambda v: v if len(str(v)) <= 120 else f"{str(v)[:117]}...")
 
 
-def write_compare_report(dirs: list[Path], out: Path) -> Path:
+def write_compare_report(dirs: list[Path], out: Path, allow_mixed: bool = False) -> Path:
     """Compute the comparison and write every file under ``out``; returns ``index.html``.
-    Raises :class:`analysis.compare.CompareError` for sweeps it cannot compare."""
-    points, fits, diff, labels = compare.load_sweeps(dirs)
+    Raises :class:`analysis.compare.CompareError` for sweeps it cannot compare (one whose
+    points were measured unlike each other, unless ``allow_mixed``)."""
+    points, fits, diff, labels = compare.load_sweeps(dirs, allow_mixed)
     # a point without a time (its device estimator found nothing) has nothing to compare
     points = points[points["time_s"].notna()]
     if not len(points):

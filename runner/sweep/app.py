@@ -22,6 +22,38 @@ from runner.sweep.pool import discard_worker
 
 register_configs()
 log = logging.getLogger("shardlab")
+
+
+def _one_line_when_config_cannot_be_saved() -> None:
+    """Hydra saves each run's composed config (``.hydra/``) before the run starts; a full disk
+    or a folder made read-only there was Hydra's traceback. One line instead, and the run
+    stops as it stops when a ``result.json`` cannot be written (a SystemExit passes through
+    Hydra's error report). Hydra 1.3 calls ``hydra.core.utils._save_config``; without it, nothing
+    changes."""
+    import hydra.core.utils as hydra_utils
+
+    save = getattr(hydra_utils, "_save_config", None)
+    if save is None or getattr(save, "_shardlab", False):
+        return
+
+    def saved_or_one_line(cfg, filename, output_dir):
+        try:
+            return save(cfg, filename, output_dir)
+        except OSError as exc:
+            discard_worker()
+            print(
+                f"error: cannot write {Path(output_dir) / filename}: {exc.strerror or exc}; nothing of this point "
+                "was measured (a sweep's earlier points are on disk: resume=true finishes it once there is room)",
+                file=sys.stderr,
+                flush=True,
+            )
+            raise SystemExit(1) from None
+
+    saved_or_one_line._shardlab = True
+    hydra_utils._save_config = saved_or_one_line
+
+
+_one_line_when_config_cannot_be_saved()
 _task_ran = False  # set once Hydra has composed a config and handed it to the task
 
 
