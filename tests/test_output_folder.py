@@ -38,6 +38,10 @@ def test_unwritable_says_why_for_each_kind_of_bad_folder(odd_paths):
     assert unwritable(t / "a_file" / "run", "hydra.run.dir") == (
         f"hydra.run.dir={t / 'a_file' / 'run'}: cannot write there: Not a directory; choose another hydra.run.dir"
     )
+    # a name longer than the file system allows (it was a traceback from Path.is_symlink)
+    assert unwritable(t / ("a" * 300), "hydra.run.dir") == (
+        f"hydra.run.dir={t / ('a' * 300)}: cannot write there: File name too long; choose another hydra.run.dir"
+    )
     # a good folder is created (Hydra would) and nothing is left in it
     assert unwritable(t / "new" / "run", "hydra.run.dir") is None
     assert os.listdir(t / "new" / "run") == []
