@@ -351,3 +351,11 @@ def test_ctrl_c_in_view_exits_130(tmp_path):
     err = proc.stderr.read()
     assert err.endswith("\ninterrupted\n") and "Traceback" not in err, err
     assert list((tmp_path / "tmp").iterdir()) == [], "the temporary logdir is removed"
+
+
+def test_report_of_a_folder_with_no_points_is_one_line(tmp_path):
+    # said before any point is read (the unreadable-points check has nothing to say of it)
+    from shardlab_cli import analysis
+
+    proc = analysis("report", tmp_path, expect=2)
+    assert proc.stderr.strip().splitlines() == [f"error: {tmp_path} holds no run folders (no */result.json)"]

@@ -25,15 +25,21 @@ DAMAGED = ("UnreadableResult", "IncompleteResult")
 
 def unreadable(root: Path) -> str | None:
     """Why ``root`` cannot be reported, when no point's result.json can be read (each is
-    damaged: a report of such points says nothing and must not exit 0), else None."""
-    from analysis.rundir import read_results
+    damaged: a report of such points says nothing and must not exit 0), else None. Stops at
+    the first readable point: the report reads them all again, once."""
+    from analysis.rundir import point_dirs, read_result
 
-    results = read_results(root)
-    if any(r.get("error_type") not in DAMAGED for r in results):
+    dirs = point_dirs(root)
+    first = None
+    for d in dirs:
+        r = read_result(d)
+        if r.get("error_type") not in DAMAGED:
+            return None
+        first = first if first is not None else " ".join(str(r.get("error")).split())  # one line
+    if not dirs:
         return None
-    first = " ".join(str(results[0].get("error")).split())  # one line, whatever the reader said
-    many = f"none of its {len(results)} points" if len(results) > 1 else "its one point"
-    return f"{root}: {many} can be read ({first}{'; ...' if len(results) > 1 else ''})"
+    many = f"none of its {len(dirs)} points" if len(dirs) > 1 else "its one point"
+    return f"{root}: {many} can be read ({first}{'; ...' if len(dirs) > 1 else ''})"
 
 
 def main(args: argparse.Namespace) -> int:
