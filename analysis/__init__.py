@@ -5,11 +5,14 @@ It never imports :mod:`runner`, so it works on folders produced on another machi
 
 * :mod:`analysis.book` - the book's vocabulary and cost model (a leaf: imports nothing else);
 * :mod:`analysis.hlo`, :mod:`analysis.trace` - the two raw formats, each behind a small face;
-* :mod:`analysis.rundir` - the run folder's layout and reader; :mod:`analysis.sweep` - a sweep
-  loaded once (:func:`load_sweep`);
-* analyzers, DataFrames in and out, never writing files: :mod:`.summary`, :mod:`.stats`,
-  :mod:`.fit` (with :mod:`.resample`, its bootstrap), :mod:`.predictions`, :mod:`.calibrate`,
-  :mod:`.compare`, :mod:`.claims`, :mod:`.matmul_cases`, :mod:`.strategy_crossover`, :mod:`.processes`;
+* :mod:`analysis.runs` - run and sweep folders read from disk: the layout, ``result.json``'s
+  record, each point's HLO and trace facts, the tidy summary (``summary.csv``);
+* :mod:`analysis.statistics` - timing statistics, bootstrap replicates and the fits;
+* :mod:`analysis.profiling` - profiled programs: their collectives, op categories, training steps;
+* :mod:`analysis.sweep` - a sweep loaded once (:func:`load_sweep`): the summary, fits and model;
+* analyzers, DataFrames in and out, never writing files: :mod:`.predictions`, :mod:`.calibrate`,
+  :mod:`.headline`, :mod:`.gate`, :mod:`.claims`, :mod:`.compare` (:mod:`.compare_console`),
+  :mod:`.matmul_cases`, :mod:`.strategy_crossover`;
 * :mod:`analysis.report` - the only code that renders and writes reports;
 * :mod:`analysis.cli` - one module per ``python -m analysis`` command.
 

@@ -3,7 +3,7 @@
 The book's model gives every point two unit terms (:func:`analysis.predictions.unit_terms`):
 ``latency_unit`` (hops, the seconds per second of T_min) and ``bandwidth_unit`` (the bytes
 the formula sends over a link, the seconds per unit of 1/W). Fitting
-``time_s = max(T_min * latency_unit, bandwidth_unit / W)`` (:func:`analysis.fit.fit_max_model`,
+``time_s = max(T_min * latency_unit, bandwidth_unit / W)`` (:func:`analysis.statistics.fit.fit_max_model`,
 the same max() form the model predicts with, so a prediction reproduces the fit) per
 collective and number of mesh axes gives the W and T_min this machine really shows.
 
@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.book.hardware import hardware_dir, load_hardware
-from analysis.fit import SEED, fit_points
 from analysis.predictions import unit_terms
+from analysis.statistics.fit import SEED, fit_points
 
 CALIBRATION_COLUMNS = [
     "op",
@@ -46,14 +46,14 @@ def calibration_table(points: pd.DataFrame, base: str, rounds: dict | None = Non
     """One row per (op, n_axes) with the fitted ``W_Bps``, ``T_min_s``, their 95% bootstrap
     intervals (``W_ci_low_Bps`` ...) and the relative RMS error over the ``n_points`` medians.
 
-    The fit is the report's own (:func:`analysis.fit.fit_points` grouped by op and n_axes, so
+    The fit is the report's own (:func:`analysis.statistics.fit.fit_points` grouped by op and n_axes, so
     regime selection, intervals and seed are the same): flagged points and points in another
     bandwidth regime are left out (``left_out`` says which and why), groups with fewer than 3
     points are skipped, and a group without a bandwidth regime (no W to write) too.
 
     ``points`` are a sweep's ok target rows (:func:`analysis.report.target_points`);
     ``base`` is the hardware (name or YAML path) whose topology rules give the unit terms;
-    ``rounds``: each point's samples (:func:`analysis.resample.rounds_by_point`) for the intervals.
+    ``rounds``: each point's samples (:func:`analysis.statistics.resample.rounds_by_point`) for the intervals.
     """
     pts = unit_terms(points.assign(hardware=base))
     pts = pts.dropna(subset=["time_s", "latency_unit", "bandwidth_unit"])
@@ -160,7 +160,7 @@ def across_calibration(points: pd.DataFrame, base_hw) -> dict | None:
     level (its hops and bytes from the base entry's own prediction, the devices filling domains
     in order), all collectives together; None with fewer than 3 such points."""
     from analysis.book.collective_cost import predict_collective
-    from analysis.fit import fit_max_model
+    from analysis.statistics.fit import fit_max_model
 
     pts = points.dropna(subset=["time_s", "V_bytes", "group_size"])
     if len(pts) < 3 or not base_hw.scaleout_bw_unidir_Bps or not base_hw.scaleout_latency_s:

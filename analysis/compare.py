@@ -163,7 +163,7 @@ def ratio_table(points: pd.DataFrame, keys: list[str], reference: str) -> pd.Dat
 
 
 def fits_side_by_side(fits: pd.DataFrame, keys: list[str], labels: list[str]) -> pd.DataFrame:
-    """Fitted constants (:func:`analysis.fit.fit_table` rows with a ``sweep`` column), one row
+    """Fitted constants (:func:`analysis.statistics.fit.fit_table` rows with a ``sweep`` column), one row
     per family (``keys`` less size) and one column per constant and sweep."""
     family = [k for k in keys if k in fits.columns and k != "size_bytes"]
     values = [v for v in FIT_VALUES if v in fits.columns]
@@ -192,7 +192,7 @@ def load_sweeps(
     :class:`CompareError` for a folder without results or whose points were measured unlike
     each other.
     """
-    from analysis.rundir import point_dirs
+    from analysis.runs.rundir import point_dirs
     from analysis.sweep import load_sweep
 
     if len(dirs) < 2:

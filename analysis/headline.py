@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration
-from analysis.record import ONE_ROUND
+from analysis.runs.record import ONE_ROUND
 
 FAMILY_KEYS = ["op", "axes", "group_size", "dtype"]
 REGIMES = ("latency", "bandwidth")

@@ -22,8 +22,8 @@ from analysis.book.errors import BookError
 from analysis.book.hardware import Hardware, load_hardware
 from analysis.book.matmul_cost import predict_matmul
 from analysis.book.notation import parse
+from analysis.runs.summary import dims_of, mesh_of
 from analysis.strategy_crossover import measured_crossover, q4_table, varying_dim
-from analysis.summary import dims_of, mesh_of
 
 
 def matmul_points(summary: pd.DataFrame) -> pd.DataFrame:

@@ -12,7 +12,7 @@ import pandas as pd
 from analysis.book.hardware import Hardware
 from analysis.book.matmul_cost import compare_q4_strategies
 from analysis.book.notation import parse
-from analysis.summary import dims_of
+from analysis.runs.summary import dims_of
 
 Q4_STRATEGIES = ("allgather_then_matmul", "matmul_then_allreduce")
 

@@ -17,14 +17,14 @@ import pandas as pd
 
 from analysis.book.device_kinds import resolve
 from analysis.book.hardware import Hardware, load_hardware
-from analysis.fit import GROUP_KEYS, fit_points
 from analysis.predictions import curves, hardware_for, model_constants, predict_points, self_fit, unit_terms
-from analysis.record import DEVICE, ESTIMATORS, Result
-from analysis.resample import rounds_by_point
-from analysis.rundir import expected_points, point_dirs, read_results
-from analysis.summary import summary_table
-from analysis.sweep_id import sweep_identity
-from analysis.sweep_match import match_points
+from analysis.runs.record import DEVICE, ESTIMATORS, Result
+from analysis.runs.rundir import expected_points, point_dirs, read_results
+from analysis.runs.summary import in_reading_order, summary_table
+from analysis.runs.sweep_id import sweep_identity
+from analysis.runs.sweep_match import match_points
+from analysis.statistics.fit import GROUP_KEYS, fit_points
+from analysis.statistics.resample import rounds_by_point
 
 
 @dataclass
@@ -238,7 +238,7 @@ def load_sweep(root: str | Path, hardware: str | None = None, allow_mixed: bool 
     missing = [p for p in expected if p["num"] not in matched]
     # every row names its sweep, so summary.csv files of several sweeps concatenate
     sweep_id, started = sweep_identity(root, results)
-    summary = summary.assign(sweep_id=sweep_id, sweep_start_time=started)
+    summary = in_reading_order(summary.assign(sweep_id=sweep_id, sweep_start_time=started))
     return Sweep(
         root,
         results,

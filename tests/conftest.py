@@ -61,7 +61,7 @@ def _fresh_caches():
     would hide a bug planted after it was filled (the mutation check runs many tests in one
     process)."""
     from analysis.hlo.groups import parse_groups
-    from analysis.stats import median_ci_ranks
+    from analysis.statistics.stats import median_ci_ranks
 
     parse_groups.cache_clear()
     median_ci_ranks.cache_clear()

@@ -126,7 +126,7 @@ def test_summary_and_report_say_how_many_rounds_a_point_took():
     why = "stopped after 2 of 5 rounds: they agree (Cochran's Q, 99%) and the interval ±1.0% meets the target ±5%"
     r = {"timing": {"rounds": [{}, {}], "rounds_rule": {"rounds": 2, "wanted": 5, "stopped": True, "why": why}}}
     assert _rounds_taken(r) == "2 of 5: they agree (Cochran's Q, 99%) and the interval ±1.0% meets the target ±5%"
-    from analysis.record import ONE_ROUND
+    from analysis.runs.record import ONE_ROUND
 
     # one round and no rule (timing=quick): the report says what one round leaves out
     assert _rounds_taken({"timing": {"rounds": [{}]}}) == f"1: {ONE_ROUND}"

@@ -19,10 +19,10 @@ from omegaconf import OmegaConf
 from analysis.book.collective_cost import predict_collective
 from analysis.book.hardware import Calibration, calibrated_for, hardware_dir, load_hardware
 from analysis.cli import main as analysis_main
-from analysis.fit import fit_max_model
 from analysis.predictions import model_constants, predict_points, unit_terms
-from analysis.rundir import read_results
-from analysis.summary import summary_table
+from analysis.runs.rundir import read_results
+from analysis.runs.summary import summary_table
+from analysis.statistics.fit import fit_max_model
 from analysis.sweep import target_points
 from runner.config.schema import HardwareConf
 
@@ -210,7 +210,7 @@ def test_calibrate_fits_as_the_report_does():
     # The old calibrate made one regime pass where the report made up to three: on this sweep
     # it kept 64 KiB (1.64x the large messages' bandwidth) and read W from it.
     from analysis.calibrate import calibration_table
-    from analysis.fit import fit_table
+    from analysis.statistics.fit import fit_table
 
     pts = pd.concat(
         [_cache_family("all_gather", "8", 1, "float32"), _cache_family("all_reduce", "8", 1, "bfloat16")],

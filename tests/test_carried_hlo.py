@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from xspace_bytes import bytes_field, field, meta_entry, plane_field, varint
 
-from analysis.profile_load import program_modules
+from analysis.profiling.profile_load import program_modules
 from analysis.trace.carried_hlo import hlo_protos
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"

@@ -146,7 +146,7 @@ def _points(**cols) -> pd.DataFrame:
 
 
 def test_a_point_is_flagged_only_when_its_interval_lies_wholly_above_a_consistent_ceiling():
-    from analysis.summary import flags
+    from analysis.runs.summary import flags
 
     df = _points(
         # busbw 3 GB/s; its interval from the time's: 2.5-3.6 GB/s

@@ -113,8 +113,8 @@ def test_table_says_why_on_cpu():
 
 @pytest.mark.parametrize("op,backward", [("all_gather", "reduce-scatter"), ("reduce_scatter", "all-gather")])
 def test_backward_pass_hlo_on_cpu(compose_cfg, tmp_path, op, backward):
-    from analysis.rundir import read_results
-    from analysis.summary import summary_table
+    from analysis.runs.rundir import read_results
+    from analysis.runs.summary import summary_table
 
     cfg = compose_cfg(
         [

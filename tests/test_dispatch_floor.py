@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 
-from analysis.summary import dispatch_floor
+from analysis.runs.summary import dispatch_floor
 
 
 def test_dispatch_floor_is_the_difference_zero_within_noise_and_blank_when_the_loop_is_wholly_above():

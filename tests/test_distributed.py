@@ -108,7 +108,7 @@ def test_two_processes_form_one_8_device_mesh_with_correct_results(sweep):
 
 
 def test_each_process_traces_and_the_traces_merge_into_one_table(sweep):
-    from analysis.processes import collective_skew, merged_device_ops
+    from analysis.runs.processes import collective_skew, merged_device_ops
 
     _, results = sweep
     r = results[("all_gather", "Z")]

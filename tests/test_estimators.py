@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from analysis.book.collectives import busbw_factor, nccl_S_bytes
-from analysis.stats import combine_rounds
+from analysis.statistics.stats import combine_rounds
 from runner import run
 
 QUICK = ["timing.min_iters=5", "timing.budget_s=0.3", "trace.iters=3", "timing.rounds=1"]
@@ -130,8 +130,8 @@ def test_alltoall_bus_bandwidth_is_what_nccl_tests_prints(n):
 
 
 def test_summary_divides_alltoall_by_the_per_rank_buffer(compose_cfg, tmp_path):
-    from analysis.rundir import read_results
-    from analysis.summary import summary_table
+    from analysis.runs.rundir import read_results
+    from analysis.runs.summary import summary_table
 
     r = _run(compose_cfg, tmp_path / "0_a2a", "op=all_to_all", "op.size_bytes=1MiB", "trace.enabled=false")
     assert r["status"] == "ok", r.get("error")
@@ -188,8 +188,8 @@ def test_int8_sums_that_would_wrap_are_refused_before_compile(compose_cfg, tmp_p
 
 
 def test_unchecked_points_say_so_in_the_summary(compose_cfg, tmp_path):
-    from analysis.rundir import read_results
-    from analysis.summary import summary_table
+    from analysis.runs.rundir import read_results
+    from analysis.runs.summary import summary_table
 
     r = _run(compose_cfg, tmp_path / "0_x", "op.size_bytes=4KiB", "check_result=false", "trace.enabled=false")
     assert r["check"]["unchecked"] is True and r["check"]["passed"] is None

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.fit import fit_alpha_beta, fit_max_model, fit_table
-from analysis.stats import median_ci, summarize
+from analysis.statistics.fit import fit_alpha_beta, fit_max_model, fit_table
+from analysis.statistics.stats import median_ci, summarize
 
 
 def test_alpha_beta_recovers_known_constants_from_noisy_points():
@@ -252,7 +252,7 @@ def test_intervals_are_seeded_cover_the_estimate_and_collapse_without_noise():
 
 
 def test_leave_one_size_out_predicts_each_point_from_a_fit_without_it():
-    from analysis.fit import fit_points
+    from analysis.statistics.fit import fit_points
 
     T = np.maximum(4e-5, _CACHE_V / 1e9)
     T[1] = 6e-5  # 2 KiB took 1.5x the floor: in the fit, it pulls T_min up
@@ -271,7 +271,7 @@ def test_leave_one_size_out_predicts_each_point_from_a_fit_without_it():
 
 
 def test_bootstrap_medians_follow_the_order_statistics():
-    from analysis.stats import percentile_interval, resampled_medians
+    from analysis.statistics.stats import percentile_interval, resampled_medians
 
     # the median of 3 draws from {1, 2, 3}: P(1) = P(3) = 7/27 (two or three draws of it), P(2) = 13/27
     x = resampled_medians([3.0, 1.0, 2.0], 270_000, np.random.default_rng(0))
@@ -283,7 +283,7 @@ def test_bootstrap_medians_follow_the_order_statistics():
 def test_leave_one_size_out_leaves_out_every_repeat_of_the_size():
     # each size measured twice (two seeds): leaving out one 2 KiB point would keep its twin in
     # the fit, and the "out of sample" 2 KiB would be half in sample
-    from analysis.fit import fit_points
+    from analysis.statistics.fit import fit_points
 
     V = np.repeat(_CACHE_V, 2)
     T = np.maximum(4e-5, V / 1e9)

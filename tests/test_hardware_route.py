@@ -23,7 +23,7 @@ from omegaconf import OmegaConf
 from analysis.book.errors import HardwareError
 from analysis.book.hardware import YAML_KEYS, Hardware, hardware_dir, hardware_names, load_hardware
 from analysis.predictions import hardware_for
-from analysis.rundir import RESULT_NAME
+from analysis.runs.rundir import RESULT_NAME
 from analysis.sweep import load_sweep
 from runner import run
 from runner.config.schema import HardwareConf, hardware_record

@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.fit import fit_table
 from analysis.headline import headline_sentence, headline_table
+from analysis.statistics.fit import fit_table
 
 
 def _points():
@@ -82,7 +82,7 @@ def test_every_summary_column_is_in_the_dictionary(tmp_path, compose_cfg):
     from small_sweep import small_sweep
 
     from analysis.report.columns import SUMMARY, write_dictionary
-    from analysis.rundir import read_results
+    from analysis.runs.rundir import read_results
     from analysis.sweep import load_sweep
 
     root = small_sweep(tmp_path / "s", compose_cfg, sizes=("1KiB", "64KiB"))

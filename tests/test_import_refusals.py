@@ -38,7 +38,7 @@ from analysis.importers.nccl_tests import parse_nccl_tests, run_points
 from analysis.importers.nccl_tests_json import parse_nccl_tests_json
 from analysis.importers.sweep_writer import ImportedPoint, point_overrides, point_result
 from analysis.report.nccl_export import LISTED_RANKS, nccl_json, nccl_text
-from analysis.rundir import MAX_BYTES, RESULT_NAME, read_result, write_json_atomic
+from analysis.runs.rundir import MAX_BYTES, RESULT_NAME, read_result, write_json_atomic
 
 # -- the files: an all_gather table over 2 ranks (nccl-tests' layout, runs of spaces shortened),
 # its -J report, and an accelerator-microbenchmarks line -----------------------------------------

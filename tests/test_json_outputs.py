@@ -9,7 +9,7 @@ import pytest
 
 from analysis.cli import main
 from analysis.cli.json_out import versioned
-from analysis.rundir import shardlab_version
+from analysis.runs.rundir import shardlab_version
 
 HLO = Path(__file__).parent / "data" / "hlo" / "comments_and_loops.hlo.txt"
 PREDICT = ["predict", "AllGather_X(A[I_X])", "--hardware", "tpu_v5e", "--mesh", "X=8", "--dims", "I=1024"]

@@ -8,6 +8,9 @@ depth, so a lazy import cannot hide a circle):
 * the runner's rooms follow its process boundary: ``runner.worker`` (the JAX process) never
   imports ``runner.sweep`` (the Hydra process), and ``runner.config`` (what both need: the
   schema, the spec the worker receives and its checks) imports neither;
+* the analysis's rooms stand in order: ``analysis.runs`` (folders read) under
+  ``analysis.statistics`` under ``analysis.profiling``, all three under ``analysis.sweep``,
+  the report and the command line; at most 12 modules stand beside them at its top level;
 * no module imports itself back through others (no circles);
 * ``python -m runner`` starts without jax, pandas or matplotlib (they load in the worker and
   for the report).
@@ -25,17 +28,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("runner", "analysis")
 HEAVY = ("jax", "jaxlib", "pandas", "matplotlib", "seaborn", "numpy")
-# (analysis.sweep_match: which point folder is which point, and how two sweeps differ - the runner
+# (analysis.runs.sweep_match: which point folder is which point, and how two sweeps differ - the runner
 # refuses a folder holding another sweep with the words the report uses)
 RUNNER_MAY_USE = (
     "analysis.book",
-    "analysis.rundir",
-    "analysis.record",
-    "analysis.sweep_match",
+    "analysis.runs.rundir",
+    "analysis.runs.record",
+    "analysis.runs.sweep_match",
     "analysis.trace",
     "analysis.hlo",
-    "analysis.point_table",  # the worker writes each point's trace and HLO facts once, for the report
-    "analysis.stats",
+    "analysis.runs.point_table",  # the worker writes each point's trace and HLO facts once, for the report
+    "analysis.statistics.stats",
 )
 RUNNER_REPORT_CALLER = "runner.sweep.callbacks"  # the end of a sweep: its report, and the gate on it
 # the report, the gate on it, and the claims' verdicts it prints
@@ -121,11 +124,16 @@ ROOMS_MUST_NOT_USE = {
     "runner.worker": ("runner.sweep",),
     "runner.config": ("runner.sweep", "runner.worker"),
     "runner.errors": ("runner.sweep", "runner.worker", "runner.config"),
+    # the analysis's rooms: a sweep folder read, its statistics, profiles; the sweep, reports and
+    # commands above them all
+    "analysis.runs": ("analysis.statistics", "analysis.profiling", "analysis.sweep", "analysis.report", "analysis.cli"),
+    "analysis.statistics": ("analysis.profiling", "analysis.sweep", "analysis.report", "analysis.cli"),
+    "analysis.profiling": ("analysis.sweep", "analysis.report", "analysis.cli"),
 }
 
 
 def room_violations(edges: dict[str, set[str]]) -> list[tuple[str, str]]:
-    """``(importer, imported)`` for every import that crosses the runner's rooms the wrong way."""
+    """``(importer, imported)`` for every import that crosses the rooms the wrong way."""
     bad = []
     for m, deps in edges.items():
         for room, banned in ROOMS_MUST_NOT_USE.items():
@@ -142,7 +150,9 @@ def test_the_room_check_finds_a_planted_import_across_the_boundary():
     edges = project_edges()
     edges["runner.worker.measure"] = edges["runner.worker.measure"] | {"runner.sweep.progress"}
     edges["runner.config.spec"] = edges["runner.config.spec"] | {"runner.worker.meshes"}
+    edges["analysis.runs.summary"] = edges["analysis.runs.summary"] | {"analysis.statistics.fit"}
     assert room_violations(edges) == [
+        ("analysis.runs.summary", "analysis.statistics.fit"),
         ("runner.config.spec", "runner.worker.meshes"),
         ("runner.worker.measure", "runner.sweep.progress"),
     ]
@@ -151,6 +161,12 @@ def test_the_room_check_finds_a_planted_import_across_the_boundary():
 def test_every_runner_module_lives_in_a_room():
     loose = [m for m in modules() if m.startswith("runner.") and m.count(".") == 1]
     assert sorted(loose) == ["runner.__main__", "runner.config", "runner.errors", "runner.sweep", "runner.worker"]
+
+
+def test_analysis_keeps_at_most_twelve_modules_at_its_top_level():
+    loose = [m for m in modules() if m.startswith("analysis.") and m.count(".") == 1 and m != "analysis.__main__"]
+    loose = [m for m in loose if not (ROOT / m.replace(".", "/") / "__init__.py").exists()]  # rooms aside
+    assert len(loose) <= 12, sorted(loose)
 
 
 def find_circles(edges: dict[str, set[str]]) -> list[list[str]]:

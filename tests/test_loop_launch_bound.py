@@ -19,8 +19,8 @@ import pytest
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from analysis.stats import combine_rounds
-from analysis.summary import summary_table
+from analysis.runs.summary import summary_table
+from analysis.statistics.stats import combine_rounds
 from runner.worker.programs.loop import LoopPrograms, empty_loop_check
 from runner.worker.timing import EMPTY_LOOP_PAIRS, LAUNCH_BOUND_SHARE, summarise, time_loop
 

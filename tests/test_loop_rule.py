@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.stats import combine_rounds, median_ci
+from analysis.statistics.stats import combine_rounds, median_ci
 from runner.sweep import rounds as rounds_mod
 from runner.worker.timing import loop_rule, summarise
 

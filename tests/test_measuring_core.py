@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from analysis.book.collectives import busbw_factor
-from analysis.fit import fit_alpha_beta, fit_max_model
-from analysis.stats import median_ci, median_ci_ranks, rel_ci_halfwidth, summarize
+from analysis.statistics.fit import fit_alpha_beta, fit_max_model
+from analysis.statistics.stats import median_ci, median_ci_ranks, rel_ci_halfwidth, summarize
 from analysis.trace.overlap import collective_spans
 
 

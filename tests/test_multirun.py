@@ -8,6 +8,8 @@ import pandas as pd
 import pytest
 from shardlab_cli import analysis, runner
 
+from analysis.runs.summary import COLUMN_ORDER, FIRST_COLUMNS
+
 SIZES = ["1KiB", "64KiB", "1MiB"]
 FAST = ["timing.rounds=2", "timing.budget_s=0.2", "timing.min_iters=5", "trace.iters=2"]
 
@@ -41,6 +43,10 @@ def test_summary_has_one_row_per_run_and_collective_with_units(sweep):
     assert len(s) == 2 * len(SIZES)
     assert set(s["hlo_kind"]) == {"all-gather", "all-reduce"}
     assert {"V_bytes", "time_s", "busbw_Bps", "algbw_Bps", "trace_op_time_s", "trace_over_untraced"} <= set(s)
+    # the file's columns as a person reads them: nccl-tests' table and the headline first, and every
+    # column in its place (tests/test_summary_columns.py pins the order)
+    assert list(s.columns[: len(FIRST_COLUMNS)]) == list(FIRST_COLUMNS)
+    assert list(s.columns) == [c for c in COLUMN_ORDER if c in s]
     assert (s["busbw_Bps"] > 0).all() and (s["trace_op_time_s"] > 0).all()
     ag, ar = s[s["op"] == "all_gather"], s[s["op"] == "all_reduce"]
     # nccl-tests: busbw = algbw * (n-1)/n for AllGather and * 2(n-1)/n for AllReduce, n = 8

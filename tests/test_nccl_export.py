@@ -13,7 +13,7 @@ import pytest
 from analysis.importers.nccl_tests import parse_nccl_tests
 from analysis.importers.nccl_tests_json import parse_nccl_tests_json
 from analysis.report.nccl_export import nccl_json, write_nccl_exports
-from analysis.sweep_id import sweep_identity
+from analysis.runs.sweep_id import sweep_identity
 
 
 def _family() -> pd.DataFrame:

@@ -18,8 +18,8 @@ import textwrap
 import pandas as pd
 import pytest
 
-from analysis.rundir import read_results
-from analysis.summary import summary_table
+from analysis.runs.rundir import read_results
+from analysis.runs.summary import summary_table
 from runner import run
 from runner.sweep.pool import discard_worker
 from runner.sweep.progress import point_line

@@ -319,8 +319,8 @@ def _two_device_collective(clocks) -> pd.DataFrame:
 
 
 def test_the_profiles_arrival_figures_need_one_clock_and_say_so_in_the_report():
-    from analysis import profile as prof
     from analysis.hlo import Collective
+    from analysis.profiling import profile as prof
     from analysis.report.profile_report import _human
 
     c1 = Collective(

@@ -19,15 +19,15 @@ def sweep(tmp_path_factory, compose_cfg):
 
 
 def _summary(root):
-    from analysis.rundir import read_results
-    from analysis.summary import summary_table
+    from analysis.runs.rundir import read_results
+    from analysis.runs.summary import summary_table
 
     return summary_table(read_results(root))
 
 
 def test_the_worker_writes_each_points_table_and_the_report_reads_the_same_rows_from_it(sweep):
-    from analysis.point_table import TABLE_NAME, saved_table
-    from analysis.rundir import read_results
+    from analysis.runs.point_table import TABLE_NAME, saved_table
+    from analysis.runs.rundir import read_results
 
     results = read_results(sweep)
     assert all(saved_table(r) is not None for r in results)  # written by the worker, current
@@ -45,8 +45,8 @@ def test_the_worker_writes_each_points_table_and_the_report_reads_the_same_rows_
 
 
 def test_a_current_table_is_what_the_summary_shows_and_a_stale_one_is_rebuilt(sweep):
-    from analysis.point_table import TABLE_NAME
-    from analysis.rundir import read_results
+    from analysis.runs.point_table import TABLE_NAME
+    from analysis.runs.rundir import read_results
 
     r = read_results(sweep)[0]
     path = sweep / r["point"] / TABLE_NAME
@@ -63,8 +63,8 @@ def test_a_current_table_is_what_the_summary_shows_and_a_stale_one_is_rebuilt(sw
 
 
 def test_a_damaged_or_unwritable_table_costs_a_rebuild_and_nothing_else(sweep, monkeypatch):
-    import analysis.point_table as point_table
-    from analysis.rundir import read_results
+    import analysis.runs.point_table as point_table
+    from analysis.runs.rundir import read_results
 
     want = _summary(sweep)
     r = read_results(sweep)[1]

@@ -17,7 +17,7 @@ import pytest
 from jax.sharding import AxisType
 from shardlab_cli import runner as shardlab_runner
 
-from analysis.summary import summary_table
+from analysis.runs.summary import summary_table
 from runner import run
 from runner.config.spec import build_spec
 from runner.worker import point_cache
@@ -223,7 +223,7 @@ def test_the_runner_and_the_report_predict_with_the_recorded_precision(precision
 @pytest.mark.parametrize("precision, C", H100_RATES)
 def test_a_training_steps_T_math_takes_the_rate_of_its_precision(tmp_path, precision, C):
     from analysis.book.hardware import load_hardware
-    from analysis.training_steps import step_table
+    from analysis.profiling.training_steps import step_table
 
     spec = {"op": "transformer_block", "dtype": "float32", "flops": 1e12, "mesh": {"axes": {"X": 8}}}
     if precision is not None:

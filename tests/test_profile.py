@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 from xspace_bytes import field as _f
 
-from analysis import profile as prof
 from analysis.cli import main as cli
+from analysis.profiling import profile as prof
 
 STEPS = 5
 

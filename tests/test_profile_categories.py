@@ -20,8 +20,8 @@ import pytest
 from shardlab_cli import analysis, runner
 
 from analysis.book.units import fmt_duration
-from analysis.op_categories import category_table, instruction_categories, label_categories
-from analysis.profile_load import analyse, load_hlo
+from analysis.profiling.op_categories import category_table, instruction_categories, label_categories
+from analysis.profiling.profile_load import analyse, load_hlo
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 FAST = ["timing.rounds=1", "timing.budget_s=0.3", "timing.min_iters=5", "trace.iters=3"]

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import analysis.profile as prof
+import analysis.profiling.profile as prof
 from analysis.hlo import Collective
 
 NAN = float("nan")

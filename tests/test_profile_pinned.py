@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-import analysis.profile as prof
+import analysis.profiling.profile as prof
 from analysis.hlo import parse_collectives
 
 OPCODES = {"psum.1": "all-reduce", "psum.2": "all-reduce", "fusion.0": "fusion", "fusion.3": "fusion"}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 from test_profile import _TPU_HLO, _tpu_xplane
 
-from analysis.profile_load import _by_module, _split_programs, analyse, load_hlo
+from analysis.profiling.profile_load import _by_module, _split_programs, analyse, load_hlo
 
 WITH_COLLECTIVES = _TPU_HLO[_TPU_HLO.index("HloModule jit_step") :]
 # same name, same instruction names, no collective: only the program id tells them apart

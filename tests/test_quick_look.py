@@ -14,7 +14,7 @@ from hydra.errors import MissingConfigException
 from omegaconf import OmegaConf
 from shardlab_cli import runner
 
-from analysis.record import ONE_ROUND
+from analysis.runs.record import ONE_ROUND
 from runner.config.schema import TimingConf, TraceConf
 
 REPO = Path(__file__).resolve().parents[1]

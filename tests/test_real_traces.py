@@ -211,7 +211,7 @@ def test_the_tpu_trace_reads_as_xprof_reads_it():
 
 @pytest.mark.parametrize("path", FILES, ids=_ids)
 def test_every_device_op_gets_an_instruction_name_and_a_module(path):
-    from analysis.profile_load import hlo_from_xplane
+    from analysis.profiling.profile_load import hlo_from_xplane
 
     ops = device_ops(read_xplane(path))
     carried = {k.rsplit("(", 1)[0] for k in hlo_from_xplane(path)}  # "jit_f(17)": the modules the trace carries

@@ -1,4 +1,4 @@
-"""The record between runner and analysis (:mod:`analysis.record`): what result.json holds,
+"""The record between runner and analysis (:mod:`analysis.runs.record`): what result.json holds,
 read as typed sections. Old files (``format_version`` 1, written before a key existed) and
 damaged ones load; each estimator's numbers land in that estimator's columns; what the worker
 writes is what the readers read."""
@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from analysis.record import DEVICE, ESTIMATORS, LOOP, STEP, Estimate, Result, Timing, upgraded
-from analysis.resample import rounds_by_point
-from analysis.rundir import read_result
-from analysis.summary import _run_columns, summary_table
+from analysis.runs.record import DEVICE, ESTIMATORS, LOOP, STEP, Estimate, Result, Timing, upgraded
+from analysis.runs.rundir import read_result
+from analysis.runs.summary import _run_columns, summary_table
+from analysis.statistics.resample import rounds_by_point
 
 # A result.json as shardlab wrote it before the timing had rounds, estimators, adaptive rounds,
 # a missing_reason or a ceiling with an interval (format_version 1 throughout): one AllGather
@@ -305,7 +305,7 @@ def test_the_estimator_rounds_come_from_the_chosen_estimator():
 
 
 def test_what_the_worker_summarises_is_what_the_readers_read():
-    """runner.worker.timing writes the record's estimator keys; analysis.record reads them back."""
+    """runner.worker.timing writes the record's estimator keys; analysis.runs.record reads them back."""
     from runner.worker.timing import summarise
 
     record = {

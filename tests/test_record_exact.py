@@ -1,4 +1,4 @@
-"""The typed record (:mod:`analysis.record`) read exactly: every key of every section lands
+"""The typed record (:mod:`analysis.runs.record`) read exactly: every key of every section lands
 in its own field, a damaged value reads as an empty section, format_version 1's names are
 renamed everywhere they occur (and only there), and the estimator's rounds are floats in order
 (issue 30: the record was scored by the mutation check)."""
@@ -9,7 +9,7 @@ import copy
 
 import pytest
 
-from analysis.record import (
+from analysis.runs.record import (
     DEVICE,
     LOOP,
     STEP,

@@ -92,8 +92,8 @@ def test_a_profiler_failure_is_followed_by_a_fresh_worker(compose_cfg, tmp_path)
 
 
 def test_junk_result_files_never_pass_for_measurements(tmp_path):
-    from analysis.rundir import read_results
-    from analysis.summary import summary_table
+    from analysis.runs.rundir import read_results
+    from analysis.runs.summary import summary_table
 
     for i, text in enumerate(
         [
@@ -347,7 +347,7 @@ def test_out_of_range_or_nested_result_files_are_failed_points_and_the_report_is
     """A hand-edited result.json: a negative or absurd median, Infinity, a V of "NaN", 200k
     nested brackets. Each is a failed point saying why; ``analysis report`` writes its report
     (it died with a traceback on each)."""
-    from analysis.rundir import read_results
+    from analysis.runs.rundir import read_results
 
     def ok(median, V=1024):
         return {

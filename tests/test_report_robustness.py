@@ -153,8 +153,8 @@ def test_a_sweep_on_an_unknown_chip_reports_its_measurements_and_how_to_add_an_e
 
 
 def test_a_point_is_noisy_only_when_its_interval_is_wider_than_five_times_the_target(tmp_path, compose_cfg):
-    from analysis.rundir import read_results
-    from analysis.summary import summary_table
+    from analysis.runs.rundir import read_results
+    from analysis.runs.summary import summary_table
 
     root = small_sweep(tmp_path / "sweep", compose_cfg, sizes=("1KiB", "16KiB", "256KiB"))
     for point, half in zip(sorted(root.iterdir()), (0.15, 0.25, 0.26)):  # the default target: 5%

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from shardlab_cli import runner
 
-from analysis.rundir import write_bytes_atomic
+from analysis.runs.rundir import write_bytes_atomic
 
 FAST = ["timing.rounds=1", "timing.budget_s=0.2", "timing.min_iters=5", "trace.enabled=false"]
 
@@ -76,7 +76,7 @@ def test_a_report_cut_off_by_a_full_disk_leaves_every_file_whole(tmp_path, compo
 def test_a_full_disk_is_one_line_and_leaves_no_temp_file(tmp_path, monkeypatch):
     import json
 
-    from analysis.rundir import write_json_atomic
+    from analysis.runs.rundir import write_json_atomic
 
     real_dumps = json.dumps
     _disk_full_for(monkeypatch, "result")

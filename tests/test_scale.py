@@ -8,8 +8,8 @@ from small_sweep import small_sweep
 
 
 def test_points_read_in_worker_processes_give_the_same_rows(tmp_path, compose_cfg, monkeypatch):
-    import analysis.summary as summary
-    from analysis.rundir import read_results
+    import analysis.runs.summary as summary
+    from analysis.runs.rundir import read_results
 
     root = small_sweep(tmp_path / "s", compose_cfg, sizes=("1KiB", "2KiB", "4KiB"), extra=["trace.iters=2"])
     results = read_results(root)

@@ -1,4 +1,4 @@
-"""analysis.stats on scipy's exact distributions: the median's order-statistic interval is
+"""analysis.statistics.stats on scipy's exact distributions: the median's order-statistic interval is
 scipy's sign-test interval, equal to the binomial ranks computed by hand before, and Cochran's Q
 is held against chi-square's exact quantile (it was a Wilson-Hilferty approximation)."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy.stats import quantile_test
 
-from analysis.stats import Z95, median_ci, median_ci_ranks, rounds_disagree
+from analysis.statistics.stats import Z95, median_ci, median_ci_ranks, rounds_disagree
 
 
 def binomial_ranks(n: int, confidence: float = 0.95) -> tuple[int, int]:
@@ -92,12 +92,12 @@ def test_cochrans_q_threshold_is_chi_squares_for_every_round_count(rounds):
 
 def test_the_worker_and_the_analysis_never_import_scipy_stats():
     """scipy.stats costs every worker start and every analysis command about 1.3 s more than
-    the scipy.special functions analysis.stats uses (quantile_test above is the tests' own)."""
+    the scipy.special functions analysis.statistics.stats uses (quantile_test above is the tests' own)."""
     import subprocess
     import sys
 
     code = (
-        "import sys; import runner.worker.measure, analysis.stats, analysis.sweep; "
+        "import sys; import runner.worker.measure, analysis.statistics.stats, analysis.sweep; "
         "print(sorted(m for m in sys.modules if m.startswith('scipy.stats')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis.summary import _dispatch_share, dispatch_floor, flags
+from analysis.runs.summary import _dispatch_share, dispatch_floor, flags
 
 MiB = 1 << 20
 

@@ -15,7 +15,7 @@ import pytest
 from omegaconf import open_dict
 from shardlab_cli import analysis
 
-from analysis.sweep_match import match_points, sweep_difference
+from analysis.runs.sweep_match import match_points, sweep_difference
 from runner.sweep import lock
 
 HOLDER = (
@@ -140,7 +140,7 @@ def _issue_folder(root: Path) -> Path:
 
 
 def test_point_folders_are_the_sweeps_points_by_their_overrides_not_their_numbers(tmp_path):
-    from analysis.rundir import expected_points, point_dirs
+    from analysis.runs.rundir import expected_points, point_dirs
 
     root = _issue_folder(tmp_path / "D")
     matched, extra = match_points(point_dirs(root), expected_points(root))

@@ -102,7 +102,7 @@ def test_a_slash_in_an_override_value_keeps_every_point_one_folder_deep(tmp_path
 
 
 def test_folder_names_stay_short_and_apart():
-    from analysis.sweep_match import MAX_NAME_BYTES, folder_name
+    from analysis.runs.sweep_match import MAX_NAME_BYTES, folder_name
 
     assert folder_name("op.size_bytes=1KiB") == "op.size_bytes=1KiB"
     assert folder_name("op.target=a/b%c.py:f") == "op.target=a%2Fb%25c.py:f"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.stats import combine_rounds
+from analysis.statistics.stats import combine_rounds
 from runner.worker.timing import given_Ks, summarise, time_loop, time_step, warm_up
 
 

@@ -207,7 +207,7 @@ def test_a_joined_async_collective_counts_its_whole_span_as_collective_time():
 
 
 def test_per_host_plane_numbers_become_global_device_ids():
-    from analysis.processes import global_device_ids
+    from analysis.runs.processes import global_device_ids
 
     # host 1 of a two-host TPU slice: its planes /device:TPU:0..3 are the chips with global ids 4, 5, 12, 13
     local = pd.Series([0, 1, 2, 3, 0])

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from xplane_reference import read_with_profiledata
 
-from analysis.profile_load import analyse, load_hlo
+from analysis.profiling.profile_load import analyse, load_hlo
 from analysis.trace import TraceError, read_xplane
 from analysis.trace.carried_hlo import hlo_protos
 from analysis.trace.wire_schema import WireError

@@ -31,7 +31,7 @@ def test_dispatch_share_only_where_the_device_times_its_own_ops_and_never_negati
 
 
 def test_the_summary_blanks_a_cpu_dispatch_share_from_an_older_result():
-    from analysis.summary import _run_columns
+    from analysis.runs.summary import _run_columns
 
     def share(backend, value):
         return _run_columns({"point": "0", "environment": {"backend": backend}, "trace": {"dispatch_share": value}})[
@@ -76,7 +76,7 @@ def test_the_sweep_report_names_the_points_whose_traces_are_unrepresentative():
 
 
 def test_a_slow_trace_is_a_caveat_not_a_flag():
-    from analysis.summary import flags
+    from analysis.runs.summary import flags
 
     df = pd.DataFrame(
         {

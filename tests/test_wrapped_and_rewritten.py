@@ -23,7 +23,7 @@ import pytest
 from hlo_samples import GPU_ASYNC, TPU_SPARSECORE
 
 from analysis.hlo import async_pairs, collective_executions
-from analysis.summary import summary_table
+from analysis.runs.summary import summary_table
 from analysis.trace import TABLE_COLUMNS, device_ops, device_samples
 from runner.worker.measure import compiled_as, target_instructions
 

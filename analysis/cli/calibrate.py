@@ -38,7 +38,7 @@ def main(args: argparse.Namespace) -> int:
     from analysis.book.errors import BookError
     from analysis.book.hardware import hardware_dir, load_hardware, read_yaml
     from analysis.report.document import fmt
-    from analysis.rundir import point_dirs
+    from analysis.runs.rundir import point_dirs
     from analysis.sweep import load_sweep
 
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]*", args.name):
@@ -61,7 +61,7 @@ def main(args: argparse.Namespace) -> int:
         return fail(str(err))
     if base_hw.interconnect is None:
         return fail(f"base hardware {base_hw.name!r} names no interconnect; pick one with --base (e.g. cpu)")
-    from analysis.resample import rounds_by_point
+    from analysis.statistics.resample import rounds_by_point
 
     # inside a domain and across domains (a multi-node import) are fitted apart: each level
     # has its own fabric in the book's model
@@ -119,7 +119,7 @@ def main(args: argparse.Namespace) -> int:
     calibrate.check_round_trip(out, table)
 
     from analysis.book.units import fmt_bandwidth, fmt_duration
-    from analysis.fit import BOOTSTRAP, SEED
+    from analysis.statistics.fit import BOOTSTRAP, SEED
 
     print(f"{'op':<15} {'axes':>4} {'W (95% interval)':>34} {'T_min (95% interval)':>30} {'rel RMS':>8} {'points':>6}")
     for r in table.itertuples():

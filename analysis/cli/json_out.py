@@ -1,6 +1,6 @@
 """The opening keys of every JSON object a command prints (``predict``, ``hardware``, ``hlo``,
 ``profile``; a
-sweep's files carry the same through :func:`analysis.rundir.stamp`): what it is, the version of
+sweep's files carry the same through :func:`analysis.runs.rundir.stamp`): what it is, the version of
 its layout and the shardlab that printed it. A script reading ``--json`` checks ``format`` and
 ``format_version`` and learns of a change from them, not from a missing key.
 
@@ -10,7 +10,7 @@ keys do not raise it); a renamed key keeps its old name beside the new one for o
 
 from __future__ import annotations
 
-from analysis.rundir import shardlab_version
+from analysis.runs.rundir import shardlab_version
 
 # predict: 1 was the unversioned layout with "predicted_time_s"; 2 names it "time_s" and keeps
 # "predicted_time_s" (the same number) until 3. hlo and profile: 1 was a bare list of records;

@@ -66,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _predictor(args, hw, mesh, physical: dict | None = None):
-    """``predict(c, axes)`` for :func:`analysis.profile.hlo_table`: over the mesh axes the
+    """``predict(c, axes)`` for :func:`analysis.profiling.profile.hlo_table`: over the mesh axes the
     groups span when ``--mesh`` names them, else the group as one axis (as ``analysis hlo``).
     On a torus, the mesh axes lie on the physical axes the run recorded (``physical``, from
     its devices) or a slice ``--topology`` implies (mesh axes take its axes in order)."""
@@ -161,7 +161,7 @@ def _category_lines(categories) -> list[str]:
 
 def sweep_folder_hint(root: Path, show: int = 3) -> str:
     """One line for ``profile SWEEP``: it takes one run folder; which of the sweep's were traced."""
-    from analysis.rundir import point_dirs, read_result
+    from analysis.runs.rundir import point_dirs, read_result
 
     runs = point_dirs(root)
     traced = [d for d in runs if (read_result(d).get("files") or {}).get("xplane")]
@@ -174,10 +174,10 @@ def sweep_folder_hint(root: Path, show: int = 3) -> str:
 
 def main(args: argparse.Namespace) -> int:
     """Run ``profile``; 0 on success, 2 on bad input."""
-    from analysis import profile as prof
     from analysis.hlo import HloParseError
-    from analysis.profile_load import analyse, find_xplanes, load_hlo
-    from analysis.rundir import RESULT_NAME, point_file, read_result
+    from analysis.profiling import profile as prof
+    from analysis.profiling.profile_load import analyse, find_xplanes, load_hlo
+    from analysis.runs.rundir import RESULT_NAME, point_file, read_result
     from analysis.trace import TraceError
 
     logdir = Path(args.logdir)

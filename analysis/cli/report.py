@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-# What analysis.rundir.read_result makes of a result.json it cannot take as one shardlab wrote.
+# What analysis.runs.rundir.read_result makes of a result.json it cannot take as one shardlab wrote.
 DAMAGED = ("UnreadableResult", "IncompleteResult")
 
 
@@ -27,7 +27,7 @@ def unreadable(root: Path) -> str | None:
     """Why ``root`` cannot be reported, when no point's result.json can be read (each is
     damaged: a report of such points says nothing and must not exit 0), else None. Stops at
     the first readable point: the report reads them all again, once."""
-    from analysis.rundir import point_dirs, read_result
+    from analysis.runs.rundir import point_dirs, read_result
 
     dirs = point_dirs(root)
     first = None
@@ -48,7 +48,7 @@ def main(args: argparse.Namespace) -> int:
     from analysis.book.hardware import load_hardware
     from analysis.cli.options import fail
     from analysis.report import write_report
-    from analysis.rundir import point_dirs
+    from analysis.runs.rundir import point_dirs
 
     if not args.dir.is_dir() or not point_dirs(args.dir):
         return fail(f"{args.dir} holds no run folders (no */result.json)")

@@ -60,7 +60,7 @@ def link_runs(root: Path, logdir: Path) -> list[str]:
     Returns the run names: the point folder's name, or ``<point>_<i>`` for a point traced in
     several sessions.
     """
-    from analysis.rundir import point_dirs
+    from analysis.runs.rundir import point_dirs
 
     profile = logdir / "plugins" / "profile"
     runs = []
@@ -90,7 +90,7 @@ def link_runs(root: Path, logdir: Path) -> list[str]:
 
 def cpu_traces(root: Path) -> bool:
     """Whether any point under ``root`` ran on JAX's CPU backend (its result.json says so)."""
-    from analysis.rundir import point_dirs, read_result
+    from analysis.runs.rundir import point_dirs, read_result
 
     return any(read_result(j).get("environment", {}).get("backend") == "cpu" for j in point_dirs(root))
 
@@ -195,7 +195,7 @@ def main(args: argparse.Namespace) -> int:
     """Serve until Ctrl-C or SIGTERM (then KeyboardInterrupt: exit 130); 2 when the folder holds
     no traces (one line on stderr)."""
     from analysis.cli.options import fail
-    from analysis.rundir import TRACE_DIR, point_dirs
+    from analysis.runs.rundir import TRACE_DIR, point_dirs
 
     if not args.dir.is_dir() or not any((j / TRACE_DIR).is_dir() for j in point_dirs(args.dir)):
         return fail(f"{args.dir} holds no traces (no */trace/plugins/profile)")

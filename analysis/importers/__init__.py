@@ -4,7 +4,7 @@
 :mod:`analysis.importers.sweep_writer` as run folders that ``load_sweep``, ``report``,
 ``compare``, ``calibrate`` and the gate read unchanged.
 
-May import: :mod:`analysis.book` and :mod:`analysis.rundir` (never :mod:`runner`).
+May import: :mod:`analysis.book` and :mod:`analysis.runs.rundir` (never :mod:`runner`).
 """
 
 from __future__ import annotations

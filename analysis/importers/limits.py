@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from analysis.importers import ImportFormatError
-from analysis.rundir import MAX_TIME_S
+from analysis.runs.rundir import MAX_TIME_S
 
 # over twice the largest accelerator cluster built (a few hundred thousand GPUs); the report and
 # the nccl-tests export work per rank, so a typo'd count must not reach them

@@ -1,5 +1,5 @@
 """Imported measurements written as a sweep folder: one point folder with a ``result.json`` per
-point, and ``sweep.json``, through :mod:`analysis.rundir`'s names and writers, so ``load_sweep``
+point, and ``sweep.json``, through :mod:`analysis.runs.rundir`'s names and writers, so ``load_sweep``
 and every command that reads sweeps take it as one the runner wrote.
 
 A point has no HLO, no trace and no samples: its time is the tool's (one number per size, the
@@ -18,7 +18,7 @@ from pathlib import Path
 from analysis.book.device_kinds import resolve
 from analysis.importers import ImportFormatError
 from analysis.importers.limits import MAX_POINTS, POINTS_ALLOWED, check
-from analysis.rundir import RESULT_NAME, SWEEP_NAME, now_iso, stamp, write_json_atomic
+from analysis.runs.rundir import RESULT_NAME, SWEEP_NAME, now_iso, stamp, write_json_atomic
 
 
 @dataclass

@@ -18,7 +18,7 @@ import seaborn as sns  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogFormatter, LogLocator  # noqa: E402
 
 from analysis.book.units import fmt_bytes, fmt_duration  # noqa: E402
-from analysis.rundir import atomic_path  # noqa: E402
+from analysis.runs.rundir import atomic_path  # noqa: E402
 
 MAX_FAMILIES = 2  # more families than this (each with measured, fit, model): one panel each
 WIDTH_IN, DPI = 11.0, 110  # 1210 px: fits a 1280-px page

@@ -9,7 +9,7 @@ import pandas as pd
 
 from analysis.claims import FAILS, HOLDS, MISSING, TOLERANCE, UNSURE, claims_table
 from analysis.report.document import Report
-from analysis.rundir import write_text_atomic
+from analysis.runs.rundir import write_text_atomic
 
 
 def add_claims_section(rep: Report, summary: pd.DataFrame, root: Path) -> pd.DataFrame | None:

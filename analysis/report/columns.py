@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis.rundir import write_text_atomic
+from analysis.runs.rundir import write_text_atomic
 
 SUMMARY = {
     "point": ("", "the point folder's name: its number in the sweep and what varies"),

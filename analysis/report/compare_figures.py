@@ -10,7 +10,7 @@ import pandas as pd
 import seaborn as sns
 
 from analysis.report.axes import WIDTH_IN, bytes_axis, error_bars, gbps_axis, time_axis  # also selects Agg
-from analysis.rundir import atomic_path
+from analysis.runs.rundir import atomic_path
 
 
 def _palette(labels) -> dict:

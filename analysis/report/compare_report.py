@@ -11,7 +11,7 @@ from analysis import compare
 from analysis.book.units import fmt_bytes
 from analysis.report import compare_figures
 from analysis.report.document import Report, fmt
-from analysis.rundir import write_text_atomic
+from analysis.runs.rundir import write_text_atomic
 
 
 def _values(points, sweep: str, column: str) -> str:

@@ -13,8 +13,8 @@ from analysis.book.units import fmt_duration, fmt_pct
 from analysis.matmul_cases import Matmuls, ring_pairs
 from analysis.report import matmul_figures
 from analysis.report.document import Report
+from analysis.runs.summary import dims_of, mesh_of
 from analysis.strategy_crossover import measured_crossover, model_crossover, q4_table
-from analysis.summary import dims_of, mesh_of
 
 
 def add_matmul_section(rep: Report, mm: Matmuls, out: Path) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.record import DEVICE, LOOP, ONE_ROUND, STEP
 from analysis.report.document import fmt
+from analysis.runs.record import DEVICE, LOOP, ONE_ROUND, STEP
 
 ESTIMATOR_WORDS = {
     STEP: "the wall time of one blocked step (what a caller sees, the host's dispatch and sync included)",
@@ -121,7 +121,7 @@ def slowdown_text(pts: pd.DataFrame) -> str:
     """Which points' traces ran so much slower than their untraced steps that their trace
     columns are unrepresentative (``summary.TRACE_SLOWDOWN_LIMIT``), each with its factor."""
     from analysis.book.units import fmt_bytes
-    from analysis.summary import TRACE_SLOWDOWN_LIMIT
+    from analysis.runs.summary import TRACE_SLOWDOWN_LIMIT
 
     slow = pts[pd.to_numeric(pts["profiler_slowdown"], errors="coerce") > TRACE_SLOWDOWN_LIMIT]
     if not len(slow):

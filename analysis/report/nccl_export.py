@@ -20,8 +20,8 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.report.nccl_table import NCCL_TYPES, avg_busbw_line, nccl_count
-from analysis.rundir import SWEEP_NAME, write_json_atomic, write_text_atomic
-from analysis.sweep_id import sweep_identity
+from analysis.runs.rundir import SWEEP_NAME, write_json_atomic, write_text_atomic
+from analysis.runs.sweep_id import sweep_identity
 
 EXPORT_DIR = "nccl-tests"  # beside report/, in the sweep's folder
 JSON_VERSION = 1  # nccl-tests' own "version" key of its -J report

@@ -1,4 +1,4 @@
-"""The report's "Across processes" section (tables from :mod:`analysis.processes`)."""
+"""The report's "Across processes" section (tables from :mod:`analysis.runs.processes`)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.processes import placement_comparison, process_table
 from analysis.report import sweep_figures as figures
 from analysis.report.document import Report
-from analysis.rundir import write_text_atomic
+from analysis.runs.processes import placement_comparison, process_table
+from analysis.runs.rundir import write_text_atomic
 from analysis.sweep import Sweep
 
 # Seen in the workers' logs (gloo connects the devices of in-process groups as well).

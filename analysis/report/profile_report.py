@@ -1,4 +1,4 @@
-"""The report of ``python -m analysis profile``: the tables of :mod:`analysis.profile` in
+"""The report of ``python -m analysis profile``: the tables of :mod:`analysis.profiling.profile` in
 human units, a timeline of one step, and the CSVs behind them (rendering and writing only).
 
 The reader wants to know where the step's communication went: so the top collectives by
@@ -21,11 +21,11 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
 from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration, fmt_pct
-from analysis.op_categories import CATEGORY_COLUMNS
-from analysis.profile import step_summary, timeline, typical_step
+from analysis.profiling.op_categories import CATEGORY_COLUMNS
+from analysis.profiling.profile import step_summary, timeline, typical_step
 from analysis.report.axes import DPI, WIDTH_IN
 from analysis.report.document import Report
-from analysis.rundir import atomic_path, write_text_atomic
+from analysis.runs.rundir import atomic_path, write_text_atomic
 
 MAX_DEVICES_DRAWN = 16  # more lanes than this no longer read at 5 inches
 TOP = 10
@@ -129,7 +129,7 @@ def slowdown_words(slowdown: float | None) -> str:
 
 
 def _categories_human(categories: pd.DataFrame) -> pd.DataFrame:
-    """The time by op category (:func:`analysis.op_categories.category_table`) in human units."""
+    """The time by op category (:func:`analysis.profiling.op_categories.category_table`) in human units."""
     return pd.DataFrame(
         {
             "module": categories["hlo_module"],

@@ -14,7 +14,6 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration, fmt_pct
-from analysis.fit import BOOTSTRAP, SEED
 from analysis.headline import family_name, headline_sentence, headline_table, within
 from analysis.matmul_cases import Matmuls, load_matmuls
 from analysis.predictions import family_fit
@@ -35,7 +34,7 @@ from analysis.report.sweep_sections import (
     what_ran,
 )
 from analysis.report.training_step_section import add_step_section
-from analysis.rundir import (
+from analysis.runs.rundir import (
     FIT_NAME,
     HEADLINE_NAME,
     REPORT_DIR,
@@ -45,7 +44,8 @@ from analysis.rundir import (
     write_json_atomic,
     write_text_atomic,
 )
-from analysis.stats import CONFIDENCE
+from analysis.statistics.fit import BOOTSTRAP, SEED
+from analysis.statistics.stats import CONFIDENCE
 from analysis.sweep import Sweep, load_sweep, samples_table
 
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration, fmt_pct
-from analysis.fit import BANDWIDTH_REGIME, CLEARLY_BANDWIDTH, LARGEST, MIN_POINTS, REGIME_JUMP
 from analysis.headline import within
-from analysis.record import ONE_ROUND, STEP
 from analysis.report.document import Link, Report
 from analysis.report.nccl_table import avg_busbw_line, nccl_frame
-from analysis.rundir import LOG_NAME, RESULT_NAME, SUMMARY_NAME, sweep_command
+from analysis.runs.record import ONE_ROUND, STEP
+from analysis.runs.rundir import LOG_NAME, RESULT_NAME, SUMMARY_NAME, sweep_command
+from analysis.statistics.fit import BANDWIDTH_REGIME, CLEARLY_BANDWIDTH, LARGEST, MIN_POINTS, REGIME_JUMP
 from analysis.sweep import Sweep
 
 

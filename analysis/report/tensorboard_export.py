@@ -11,7 +11,7 @@ when every V of the family is a power of two (10 = 1 KiB, 20 = 1 MiB), else at s
 (each tag's description says which).
 
 Pure: reads the sweep's points table (:attr:`analysis.sweep.Sweep.points`), writes files, each
-whole or not at all (:func:`analysis.rundir.write_bytes_atomic`). TensorBoard is optional
+whole or not at all (:func:`analysis.runs.rundir.write_bytes_atomic`). TensorBoard is optional
 (``pip install "shardlab[tensorboard]"``): without it nothing is written. Event files are
 written without TensorFlow, through tensorboard's own protos and record writer.
 """
@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.book.units import format_size
-from analysis.rundir import write_bytes_atomic
+from analysis.runs.rundir import write_bytes_atomic
 
 TB_DIR = "tensorboard"  # in the sweep's folder, beside report/ and nccl-tests/
 CURVES_DIR = "by_size"  # the family runs, under TB_DIR; also their tags' prefix

@@ -2,7 +2,7 @@
 ``op=program``) the step time beside the book's T_math and predicted T_comms, what the trace
 measured of its collectives (and how much of that the devices spent only waiting), the
 costliest collective, and how far the model is per collective kind. Tables from
-:mod:`analysis.training_steps`."""
+:mod:`analysis.profiling.training_steps`."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import pandas as pd
 import seaborn as sns
 
 from analysis.book.units import fmt_duration, fmt_pct
+from analysis.profiling.training_steps import model_error_by_kind, step_table
 from analysis.report.axes import WIDTH_IN, finish
 from analysis.report.document import Report
-from analysis.rundir import write_text_atomic
-from analysis.training_steps import model_error_by_kind, step_table
+from analysis.runs.rundir import write_text_atomic
 
 
 def add_step_section(rep: Report, results: list[dict], model_hw, model_source: str, out: Path) -> pd.DataFrame | None:

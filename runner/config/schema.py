@@ -20,8 +20,8 @@ from analysis.book.collectives import OPS as COLLECTIVES
 from analysis.book.dtypes import PRECISIONS, RUN_DTYPES
 from analysis.book.folders import project_folder
 from analysis.book.units import SizeError, format_size, parse_size
-from analysis.record import ESTIMATORS
-from analysis.sweep_match import folder_name
+from analysis.runs.record import ESTIMATORS
+from analysis.runs.sweep_match import folder_name
 from runner.config.matmul_plan import STRATEGIES
 from runner.config.step_ops import SHARDINGS
 

@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from analysis.book.collectives import BY_OP
 from analysis.book.collectives import OPS as COLLECTIVES
 from analysis.book.dtypes import PRECISIONS, RUN_DTYPES, itemsize
-from analysis.record import ESTIMATORS
+from analysis.runs.record import ESTIMATORS
 from runner.config import step_ops
 from runner.config.matmul_plan import check_dims, parse_matmul, plan, used_axes
 from runner.config.memory import check_fits

@@ -10,7 +10,7 @@ time's, inverted (the slow end of the time is the low end of the bandwidth).
 from __future__ import annotations
 
 from analysis.book.collectives import BY_OP, busbw_factor, nccl_S_bytes
-from analysis.record import upgraded
+from analysis.runs.record import upgraded
 
 
 def bandwidth(result: dict) -> dict | None:

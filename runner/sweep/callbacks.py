@@ -18,7 +18,7 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from analysis.rundir import HEADLINE_NAME, RESULT_NAME
+from analysis.runs.rundir import HEADLINE_NAME, RESULT_NAME
 from runner.sweep import command
 from runner.sweep.compose_once import compose_each_point_once
 from runner.sweep.pool import discard_worker, release_worker
@@ -134,7 +134,7 @@ def report_and_summary(sweep_dir: Path, t_start: float | None = None, interrupte
 def on_disk(sweep_dir: Path, since: float) -> str:
     """What a report that failed at ``since`` left: the points' results (each written whole)
     and whose ``report/index.html`` is there, if any (every report file is written whole)."""
-    from analysis.rundir import REPORT_DIR
+    from analysis.runs.rundir import REPORT_DIR
 
     n = len(list(sweep_dir.glob(f"*/{RESULT_NAME}")))
     index = sweep_dir / REPORT_DIR / "index.html"
@@ -303,7 +303,7 @@ class ReportCallback(Callback):
         discard_worker()
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
-        from analysis.rundir import point_dirs
+        from analysis.runs.rundir import point_dirs
         from runner.sweep import point
         from runner.sweep.rounds import interleave
 
@@ -357,7 +357,7 @@ def gate(sweep_dir: Path, min_busbw_Bps: float) -> str | None:
     import pandas as pd
 
     from analysis.gate import below_bar, gate_message
-    from analysis.rundir import SUMMARY_NAME
+    from analysis.runs.rundir import SUMMARY_NAME
 
     try:
         failures = below_bar(pd.read_csv(sweep_dir / SUMMARY_NAME), min_busbw_Bps)

@@ -23,7 +23,7 @@ import time
 from multiprocessing.connection import wait
 from pathlib import Path
 
-from analysis.rundir import log_name
+from analysis.runs.rundir import log_name
 from runner.config.jaxenv import COORDINATOR_ENV, NUM_PROCESSES_ENV, PROCESS_ID_ENV, TIMEOUT_ENV
 from runner.errors import WorkerDied
 from runner.sweep.workers import Worker, _tail

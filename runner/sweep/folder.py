@@ -19,8 +19,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from analysis.rundir import RESULT_NAME, SWEEP_NAME, expected_points, point_dirs
-from analysis.sweep_match import point_key, sweep_difference
+from analysis.runs.rundir import RESULT_NAME, SWEEP_NAME, expected_points, point_dirs
+from analysis.runs.sweep_match import point_key, sweep_difference
 
 
 def claim(config: DictConfig, points: list[list[str]] | None) -> str | None:

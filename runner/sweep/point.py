@@ -16,8 +16,8 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from analysis.book.units import fmt_duration, format_size
-from analysis.record import ONE_ROUND, upgraded
-from analysis.rundir import HLO_DIR, RESULT_NAME, TRACE_DIR, now_iso, result_name, stamp, write_json_atomic
+from analysis.runs.record import ONE_ROUND, upgraded
+from analysis.runs.rundir import HLO_DIR, RESULT_NAME, TRACE_DIR, now_iso, result_name, stamp, write_json_atomic
 from runner.config.jaxenv import process_env
 from runner.config.spec import build_spec
 from runner.errors import ConfigError, OutputError, PlatformError, WorkerDied, WorkerRefused

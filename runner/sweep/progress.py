@@ -33,7 +33,7 @@ from hydra.core.utils import JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from analysis.record import ONE_ROUND, STEP
+from analysis.runs.record import ONE_ROUND, STEP
 from runner.sweep.command import this_command
 
 log = logging.getLogger("shardlab")
@@ -129,7 +129,7 @@ class ProgressCallback(Callback):
         return len(self.points) if self.points is not None else None
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
-        from analysis.rundir import SWEEP_NAME, now_iso, stamp, write_json_atomic
+        from analysis.runs.rundir import SWEEP_NAME, now_iso, stamp, write_json_atomic
         from runner.sweep.lock import FolderInUse, hold
 
         sweep_dir = Path(config.hydra.sweep.dir)

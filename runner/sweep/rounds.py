@@ -4,7 +4,7 @@ The machine drifts (other work, frequency, memory state): on the project's 2-cor
 the same 8 MiB AllReduce took 5.3 to 27.7 ms in five runs, each with a +-4% interval from
 its own samples. So each point is timed in R rounds, and a sweep runs round r of every point
 before round r+1 of any, in an order shuffled each round (the seed is recorded): drift then
-hits every point alike, and a point's interval (:func:`analysis.stats.combine_rounds`)
+hits every point alike, and a point's interval (:func:`analysis.statistics.stats.combine_rounds`)
 covers the spread between its rounds.
 
 Round 1 is part of a point's run (:func:`runner.worker.measure.measure`); the rounds after it only
@@ -26,8 +26,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from analysis.record import LOOP, upgraded
-from analysis.rundir import RESULT_NAME, write_json_atomic
+from analysis.runs.record import LOOP, upgraded
+from analysis.runs.rundir import RESULT_NAME, write_json_atomic
 from runner.config.jaxenv import process_env
 from runner.config.spec import build_spec
 from runner.errors import ConfigError, WorkerDied
@@ -42,7 +42,7 @@ log = logging.getLogger("shardlab")
 # interval meets timing.target_rel_ci, else it runs every round. With 2 rounds Cochran's Q has
 # one degree of freedom: it is the two-sided z-test of the two rounds' log medians against their
 # own intervals (at 99%: apart by more than 2.58 of their combined sigmas), a real test; and the
-# bootstrap over 2 rounds (analysis.stats.combine_rounds: a quarter of the draws are round 1
+# bootstrap over 2 rounds (analysis.statistics.stats.combine_rounds: a quarter of the draws are round 1
 # twice, a quarter round 2 twice) spans both rounds' medians and part of each round's own
 # interval, so a ±5% interval says two rounds a sweep apart read within about 10% of each other.
 # Judged once, not after every round: a point whose first two rounds disagree or are wide has
@@ -62,7 +62,7 @@ def rounds_rule(t: dict, wanted: int, target_rel_ci: float) -> dict:
 
     A point stops early, after exactly ``MIN_ROUNDS`` rounds, only when every estimator with
     rounds (step; loop, where round 1's disagreed with the source and it was timed again;
-    device) has rounds that agree (Cochran's Q at 99%, :func:`analysis.stats.rounds_disagree`)
+    device) has rounds that agree (Cochran's Q at 99%, :func:`analysis.statistics.stats.rounds_disagree`)
     and the headline estimator's interval (which, over rounds, spans their spread) is within
     ``target_rel_ci`` of its median. Otherwise it runs every round ``wanted`` (``timing.rounds``),
     and every later sentence keeps why it ran on after ``MIN_ROUNDS`` (``after_min``)."""

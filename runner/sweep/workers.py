@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from analysis.rundir import LOG_NAME
+from analysis.runs.rundir import LOG_NAME
 from runner.config.jaxenv import MODE_ENV
 from runner.errors import WorkerDied, WorkerRefused
 from runner.worker.serve import serve

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.stats import median_ci
+from analysis.statistics.stats import median_ci
 
 SIZES = tuple(4 << (10 + 2 * i) for i in range(7))  # 4 KiB, 16 KiB, ... 16 MiB a device
 REPEATS = 9  # with 9 samples the median's 95% interval drops the lowest and highest
@@ -187,7 +187,7 @@ def _read(path: Path, k: dict, now: float) -> dict | None:
 
 
 def _write(path: Path, curve: dict) -> None:
-    from analysis.rundir import write_json_atomic
+    from analysis.runs.rundir import write_json_atomic
 
     try:
         write_json_atomic(path, curve)

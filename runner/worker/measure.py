@@ -17,12 +17,12 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from analysis import point_table
 from analysis import trace as trace_analysis
 from analysis.book.collectives import BY_OP, busbw_factor, nccl_S_bytes
 from analysis.hlo import collective_executions, instruction_opcodes
-from analysis.record import DEVICE, LOOP, STEP
-from analysis.rundir import HLO_COMPILED, HLO_DIR, HLO_LOWERED, TRACE_DIR, now_iso
+from analysis.runs import point_table
+from analysis.runs.record import DEVICE, LOOP, STEP
+from analysis.runs.rundir import HLO_COMPILED, HLO_DIR, HLO_LOWERED, TRACE_DIR, now_iso
 from runner.config.memory import check_fits, estimate
 from runner.config.spec import check_against_devices
 from runner.errors import ConfigError
@@ -257,7 +257,7 @@ def _measure(spec: dict, point_dir: Path, record: dict) -> None:
 
 
 def _save_table(point_dir: Path, record: dict, hlo_text: str, ops=None) -> None:
-    """The point's HLO and trace facts for the report (:mod:`analysis.point_table`), from what
+    """The point's HLO and trace facts for the report (:mod:`analysis.runs.point_table`), from what
     this round already read: the report then parses neither again. Process 0 writes it, as it
     writes the HLO. Without it (a full disk, a reader's bug) the report builds it from the files."""
     if jax.process_index():

@@ -18,7 +18,7 @@ import time
 import traceback
 from pathlib import Path
 
-from analysis.rundir import log_name
+from analysis.runs.rundir import log_name
 from runner.config.jaxenv import MODE_ENV
 
 # Tests set this to a size in bytes; the worker then aborts (SIGABRT) on that sweep point.

@@ -24,8 +24,8 @@ import time
 
 import numpy as np
 
-from analysis.record import DEVICE, LOOP, STEP
-from analysis.stats import combine_rounds, rel_ci_halfwidth, summarize
+from analysis.runs.record import DEVICE, LOOP, STEP
+from analysis.statistics.stats import combine_rounds, rel_ci_halfwidth, summarize
 
 
 class Phases(dict):
@@ -251,7 +251,7 @@ def machine_state() -> dict:
     return {"loadavg_1m": load, "cpu_count": os.cpu_count()}
 
 
-# The estimators are named once, as the record's keys (analysis.record.ESTIMATORS). On TPU and
+# The estimators are named once, as the record's keys (analysis.runs.record.ESTIMATORS). On TPU and
 # GPU the device timestamps its own ops and the profiler does not slow them; on CPU the
 # "device" is a host thread that the profiler slows 2-5x (traced one 8-device all-gather:
 # 1.5-3.5 ms against 0.70 ms untraced), so there the blocked step is the truth.
@@ -329,7 +329,7 @@ def loop_rule(record: dict, source: str) -> dict:
 
     The loop runs in round 1 as a cross-check of the *source* estimator, the one the tables
     use (``source``: step on CPU, device on TPU and GPU). It *disagrees* when round 1's 95%
-    intervals of the two (:func:`analysis.stats.median_ci`: the loop's slopes, the source's
+    intervals of the two (:func:`analysis.statistics.stats.median_ci`: the loop's slopes, the source's
     samples; round 1's device samples come from the point's own trace) do not overlap; only
     then is it timed again in every later round, so that its interval covers the rounds'
     drift as the source's does. Where they overlap, later rounds would only confirm what the

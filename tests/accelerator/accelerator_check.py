@@ -43,7 +43,7 @@ from shardlab_cli import REPO_ROOT, start  # noqa: E402
 # published rate the timing is wrong. An H200 ran 826 of 990 TFLOP/s (issue 37).
 RATE_RANGE = (0.25, 1.05)
 AGREE_WITHIN = 2.0  # the three estimators of the big matmul, largest over smallest
-ESTIMATORS = ("step", "loop", "device")  # analysis.record.ESTIMATORS
+ESTIMATORS = ("step", "loop", "device")  # analysis.runs.record.ESTIMATORS
 
 
 @dataclass(frozen=True)

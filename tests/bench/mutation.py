@@ -82,7 +82,7 @@ def narrow(pyproject: Path, only: list[str] | None, tests: list[str] | None, fre
 
 
 def module_of(mutant: str) -> str:
-    """``analysis.stats.x_summarize__mutmut_3`` -> ``analysis.stats``."""
+    """``analysis.statistics.stats.x_summarize__mutmut_3`` -> ``analysis.statistics.stats``."""
     head = mutant.split("__mutmut_")[0]
     return ".".join(p for p in head.split(".") if not p.startswith("x_") and "ǁ" not in p)
 

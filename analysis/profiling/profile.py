@@ -316,7 +316,7 @@ def collective_table(ops: pd.DataFrame, hlo: pd.DataFrame, steps: pd.DataFrame) 
             arrival_skew_s=skew,
             time_after_arrival_s=after,
             time_with_waiting_s=waiting,
-            time_last_arrival_s=after,  # the older name of time_after_arrival_s (analysis.training_steps reads it)
+            time_last_arrival_s=after,  # the older name of time_after_arrival_s (training_steps reads it)
             arrival_comparable=comparable,
         )
         .reset_index()
@@ -334,7 +334,7 @@ def collective_table(ops: pd.DataFrame, hlo: pd.DataFrame, steps: pd.DataFrame) 
     apart = out["arrival_comparable"].eq(False)
     measured = out["time_after_arrival_s"].where(~apart, out["time_median_s"])
     out["measured_over_model"] = measured / out["model_time_s"]
-    out["last_arrival_over_model"] = out["measured_over_model"]  # its older name (analysis.training_steps reads it)
+    out["last_arrival_over_model"] = out["measured_over_model"]  # its older name (training_steps reads it)
     return out.sort_values("time_per_step_s", ascending=False, na_position="last", kind="stable").reset_index(drop=True)
 
 

@@ -1,5 +1,5 @@
 """A profile read from disk: its xplane files and the HLO of the modules it ran, joined
-into the tables of :mod:`analysis.profile` (the ``profile`` command and the sweep report's
+into the tables of :mod:`analysis.profiling.profile` (the ``profile`` command and the sweep report's
 step section both start here).
 
 The HLO comes from ``--hlo`` (an ``--xla_dump_to`` folder, whose ``*after_optimizations.txt``
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import op_categories as cat
-from analysis import profile as prof
 from analysis.hlo import async_pairs, instruction_opcodes, parse_collectives
+from analysis.profiling import op_categories as cat
+from analysis.profiling import profile as prof
 from analysis.trace import device_ops, read_xplane
 from analysis.trace.carried_hlo import hlo_protos
 
@@ -179,10 +179,10 @@ def _groups_from_trace(module: str, records: list, hlo: str, ops: pd.DataFrame, 
 @dataclass
 class Profile:
     """What :func:`analyse` found: ``table`` (one row per collective instruction, see
-    :func:`analysis.profile.collective_table`; empty where the HLO holds none), ``steps`` (per
+    :func:`analysis.profiling.profile.collective_table`; empty where the HLO holds none), ``steps`` (per
     step and device), ``ops`` (every device op, labelled, categorised and assigned to its step),
     ``devices``, ``on_cpu`` and ``categories`` (the step's time by op category, see
-    :func:`analysis.op_categories.category_table`)."""
+    :func:`analysis.profiling.op_categories.category_table`)."""
 
     table: pd.DataFrame
     steps: pd.DataFrame
@@ -196,7 +196,7 @@ def analyse(xplanes: list[Path], texts: dict[str, str], mesh: dict[str, int] | N
     """Join the trace's device ops to the HLO's collectives and op categories; ValueError when
     they do not fit (no device ops, no module of the HLO ran, a mesh of another size). A
     program without collectives gets an empty collective table and its time by op category.
-    ``predict(collective, mesh axes)`` adds the model's time (see :func:`analysis.profile.hlo_table`)."""
+    ``predict(collective, mesh axes)`` adds the model's time (see :func:`analysis.profiling.profile.hlo_table`)."""
     pairs = {k: v for t in texts.values() for k, v in async_pairs(t).items()}
     parts, on_cpu = [], False
     for path in xplanes:

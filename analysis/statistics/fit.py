@@ -22,8 +22,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from analysis.resample import replicate_times
-from analysis.stats import CONFIDENCE, percentile_interval
+from analysis.statistics.resample import replicate_times
+from analysis.statistics.stats import CONFIDENCE, percentile_interval
 
 GROUP_KEYS = ["op", "axes", "group_size", "dtype", "mesh"]
 MIN_POINTS = 3  # fewer points than this are not fitted: two points fit any two-parameter model
@@ -212,8 +212,9 @@ def fit_family(
     with 95% bootstrap intervals for every constant and a leave-one-size-out prediction per point.
 
     Intervals: each replicate redraws every point's median from its rounds and their samples
-    (``rounds``: point -> the chosen estimator's samples per round, :func:`analysis.resample.rounds_by_point`;
-    a point without them is drawn from its own interval) and repeats the whole fit, regime
+    (``rounds``: point -> the chosen estimator's samples per round,
+    :func:`analysis.statistics.resample.rounds_by_point`; a point without them is drawn from its
+    own interval) and repeats the whole fit, regime
     selection included; seeded from ``seed`` and the family ``key``. Without a bandwidth regime
     (no bandwidth-bound point taking 1.5x its latency term) W is None and the crossover too.
     """

@@ -8,7 +8,7 @@ file is stamped with the size and modification time of the HLO and trace it came
 with the mesh: a stale or damaged one is rebuilt from the files, and written back where the
 folder allows.
 
-    from analysis.point_table import point_table
+    from analysis.runs.point_table import point_table
     table = point_table(result)     # {"hlo": {"rows", "error"}, "trace": {"ops", "overlap", "error"}}
 """
 
@@ -23,7 +23,7 @@ import pandas as pd
 
 from analysis import hlo as hlo_parser
 from analysis import trace as trace_reader
-from analysis.rundir import point_file, stamp, write_json_atomic
+from analysis.runs.rundir import point_file, stamp, write_json_atomic
 from analysis.trace.overlap import overlap_summary
 
 TABLE_NAME = "ops_table.json"

@@ -4,7 +4,7 @@ The runner's worker writes it (:mod:`runner.worker.measure`, :mod:`runner.worker
 sweep side adds ``prediction``, ``bandwidth`` and ``timing.rounds_rule``; ``timing.loop_rule``
 comes from :func:`runner.worker.timing.summarise`, in the worker and after each round), the importers write
 the same shape for another tool's numbers, and the analysis reads it through these classes
-instead of walking the JSON. :mod:`analysis.rundir` owns the folder's names and the reader
+instead of walking the JSON. :mod:`analysis.runs.rundir` owns the folder's names and the reader
 that turns a damaged file into a failed record; this module owns the keys inside the file.
 
 Every section is a small frozen dataclass whose :meth:`_Section.from_json` takes what the file
@@ -47,7 +47,7 @@ def _items(value) -> list:
     return value if isinstance(value, list) else []
 
 
-# format_version 1's keys and the names they have now (analysis.rundir.FORMAT_VERSION 2)
+# format_version 1's keys and the names they have now (analysis.runs.rundir.FORMAT_VERSION 2)
 V1_KEYS = {"experiment": "spec", "job": "point", "job_dir": "point_dir"}
 # ... and inside ``timing`` and ``config.timing`` (of format_version 2 files too, written before the
 # rename): *source* is a hardware entry's citation only
@@ -108,7 +108,7 @@ def _read(kind, value):
 
 @dataclass(frozen=True)
 class Estimate(_Section):
-    """One estimator's samples combined over rounds (:func:`analysis.stats.combine_rounds`):
+    """One estimator's samples combined over rounds (:func:`analysis.statistics.stats.combine_rounds`):
     ``timing.summary`` (the chosen estimator's) and each of ``timing.estimators``."""
 
     n: int | None = None
@@ -295,7 +295,7 @@ class Spec(_Section):
     V_bytes: float | None = None
     dtype: str | None = None
     # jax.lax.Precision of the matmuls (default, high, highest); runs before the key existed
-    # ran every matmul at highest (analysis.summary reads them so)
+    # ran every matmul at highest (analysis.runs.summary reads them so)
     precision: str | None = None
     group_size: int | None = None
     num_groups: int | None = None
@@ -424,7 +424,7 @@ class Process(_Section):
 @dataclass(frozen=True)
 class Result(_Section):
     """A point's ``result.json`` (with ``point`` and ``point_dir`` that
-    :func:`analysis.rundir.read_result` adds). ``check`` is None where the file has none."""
+    :func:`analysis.runs.rundir.read_result` adds). ``check`` is None where the file has none."""
 
     status: str | None = None
     error_type: str | None = None

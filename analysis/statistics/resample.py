@@ -1,6 +1,6 @@
 """Bootstrap replicates of a sweep's medians, for the intervals of everything fitted to them.
 
-A point's time is the median of its rounds' medians (:func:`analysis.stats.combine_rounds`);
+A point's time is the median of its rounds' medians (:func:`analysis.statistics.stats.combine_rounds`);
 a replicate redraws it the same way, from the samples ``result.json`` keeps for the estimator
 the fits use (``timing.estimator``): rounds with replacement, samples within each round.
 """
@@ -10,13 +10,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.record import Result
-from analysis.stats import Z95, bootstrap_medians
+from analysis.runs.record import Result
+from analysis.statistics.stats import Z95, bootstrap_medians
 
 
 def rounds_by_point(results: list[dict]) -> dict[str, list[list[float]]]:
     """``{point: samples}`` of a sweep's ok results that kept samples: their chosen estimator's,
-    one list per round (:meth:`analysis.record.Timing.estimator_rounds`)."""
+    one list per round (:meth:`analysis.runs.record.Timing.estimator_rounds`)."""
     out = {}
     for r in map(Result.from_json, results):
         found = r.timing.estimator_rounds() if r.ok and r.point is not None else []
@@ -33,7 +33,7 @@ def replicate_times(
     interval (nothing to draw from: the fits then carry no intervals rather than empty ones).
 
     A point with samples in ``rounds`` (keyed by its ``point``) is redrawn from them
-    (:func:`analysis.stats.bootstrap_medians`). One without (a table built by hand, a result
+    (:func:`analysis.statistics.stats.bootstrap_medians`). One without (a table built by hand, a result
     that kept none) is drawn log-normally from its 95% interval (``time_ci_low_s``,
     ``time_ci_high_s``), and one without an interval is held at its median.
     """

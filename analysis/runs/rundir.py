@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from analysis.record import upgraded
+from analysis.runs.record import upgraded
 
 RESULT_NAME = "result.json"
 HLO_DIR = "hlo"
@@ -138,7 +138,7 @@ def _out_of_range(result: dict) -> list[str]:
 
 def read_result(point_dir: Path) -> dict:
     """A point's result.json, with ``point`` (folder name) and ``point_dir`` set to where it was
-    read, and a format_version 1 file's keys under their names now (:func:`analysis.record.upgraded`).
+    read, and a format_version 1 file's keys under their names now (:func:`analysis.runs.record.upgraded`).
 
     A missing, unreadable or malformed file (not a JSON object; ``ok`` without the timing
     and spec an ok point has) becomes a failed record that says why, so one damaged

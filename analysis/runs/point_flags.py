@@ -1,7 +1,7 @@
 """Per point of ``summary.csv``: the *flags* that keep a number out of every fit (above its
 ceiling, page-faulting, failed, no time), the *caveats* a reader sees beside it, and the
 dispatch floor (*step* - *loop*), never negative. Small callables over the summary's rows;
-:func:`analysis.summary.summary_table` calls them."""
+:func:`analysis.runs.summary.summary_table` calls them."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Whole training steps in a sweep (``op=transformer_block``, ``op=program``): per point, the
 step's time, the book's T_math and predicted T_comms, and what its trace measured of the
-collectives (time, exposed time, the costliest one), from :mod:`analysis.profile_load`.
+collectives (time, exposed time, the costliest one), from :mod:`analysis.profiling.profile_load`.
 
 Tables only; the report section is :mod:`analysis.report.training_step_section`.
 """
@@ -16,10 +16,10 @@ from analysis.book.collective_cost import predict_collective
 from analysis.book.collectives import BY_HLO, V_from_hlo
 from analysis.book.errors import BookError
 from analysis.book.hardware import Hardware
-from analysis.profile import step_summary
-from analysis.profile_load import analyse, load_hlo
-from analysis.record import Result, either
-from analysis.rundir import point_file
+from analysis.profiling.profile import step_summary
+from analysis.profiling.profile_load import analyse, load_hlo
+from analysis.runs.record import Result, either
+from analysis.runs.rundir import point_file
 from analysis.trace import TraceError
 
 STEP_OPS = ("transformer_block", "program")
@@ -45,7 +45,7 @@ STEP_COLUMNS = [
 
 
 def mesh_predictor(hw: Hardware, mesh: dict[str, int]):
-    """``predict(collective, axes)`` for :func:`analysis.profile.hlo_table`: the book's model
+    """``predict(collective, axes)`` for :func:`analysis.profiling.profile.hlo_table`: the book's model
     over the mesh axes the collective's groups span (the whole group as one axis when they
     match none)."""
 

@@ -7,7 +7,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from analysis.rundir import SWEEP_NAME
+from analysis.runs.rundir import SWEEP_NAME
 
 
 def sweep_identity(root: str | Path, results: list[dict] | None = None) -> tuple[str, str | None]:

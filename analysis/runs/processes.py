@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 from analysis import trace as trace_reader
-from analysis.record import Process, Result
-from analysis.rundir import HOST_RESULTS_GLOB, safe_path
+from analysis.runs.record import Process, Result
+from analysis.runs.rundir import HOST_RESULTS_GLOB, safe_path
 
 OPS_COLUMNS = ["process", "host", "device", "hlo_module", "hlo_op", "start_ns", "end_ns", "duration_ns", "iteration"]
 

@@ -17,9 +17,9 @@ import pandas as pd
 
 from analysis.book.collective_cost import active_axes
 from analysis.book.collectives import BY_OP
-from analysis.point_flags import TRACE_SLOWDOWN_LIMIT, dispatch_floor, flags
-from analysis.point_table import point_table, saved_table
-from analysis.record import ESTIMATORS, LOOP, Result, Timing, either
+from analysis.runs.point_flags import TRACE_SLOWDOWN_LIMIT, dispatch_floor, flags
+from analysis.runs.point_table import point_table, saved_table
+from analysis.runs.record import ESTIMATORS, LOOP, Result, Timing, either
 
 
 def hlo_kind_of(op: str, grad: bool = False) -> str | None:
@@ -78,7 +78,7 @@ def _estimator_columns(t: Timing) -> dict:
 
 
 def _run_columns(result: dict | Result) -> dict:
-    """The columns of a point's every row, from its result.json (:class:`analysis.record.Result`):
+    """The columns of a point's every row, from its result.json (:class:`analysis.runs.record.Result`):
     what ran (``spec``, else the config it was asked with), where, its timing and checks."""
     r = result if isinstance(result, Result) else Result.from_json(result)
     exp, cfg, env, t, s = r.spec, r.config, r.environment, r.timing, r.timing.summary
@@ -158,7 +158,7 @@ def _run_columns(result: dict | Result) -> dict:
 def point_rows(r: dict, table: dict | None = None) -> list[dict]:
     """The summary rows of one point: one per collective in its compiled HLO (at least one).
     What the HLO and trace say comes from the point's table (``table``, else
-    :func:`analysis.point_table.point_table`: the one the worker wrote, rebuilt only where it
+    :func:`analysis.runs.point_table.point_table`: the one the worker wrote, rebuilt only where it
     is missing or stale)."""
     rec = Result.from_json(r)
     base = _run_columns(rec)
@@ -199,6 +199,132 @@ def _float(v) -> float:
     return float("nan") if v is None else float(v)
 
 
+# summary.csv's columns in the order a person reads them. First the row as nccl-tests prints it
+# and the headline reads it: which point, what it ran (op, axes, size, dtype, mesh), the time
+# with the estimator it came from and its 95% interval, the bandwidths, the book's time beside
+# it, and what to doubt. Then the rest, a group at a time. A column missing here still lands in
+# the file, after these (tests/test_summary_columns.py asks that every column has its place).
+FIRST_COLUMNS = (
+    "point",
+    "status",
+    "op",
+    "axes",
+    "size_bytes",
+    "dtype",
+    "mesh",
+    "estimator",
+    "time_s",
+    "time_ci_low_s",
+    "time_ci_high_s",
+    "algbw_Bps",
+    "busbw_Bps",
+    "model_time_s",
+    "flags",
+    "caveats",
+)
+COLUMN_GROUPS = {
+    "what ran": (
+        "expr",
+        "group_size",
+        "num_groups",
+        "n_axes",
+        "axis_sizes",
+        "mesh_axes",
+        "placement",
+        "V_bytes",
+        "S_bytes",
+        "precision",
+        "grad",
+        "strategy",
+        "dims",
+        "flops",
+    ),
+    "bandwidth against the ceiling and the model": (
+        "busbw_ci_low_Bps",
+        "busbw_ci_high_Bps",
+        "ceiling_kind",
+        "ceiling_busbw_Bps",
+        "ceiling_ci_low_Bps",
+        "ceiling_ci_high_Bps",
+        "ceiling_inconsistent",
+        "busbw_over_ceiling",
+        "model_regime",
+    ),
+    "the time's spread and rounds": (
+        "time_p10_s",
+        "time_p90_s",
+        "time_p95_s",
+        "time_p99_s",
+        "time_max_s",
+        "time_cv",
+        "time_rel_ci",
+        "time_n",
+        "noisy",
+        "time_rounds",
+        "rounds_wanted",
+        "rounds_disagree",
+        "rounds_why",
+        "missing_reason",
+    ),
+    "the three estimators": (
+        "step_time_s",
+        "step_ci_low_s",
+        "step_ci_high_s",
+        "loop_time_s",
+        "loop_ci_low_s",
+        "loop_ci_high_s",
+        "loop_K",
+        "loop_empty_s",
+        "loop_launch_bound",
+        "loop_rounds",
+        "loop_why",
+        "device_time_s",
+        "device_ci_low_s",
+        "device_ci_high_s",
+        "dispatch_floor_s",
+        "dispatch_share",
+    ),
+    "checks": ("checked", "no_communication", "rewritten", "page_faults_per_step"),
+    "the compiled HLO": (
+        "hlo_op",
+        "hlo_kind",
+        "is_target",
+        "hlo_dtype",
+        "hlo_operand_bytes",
+        "hlo_result_bytes",
+        "hlo_group_size",
+        "hlo_num_groups",
+        "hlo_axes",
+        "compile_s",
+    ),
+    "the trace": (
+        "trace_op_time_s",
+        "trace_device_time_s",
+        "trace_arrival_skew_s",
+        "trace_iterations",
+        "trace_over_untraced",
+        "profiler_slowdown",
+        "trace_unrepresentative",
+        "trace_collective_s",
+        "trace_compute_s",
+        "trace_overlap_s",
+        "trace_overlap_frac",
+        "trace_overlap_frac_min",
+        "trace_command_buffers",
+    ),
+    "where it ran": ("hardware", "backend", "device_kind", "device_count", "jax_version"),
+    "the sweep, and what went wrong": ("sweep_id", "sweep_start_time", "error_type", "error", "skipped"),
+}
+COLUMN_ORDER = FIRST_COLUMNS + tuple(c for group in COLUMN_GROUPS.values() for c in group)
+
+
+def in_reading_order(summary: pd.DataFrame) -> pd.DataFrame:
+    """The summary with its columns in :data:`COLUMN_ORDER`; any column not placed there follows,
+    in the order it had (none is dropped)."""
+    placed = [c for c in COLUMN_ORDER if c in summary.columns]
+    return summary[placed + [c for c in summary.columns if c not in set(placed)]]
+
+
 PARALLEL_FROM = 200  # tables to build: from here they are built in worker processes
 
 
@@ -222,7 +348,7 @@ def _all_rows(results: list[dict]) -> list[dict]:
 
 
 def summary_table(results: list[dict]) -> pd.DataFrame:
-    """Every point's result (``analysis.rundir.read_results``) as tidy rows, with bandwidths
+    """Every point's result (``analysis.runs.rundir.read_results``) as tidy rows, with bandwidths
     and profiler perturbation."""
     df = pd.DataFrame(_all_rows(results))
     for col in (

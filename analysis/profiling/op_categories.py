@@ -4,7 +4,7 @@ is :mod:`analysis.cli.profile`, the report :mod:`analysis.report.profile_report`
 For a step with no collective (a one-device program, say) this is the whole answer to "where
 does my step's time go"; beside a profile's collectives it is the rest of the step. The input
 is :func:`analysis.trace.device_ops` rows labelled with their module and step
-(:func:`analysis.profile.assign_steps`); the output a DataFrame (:data:`CATEGORY_COLUMNS`).
+(:func:`analysis.profiling.profile.assign_steps`); the output a DataFrame (:data:`CATEGORY_COLUMNS`).
 """
 
 from __future__ import annotations
