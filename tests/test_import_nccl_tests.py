@@ -71,10 +71,11 @@ def test_imported_sweep_has_the_files_busbw_at_every_size(tmp_path):
     # the report reads it unchanged: fits and the model side by side
     assert len(s.fits) == 1 and s.fits.iloc[0]["bandwidth_regime"]
     assert pts["model_time_s"].notna().all()
-    # measured / roofline and measured / expected side by side: at 8 GiB over 2 x 8 H100 the NVLink
-    # level limits, 2 V 7/8 / 4.5e11 = 33.405 ms at share 1.0 (NVLink SHARP), after the 210 us setup
+    # measured / roofline and measured / expected side by side: at 8 GiB over 2 x 8 H100, NCCL's model
+    # (analysis.book.nccl_cost) takes nvls_tree/Simple: latency 25 + 2 x (14 + 2 x 13.6) us, per channel
+    # min(48 x 0.85 x 7/8 x 2, 2 x 48, 57.7) = 57.7 GB/s x 8 channels x 16/30
     last = pts.iloc[-1]
-    assert last["expected_time_s"] == pytest.approx(210e-6 + 2 * (8 << 30) * 7 / 8 / 4.5e11)
+    assert last["expected_time_s"] == pytest.approx(107.4e-6 + (8 << 30) / (57.7e9 * 8 * 16 / 30))
     assert last["measured_over_expected"] == pytest.approx(47535e-6 / last["expected_time_s"])
 
 
@@ -241,11 +242,11 @@ def test_the_report_reads_an_imported_sweep_unchanged(tmp_path):
     # the nccl-tests-style table shows the file's own row back: 8 GiB in 47535 us, busbw 338.82 GB/s
     # (recomputed from S and the time: 8589934592 / 47535e-6 * 2 * 15/16 / 1e9 = 338.83)
     assert "| 8589934592 | 2147483648 | float | sum | 47535.00 | 180.71 | 338.83 |" in md
-    # measured against the roofline and against what gcp_a3_mega's published runs lead one to
-    # expect: at 8 B the expected time is the network floor of the entry's expected block,
-    # 110 us (the TCPXO all_gather fit's), against 136 us measured: 1.2
+    # measured against the roofline and against NCCL's model on gcp_a3_mega: at 8 B tree/LL, latency
+    # 6.8 + 2 x (7 x 0.6 + 5.0 + 91.8) = 208.8 us (91.8 us: the TCPXO all_gather fit's network latency),
+    # against 136 us measured: 0.65
     assert "| measured/model | out of sample | expected | measured/expected |" in md
-    row = "| all_reduce | X | 8 B | 136 us |  |  |  | 0.00011 GB/s |  | 14 us | latency | 9.7 | 9.7 | 110 us | 1.2 |"
+    row = "| all_reduce | X | 8 B | 136 us |  |  |  | 0.00011 GB/s |  | 14 us | latency | 9.7 | 9.7 | 209 us | 0.65 |"
     assert row in md
 
 
@@ -297,10 +298,10 @@ def test_expected_time_only_where_the_entry_has_expected_factors():
     from analysis.predictions import predict_points
 
     h100 = load_hardware("h100")
-    assert h100.expected  # the catalogue's h100 has published factors
+    assert h100.nccl  # the catalogue's h100 is priced by NCCL's model (its expected.nccl block)
     row = {"op": "all_reduce", "V_bytes": float(1 << 30), "axes": "X", "axis_sizes": "8", "time_s": 0.01}
     with_factors = predict_points(pd.DataFrame([row]), h100).iloc[0]
-    without = predict_points(pd.DataFrame([row]), dataclasses.replace(h100, expected=())).iloc[0]
+    without = predict_points(pd.DataFrame([row]), dataclasses.replace(h100, expected=(), nccl=None)).iloc[0]
     assert with_factors["model_time_s"] == pytest.approx(without["model_time_s"])
     assert with_factors["expected_time_s"] > with_factors["model_time_s"]
     assert np.isnan(without["expected_time_s"]) and np.isnan(without["measured_over_expected"])

@@ -18,14 +18,22 @@ leaves its domain, else ``inside``); shares are per level. The factors
 come from the hardware entry's ``expected:`` block, each with its source. Where an entry has no
 factor for a collective and level, the roofline's own terms stand in (share 1, floor = its
 latency term), and the result says so.
+
+On a GPU entry whose ``expected:`` block has an ``nccl:`` part the expected time is NCCL's own
+instead (:mod:`analysis.book.nccl_cost`): every algorithm and protocol NCCL would consider for the
+group's ranks and nodes, priced from NCCL's tuning constants, the cheapest taken; the result names
+it (``ring/LL128``, ``nvls/Simple``) with its latency, bandwidth term and channels. TPU entries and
+GPU entries without that part keep the factors above.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 from analysis.book.collective_cost import CollectivePrediction
 from analysis.book.hardware import Hardware
+from analysis.book.nccl_cost import Choice, nccl_time
 
 
 @dataclass(frozen=True)
@@ -39,9 +47,15 @@ class ExpectedTime:
     bandwidth_time_s: float
     bw_shares: tuple[float, ...]
     source: str
+    # NCCL's model only: the pair taken and every pair priced (analysis.book.nccl_cost), the ranks
+    # and nodes it priced
+    algorithm: Choice | None = None
+    candidates: tuple[Choice, ...] = ()
+    ranks: int = 0
+    nodes: int = 0
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "expected_time_s": self.time_s,
             "expected_level": self.level,
             "expected_floor_s": self.floor_s,
@@ -49,14 +63,51 @@ class ExpectedTime:
             "expected_bw_shares": list(self.bw_shares),
             "expected_source": self.source,
         }
+        if self.algorithm is not None:  # the NCCL keys only where NCCL's model priced it
+            out["expected_algorithm"] = self.algorithm.name
+            out["expected_channels"] = self.algorithm.channels
+            out["expected_ranks"], out["expected_nodes"] = self.ranks, self.nodes
+            out["expected_candidates"] = {c.name: c.time_s for c in self.candidates}
+        return out
 
 
 def _factor(hw: Hardware, level: str, op: str):
     return next((f for f in hw.expected if f.level == level and f.op == op), None)
 
 
+def ranks_and_nodes(pred: CollectivePrediction) -> tuple[int, int]:
+    """The group's ranks and how many nodes (NVLink domains) they span: the across level's
+    devices where the roofline priced one, else one node."""
+    ranks = math.prod(pred.axis_sizes) if pred.axis_sizes else 1
+    across = [lv for lv in pred.levels or () if str(lv.get("where", "")).startswith("across")]
+    nodes = int(across[-1]["devices"]) if across else 1
+    return ranks, max(1, min(nodes, ranks))
+
+
+def nccl_expected(pred: CollectivePrediction, hw: Hardware) -> ExpectedTime:
+    """NCCL's own price of ``pred`` on ``hw`` (``hw.nccl`` set; module docstring)."""
+    ranks, nodes = ranks_and_nodes(pred)
+    ppn = max(1, ranks // nodes)
+    level = "across" if nodes > 1 else "inside"
+    if pred.time_s == 0 or ranks <= 1:
+        return ExpectedTime(0.0, level, 0.0, 0.0, (), "no communication")
+    # each NIC's bandwidth: the entry's scale-out bandwidth per GPU over a full domain's NICs
+    nic_GBps = float(hw.scaleout_bw_unidir_Bps or 0.0) * (hw.domain_size or ppn) / hw.nccl.nics_per_node / 1e9
+    system = replace(hw.nccl, nic_bw_GBps=nic_GBps)
+    size = pred.V_bytes / ranks if pred.kind == "all_to_all" else pred.V_bytes  # NCCL's nBytes
+    best, priced = nccl_time(pred.kind, size, ranks, nodes, system)
+    bw_time = best.time_s - best.latency_s
+    share = pred.bandwidth_time_s / bw_time if bw_time > 0 else 1.0
+    source = hw.expected_source or "NCCL's tuning model (analysis/book/nccl_cost.py)"
+    return ExpectedTime(
+        best.time_s, level, best.latency_s, bw_time, (share,), source, best, tuple(priced), ranks, nodes
+    )
+
+
 def expected_time(pred: CollectivePrediction, hw: Hardware) -> ExpectedTime:
     """The expected time of the collective ``pred`` prices on ``hw`` (module docstring)."""
+    if hw.kind == "gpu" and hw.nccl is not None:
+        return nccl_expected(pred, hw)
     # a level is "across" when it runs over the scale-out network (not the domain's links)
     levels = [(("inside" if i == 0 else "across"), lv) for i, lv in enumerate(pred.levels or ())]
     if not levels:

@@ -15,6 +15,7 @@ from typing import Any
 
 from analysis.book.errors import HardwareError
 from analysis.book.folders import project_folder
+from analysis.book.nccl_cost import ARCHS, NcclSystem
 from analysis.book.topology import parse_topology, wraparound_for, wraparound_reason
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "YAML_KEYS",
     "Calibration",
     "ExpectedFactor",
+    "NcclSystem",
     "calibrated_for",
     "load_hardware",
     "out_of_range",
@@ -110,6 +112,9 @@ class Hardware:
     # (inside / across) and collective, the share of link bandwidth reached and the floor
     expected: tuple[ExpectedFactor, ...] = ()
     expected_source: str = ""
+    # the cluster as NCCL's cost model sees it (analysis.book.nccl_cost), from expected.nccl: on
+    # a GPU entry that has it, the expected time is NCCL's own (analysis.book.expected_cost)
+    nccl: NcclSystem | None = None
 
     @classmethod
     def from_dict(cls, raw: Any, where: str | None = None) -> Hardware:
@@ -139,6 +144,7 @@ class Hardware:
         kw["source"] = str(raw.get("source") or "")
         kw["calibrated"] = _calibrations(raw.get("calibrated") or [], where)
         kw["expected"], kw["expected_source"] = _expected(raw.get("expected") or {}, where)
+        kw["nccl"] = _nccl((raw.get("expected") or {}).get("nccl"), where)
         if kw.get("wraparound") not in (None, *WRAPAROUND_RULES):
             raise HardwareError(f"{where}: wraparound={kw['wraparound']!r} is not one of {WRAPAROUND_RULES}")
         if kw.get("interconnect") not in (None, *INTERCONNECTS):
@@ -177,7 +183,7 @@ class Hardware:
 
 # The keys of a hardware YAML entry (and of the runner's Hydra schema, runner.config.schema.
 # HardwareConf, which tests/test_hardware_route.py holds equal): every field but what is derived.
-YAML_KEYS = tuple(f.name for f in fields(Hardware) if f.name != "expected_source")
+YAML_KEYS = tuple(f.name for f in fields(Hardware) if f.name not in ("expected_source", "nccl"))
 
 # The constants the analysis commands take as flags (analysis.cli.options): what each is, and its flag.
 _SUPPLY = {
@@ -234,7 +240,7 @@ def _expected(raw: Any, where: str) -> tuple[tuple[ExpectedFactor, ...], str]:
         raise HardwareError(f"{where}: expected must be a mapping with source, inside and across")
     out = []
     for level, per_op in raw.items():
-        if level == "source":
+        if level in ("source", "nccl"):  # nccl: read by _nccl
             continue
         if level not in EXPECTED_LEVELS or not isinstance(per_op, dict):
             raise HardwareError(f"{where}: expected.{level}: the levels are {', '.join(EXPECTED_LEVELS)} (and source)")
@@ -262,6 +268,33 @@ def _expected(raw: Any, where: str) -> tuple[tuple[ExpectedFactor, ...], str]:
                 )
             out.append(ExpectedFactor(level, op, share, floor, setup, small))
     return tuple(out), str(raw.get("source") or "")
+
+
+_NCCL_KEYS = {"source", "arch", "intra", "nvlinks", "nics_per_node", "nvls", "cpu", "net_latency_s"}
+
+
+def _nccl(raw: Any, where: str) -> NcclSystem | None:
+    """``expected.nccl: {source, arch, intra, nvlinks, nics_per_node, nvls, cpu, net_latency_s}`` as the system
+    NCCL's model prices; each NIC's bandwidth is the entry's scale-out bandwidth per GPU times
+    ``domain_size`` over ``nics_per_node`` (read at pricing time, so overrides reach it)."""
+    if raw is None:
+        return None
+    need = _NCCL_KEYS - {"source", "net_latency_s"}
+    if not isinstance(raw, dict) or not need <= set(raw) <= _NCCL_KEYS:
+        raise HardwareError(f"{where}: expected.nccl needs {', '.join(sorted(need))} (and source); got {raw!r}")
+    arch, intra, cpu = str(raw["arch"]), str(raw["intra"]), str(raw["cpu"])
+    try:
+        nvlinks, nics = int(raw["nvlinks"]), int(raw["nics_per_node"])
+    except (TypeError, ValueError) as err:
+        raise HardwareError(f"{where}: expected.nccl.nvlinks and nics_per_node are whole numbers ({err})") from None
+    if arch not in ARCHS or intra not in ("nvlink", "pci") or cpu not in ("intel", "amd", "arm"):
+        raise HardwareError(
+            f"{where}: expected.nccl: arch one of {', '.join(ARCHS)}, intra nvlink or pci, cpu intel, amd or arm"
+        )
+    if nvlinks < 0 or nics < 1 or not isinstance(raw["nvls"], bool):
+        raise HardwareError(f"{where}: expected.nccl: nvlinks >= 0, nics_per_node >= 1, nvls true or false")
+    latency = _ranged(raw.get("net_latency_s", 0.0), "scaleout_latency_s", f"{where}: expected.nccl.net_latency_s")
+    return NcclSystem(arch, intra, nvlinks, nics, 0.0, raw["nvls"], cpu, float(latency or 0.0))
 
 
 def _num(value: Any, key: str, where: str) -> float | None:

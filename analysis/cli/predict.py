@@ -50,6 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "slices=2[,slice=16x16] (TPU slices over DCN); the first mesh axis varies slowest",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="on a GPU entry priced by NCCL's model: every algorithm/protocol NCCL considers, with its latency "
+        "and bandwidth terms (the cheapest is the expected time)",
+    )
     add_constant_arguments(parser, flops=True)
 
 
@@ -147,7 +153,7 @@ def main(args: argparse.Namespace) -> int:
     )
     text = render(result, header)
     if expected is not None:
-        text += "\n" + "\n".join(_expected_lines(result.time_s, expected))
+        text += "\n" + "\n".join(_expected_lines(result.time_s, expected, args.explain))
     print(text)
     return 0
 
@@ -160,10 +166,12 @@ def _expected(result, hw):
     return expected_time(result.prediction, hw) if isinstance(result, CollectiveCost) else None
 
 
-def _expected_lines(roofline_s: float, e) -> list[str]:
+def _expected_lines(roofline_s: float, e, explain: bool = False) -> list[str]:
     """The expected time and what separates it from the roofline, in words."""
     if e.time_s == 0:
         return ["  expected   0 (no communication)"]
+    if e.algorithm is not None:
+        return _nccl_lines(roofline_s, e, explain)
     shares = ", ".join(f"{s:.2g}" for s in e.bw_shares)
     return [
         f"  expected   {fmt_time(e.time_s)} on a real cluster = {e.time_s / roofline_s:.3g}x the roofline above "
@@ -175,3 +183,26 @@ def _expected_lines(roofline_s: float, e) -> list[str]:
             else "the entry's expected: block (python -m analysis hardware NAME shows it with its sources)"
         ),
     ]
+
+
+def _nccl_lines(roofline_s: float, e, explain: bool) -> list[str]:
+    """NCCL's price (analysis.book.nccl_cost): the pair it takes and its terms; with ``explain``
+    every pair it considered."""
+    a = e.algorithm
+    where = f"{e.ranks} ranks on {e.nodes} node{'' if e.nodes == 1 else 's'}"
+    lines = [
+        f"  expected   {fmt_time(e.time_s)} on a real cluster = {e.time_s / roofline_s:.3g}x the roofline above "
+        f"(NCCL's model, {where}: {a.name}, latency {fmt_time(a.latency_s)} + bandwidth "
+        f"{fmt_time(e.bandwidth_time_s)} at {a.bw_GBps:.4g} GB/s over {a.channels} channels)",
+        "  factors    NCCL's tuning constants and the entry's expected.nccl block "
+        "(conf/hardware/<entry>.yaml, each number with its source)",
+    ]
+    if explain:
+        lines.append("  NCCL       time = latency + bytes / bandwidth per algorithm/protocol; the cheapest is taken:")
+        for c in sorted(e.candidates, key=lambda c: c.time_s):
+            mark = "  <- taken" if c.name == a.name else ""
+            lines.append(
+                f"    {c.name:17s} {fmt_time(c.time_s):>11s} = {fmt_time(c.latency_s)} + "
+                f"{fmt_time(c.time_s - c.latency_s)} at {c.bw_GBps:.4g} GB/s{mark}"
+            )
+    return lines
