@@ -190,7 +190,7 @@ def test_the_verdicts_reach_the_console_at_the_end_of_a_claims_sweep(tmp_path):
     import os
 
     from analysis.claims import console_lines
-    from runner.sweep.callbacks import claim_lines
+    from runner.sweep.report_process import claim_lines
 
     want = [
         "holds: ReduceScatter costs what AllGather costs (1.02x, 95% interval 0.95-1.1; book 1.0)",

@@ -19,7 +19,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from analysis.runs.rundir import HEADLINE_NAME, RESULT_NAME
-from runner.sweep import command
+from runner.sweep import command, report_process
 from runner.sweep.compose_once import compose_each_point_once
 from runner.sweep.pool import discard_worker, release_worker
 from runner.sweep.progress import _rel, clock
@@ -69,33 +69,42 @@ def resume_command(sweep_dir: Path, argv: list[str] | None = None) -> str:
     return command.resume_command(_rel(sweep_dir), sys.argv[1:] if argv is None else argv)  # quoted to paste
 
 
-def report_and_summary(sweep_dir: Path, t_start: float | None = None, interrupted: bool = False) -> Path | None:
+def report_and_summary(
+    sweep_dir: Path, t_start: float | None = None, interrupted: bool = False, helper=None
+) -> Path | None:
     """Write the report (never losing the measurements to a report bug) and print the
-    closing summary: counts, each family's headline, where the report is, what to run next."""
-    import time
-
-    from analysis.report import write_report
-    from analysis.sweep import MixedSweepError
-
+    closing summary: counts, each family's headline, where the report is, what to run next.
+    ``helper``: the sweep's report process (:mod:`runner.sweep.report_process`), which writes
+    it when it can; else it is written here."""
     written = time.time()
-    try:
-        index = write_report(sweep_dir)
-    except MixedSweepError as exc:
-        log.error("no report: %s (%s)", exc, command.analysis_command("report", _rel(sweep_dir), "--allow-mixed"))
+    out = helper.write_report(sweep_dir, written) if helper is not None else None
+    if out is None:
+        log.debug("the report is written here: the sweep's report process was not ready or did not answer")
+        out = report_process.answer(sweep_dir, written)
+    else:
+        log.debug("the report was written by the sweep's report process")
+    for name, level, message in out.get("log", []):  # what the report's process logged
+        logging.getLogger(name).log(level, "%s", message)
+    if "mixed" in out:
+        log.error(
+            "no report: %s (%s)", out["mixed"], command.analysis_command("report", _rel(sweep_dir), "--allow-mixed")
+        )
         return None
-    except OSError as exc:  # a full disk or a read-only folder: every file is whole, old or new
+    if "oserror" in out:  # a full disk or a read-only folder: every file is whole, old or new
+        filename = out["oserror"]["filename"]
         log.error(
             "no report: cannot write %s: %s; on disk: %s; once there is room: %s",
-            _rel(Path(exc.filename)) if exc.filename else _rel(sweep_dir),
-            exc.strerror or exc,
+            _rel(Path(filename)) if filename else _rel(sweep_dir),
+            out["oserror"]["strerror"],
             on_disk(sweep_dir, written),
             command.analysis_command("report", _rel(sweep_dir)),
         )
         return None
-    except Exception:  # the measurements are on disk; a report bug must not hide them
+    if "exception" in out:  # the measurements are on disk; a report bug must not hide them
         rebuild = command.analysis_command("report", _rel(sweep_dir))
-        log.exception("could not write the report; rebuild it with `%s`", rebuild)
+        log.error("could not write the report; rebuild it with `%s`\n%s", rebuild, out["exception"].rstrip())
         return None
+    index = Path(out["index"])
     try:
         head = json.loads((sweep_dir / HEADLINE_NAME).read_text())
     except (OSError, ValueError):
@@ -122,7 +131,7 @@ def report_and_summary(sweep_dir: Path, t_start: float | None = None, interrupte
     )
     for f in fams:
         log.info("  %s", f.get("text"))
-    for line in claim_lines(sweep_dir, written):
+    for line in out["claims"]:
         log.info("  %s", line)
     log.info("report: %s", _rel(index))
     log.info("traces: %s", command.analysis_command("view", _rel(sweep_dir)))
@@ -147,23 +156,6 @@ def on_disk(sweep_dir: Path, since: float) -> str:
         whose = "this report" if mtime >= since - 1 else f"an earlier report ({when})"
         page = f"{REPORT_DIR}/index.html of {whose}"
     return f"the {n} point(s)' {RESULT_NAME}, each whole; {page}; no report file cut off"
-
-
-def claim_lines(sweep_dir: Path, since: float) -> list[str]:
-    """The chapter's claims and their verdicts (holds, fails, cannot tell at this noise), from
-    the ``claims.csv`` the report just wrote (one from an earlier report is not this one's)."""
-    import pandas as pd
-
-    from analysis.claims import console_lines
-
-    path = sweep_dir / "claims.csv"
-    try:
-        if path.stat().st_mtime < since - 1:
-            return []
-        lines = console_lines(pd.read_csv(path))
-    except (OSError, ValueError, KeyError):
-        return []
-    return ["the chapter's claims, checked here:", *lines] if lines else []
 
 
 def _status(path: Path) -> str | None:
@@ -293,6 +285,7 @@ class ReportCallback(Callback):
         self.t_start = time.perf_counter()
         Interrupt.sweep_dir = Path(config.hydra.sweep.dir)
         signal.signal(signal.SIGINT, Interrupt.handler)
+        report_process.start()  # imports the report's modules on idle CPU while the points run
 
     def on_job_start(self, config: DictConfig, **kwargs) -> None:
         num = OmegaConf.select(config, "hydra.job.num", default=None)  # missing in a single run
@@ -311,6 +304,7 @@ class ReportCallback(Callback):
         Interrupt.check("after the last point")
         if point.last_process_index:  # a cluster run: every host ran the sweep; process 0 reports
             discard_worker()
+            report_process.stop()
             log.info(
                 "process %d: the report is process 0's to write (or `python -m analysis report %s`)",
                 point.last_process_index,
@@ -328,7 +322,7 @@ class ReportCallback(Callback):
         release_worker()  # no more device work: the worker's exit overlaps the report
         try:
             with armed():  # Ctrl-C while the report is written stops it (each report file is whole)
-                index = report_and_summary(sweep_dir, self.t_start)
+                index = report_and_summary(sweep_dir, self.t_start, helper=report_process.take())
         except KeyboardInterrupt:
             discard_worker()
             n = len(list(sweep_dir.glob("*/result.json")))
