@@ -116,11 +116,24 @@ def plan(mm: Matmul, strategy: str, mesh: dict[str, int] | None = None) -> Plan:
     if strategy == "collective_matmul":
         p.ring = _ring(mm)
         return p
-    L, R, O, contracting = mm.lhs, mm.rhs, mm.out, mm.contracting  # noqa: E741 - the book's letters
+    reduce = _contracting_steps(p, mm)
+    lhs_after, rhs_after = _gather_clashes(p, mm)
+    if strategy != "allgather_then_matmul" and not reduce:
+        raise ConfigError(
+            f"op.strategy={strategy}: no contracting dim of {mm} is sharded, so there are no "
+            "partial sums to reduce (book case 1 or 4); use auto or allgather_then_matmul"
+        )
+    _output_steps(p, mm, reduce, (lhs_after, rhs_after))
+    return p
+
+
+def _contracting_steps(p: Plan, mm: Matmul) -> list[str]:
+    """Gathers or slices of the contracting dims into ``p``; the mesh axes left to sum over."""
+    L, R = mm.lhs, mm.rhs
     reduce: list[str] = []
-    for d in contracting:
+    for d in mm.contracting:
         la, ra = L.dim(d).axes, R.dim(d).axes
-        if strategy == "allgather_then_matmul":
+        if p.strategy == "allgather_then_matmul":
             if la:
                 p.gather["lhs"][d] = la
             if ra:
@@ -133,40 +146,48 @@ def plan(mm: Matmul, strategy: str, mesh: dict[str, int] | None = None) -> Plan:
             p.slice["lhs"][d], reduce = ra, reduce + list(ra)
         else:
             raise ConfigError(
-                f"op.strategy={strategy}: the contracting dim {d} is sharded as {L.dim(d)} in "
+                f"op.strategy={p.strategy}: the contracting dim {d} is sharded as {L.dim(d)} in "
                 f"{L} and {R.dim(d)} in {R}; use allgather_then_matmul or auto"
             )
-    lhs_after = _without(L, p.gather["lhs"])
-    rhs_after = _without(R, p.gather["rhs"])
+    return reduce
+
+
+def _gather_clashes(p: Plan, mm: Matmul) -> tuple[Array, Array]:
+    """Where both inputs shard a non-contracting dim over the same axes (book case 4): the
+    gather that resolves it (allgather_then_matmul only). The inputs as the matmul sees them."""
+    L, R, O, contracting = mm.lhs, mm.rhs, mm.out, mm.contracting  # noqa: E741 - the book's letters
+    lhs_after, rhs_after = _without(L, p.gather["lhs"]), _without(R, p.gather["rhs"])
     clash = [
         a
         for a in lhs_after.axes
         if a in rhs_after.axes and lhs_after.dim_of(a) not in contracting and lhs_after.dim_of(a) != rhs_after.dim_of(a)
     ]
-    if clash:
-        if strategy != "allgather_then_matmul":
-            raise ConfigError(
-                f"op.strategy={strategy}: {L} and {R} both shard a non-contracting dim over "
-                f"{''.join(clash)} (book case 4); use allgather_then_matmul, collective_matmul or auto"
-            )
-        # Gather the input whose dim the output does not keep on those axes.
-        side = "lhs" if all(O.dim_of(a) != L.dim_of(a) for a in clash) else "rhs"
-        arr = L if side == "lhs" else R
-        for a in clash:
-            d = arr.dim_of(a)
-            p.gather[side][d] = tuple(x for x in arr.dim(d).axes if x in clash or x in p.gather[side].get(d, ()))
-        lhs_after, rhs_after = _without(L, p.gather["lhs"]), _without(R, p.gather["rhs"])
-    if strategy != "allgather_then_matmul" and not reduce:
+    if not clash:
+        return lhs_after, rhs_after
+    if p.strategy != "allgather_then_matmul":
         raise ConfigError(
-            f"op.strategy={strategy}: no contracting dim of {mm} is sharded, so there are no "
-            "partial sums to reduce (book case 1 or 4); use auto or allgather_then_matmul"
+            f"op.strategy={p.strategy}: {L} and {R} both shard a non-contracting dim over "
+            f"{''.join(clash)} (book case 4); use allgather_then_matmul, collective_matmul or auto"
         )
-    natural = {d.name: () for d in O.dims}
-    for arr in (lhs_after, rhs_after):
+    # Gather the input whose dim the output does not keep on those axes.
+    side = "lhs" if all(O.dim_of(a) != L.dim_of(a) for a in clash) else "rhs"
+    arr = L if side == "lhs" else R
+    for a in clash:
+        d = arr.dim_of(a)
+        p.gather[side][d] = tuple(x for x in arr.dim(d).axes if x in clash or x in p.gather[side].get(d, ()))
+    return _without(L, p.gather["lhs"]), _without(R, p.gather["rhs"])
+
+
+def _output_steps(p: Plan, mm: Matmul, reduce: list[str], inputs: tuple[Array, Array]) -> None:
+    """How the product's partial sums are combined (reduce-scatter or psum) and how the output
+    is brought to the sharding ``mm`` asks for, into ``p``."""
+    O = mm.out  # noqa: E741 - the book's letter
+    natural = {d.name: () for d in O.dims}  # the output's sharding as the matmul leaves it
+    for arr in inputs:
         for d in arr.dims:
             if d.name in natural and d.axes:
                 natural[d.name] = d.axes
-    if strategy == "matmul_then_reducescatter":
+    if p.strategy == "matmul_then_reducescatter":
         for a in reduce:
             d = O.dim_of(a)
             if d is not None and not natural[d]:
@@ -188,7 +209,6 @@ def plan(mm: Matmul, strategy: str, mesh: dict[str, int] | None = None) -> Plan:
             p.out_gather[d.name] = cur
         if want:
             p.out_slice[d.name] = want
-    return p
 
 
 def _without(arr: Array, gathered: dict[str, tuple[str, ...]]) -> Array:

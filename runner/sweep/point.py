@@ -65,43 +65,70 @@ def run(cfg: DictConfig, point_dir: str | Path | None = None, rounds: int | None
         "started_at": now_iso(),
         "config": config,
     }
-    try:
-        spec = build_spec(cfg)
-    except ConfigError as exc:
-        result.update(error_type="ConfigError", error=str(exc))
-    else:
-        worker = get_worker(process_env(spec["hardware"], spec["distributed"], spec["trace"]["gpu_command_buffers"]))
-        try:
-            check_platform(spec, worker.started(point_dir))
-            reply = worker.run(spec, point_dir, float(cfg.timeout_s))
-        except WorkerDied as exc:
-            discard_worker()
-            result.update(error_type="ConfigError" if isinstance(exc, WorkerRefused) else "WorkerDied", error=str(exc))
-        else:
-            record = reply.pop("record")
-            if record.pop("restart_worker", False):  # the worker ends after such a point: start afresh
-                discard_worker()
-            result.update(record)
-            result.update(reply)
-    if result["status"] == "ok" and (result.get("spec") or {}).get("no_communication"):
-        if "group of 1" not in _warned:
-            _warned.add("group of 1")
-            log.warning(
-                "collectives need at least two devices; this mesh gives %s a group of 1, so what is timed "
-                "is a copy, not communication (matmuls still measure)",
-                result["spec"]["op"],
-            )
-    hw = result.get("hardware") or {}
-    if result["status"] == "ok" and hw.get("known") is False and "unknown hardware" not in _warned:
-        _warned.add("unknown hardware")  # hardware=auto on a chip no entry covers: said once, on the console
-        log.warning("no model for this chip: %s", hw.get("source"))
+    spec = _run_in_worker(cfg, point_dir, result)
+    _warn_once(result)
     if result["status"] == "ok":
         result["prediction"] = predict(result)
         result["timing"]["seed"] = int(cfg.timing.seed)
         result["bandwidth"] = bandwidth(result)  # nccl-tests' algbw and busbw, as a sweep line prints them
     result["wall_s"] = time.perf_counter() - t0
     result["ended_at"] = now_iso()
-    # distributed=auto: every host runs this point; process 0 writes result.json, the others beside it
+    index = _write(point_dir, result)
+    # With distributed=auto every host would have to join each later round; they run round 1 only.
+    if result["status"] == "ok" and index == 0 and spec["distributed"]["mode"] != "auto":
+        from runner.sweep.rounds import add_round
+
+        for r in range(2, (rounds or int(cfg.timing.rounds)) + 1):
+            add_round(point_dir, r, spec)
+        result = json.loads((point_dir / RESULT_NAME).read_text())
+    _log_line(result, point_dir)
+    return result
+
+
+def _run_in_worker(cfg: DictConfig, point_dir: Path, result: dict) -> dict | None:
+    """The point's spec, after the worker ran it into ``result`` (its record and reply; or why
+    it could not: a bad config, a worker that died). None when the config has no valid spec."""
+    try:
+        spec = build_spec(cfg)
+    except ConfigError as exc:
+        result.update(error_type="ConfigError", error=str(exc))
+        return None
+    worker = get_worker(process_env(spec["hardware"], spec["distributed"], spec["trace"]["gpu_command_buffers"]))
+    try:
+        check_platform(spec, worker.started(point_dir))
+        reply = worker.run(spec, point_dir, float(cfg.timeout_s))
+    except WorkerDied as exc:
+        discard_worker()
+        result.update(error_type="ConfigError" if isinstance(exc, WorkerRefused) else "WorkerDied", error=str(exc))
+        return spec
+    record = reply.pop("record")
+    if record.pop("restart_worker", False):  # the worker ends after such a point: start afresh
+        discard_worker()
+    result.update(record)
+    result.update(reply)
+    return spec
+
+
+def _warn_once(result: dict) -> None:
+    """What the console says once a sweep: a group of 1 times a copy; a chip without a model."""
+    if result["status"] != "ok":
+        return
+    if (result.get("spec") or {}).get("no_communication") and "group of 1" not in _warned:
+        _warned.add("group of 1")
+        log.warning(
+            "collectives need at least two devices; this mesh gives %s a group of 1, so what is timed "
+            "is a copy, not communication (matmuls still measure)",
+            result["spec"]["op"],
+        )
+    hw = result.get("hardware") or {}
+    if hw.get("known") is False and "unknown hardware" not in _warned:
+        _warned.add("unknown hardware")  # hardware=auto on a chip no entry covers: said once, on the console
+        log.warning("no model for this chip: %s", hw.get("source"))
+
+
+def _write(point_dir: Path, result: dict) -> int:
+    """Write the result (distributed=auto: every host runs the point; process 0 writes
+    result.json, the others beside it); the process index it was written for."""
     index = (result.get("environment") or {}).get("process_index") or 0
     global last_process_index
     last_process_index = index
@@ -114,15 +141,7 @@ def run(cfg: DictConfig, point_dir: str | Path | None = None, rounds: int | None
             else "its measurement is lost; free some space (or choose another hydra.run.dir) and run it again"
         )
         raise OutputError(f"cannot write {point_dir / result_name(index)}: {exc.strerror or exc}; {then}") from None
-    # With distributed=auto every host would have to join each later round; they run round 1 only.
-    if result["status"] == "ok" and index == 0 and spec["distributed"]["mode"] != "auto":
-        from runner.sweep.rounds import add_round
-
-        for r in range(2, (rounds or int(cfg.timing.rounds)) + 1):
-            add_round(point_dir, r, spec)
-        result = json.loads((point_dir / RESULT_NAME).read_text())
-    _log_line(result, point_dir)
-    return result
+    return index
 
 
 # The README's install lines ("Install"), word for word: shardlab's own extras pin a JAX it is

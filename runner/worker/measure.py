@@ -137,48 +137,11 @@ def measure(spec: dict, point_dir: Path, record: dict) -> None:
 def _measure(spec: dict, point_dir: Path, record: dict) -> None:
     phase = record["phases_s"] = timing.Phases()
     with phase("setup"):
-        devices = jax.devices()
-        if jax.process_count() > 1 and spec.get("distributed", {}).get("mode", "none") == "none":
-            raise ConfigError(
-                f"JAX sees {jax.process_count()} processes (a multi-host slice or a cluster job) but "
-                "distributed=none; use distributed=auto so that they join one mesh"
-            )
-        record["environment"] = environment(jax, devices)
-        record["hardware"] = resolve_hardware(spec["hardware"], devices)
-        mesh_axes = check_against_devices(spec, len(devices))
-        # memory_stats() is None on the CPU backend (its devices use host memory) and has no
-        # bytes_limit with XLA_PYTHON_CLIENT_ALLOCATOR=platform: then the entry's HBM size
-        stats = jax.local_devices()[0].memory_stats() or {}
-        limit = stats.get("bytes_limit") or record["hardware"].get("memory_bytes")
-        record["memory_estimate"] = check_fits(spec, mesh_axes, limit, devices_on_host=jax.default_backend() == "cpu")
+        devices = _check_setup(spec, record)
     point = prepare(spec, phase)
     op = spec["op"]
     group = int(np.prod([point.mesh_axes[a] for a in op["axes"]]))
-    record["spec"] = {
-        "op": op["name"],
-        "expr": point.prog.expr,
-        "axes": op["axes"],
-        "size_bytes": op.get("size_bytes"),
-        "V_bytes": point.prog.V_bytes,
-        "dtype": spec["dtype"],
-        "precision": spec["precision"],
-        "group_size": group,
-        "num_groups": len(devices) // group,
-        "mesh": {
-            "name": spec["mesh"]["name"],
-            "axes": point.mesh_axes,
-            "device_ids": point.mesh.device_ids.tolist(),
-            "devices": meshes.device_coords(point.mesh),
-            # each axis' physical extent and wraparound (TPU)
-            "physical": meshes.physical_placement(point.mesh, record["hardware"].get("wraparound")),
-        },
-        "hardware": record["hardware"]["name"],
-        **point.prog.extra,
-    }
-    if op["name"] in BY_OP and group < 2:
-        # XLA turns a collective over one device into a copy: what is timed is not communication
-        record["spec"]["no_communication"] = "group of 1: XLA runs the collective as a copy"
-    record["spec"]["placement"] = meshes.describe(point.mesh, op["axes"])  # which axes cross processes
+    record["spec"] = _spec_record(spec, point, record["hardware"], group, len(devices))
     record["process"] = meshes.process_info()
     record["compile"] = {"lower_s": phase["lower"], "compile_s": phase["compile"]}
     with phase("hlo_dump"):
@@ -192,17 +155,7 @@ def _measure(spec: dict, point_dir: Path, record: dict) -> None:
     if rewritten := compiled_as(hlo_text, op["name"], op.get("grad"), group):
         record["spec"]["rewritten"] = rewritten
 
-    if spec["check_result"]:
-        with phase("check_run"):  # the one execution the check reads: device time, not the check's
-            got = jax.block_until_ready(point.step())
-        with phase("check"):
-            want = point.prog.reference() if point.prog.reference is not None else None
-            record["check"] = check(got, want, spec["dtype"], point.prog.tolerance)
-        if not record["check"]["passed"]:
-            raise AssertionError(f"result differs from the NumPy reference: {record['check']}")
-    else:
-        record["check"] = {"passed": None, "unchecked": True, "why": "check_result=false"}
-
+    _check_result(spec, point, phase, record)
     with phase("timing"):
         first = time_round(point, spec, 1)
     point_cache.put(spec, point)  # the later rounds time it as it stands (runner.worker.point_cache)
@@ -212,48 +165,117 @@ def _measure(spec: dict, point_dir: Path, record: dict) -> None:
     with phase("ceiling"):
         record["ceiling"] = ceiling(spec, record, point, group)
 
-    if spec["trace"]["enabled"]:
-        # a trace the estimator does not need (CPU under auto) is kept for inspection alone where
-        # trace.inspect_iters says how many steps (timing=quick: 1); it then times nothing
-        inspect = spec["trace"].get("inspect_iters")
-        inspect_only = inspect is not None and not timing.device_is_estimator(
-            spec["timing"], record["environment"]["backend"]
-        )
-        trace_conf = dict(spec["trace"], iters=inspect) if inspect_only else spec["trace"]
-        try:
-            with phase("trace"):
-                captured = tracing.capture(point.step, meshes.trace_dir(point_dir / TRACE_DIR), trace_conf)
-        except Exception as exc:  # a trace is for attribution: the point's timings stand without it
-            record["trace"] = {"error": f"{type(exc).__name__}: {exc}"}
-            # The profiler may still be running in this process, and every later point would
-            # fail with "Profile has already been started": the worker ends after this point.
-            record["restart_worker"] = True
-            return
-        record["files"]["xplane"] = str(captured.pop("xplane").relative_to(point_dir))
-        record["trace"] = captured
-        record["trace"]["wall_s"] = phase["trace"]
-        if inspect_only:
-            record["trace"]["inspect_only"] = (
-                f"trace.inspect_iters={inspect}: {captured['iters']} traced step(s) kept for inspection; "
-                f"the {record['timing']['estimator']} estimator needs no trace, so its device times are no estimator"
-            )
-        with phase("trace_parse"):
-            ops, names = traced_ops(point_dir / record["files"]["xplane"], hlo_text, op, group, captured["iters"])
-            if not inspect_only:
-                record["timing"][DEVICE] = {
-                    "samples_s": trace_analysis.device_samples(ops, names),
-                    "what": "the collective's device time" if names is not None else "the program's device time",
-                    "instructions": sorted(names) if names is not None else None,
-                }
-                record["timing"].update(
-                    timing.summarise(record["timing"], spec["timing"], record["environment"]["backend"])
-                )
-            record["trace"].update(
-                perturbation(ops, captured["wall_samples_s"], record["timing"], record["environment"]["backend"])
-            )
-        _save_table(point_dir, record, hlo_text, ops)
-    else:
+    if not spec["trace"]["enabled"]:
         _save_table(point_dir, record, hlo_text)
+    elif (ops := _trace(spec, point_dir, record, point, hlo_text, group)) is not None:
+        _save_table(point_dir, record, hlo_text, ops)
+
+
+def _check_setup(spec: dict, record: dict) -> list:
+    """The devices, after the checks that need them (processes, mesh, memory); records the
+    environment, the resolved hardware entry and the memory estimate."""
+    devices = jax.devices()
+    if jax.process_count() > 1 and spec.get("distributed", {}).get("mode", "none") == "none":
+        raise ConfigError(
+            f"JAX sees {jax.process_count()} processes (a multi-host slice or a cluster job) but "
+            "distributed=none; use distributed=auto so that they join one mesh"
+        )
+    record["environment"] = environment(jax, devices)
+    record["hardware"] = resolve_hardware(spec["hardware"], devices)
+    mesh_axes = check_against_devices(spec, len(devices))
+    # memory_stats() is None on the CPU backend (its devices use host memory) and has no
+    # bytes_limit with XLA_PYTHON_CLIENT_ALLOCATOR=platform: then the entry's HBM size
+    stats = jax.local_devices()[0].memory_stats() or {}
+    limit = stats.get("bytes_limit") or record["hardware"].get("memory_bytes")
+    record["memory_estimate"] = check_fits(spec, mesh_axes, limit, devices_on_host=jax.default_backend() == "cpu")
+    return devices
+
+
+def _spec_record(spec: dict, point: Point, hardware: dict, group: int, n_devices: int) -> dict:
+    """result.json's ``spec``: what was run, on which mesh and devices, and how it is placed."""
+    op = spec["op"]
+    out = {
+        "op": op["name"],
+        "expr": point.prog.expr,
+        "axes": op["axes"],
+        "size_bytes": op.get("size_bytes"),
+        "V_bytes": point.prog.V_bytes,
+        "dtype": spec["dtype"],
+        "precision": spec["precision"],
+        "group_size": group,
+        "num_groups": n_devices // group,
+        "mesh": {
+            "name": spec["mesh"]["name"],
+            "axes": point.mesh_axes,
+            "device_ids": point.mesh.device_ids.tolist(),
+            "devices": meshes.device_coords(point.mesh),
+            # each axis' physical extent and wraparound (TPU)
+            "physical": meshes.physical_placement(point.mesh, hardware.get("wraparound")),
+        },
+        "hardware": hardware["name"],
+        **point.prog.extra,
+    }
+    if op["name"] in BY_OP and group < 2:
+        # XLA turns a collective over one device into a copy: what is timed is not communication
+        out["no_communication"] = "group of 1: XLA runs the collective as a copy"
+    out["placement"] = meshes.describe(point.mesh, op["axes"])  # which axes cross processes
+    return out
+
+
+def _check_result(spec: dict, point: Point, phase: timing.Phases, record: dict) -> None:
+    """The result check, into ``record["check"]``; a wrong result then raises (the point fails,
+    its record saying how)."""
+    if not spec["check_result"]:
+        record["check"] = {"passed": None, "unchecked": True, "why": "check_result=false"}
+        return
+    with phase("check_run"):  # the one execution the check reads: device time, not the check's
+        got = jax.block_until_ready(point.step())
+    with phase("check"):
+        want = point.prog.reference() if point.prog.reference is not None else None
+        record["check"] = check(got, want, spec["dtype"], point.prog.tolerance)
+    if not record["check"]["passed"]:
+        raise AssertionError(f"result differs from the NumPy reference: {record['check']}")
+
+
+def _trace(spec: dict, point_dir: Path, record: dict, point: Point, hlo_text: str, group: int):
+    """Trace the point's steps and read the trace: the device estimator's samples (where it is
+    the estimator) and the profiler's perturbation. The trace's ops, or None when tracing failed
+    (the point's timings stand; the worker ends after this point)."""
+    op, backend = spec["op"], record["environment"]["backend"]
+    # a trace the estimator does not need (CPU under auto) is kept for inspection alone where
+    # trace.inspect_iters says how many steps (timing=quick: 1); it then times nothing
+    inspect = spec["trace"].get("inspect_iters")
+    inspect_only = inspect is not None and not timing.device_is_estimator(spec["timing"], backend)
+    trace_conf = dict(spec["trace"], iters=inspect) if inspect_only else spec["trace"]
+    phase = record["phases_s"]
+    try:
+        with phase("trace"):
+            captured = tracing.capture(point.step, meshes.trace_dir(point_dir / TRACE_DIR), trace_conf)
+    except Exception as exc:  # a trace is for attribution: the point's timings stand without it
+        record["trace"] = {"error": f"{type(exc).__name__}: {exc}"}
+        # The profiler may still be running in this process, and every later point would
+        # fail with "Profile has already been started": the worker ends after this point.
+        record["restart_worker"] = True
+        return None
+    record["files"]["xplane"] = str(captured.pop("xplane").relative_to(point_dir))
+    record["trace"] = captured
+    record["trace"]["wall_s"] = phase["trace"]
+    if inspect_only:
+        record["trace"]["inspect_only"] = (
+            f"trace.inspect_iters={inspect}: {captured['iters']} traced step(s) kept for inspection; "
+            f"the {record['timing']['estimator']} estimator needs no trace, so its device times are no estimator"
+        )
+    with phase("trace_parse"):
+        ops, names = traced_ops(point_dir / record["files"]["xplane"], hlo_text, op, group, captured["iters"])
+        if not inspect_only:
+            record["timing"][DEVICE] = {
+                "samples_s": trace_analysis.device_samples(ops, names),
+                "what": "the collective's device time" if names is not None else "the program's device time",
+                "instructions": sorted(names) if names is not None else None,
+            }
+            record["timing"].update(timing.summarise(record["timing"], spec["timing"], backend))
+        record["trace"].update(perturbation(ops, captured["wall_samples_s"], record["timing"], backend))
+    return ops
 
 
 def _save_table(point_dir: Path, record: dict, hlo_text: str, ops=None) -> None:
