@@ -285,12 +285,17 @@ class ReportCallback(Callback):
         self.t_start = time.perf_counter()
         Interrupt.sweep_dir = Path(config.hydra.sweep.dir)
         signal.signal(signal.SIGINT, Interrupt.handler)
-        report_process.start()  # imports the report's modules on idle CPU while the points run
 
     def on_job_start(self, config: DictConfig, **kwargs) -> None:
         num = OmegaConf.select(config, "hydra.job.num", default=None)  # missing in a single run
         if num is not None:
             Interrupt.check(f"before point {int(num) + 1}")
+
+    def on_job_end(self, config: DictConfig, job_return, **kwargs) -> None:
+        # once the first point's line is out (nothing may delay it), the report's process imports
+        # the report's modules on idle CPU while the other points run
+        if OmegaConf.select(config, "hydra.job.num", default=None) == 0:
+            report_process.start()
 
     def on_run_end(self, config: DictConfig, **kwargs) -> None:
         discard_worker()
