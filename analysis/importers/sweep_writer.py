@@ -18,6 +18,7 @@ from pathlib import Path
 from analysis.book.device_kinds import resolve
 from analysis.importers import ImportFormatError
 from analysis.importers.limits import MAX_POINTS, POINTS_ALLOWED, check
+from analysis.runs.record import IMPORTED
 from analysis.runs.rundir import RESULT_NAME, SWEEP_NAME, now_iso, stamp, write_json_atomic
 
 
@@ -79,8 +80,8 @@ def point_result(p: ImportedPoint, hardware: str, hardware_why: str, command: st
             "jaxlib_version": None,
         },
         "config": {"op": {"name": p.op, "size_bytes": p.S_bytes}, "dtype": p.dtype, "hardware": {"name": hardware}},
-        "timing": {"estimator": "imported", "summary": {"median_s": p.time_s, "n": 1, "rounds": 1}},
-        "imported": {**p.origin, "tool": p.tool, "hardware_resolved": hardware_why, "command": command},
+        "timing": {"estimator": IMPORTED, "summary": {"median_s": p.time_s, "n": 1, "rounds": 1}},
+        IMPORTED: {**p.origin, "tool": p.tool, "hardware_resolved": hardware_why, "command": command},
         "files": {},
     }
 

@@ -31,6 +31,9 @@ from typing import ClassVar
 # from the trace. Every place that names one takes it from here.
 ESTIMATORS = ("step", "loop", "device")
 STEP, LOOP, DEVICE = ESTIMATORS
+# A point imported from another tool's log (analysis.importers): that tool's average, no samples
+# of ours, so no interval of ours and no noise to judge.
+IMPORTED = "imported"
 # What a point timed in one round says of its interval (timing=quick, timing.rounds=1): it is
 # the samples' within that round, with no later round to show drift. The report, summary.csv's
 # rounds_why, the headline and the console all say it in these words.
@@ -252,7 +255,7 @@ class Timing(_Section):
             found = [self.device.samples_s or []] + [r.samples(DEVICE) for r in self.rounds[1:]]
         elif estimator in ESTIMATORS:
             found = [r.samples(estimator) for r in self.rounds]
-        else:  # imported: another tool's average, no samples
+        else:  # IMPORTED: another tool's average, no samples
             found = []
         return [[float(x) for x in r] for r in found if r]
 

@@ -19,7 +19,7 @@ from analysis.book.collective_cost import active_axes
 from analysis.book.collectives import BY_OP
 from analysis.runs.point_flags import TRACE_SLOWDOWN_LIMIT, dispatch_floor, flags
 from analysis.runs.point_table import point_table, saved_table
-from analysis.runs.record import ESTIMATORS, LOOP, Result, Timing, either
+from analysis.runs.record import ESTIMATORS, IMPORTED, LOOP, Result, Timing, either
 
 
 def hlo_kind_of(op: str, grad: bool = False) -> str | None:
@@ -133,7 +133,7 @@ def _run_columns(result: dict | Result) -> dict:
         "rounds_why": t.rounds_why(),  # one round: ONE_ROUND (not checked for run-to-run drift)
         # a point without a time is not noisy: it has none; an imported one (nccl-tests' average
         # over its iterations) brings no interval to judge, which is not the same as a wide one
-        "noisy": s.median_s is not None and t.estimator != "imported" and rel_ci > NOISY_FACTOR * target,
+        "noisy": s.median_s is not None and t.estimator != IMPORTED and rel_ci > NOISY_FACTOR * target,
         **_estimator_columns(t),
         "page_faults_per_step": t.page_faults_per_step,
         "checked": r.check.passed is not None if r.check else None,
@@ -166,7 +166,7 @@ def point_rows(r: dict, table: dict | None = None) -> list[dict]:
     problems = [e for e in (table["hlo"]["error"],) if e]
     hlo_rows = table["hlo"]["rows"]
     kind, rel = hlo_kind_of(base["op"], base["grad"]), rec.files.get("hlo_compiled")
-    imported = rec.timing.estimator == "imported"  # another tool's numbers: no HLO to expect
+    imported = rec.timing.estimator == IMPORTED  # another tool's numbers: no HLO to expect
     if rec.ok and kind and not any(h["hlo_kind"] == kind for h in hlo_rows):
         # No HLO to read (deleted, damaged, cut short): the timing still stands, so the point
         # keeps its row, named by its op, and says what is missing.
