@@ -77,104 +77,121 @@ def claims_table(summary: pd.DataFrame, backend: str | None = None) -> pd.DataFr
     backend = backend or (
         points["backend"].dropna().mode().iloc[0] if len(points) and points["backend"].notna().any() else None
     )
+    rows = _collective_claims(points, backend) + _backward_claims(points, backend)
+    rows.append(_collective_matmul(points, backend))
+    return pd.DataFrame(rows)
+
+
+def _claim_row(claim, text, expected, a, b, backend: str | None, note="") -> dict:
+    """One claim's row from the two points of its ratio, ``a / b`` (MISSING where either is None)."""
+    if a is None or b is None:
+        return {
+            "claim": claim,
+            "measured": text,
+            "expected": expected,
+            "ratio": np.nan,
+            "ci_low": np.nan,
+            "ci_high": np.nan,
+            "verdict": MISSING,
+            "reason": "the sweep has no point for one side of this ratio",
+        }
+    r, lo, hi = ratio_ci(a, b)
+    v = verdict(r, lo, hi, expected)
+    return {
+        "claim": claim,
+        "measured": f"{text} ({fmt_bytes(a['V_bytes'])} {_ms(a)} / {fmt_bytes(b['V_bytes'])} {_ms(b)})",
+        "expected": expected,
+        "ratio": r,
+        "ci_low": lo,
+        "ci_high": hi,
+        "verdict": v,
+        "reason": why(v, claim, r, lo, hi, expected, backend, note),
+    }
+
+
+def _collective_claims(points: pd.DataFrame, backend: str | None) -> list[dict]:
+    """The claims on the collectives' costs: ratios of AllGathers and the others at the
+    sweep's largest V (and, for latency, its smallest)."""
     ag = points[(points["op"] == "all_gather") & ~points["grad"]] if len(points) else points
     sizes = sorted(set(ag["V_bytes"].dropna())) if len(ag) else []
     big, small = (sizes[-1], sizes[0]) if len(sizes) > 1 else (sizes[0] if sizes else None, None)
-    rows = []
-
-    def add(claim, text, expected, a, b, note=""):
-        if a is None or b is None:
-            rows.append(
-                {
-                    "claim": claim,
-                    "measured": text,
-                    "expected": expected,
-                    "ratio": np.nan,
-                    "ci_low": np.nan,
-                    "ci_high": np.nan,
-                    "verdict": MISSING,
-                    "reason": "the sweep has no point for one side of this ratio",
-                }
-            )
-            return
-        r, lo, hi = ratio_ci(a, b)
-        v = verdict(r, lo, hi, expected)
-        rows.append(
-            {
-                "claim": claim,
-                "measured": f"{text} ({fmt_bytes(a['V_bytes'])} {_ms(a)} / {fmt_bytes(b['V_bytes'])} {_ms(b)})",
-                "expected": expected,
-                "ratio": r,
-                "ci_low": lo,
-                "ci_high": hi,
-                "verdict": v,
-                "reason": why(v, claim, r, lo, hi, expected, backend, note),
-            }
-        )
-
     ag8 = _collective(points, "all_gather", 8, big)
     ag2 = _collective(points, "all_gather", 2, big)
-    add(
-        "bandwidth-bound cost does not depend on the number of devices",
-        "AllGather, 8 devices / 2 devices",
-        1.0,
-        ag8,
-        ag2,
-    )
-    add(
-        "ReduceScatter costs what AllGather costs",
-        "ReduceScatter / AllGather, 8 devices",
-        1.0,
-        _collective(points, "reduce_scatter", 8, big),
-        ag8,
-    )
-    add(
-        "AllReduce costs twice an AllGather",
-        "AllReduce / AllGather, 8 devices",
-        2.0,
-        _collective(points, "all_reduce", 8, big),
-        ag8,
-    )
-    add(
-        "AllToAll costs a quarter of an AllGather (on a ring)",
-        "AllToAll / AllGather, 8 devices",
-        0.25,
-        _collective(points, "all_to_all", 8, big),
-        ag8,
-    )
-    add(
-        "gathering over two axes doubles the bandwidth",
-        "AllGather over 2 axes / over 1 axis, 8 devices",
-        0.5,
-        _collective(points, "all_gather", 8, big, n_axes=2),
-        ag8,
-    )
-    add(
-        "small buffers are latency-bound, and there more devices cost more",
-        "AllGather of the smallest V, 8 devices / 2 devices",
-        ">1",
-        _collective(points, "all_gather", 8, small),
-        _collective(points, "all_gather", 2, small),
-    )
+    return [
+        _claim_row(
+            "bandwidth-bound cost does not depend on the number of devices",
+            "AllGather, 8 devices / 2 devices",
+            1.0,
+            ag8,
+            ag2,
+            backend,
+        ),
+        _claim_row(
+            "ReduceScatter costs what AllGather costs",
+            "ReduceScatter / AllGather, 8 devices",
+            1.0,
+            _collective(points, "reduce_scatter", 8, big),
+            ag8,
+            backend,
+        ),
+        _claim_row(
+            "AllReduce costs twice an AllGather",
+            "AllReduce / AllGather, 8 devices",
+            2.0,
+            _collective(points, "all_reduce", 8, big),
+            ag8,
+            backend,
+        ),
+        _claim_row(
+            "AllToAll costs a quarter of an AllGather (on a ring)",
+            "AllToAll / AllGather, 8 devices",
+            0.25,
+            _collective(points, "all_to_all", 8, big),
+            ag8,
+            backend,
+        ),
+        _claim_row(
+            "gathering over two axes doubles the bandwidth",
+            "AllGather over 2 axes / over 1 axis, 8 devices",
+            0.5,
+            _collective(points, "all_gather", 8, big, n_axes=2),
+            ag8,
+            backend,
+        ),
+        _claim_row(
+            "small buffers are latency-bound, and there more devices cost more",
+            "AllGather of the smallest V, 8 devices / 2 devices",
+            ">1",
+            _collective(points, "all_gather", 8, small),
+            _collective(points, "all_gather", 2, small),
+            backend,
+        ),
+    ]
+
+
+def _backward_claims(points: pd.DataFrame, backend: str | None) -> list[dict]:
+    """The claims on backward passes, decided by the grad's HLO (the time ratio is their cost side)."""
+    rows = []
     for fwd, other, claim_text, back in (
         ("all_gather", "reduce_scatter", "the backward pass of an AllGather is a ReduceScatter", "reduce-scatter"),
         ("reduce_scatter", "all_gather", "the backward pass of a ReduceScatter is an AllGather", "all-gather"),
     ):
         g = _pick(points, op=fwd, grad=True) if len(points) else None
         o = _collective(points, other, g["group_size"], g["V_bytes"]) if g is not None else None
-        add(
+        row = _claim_row(
             claim_text,
             f"time of grad / forward {back}; the grad's HLO has {', '.join(g['hlo_kinds']) if g is not None else '?'}",
             1.0,
             g,
             o,
+            backend,
             note=back,
         )
         if g is not None:  # the HLO fact decides this claim; the time ratio is the cost side of it
-            rows[-1]["verdict"] = HOLDS if back in g["hlo_kinds"] else FAILS
-            rows[-1]["reason"] = "" if back in g["hlo_kinds"] else f"the backward pass compiled to {g['hlo_kinds']}"
-    rows.append(_collective_matmul(points, backend))
-    return pd.DataFrame(rows)
+            row["verdict"] = HOLDS if back in g["hlo_kinds"] else FAILS
+            row["reason"] = "" if back in g["hlo_kinds"] else f"the backward pass compiled to {g['hlo_kinds']}"
+        rows.append(row)
+    return rows
 
 
 def _collective_matmul(points: pd.DataFrame, backend: str | None) -> dict:

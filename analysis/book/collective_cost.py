@@ -125,6 +125,13 @@ def predict_collective(
     levels = [s for s in spans or () if s.n > 1]
     if levels and not (len(levels) == 1 and levels[0] is spans[0] and spans[0].fabric.bw_attr == "link_bw_unidir_Bps"):
         return _across(k, float(V_bytes), sizes, rings, list(spans), hw, note)
+    return _one_domain(row, V_bytes, sizes, rings, act, act_own, hw)
+
+
+def _one_domain(row, V_bytes: float, sizes: list[int], rings: list[bool], act: list, act_own: list, hw: Hardware):
+    """A collective inside one domain: the one-fabric formula over the active axes ``act``
+    (``(size, ring)``, with ``act_own`` their own W or None); on a line, the book's ring answer beside it."""
+    k = row.op
     base, mult = row.priced_as, row.cost_times  # AllReduce: 2 x ReduceScatter
     switch = hw.interconnect == "switch"
     if hw.interconnect == "host":
@@ -161,20 +168,27 @@ def predict_collective(
         formula=formula,
     )
     if topo in ("line", "mixed"):
-        _, blat, bbw, blat_txt, bbw_txt = ring_line_cost(base, V_bytes, [n for n, _ in act], [True] * len(act), hw)
-        pred["book_time_s"] = mult * max(blat, bbw)
-        pred["book_formula"] = f"{f'{mult} * ' if mult != 1 else ''}max({blat_txt}, {bbw_txt})"
-        lines = [str(n) for (n, r), o in zip(act, act_own) if not r and o is None]
-        notes = []
-        if any(o is not None for o in act_own):
-            notes.append("the two cores of one chip: on-chip at W_core, not an ICI link")
-        if lines:
-            notes.append(
-                f"axis of {', '.join(lines)} has no wraparound on {hw.name}: a line, so data crosses "
-                "N-1 hops one way at the unidirectional bandwidth (about 2x the book's ring formula)"
-            )
-        pred["note"] = "; ".join(notes)
+        pred.update(_book_ring(base, mult, V_bytes, act, act_own, hw))
     return CollectivePrediction(**pred)
+
+
+def _book_ring(base: str, mult: int, V_bytes: float, act: list, act_own: list, hw: Hardware) -> dict:
+    """Where an axis is a line (or a chip's two cores): the book's full-ring answer and a note saying why it differs."""
+    _, blat, bbw, blat_txt, bbw_txt = ring_line_cost(base, V_bytes, [n for n, _ in act], [True] * len(act), hw)
+    lines = [str(n) for (n, r), o in zip(act, act_own) if not r and o is None]
+    notes = []
+    if any(o is not None for o in act_own):
+        notes.append("the two cores of one chip: on-chip at W_core, not an ICI link")
+    if lines:
+        notes.append(
+            f"axis of {', '.join(lines)} has no wraparound on {hw.name}: a line, so data crosses "
+            "N-1 hops one way at the unidirectional bandwidth (about 2x the book's ring formula)"
+        )
+    return {
+        "book_time_s": mult * max(blat, bbw),
+        "book_formula": f"{f'{mult} * ' if mult != 1 else ''}max({blat_txt}, {bbw_txt})",
+        "note": "; ".join(notes),
+    }
 
 
 def _assumed_spans(hw: Hardware, sizes: list[int], rings: list[bool]) -> tuple[list[Span] | None, str]:
@@ -217,6 +231,38 @@ _NAMES = {
 }
 
 
+def _level_cost(s: Span, base: str, V: float, v: float, n_all: int, done: int, hw: Hardware) -> tuple:
+    """One level of a group across domains, ``(hops, latency, bandwidth time, their texts)``:
+    ``v`` its share of ``V``, ``done`` the devices per block of the levels below it."""
+    f = s.fabric
+    t_name, w_name = _NAMES[f.bw_attr]
+    if f.interconnect == "torus":
+        own = s.own_w or (None,) * len(s.sizes)
+        act = [(n, r, o) for n, r, o in zip(s.sizes, s.rings, own) if n > 1]
+        hops, lat, bw, lat_txt, bw_txt = ring_line_cost(
+            base, v, [n for n, _, _ in act], [r for _, r, _ in act], hw, [o for _, _, o in act]
+        )
+        if base == "all_to_all":
+            primed = bw_txt.replace("V ", "V' ", 1)  # the slice's share: V/N^2 to each in-slice peer
+            bw_txt = f"V' = V * ({s.n}/{n_all})^2 = {fmt_num(v)} B: {primed}"
+    elif base == "all_to_all":
+        t, w = hw.require(f.lat_attr), hw.require(f.bw_attr)
+        peers = done * s.n - done
+        hops, lat, bw = 1, t, V / n_all**2 * peers / w
+        lat_txt = f"{t_name} * 1 step = {fmt_num(t)} s"
+        bw_txt = (
+            f"V/N^2 * (peers reached at this level) / {w_name} = {fmt_num(V)} B / {n_all}^2 * {peers} / "
+            f"{fmt_num(w)} B/s"
+        )
+    else:
+        hops, lat, bw, lat_txt, bw_txt = switch_cost(
+            base, v, s.n, hw.require(f.lat_attr), hw.require(f.bw_attr), t_name, w_name
+        )
+        if done > 1:
+            bw_txt = bw_txt.replace("V * ", f"V/{done} * ", 1)
+    return hops, lat, bw, lat_txt, bw_txt
+
+
 def _across(
     k: str, V: float, sizes: list[int], rings: list[bool], spans: list[Span], hw: Hardware, note: str
 ) -> CollectivePrediction:
@@ -230,31 +276,7 @@ def _across(
             continue
         f = s.fabric
         v = V * (s.n / n_all) ** 2 if base == "all_to_all" else V / done
-        t_name, w_name = _NAMES[f.bw_attr]
-        if f.interconnect == "torus":
-            own = s.own_w or (None,) * len(s.sizes)
-            act = [(n, r, o) for n, r, o in zip(s.sizes, s.rings, own) if n > 1]
-            hops, lat, bw, lat_txt, bw_txt = ring_line_cost(
-                base, v, [n for n, _, _ in act], [r for _, r, _ in act], hw, [o for _, _, o in act]
-            )
-            if base == "all_to_all":
-                primed = bw_txt.replace("V ", "V' ", 1)  # the slice's share: V/N^2 to each in-slice peer
-                bw_txt = f"V' = V * ({s.n}/{n_all})^2 = {fmt_num(v)} B: {primed}"
-        elif base == "all_to_all":
-            t, w = hw.require(f.lat_attr), hw.require(f.bw_attr)
-            peers = done * s.n - done
-            hops, lat, bw = 1, t, V / n_all**2 * peers / w
-            lat_txt = f"{t_name} * 1 step = {fmt_num(t)} s"
-            bw_txt = (
-                f"V/N^2 * (peers reached at this level) / {w_name} = {fmt_num(V)} B / {n_all}^2 * {peers} / "
-                f"{fmt_num(w)} B/s"
-            )
-        else:
-            hops, lat, bw, lat_txt, bw_txt = switch_cost(
-                base, v, s.n, hw.require(f.lat_attr), hw.require(f.bw_attr), t_name, w_name
-            )
-            if done > 1:
-                bw_txt = bw_txt.replace("V * ", f"V/{done} * ", 1)
+        hops, lat, bw, lat_txt, bw_txt = _level_cost(s, base, V, v, n_all, done, hw)
         levels.append(
             {
                 "network": f.name,

@@ -67,6 +67,26 @@ class MatmulPrediction:
         return d
 
 
+class _Recipe:
+    """The book's recipe for one matmul as it is built: its steps, collectives (costed),
+    alternatives, notes, and the cases met (number -> text)."""
+
+    def __init__(self, ctx: CostContext):
+        self.ctx = ctx
+        self.steps: list[str] = []
+        self.colls: list[CollectiveCost] = []
+        self.alts: list[str] = []
+        self.notes: list[str] = []
+        self.case_bits: dict[int, str] = {}
+
+    def add(self, coll, why: str) -> Array:
+        """Cost ``coll``, record it as a step (with ``why``) and return the array it leaves."""
+        c = self.ctx.cost(coll)
+        self.colls.append(c)
+        self.steps.append(f"{c.expression} -> {c.result}  ({why})")
+        return coll.result()
+
+
 def predict_matmul(
     mm, mesh, sizes, dtype: str, hw: Hardware, topology: str | None = None, placement=None, precision=None
 ) -> MatmulPrediction:
@@ -74,60 +94,76 @@ def predict_matmul(
     over the physical axes ``placement`` or a slice ``topology`` puts the mesh axes on), its
     T_math at the rate ``dtype`` runs at ``precision`` (:meth:`Hardware.flops`)."""
     check(mm, mesh, sizes)
-    ctx = CostContext.build(mesh, sizes, dtype, hw, topology, placement)
-    L, R, out, contracting = mm.lhs, mm.rhs, mm.out, mm.contracting
-    lnames, rnames = [d.name for d in L.dims], [d.name for d in R.dims]
-    steps, colls, alts, notes = [], [], [], []
-    case_bits: dict[int, str] = {}
+    rec = _Recipe(CostContext.build(mesh, sizes, dtype, hw, topology, placement))
+    out, contracting = mm.out, mm.contracting
+    lnames, rnames = [d.name for d in mm.lhs.dims], [d.name for d in mm.rhs.dims]
     out_invalid = out is not None and len(set(out.axes)) != len(out.axes)
-
-    def add(coll, why: str) -> Array:
-        c = ctx.cost(coll)
-        colls.append(c)
-        steps.append(f"{c.expression} -> {c.result}  ({why})")
-        return coll.result()
-
-    # Case 4: the same axis on a non-contracting dim of each input.
-    free_l = {a: d.name for d in L.dims if d.name not in contracting for a in d.axes}
-    free_r = {a: d.name for d in R.dims if d.name not in contracting for a in d.axes}
-    clash = tuple(a for a in ctx.mesh if a in free_l and a in free_r and free_l[a] != free_r[a])
-    if clash:
-        opts = {s: ctx.cost(Collective("AllGather", clash, arr)) for s, arr in (("lhs", L), ("rhs", R))}
-        pick = None
-        if out is not None and not out_invalid:
-            owners = {out.dim_of(a) for a in clash}
-            pick = (
-                "rhs" if owners <= set(lnames) - set(rnames) else "lhs" if owners <= set(rnames) - set(lnames) else None
-            )
-        why = "keeps the output's sharding" if pick else "the smaller gather"
-        pick = pick or ("lhs" if opts["lhs"].prediction.V_bytes <= opts["rhs"].prediction.V_bytes else "rhs")
-        other = "rhs" if pick == "lhs" else "lhs"
-        if pick == "lhs":
-            L = add(Collective("AllGather", clash, L), why)
-        else:
-            R = add(Collective("AllGather", clash, R), why)
-        alts.append(
-            f"or {opts[other].expression} instead: V = {opts[other].prediction.V_bytes:,.0f} bytes, "
-            f"{fmt_time(opts[other].time_s)}"
-        )
-        case_bits[4] = (
-            f"case 4: both inputs shard a non-contracting dim over {''.join(clash)}; invalid as "
-            f"written, so AllGather one input first ({opts[pick].expression})"
-        )
+    L, R = _case4(rec, mm, out_invalid)
     if out_invalid:
-        notes.append(
+        rec.notes.append(
             f"the requested output {out} uses a mesh axis twice (each device would hold a diagonal "
             "block); the result keeps the sharding left after the gather"
         )
+    L, R, reduce_axes, strategy2 = _contracting_dims(rec, L, R, contracting)
 
-    # Cases 2 and 3: the contracting dims.
+    # The local matmul and the sharding it leaves.
+    order = [x.name for x in out.dims] if out is not None else lnames + [n for n in rnames if n not in lnames]
+    order = [n for n in order if n not in contracting]
+    natural = _natural(mm, L, R, order, reduce_axes)
+    if out is not None and not out_invalid:
+        L, R, natural = _gather_dropped(rec, mm, L, R, natural, order, reduce_axes)
+    rec.steps.append(f"local matmul {L} * {R} -> {natural}")
+    work_axes = set(L.axes + L.unreduced + R.axes + R.unreduced)
+    devices = math.prod(rec.ctx.mesh[a] for a in work_axes)
+    if out is not None and not out_invalid:
+        _finish_output(natural, out, rec.ctx, rec.add, rec.alts, rec.notes, mm)
+    return _prediction(rec, mm, L, R, natural, devices, strategy2, precision)
+
+
+def _case4(rec: _Recipe, mm, out_invalid: bool) -> tuple[Array, Array]:
+    """Case 4: the same axis on a non-contracting dim of each input. Gather one input over it
+    (the one that keeps the output's sharding, else the smaller gather); the inputs after."""
+    L, R, out, contracting, ctx = mm.lhs, mm.rhs, mm.out, mm.contracting, rec.ctx
+    lnames, rnames = [d.name for d in L.dims], [d.name for d in R.dims]
+    free_l = {a: d.name for d in L.dims if d.name not in contracting for a in d.axes}
+    free_r = {a: d.name for d in R.dims if d.name not in contracting for a in d.axes}
+    clash = tuple(a for a in ctx.mesh if a in free_l and a in free_r and free_l[a] != free_r[a])
+    if not clash:
+        return L, R
+    opts = {s: ctx.cost(Collective("AllGather", clash, arr)) for s, arr in (("lhs", L), ("rhs", R))}
+    pick = None
+    if out is not None and not out_invalid:
+        owners = {out.dim_of(a) for a in clash}
+        pick = "rhs" if owners <= set(lnames) - set(rnames) else "lhs" if owners <= set(rnames) - set(lnames) else None
+    why = "keeps the output's sharding" if pick else "the smaller gather"
+    pick = pick or ("lhs" if opts["lhs"].prediction.V_bytes <= opts["rhs"].prediction.V_bytes else "rhs")
+    other = "rhs" if pick == "lhs" else "lhs"
+    if pick == "lhs":
+        L = rec.add(Collective("AllGather", clash, L), why)
+    else:
+        R = rec.add(Collective("AllGather", clash, R), why)
+    rec.alts.append(
+        f"or {opts[other].expression} instead: V = {opts[other].prediction.V_bytes:,.0f} bytes, "
+        f"{fmt_time(opts[other].time_s)}"
+    )
+    rec.case_bits[4] = (
+        f"case 4: both inputs shard a non-contracting dim over {''.join(clash)}; invalid as "
+        f"written, so AllGather one input first ({opts[pick].expression})"
+    )
+    return L, R
+
+
+def _contracting_dims(rec: _Recipe, L: Array, R: Array, contracting) -> tuple[Array, Array, list[str], list]:
+    """Cases 2 and 3: a contracting dim sharded over the same axes in both inputs is summed
+    after the multiply (its axes returned); one sharded in one input only is gathered first.
+    Also the axes where Question 4's strategy 2 (slice the other input instead) applies."""
     reduce_axes: list[str] = []
     strategy2 = []
     for d in contracting:
         la, ra = L.dim(d).axes, R.dim(d).axes
         if la and la == ra:
             reduce_axes += la
-            case_bits.setdefault(
+            rec.case_bits.setdefault(
                 3,
                 f"case 3: both inputs shard the contracting dim {d} over {''.join(la)}: "
                 "multiply locally, then AllReduce (or ReduceScatter if the output is sharded)",
@@ -139,71 +175,68 @@ def predict_matmul(
             arr, other = (L, R) if side == "lhs" else (R, L)
             if not (la and ra) and not set(ax) & set(other.axes + other.unreduced):
                 strategy2.append(ax)
-            case_bits.setdefault(
+            rec.case_bits.setdefault(
                 2, f"case 2: the contracting dim {d} is sharded over {''.join(ax)} in {arr}: AllGather it first"
             )
-            new = add(Collective("AllGather", ax, arr), f"gather the contracting dim {d}")
+            new = rec.add(Collective("AllGather", ax, arr), f"gather the contracting dim {d}")
             L, R = (new, R) if side == "lhs" else (L, new)
+    return L, R, reduce_axes, strategy2
 
-    # The local matmul and the sharding it leaves.
-    order = [x.name for x in out.dims] if out is not None else lnames + [n for n in rnames if n not in lnames]
-    order = [n for n in order if n not in contracting]
-    natural = _natural(mm, L, R, order, reduce_axes)
-    if out is not None and not out_invalid:
-        # An axis the output drops can be gathered from the input that carries it (before the
-        # matmul) or from the product (after); the book gathers whichever is smaller.
-        drop = tuple(a for a in natural.axes if a not in out.axes)
-        for side, arr, other in (("lhs", L, R), ("rhs", R, L)):
-            if (
-                drop
-                and all(arr.dim_of(a) not in (None, *contracting) for a in drop)
-                and not set(drop) & set(other.axes)
-            ):
-                before = ctx.cost(Collective("AllGather", drop, arr))
-                after = ctx.cost(Collective("AllGather", drop, natural))
-                first, second = (
-                    (before, after) if before.prediction.V_bytes < after.prediction.V_bytes else (after, before)
+
+def _gather_dropped(rec: _Recipe, mm, L: Array, R: Array, natural: Array, order, reduce_axes):
+    """An axis the output drops can be gathered from the input that carries it (before the
+    matmul) or from the product (after); the book gathers whichever is smaller. The inputs
+    and the product after."""
+    out, contracting, ctx = mm.out, mm.contracting, rec.ctx
+    drop = tuple(a for a in natural.axes if a not in out.axes)
+    for side, arr, other in (("lhs", L, R), ("rhs", R, L)):
+        if drop and all(arr.dim_of(a) not in (None, *contracting) for a in drop) and not set(drop) & set(other.axes):
+            before = ctx.cost(Collective("AllGather", drop, arr))
+            after = ctx.cost(Collective("AllGather", drop, natural))
+            first, second = (before, after) if before.prediction.V_bytes < after.prediction.V_bytes else (after, before)
+            rec.alts.append(
+                f"or {second.expression} {'after' if first is before else 'before'} the matmul: "
+                f"V = {second.prediction.V_bytes:,.0f} bytes, {fmt_time(second.time_s)}"
+            )
+            if first is before:
+                new = rec.add(
+                    Collective("AllGather", drop, arr),
+                    "the output is replicated over "
+                    f"{''.join(drop)}; gathering this input moves fewer bytes than the product",
                 )
-                alts.append(
-                    f"or {second.expression} {'after' if first is before else 'before'} the matmul: "
-                    f"V = {second.prediction.V_bytes:,.0f} bytes, {fmt_time(second.time_s)}"
-                )
-                if first is before:
-                    new = add(
-                        Collective("AllGather", drop, arr),
-                        "the output is replicated over "
-                        f"{''.join(drop)}; gathering this input moves fewer bytes than the product",
-                    )
-                    L, R = (new, R) if side == "lhs" else (L, new)
-                    natural = _natural(mm, L, R, order, reduce_axes)
-                break
-    steps.append(f"local matmul {L} * {R} -> {natural}")
-    work_axes = set(L.axes + L.unreduced + R.axes + R.unreduced)
-    devices = math.prod(ctx.mesh[a] for a in work_axes)
-    cur = natural
-    if out is not None and not out_invalid:
-        cur = _finish_output(cur, out, ctx, add, alts, notes, mm)
+                L, R = (new, R) if side == "lhs" else (L, new)
+                natural = _natural(mm, L, R, order, reduce_axes)
+            break
+    return L, R, natural
+
+
+def _prediction(rec: _Recipe, mm, L, R, natural, devices: int, strategy2: list, precision) -> MatmulPrediction:
+    """The recipe's FLOPs and times (T_math left out where the chip has no rate for the dtype),
+    Question 4's strategy 2 where it applies, and the case."""
+    ctx, colls = rec.ctx, rec.colls
     flops, flops_txt = _flops(L, R, ctx)
     try:
         C = ctx.hw.flops(ctx.dtype, precision)
     except BookError as err:
         C = None
-        notes.append(f"{err}: T_math is left out")
+        rec.notes.append(f"{err}: T_math is left out")
     t_math = flops / (devices * C) if C else None
     for ax in strategy2:
-        alts.append(_strategy2(natural, ax, flops, devices, C, ctx))
+        rec.alts.append(_strategy2(natural, ax, flops, devices, C, ctx))
     t_comms = sum(c.time_s for c in colls)
     slowest = max(colls, key=lambda c: c.time_s, default=None)
-    case = next((c for c in (4, 2, 3) if c in case_bits), 1)
-    text = case_bits.get(case, "case 1: no contracting dim is sharded, so the multiply itself needs no communication")
+    case = next((c for c in (4, 2, 3) if c in rec.case_bits), 1)
+    text = rec.case_bits.get(
+        case, "case 1: no contracting dim is sharded, so the multiply itself needs no communication"
+    )
     return MatmulPrediction(
         str(mm),
         case,
         text,
-        tuple(steps),
+        tuple(rec.steps),
         tuple(colls),
-        tuple(alts),
-        tuple(notes),
+        tuple(rec.alts),
+        tuple(rec.notes),
         flops,
         flops_txt,
         devices,

@@ -119,16 +119,7 @@ def fabrics_for(hw, layout: Layout | None, total: int) -> list[Fabric]:
     switch = hw.interconnect == "switch"
     d = getattr(hw, "domain_size", None)
     net = getattr(hw, "scaleout_network", None) or "scale-out network"
-    if (
-        layout is not None
-        and layout.kind != "shape"
-        and hw.interconnect != ("switch" if layout.kind == "nodes" else "torus")
-    ):
-        want = "GPU nodes (an entry whose interconnect is a switch)" if layout.kind == "nodes" else "TPU slices"
-        raise HardwareError(
-            f"topology {layout.text!r} describes {want}; {hw.name} is {hw.interconnect}: "
-            f"use {'slices=N[,slice=AxB]' if layout.kind == 'nodes' else 'nodes=N,gpus_per_node=M'}"
-        )
+    _check_layout_kind(hw, layout)
     if layout is None or layout.kind == "shape":
         if not d or total <= d or hw.interconnect == "host":
             return [
@@ -141,27 +132,53 @@ def fabrics_for(hw, layout: Layout | None, total: int) -> list[Fabric]:
                     total,
                 )
             ]
-        if switch and getattr(hw, "node_bw_unidir_Bps", None) is not None:
-            layout = Layout("(assumed)", "nodes", None, 1, total)  # PCIe / NVL cards: one node of them
-        elif switch:
-            g = math.gcd(total, d)
-            layout = Layout("(assumed)", "nodes", None, total // g, g)
-        else:
-            g = math.gcd(total, d)
-            layout = Layout("(assumed)", "slices", None, total // g, g)
+        layout = _assumed_layout(hw, total, d)
     d = d or total
     if layout.kind == "slices":
-        size = layout.block_size or total // layout.blocks
-        if size * layout.blocks != total:
-            raise NotationError(f"topology {layout.text!r} has {size * layout.blocks} devices but the mesh has {total}")
-        if size > d:
-            raise HardwareError(
-                f"topology {layout.text!r}: a slice of {size} devices is larger than {hw.name}'s largest slice ({d})"
-            )
-        return [
-            Fabric("ICI", "inside each slice", "torus", "link_bw_unidir_Bps", "hop_latency_s", size),
-            Fabric(net, "across slices", "switch", "scaleout_bw_unidir_Bps", "scaleout_latency_s", total),
-        ]
+        return _slice_levels(hw, layout, total, d, net)
+    return _node_levels(hw, layout, total, d, net)
+
+
+def _check_layout_kind(hw, layout: Layout | None) -> None:
+    """Refuse GPU nodes on a torus entry and TPU slices on a switch entry."""
+    if (
+        layout is not None
+        and layout.kind != "shape"
+        and hw.interconnect != ("switch" if layout.kind == "nodes" else "torus")
+    ):
+        want = "GPU nodes (an entry whose interconnect is a switch)" if layout.kind == "nodes" else "TPU slices"
+        raise HardwareError(
+            f"topology {layout.text!r} describes {want}; {hw.name} is {hw.interconnect}: "
+            f"use {'slices=N[,slice=AxB]' if layout.kind == 'nodes' else 'nodes=N,gpus_per_node=M'}"
+        )
+
+
+def _assumed_layout(hw, total: int, d: int) -> Layout:
+    """No topology for a group larger than a domain of ``d``: devices taken to fill domains in order."""
+    if hw.interconnect == "switch" and getattr(hw, "node_bw_unidir_Bps", None) is not None:
+        return Layout("(assumed)", "nodes", None, 1, total)  # PCIe / NVL cards: one node of them
+    g = math.gcd(total, d)
+    return Layout("(assumed)", "nodes" if hw.interconnect == "switch" else "slices", None, total // g, g)
+
+
+def _slice_levels(hw, layout: Layout, total: int, d: int, net: str) -> list[Fabric]:
+    """TPU slices: ICI inside each slice, the scale-out network across them."""
+    size = layout.block_size or total // layout.blocks
+    if size * layout.blocks != total:
+        raise NotationError(f"topology {layout.text!r} has {size * layout.blocks} devices but the mesh has {total}")
+    if size > d:
+        raise HardwareError(
+            f"topology {layout.text!r}: a slice of {size} devices is larger than {hw.name}'s largest slice ({d})"
+        )
+    return [
+        Fabric("ICI", "inside each slice", "torus", "link_bw_unidir_Bps", "hop_latency_s", size),
+        Fabric(net, "across slices", "switch", "scaleout_bw_unidir_Bps", "scaleout_latency_s", total),
+    ]
+
+
+def _node_levels(hw, layout: Layout, total: int, d: int, net: str) -> list[Fabric]:
+    """GPU nodes: NVLink inside each (PCIe between a node's NVLink domains where a node holds
+    several), the scale-out network across nodes."""
     per = layout.block_size or 1
     if per * layout.blocks != total:
         raise NotationError(f"topology {layout.text!r} has {per * layout.blocks} GPUs but the mesh has {total}")

@@ -12,9 +12,14 @@ import argparse
 import datetime as dt
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
+from analysis.book.errors import BookError
+from analysis.book.hardware import hardware_dir, load_hardware, read_yaml
+from analysis.book.units import fmt_bandwidth, fmt_duration
 from analysis.cli.options import add_allow_mixed, fail
+from analysis.runs.rundir import point_dirs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,37 +35,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_allow_mixed(parser, "fit")
 
 
-def main(args: argparse.Namespace) -> int:
-    """Run ``calibrate``; 0 on success, 2 on invalid input."""
+class _Refused(Exception):
+    """Input ``calibrate`` refuses: its message is the one line on stderr."""
+
+
+@dataclass(frozen=True)
+class _Fitted:
+    """The fits of one sweep: the calibration table inside domains (maybe empty) and the
+    across-domain fit (None without points crossing domains)."""
+
+    sweep: object  # analysis.sweep.Sweep
+    base: str  # the base entry's name, as given or as the sweep ran on
+    base_hw: object  # its Hardware
+    table: object  # pandas.DataFrame of calibrate.CALIBRATION_COLUMNS
+    across: dict | None
+
+
+def _fit(args: argparse.Namespace) -> _Fitted:
+    """Check the arguments, load the sweep and fit it (:class:`_Refused` for bad input, in
+    the order the checks are made)."""
     import pandas as pd
 
     from analysis import calibrate
-    from analysis.book.errors import BookError
-    from analysis.book.hardware import hardware_dir, load_hardware, read_yaml
-    from analysis.report.document import fmt
-    from analysis.runs.rundir import point_dirs
-    from analysis.sweep import load_sweep
+    from analysis.sweep import MixedSweepError, load_sweep
 
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]*", args.name):
-        return fail(f"--name {args.name!r}: use letters, digits, _ and - (it becomes hardware=NAME)")
+        raise _Refused(f"--name {args.name!r}: use letters, digits, _ and - (it becomes hardware=NAME)")
     if not args.dir.is_dir() or not point_dirs(args.dir):
-        return fail(f"{args.dir} holds no run folders (no */result.json)")
-    from analysis.sweep import MixedSweepError
-
+        raise _Refused(f"{args.dir} holds no run folders (no */result.json)")
     try:
         sweep = load_sweep(args.dir, allow_mixed=args.allow_mixed)
     except MixedSweepError as exc:
-        return fail(str(exc))
+        raise _Refused(str(exc)) from None
     points = sweep.points
     if not len(points):
-        return fail(f"{args.dir} has no successful points to fit")
+        raise _Refused(f"{args.dir} has no successful points to fit")
     base = args.base or str(points["hardware"].mode().iloc[0])
     try:
         base_hw = load_hardware(base)
     except BookError as err:
-        return fail(str(err))
+        raise _Refused(str(err)) from None
     if base_hw.interconnect is None:
-        return fail(f"base hardware {base_hw.name!r} names no interconnect; pick one with --base (e.g. cpu)")
+        raise _Refused(f"base hardware {base_hw.name!r} names no interconnect; pick one with --base (e.g. cpu)")
     from analysis.statistics.resample import rounds_by_point
 
     # inside a domain and across domains (a multi-node import) are fitted apart: each level
@@ -73,22 +89,30 @@ def main(args: argparse.Namespace) -> int:
         else pd.DataFrame(columns=calibrate.CALIBRATION_COLUMNS)
     )
     if not len(table) and across is None:
-        return fail(
+        raise _Refused(
             f"{args.dir}: no collective has 3 or more usable points to fit (flagged points and points "
             "in another bandwidth regime are left out; every point latency-bound gives no W)"
         )
+    return _Fitted(sweep, base, base_hw, table, across)
 
+
+def _write_entry(args: argparse.Namespace, fit: _Fitted) -> Path:
+    """Write the hardware entry (the base entry with the fitted constants and where they came
+    from) and check it reads back; its path. :class:`_Refused` for a file calibrate did not write."""
+    from analysis import calibrate
+
+    base_hw, table, across = fit.base_hw, fit.table, fit.across
     out = args.out or hardware_dir() / f"{args.name}.yaml"
     try:  # a malformed file is one line (file:line and what YAML said), as load_hardware says it
         existing = read_yaml(out) if out.is_file() else None
-        base_raw = read_yaml(calibrate.base_entry_path(base))
+        base_raw = read_yaml(calibrate.base_entry_path(fit.base))
     except BookError as exc:
-        return fail(str(exc))
+        raise _Refused(str(exc)) from None
     if out.is_file() and "calibrated" not in (existing if isinstance(existing, dict) else {}):
-        return fail(f"{out} exists and was not written by calibrate; pick another --name or --out")
+        raise _Refused(f"{out} exists and was not written by calibrate; pick another --name or --out")
     base_raw.pop("calibrated", None)
     today = dt.date.today().isoformat()
-    started = _sweep_date(sweep.results)
+    started = _sweep_date(fit.sweep.results)
     source = (
         f"calibrated on {today} by `python -m analysis calibrate` from the sweep {args.dir.resolve()} "
         f"(measured {started}); base entry {base_hw.name}"
@@ -117,8 +141,13 @@ def main(args: argparse.Namespace) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(calibrate.entry_yaml(entry, header))
     calibrate.check_round_trip(out, table)
+    return out
 
-    from analysis.book.units import fmt_bandwidth, fmt_duration
+
+def _print_fits(table, across: dict | None) -> None:
+    """The fitted constants with their intervals, one line per collective and axis count, then
+    the across-domain fit and what each fit left out."""
+    from analysis.report.document import fmt
     from analysis.statistics.fit import BOOTSTRAP, SEED
 
     print(f"{'op':<15} {'axes':>4} {'W (95% interval)':>34} {'T_min (95% interval)':>30} {'rel RMS':>8} {'points':>6}")
@@ -136,7 +165,12 @@ def main(args: argparse.Namespace) -> int:
     for r in table.itertuples():
         if r.left_out:
             print(f"left out of {r.op} over {r.n_axes} axis/axes: {r.left_out}")
-    print(f"wrote {out}")
+
+
+def _warn_poor_fits(table, across: dict | None) -> None:
+    """A warning on stderr for each fit whose relative RMS error passes calibrate.WARN_REL_ERROR."""
+    from analysis import calibrate
+
     if across is not None and across["rel_rms_error"] > calibrate.WARN_REL_ERROR:
         print(
             f"warning: the fitted model stays {across['rel_rms_error']:.0%} (relative RMS) from the medians of the "
@@ -151,6 +185,18 @@ def main(args: argparse.Namespace) -> int:
                 "regime the book's max() form does not have)",
                 file=sys.stderr,
             )
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run ``calibrate``; 0 on success, 2 on invalid input."""
+    try:
+        fit = _fit(args)
+        out = _write_entry(args, fit)
+    except _Refused as exc:
+        return fail(str(exc))
+    _print_fits(fit.table, fit.across)
+    print(f"wrote {out}")
+    _warn_poor_fits(fit.table, fit.across)
     return 0
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.book.errors import BookError
@@ -34,6 +35,7 @@ from analysis.cli.options import (
     hardware_from_args,
     parse_mesh,
 )
+from analysis.runs.rundir import RESULT_NAME, point_dirs, point_file, read_result
 
 _HEADER = re.compile(r"^\s*HloModule\s+([^\s,]+)", re.MULTILINE)
 _DUMP = re.compile(r"^module_(\d+)\.")
@@ -161,8 +163,6 @@ def _category_lines(categories) -> list[str]:
 
 def sweep_folder_hint(root: Path, show: int = 3) -> str:
     """One line for ``profile SWEEP``: it takes one run folder; which of the sweep's were traced."""
-    from analysis.runs.rundir import point_dirs, read_result
-
     runs = point_dirs(root)
     traced = [d for d in runs if (read_result(d).get("files") or {}).get("xplane")]
     if not traced:
@@ -172,59 +172,109 @@ def sweep_folder_hint(root: Path, show: int = 3) -> str:
     return f"{root} is a sweep folder: pass one of its run folders, one profile each: {names}"
 
 
+@dataclass(frozen=True)
+class _Profiled:
+    """What ``profile`` read and found: the analysis, and where its inputs came from."""
+
+    found: object  # analysis.profiling.profile_load's result: tables, steps, ops, devices
+    xplanes: list
+    hlo_source: str
+    hw: object  # the Hardware to predict with, or None
+    slowdown: float | None  # traced step / untraced step, known where the folder is a shardlab run's
+
+
+def _run_folder(logdir: Path, args: argparse.Namespace, mesh):
+    """A shardlab run folder's trace, its mesh (``mesh`` where given), where its mesh axes lay
+    and the profiler's slowdown; ``args.hlo`` defaults to its compiled HLO. ValueError for a
+    run that failed or has no trace."""
+    run = read_result(logdir)
+    if run["status"] != "ok":
+        raise ValueError(f"{logdir}: the run failed ({run.get('error')}); nothing to profile")
+    xplanes = [point_file(run, "xplane")] if (run.get("files") or {}).get("xplane") else []
+    if not xplanes:
+        raise ValueError(f"{logdir}: the run has no trace (trace.enabled=false?)")
+    args.hlo = args.hlo or str(point_file(run, "hlo_compiled"))
+    mesh = mesh or (run.get("spec") or {}).get("mesh", {}).get("axes")
+    physical = (run.get("spec") or {}).get("mesh", {}).get("physical")
+    slowdown = (run.get("trace") or {}).get("profiler_slowdown")
+    return xplanes, mesh, physical, slowdown
+
+
+def _profile(args: argparse.Namespace, logdir: Path) -> _Profiled:
+    """Read ``logdir`` (module docstring) and analyse it; OSError, ValueError, TraceError,
+    HloParseError or BookError for bad input."""
+    from analysis.profiling.profile_load import analyse, find_xplanes, load_hlo
+
+    slowdown = None
+    if not logdir.exists():
+        raise ValueError(f"{logdir} does not exist")
+    if args.topology is not None and args.hardware is None:
+        raise BookError("--topology goes with --hardware")
+    mesh = parse_mesh(args.mesh) if args.mesh else None
+    physical = None  # where a run's mesh axes lay on the physical axes (TPU), as it recorded
+    hw = hardware_from_args(args) if args.hardware else None
+    if (logdir / RESULT_NAME).is_file():  # a shardlab run folder: its trace, HLO and mesh
+        xplanes, mesh, physical, slowdown = _run_folder(logdir, args, mesh)
+    elif logdir.is_dir() and any(logdir.glob(f"*/{RESULT_NAME}")):
+        # a sweep folder: its points' traces are programs of different sizes, one profile each
+        raise ValueError(sweep_folder_hint(logdir))
+    else:
+        xplanes = find_xplanes(logdir)
+    texts, hlo_source = load_hlo(args.hlo, xplanes)
+    predict = _predictor(args, hw, mesh, physical) if hw is not None else None
+    return _Profiled(analyse(xplanes, texts, mesh, predict), xplanes, hlo_source, hw, slowdown)
+
+
+def _print_categories(steps, categories, ndev: int) -> None:
+    """Per module without collectives: its step, then its time by op category."""
+    for module, s in steps.groupby("hlo_module"):
+        # means, as the categories are (they add up to the ops' time; medians would not)
+        print(
+            f"{module}: {s['step'].nunique()} steps on {ndev} devices, step {fmt_duration(s['step_s'].mean())} "
+            f"(mean), its ops {fmt_duration(s['busy_s'].mean())}; no collectives (its HLO holds none). "
+            "Time by op category, as XProf's op profile groups it (mean per step and device):"
+        )
+        print("\n".join(_category_lines(categories[categories["hlo_module"] == module])))
+
+
+def _print_collectives(summary, table, ndev: int) -> None:
+    """Per module its median step, then the top collectives and the notes of those without a model."""
+    for module, s in summary.groupby("hlo_module"):
+        print(
+            f"{module}: {len(s)} steps on {ndev} devices, step {fmt_duration(s['step_s'].median())} "
+            f"(collectives {fmt_duration(s['collective_s'].median())}, exposed {fmt_duration(s['exposed_s'].median())})"
+        )
+    print("\n".join(_top_lines(table)))
+    for note in sorted({n for n in table["model_note"] if str(n).startswith("no model:")}):
+        print(f"note: {note}")
+
+
 def main(args: argparse.Namespace) -> int:
     """Run ``profile``; 0 on success, 2 on bad input."""
     from analysis.hlo import HloParseError
     from analysis.profiling import profile as prof
-    from analysis.profiling.profile_load import analyse, find_xplanes, load_hlo
-    from analysis.runs.rundir import RESULT_NAME, point_file, read_result
     from analysis.trace import TraceError
 
     logdir = Path(args.logdir)
-    slowdown = None  # traced step / untraced step, known where the folder is a shardlab run's
     try:
-        if not logdir.exists():
-            raise ValueError(f"{logdir} does not exist")
-        if args.topology is not None and args.hardware is None:
-            raise BookError("--topology goes with --hardware")
-        mesh = parse_mesh(args.mesh) if args.mesh else None
-        physical = None  # where a run's mesh axes lay on the physical axes (TPU), as it recorded
-        hw = hardware_from_args(args) if args.hardware else None
-        if (logdir / RESULT_NAME).is_file():  # a shardlab run folder: its trace, HLO and mesh
-            run = read_result(logdir)
-            if run["status"] != "ok":
-                raise ValueError(f"{logdir}: the run failed ({run.get('error')}); nothing to profile")
-            xplanes = [point_file(run, "xplane")] if (run.get("files") or {}).get("xplane") else []
-            if not xplanes:
-                raise ValueError(f"{logdir}: the run has no trace (trace.enabled=false?)")
-            args.hlo = args.hlo or str(point_file(run, "hlo_compiled"))
-            mesh = mesh or (run.get("spec") or {}).get("mesh", {}).get("axes")
-            physical = (run.get("spec") or {}).get("mesh", {}).get("physical")
-            slowdown = (run.get("trace") or {}).get("profiler_slowdown")
-        elif logdir.is_dir() and any(logdir.glob(f"*/{RESULT_NAME}")):
-            # a sweep folder: its points' traces are programs of different sizes, one profile each
-            raise ValueError(sweep_folder_hint(logdir))
-        else:
-            xplanes = find_xplanes(logdir)
-        texts, hlo_source = load_hlo(args.hlo, xplanes)
-        predict = _predictor(args, hw, mesh, physical) if hw is not None else None
-        found = analyse(xplanes, texts, mesh, predict)
+        got = _profile(args, logdir)
     except (OSError, ValueError, TraceError, HloParseError, BookError) as err:
         return fail(str(err).splitlines()[0] if str(err) else type(err).__name__)
+    found, hw = got.found, got.hw
     table, steps, ops, ndev, on_cpu = found.table, found.steps, found.ops, found.devices, found.on_cpu
     out = Path(args.out) if args.out else (logdir if logdir.is_dir() else logdir.parent) / "profile_report"
     from analysis.report.profile_report import write_profile_report
 
     info = {
         "logdir": str(logdir),
-        "xplanes": [str(p) for p in xplanes],
-        "hlo_source": hlo_source,
+        "xplanes": [str(p) for p in got.xplanes],
+        "hlo_source": got.hlo_source,
         "devices": ndev,
         "mesh": args.mesh,
         "hardware": hw.name if hw else None,
         "topology": args.topology,
         "cpu": on_cpu,
-        "profiler_slowdown": slowdown,
+        "profiler_slowdown": got.slowdown,
     }
     try:
         write_profile_report(out, table, steps, ops, info, found.categories)
@@ -242,23 +292,9 @@ def main(args: argparse.Namespace) -> int:
         return 0
     summary = prof.step_summary(steps)
     if table.empty:  # the HLO holds no collective: where each step's time went, by op category
-        for module, s in steps.groupby("hlo_module"):
-            # means, as the categories are (they add up to the ops' time; medians would not)
-            print(
-                f"{module}: {s['step'].nunique()} steps on {ndev} devices, step {fmt_duration(s['step_s'].mean())} "
-                f"(mean), its ops {fmt_duration(s['busy_s'].mean())}; no collectives (its HLO holds none). "
-                "Time by op category, as XProf's op profile groups it (mean per step and device):"
-            )
-            print("\n".join(_category_lines(found.categories[found.categories["hlo_module"] == module])))
-        print(f"HLO from {hlo_source}; wrote {out}/index.html, report.md, categories.csv, steps.csv")
+        _print_categories(steps, found.categories, ndev)
+        print(f"HLO from {got.hlo_source}; wrote {out}/index.html, report.md, categories.csv, steps.csv")
         return 0
-    for module, s in summary.groupby("hlo_module"):
-        print(
-            f"{module}: {len(s)} steps on {ndev} devices, step {fmt_duration(s['step_s'].median())} "
-            f"(collectives {fmt_duration(s['collective_s'].median())}, exposed {fmt_duration(s['exposed_s'].median())})"
-        )
-    print("\n".join(_top_lines(table)))
-    for note in sorted({n for n in table["model_note"] if str(n).startswith("no model:")}):
-        print(f"note: {note}")
-    print(f"HLO from {hlo_source}; wrote {out}/index.html, report.md, collectives.csv, steps.csv")
+    _print_collectives(summary, table, ndev)
+    print(f"HLO from {got.hlo_source}; wrote {out}/index.html, report.md, collectives.csv, steps.csv")
     return 0

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.book.collectives import BY_OP
@@ -104,6 +105,103 @@ def _V(op: str, level: str, M: float, n: int) -> float:
     return M if op in ("all_gather", "all_to_all") else M / n
 
 
+@dataclass(frozen=True)
+class _Line:
+    """One benchmark's line of the file, as read: where it is and what it holds."""
+
+    path: Path
+    number: int
+    name: str  # its test_name
+    op: str  # shardlab's collective
+    dims: dict
+    metrics: dict
+
+
+def _record(raw: str, path: Path, i: int) -> dict:
+    """One line as a JSON object with ``metrics`` and ``dimensions`` objects, or ImportFormatError."""
+    try:
+        rec = json.loads(raw)
+    except RecursionError:  # brackets nested thousands deep: no line the tool writes
+        raise ImportFormatError(path, i, "not a metrics_report.jsonl line (nested too deeply)") from None
+    except ValueError as exc:
+        raise ImportFormatError(path, i, f"not a JSON line ({exc.msg}), so not a metrics_report.jsonl") from None
+    if (
+        not isinstance(rec, dict)
+        or not isinstance(rec.get("metrics"), dict)
+        or not isinstance(rec.get("dimensions"), dict)
+    ):
+        raise ImportFormatError(path, i, "a line without 'metrics' and 'dimensions' objects")
+    return rec
+
+
+def _matrix(ln: _Line) -> tuple[int, dict[str, int], str, float]:
+    """The line's ``matrix_dim`` (its first dim), devices per level, dtype and M in bytes, each checked."""
+    path, i, name, dims = ln.path, ln.number, ln.name, ln.dims
+    shape = _whole_numbers(
+        path, i, name, dims, "matrix_dim", "a whole number like 8192, or a shape like 8192x8x128", split="x"
+    )
+    dim = shape[0]
+    sizes = {
+        level: _whole_numbers(path, i, name, dims, f"{level}_size", "a whole number of devices", default="1")[0]
+        for level in LEVELS
+    }
+    for level, n in sizes.items():
+        if n > MAX_RANKS:
+            raise ImportFormatError(path, i, f"{name}: dimensions' '{level}_size' is {n}; it must be {RANKS_ALLOWED}")
+    dtype, itemsize = _dtype(path, i, name, dims)
+    elems = dim * dim if len(shape) == 1 else math.prod(shape)  # exact: Python's ints do not wrap
+    if elems > MAX_SIZE_BYTES / itemsize:  # elems may be past a float's range: compare it to one
+        raise ImportFormatError(
+            path,
+            i,
+            f"{name}: dimensions' 'matrix_dim' is {shown(dims['matrix_dim'])}; its {dtype} matrix must be at most "
+            f"{MAX_SIZE_BYTES} bytes (1 TiB, more than any chip holds)",
+        )
+    return dim, sizes, dtype, float(elems) * itemsize
+
+
+def _level_time(ln: _Line, level: str, n: int, M: float) -> tuple[float, float, float, object] | None:
+    """One level's ``(V, S, time, bandwidth as written)``, each checked; None where the line
+    measured nothing over it (fewer than 2 devices, or neither a bandwidth nor a time)."""
+    path, i, name, metrics = ln.path, ln.number, ln.name, ln.metrics
+    bw_key = f"{level}_bandwidth_gbyte_s_p50"
+    t_key = next((k for k in (f"{level}_average_time_ms_p50", f"{level}_time_ms_p50") if k in metrics), "")
+    bw, t_ms = metrics.get(bw_key), metrics.get(t_key)
+    if n < 2 or (bw is None and t_ms is None):
+        return None
+    if bw is not None:
+        x = as_number(bw)
+        check(x is not None and 0 < x * 1e9 <= MAX_BANDWIDTH_Bps, path, i, f"{name}: metrics.{bw_key}", bw, BW_ALLOWED)
+    if t_ms is not None:
+        x = as_number(t_ms)
+        check(
+            x is not None and MIN_TIME_S <= x / 1e3 <= MAX_TIME_S,
+            path,
+            i,
+            f"{name}: metrics.{t_key}",
+            t_ms,
+            TIME_MS_ALLOWED,
+        )
+    V = _V(ln.op, level, M, n)
+    kind = BY_OP[ln.op]
+    S = V * kind.S_over_V(n)
+    if S > MAX_SIZE_BYTES:  # an all_gather's V over many chips: what each holds after it
+        raise ImportFormatError(
+            path,
+            i,
+            f"{name}: {S:.4g} bytes on each of {n} {level} devices (matrix_dim {shown(ln.dims['matrix_dim'])}); "
+            f"it must be at most {MAX_SIZE_BYTES} bytes (1 TiB, more than any chip holds)",
+        )
+    if t_ms is not None:
+        t = float(t_ms) / 1e3
+    else:  # its bandwidth is nccl-tests' busbw, S (n-1)/n / t, and S is V / n for all_to_all
+        t = S * kind.busbw_factor(n) / (float(bw) * 1e9)
+        at = f"S = {S:.4g} bytes (matrix_dim {shown(ln.dims['matrix_dim'])}, it gives {t:.3g} s)"
+        allowed = f"a bandwidth that gives a time from 1 ns to a week at {at}"
+        check(MIN_TIME_S <= t <= MAX_TIME_S, path, i, f"{name}: metrics.{bw_key}", bw, allowed)
+    return V, S, t, bw
+
+
 def parse_results(text: str, path: str | Path = "<text>", hardware: str | None = None) -> list[ImportedPoint]:
     """The points of one ``metrics_report.jsonl``: one per line and level (ici, dcn) with a
     bandwidth; ImportFormatError naming the file, the line and the field for anything else
@@ -120,97 +218,26 @@ def parse_results(text: str, path: str | Path = "<text>", hardware: str | None =
     for i, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
-        try:
-            rec = json.loads(raw)
-        except RecursionError:  # brackets nested thousands deep: no line the tool writes
-            raise ImportFormatError(path, i, "not a metrics_report.jsonl line (nested too deeply)") from None
-        except ValueError as exc:
-            raise ImportFormatError(path, i, f"not a JSON line ({exc.msg}), so not a metrics_report.jsonl") from None
-        if (
-            not isinstance(rec, dict)
-            or not isinstance(rec.get("metrics"), dict)
-            or not isinstance(rec.get("dimensions"), dict)
-        ):
-            raise ImportFormatError(path, i, "a line without 'metrics' and 'dimensions' objects")
+        rec = _record(raw, path, i)
         dims, metrics = rec["dimensions"], rec["metrics"]
         name = str(dims.get("test_name", ""))
         op = next((o for key, o in OPS if key in name), None)
         if op is None:
             continue  # ppermute, matmuls, HBM copies: not a collective the model prices
-        name = checked_name(name, path, i, "dimensions' 'test_name'")
-        shape = _whole_numbers(
-            path, i, name, dims, "matrix_dim", "a whole number like 8192, or a shape like 8192x8x128", split="x"
-        )
-        dim = shape[0]
-        sizes = {
-            level: _whole_numbers(path, i, name, dims, f"{level}_size", "a whole number of devices", default="1")[0]
-            for level in LEVELS
-        }
+        ln = _Line(path, i, checked_name(name, path, i, "dimensions' 'test_name'"), op, dims, metrics)
+        dim, sizes, dtype, M = _matrix(ln)
         for level, n in sizes.items():
-            if n > MAX_RANKS:
-                raise ImportFormatError(
-                    path, i, f"{name}: dimensions' '{level}_size' is {n}; it must be {RANKS_ALLOWED}"
-                )
-        dtype, itemsize = _dtype(path, i, name, dims)
-        elems = dim * dim if len(shape) == 1 else math.prod(shape)  # exact: Python's ints do not wrap
-        if elems > MAX_SIZE_BYTES / itemsize:  # elems may be past a float's range: compare it to one
-            raise ImportFormatError(
-                path,
-                i,
-                f"{name}: dimensions' 'matrix_dim' is {shown(dims['matrix_dim'])}; its {dtype} matrix must be at most "
-                f"{MAX_SIZE_BYTES} bytes (1 TiB, more than any chip holds)",
-            )
-        M = float(elems) * itemsize
-        for level, n in sizes.items():
-            bw_key = f"{level}_bandwidth_gbyte_s_p50"
-            t_key = next((k for k in (f"{level}_average_time_ms_p50", f"{level}_time_ms_p50") if k in metrics), "")
-            bw, t_ms = metrics.get(bw_key), metrics.get(t_key)
-            if n < 2 or (bw is None and t_ms is None):
+            measured = _level_time(ln, level, n, M)
+            if measured is None:
                 continue
-            if bw is not None:
-                x = as_number(bw)
-                check(
-                    x is not None and 0 < x * 1e9 <= MAX_BANDWIDTH_Bps,
-                    path,
-                    i,
-                    f"{name}: metrics.{bw_key}",
-                    bw,
-                    BW_ALLOWED,
-                )
-            if t_ms is not None:
-                x = as_number(t_ms)
-                check(
-                    x is not None and MIN_TIME_S <= x / 1e3 <= MAX_TIME_S,
-                    path,
-                    i,
-                    f"{name}: metrics.{t_key}",
-                    t_ms,
-                    TIME_MS_ALLOWED,
-                )
-            V = _V(op, level, M, n)
-            kind = BY_OP[op]
-            S = V * kind.S_over_V(n)
-            if S > MAX_SIZE_BYTES:  # an all_gather's V over many chips: what each holds after it
-                raise ImportFormatError(
-                    path,
-                    i,
-                    f"{name}: {S:.4g} bytes on each of {n} {level} devices (matrix_dim {shown(dims['matrix_dim'])}); "
-                    f"it must be at most {MAX_SIZE_BYTES} bytes (1 TiB, more than any chip holds)",
-                )
-            if t_ms is not None:
-                t = float(t_ms) / 1e3
-            else:  # its bandwidth is nccl-tests' busbw, S (n-1)/n / t, and S is V / n for all_to_all
-                t = S * kind.busbw_factor(n) / (float(bw) * 1e9)
-                at = f"S = {S:.4g} bytes (matrix_dim {shown(dims['matrix_dim'])}, it gives {t:.3g} s)"
-                allowed = f"a bandwidth that gives a time from 1 ns to a week at {at}"
-                check(MIN_TIME_S <= t <= MAX_TIME_S, path, i, f"{name}: metrics.{bw_key}", bw, allowed)
+            V, S, t, bw = measured
             key = (op, n, int(S))
             if key in seen:
                 raise ImportFormatError(
                     path,
                     i,
-                    f"{name}: {op} over {n} devices of S = {int(S)} bytes again ({level}), first at line {seen[key]}: "
-                    "a sweep holds one point per collective, size and group; keep one of the lines",
+                    f"{ln.name}: {op} over {n} devices of S = {int(S)} bytes again ({level}), first at line "
+                    f"{seen[key]}: a sweep holds one point per collective, size and group; keep one of the lines",
                 )
             seen[key] = i
             check(len(points) < MAX_POINTS, path, i, "number of points", len(points) + 1, POINTS_ALLOWED)
@@ -231,7 +258,7 @@ def parse_results(text: str, path: str | Path = "<text>", hardware: str | None =
                         "file": str(path),
                         "run": 0,
                         "line": i,
-                        "test_name": name,
+                        "test_name": ln.name,
                         "level": level,
                         "matrix_dim": dim,
                         "size_convention": "M = matrix_dim^2 * itemsize; V as in analysis.importers."

@@ -258,93 +258,80 @@ def _out_of_bounds(line: str) -> int | None:
     return max(n, 1) if m.group(2) else n
 
 
-def parse_nccl_tests(text: str, path: str | Path = "<text>", op: str | None = None) -> list[NcclRun]:
-    """The runs in one nccl-tests / rccl-tests output (usually one). ``op`` (``all_gather``,
-    ``alltoall``, ...) overrides what the file says. Raises :class:`ImportFormatError` naming
-    the file and line for anything that is not such output or is cut short."""
-    path = Path(path)
-    lines = text.splitlines()
-    tool = "rccl-tests" if re.search(r"rccl|RCCL|AMD Instinct|AMD Radeon|\bMI\d{3}", text) else "nccl-tests"
-    runs: list[NcclRun] = []
-    header: dict = {}
-    ranks: dict[int, tuple[str, str]] = {}
-    version = None
-    cols: list[str] | None = None
-    in_first = True  # whether the first group of columns is out-of-place
-    group_line = ""
-    rows: list[Row] = []
-    start = 0
-    last = 0
-    began = 0  # where this run's lines begin: after the previous run's table
-    read = 0  # rows read in the whole file, against MAX_POINTS
+class _TextReader:
+    """Where :func:`parse_nccl_tests` is in the file: the run being read (its header, ranks
+    and table so far) and the runs read before it."""
 
-    def close(end_line: int, out_of_bounds: int | None = None) -> None:
-        if not rows:
-            raise ImportFormatError(path, end_line, "a results table without a row")
-        hosts = list(dict.fromkeys(h for _, (h, _) in sorted(ranks.items())))
-        if not ranks:
-            raise ImportFormatError(path, start, "no '# Rank ... on HOST device ...' lines before the table")
-        check_repeats(rows, path)
-        n = max(ranks) + 1
-        name, where = (op, "--op") if op else _op_from_file(path, lines[began:end_line], rows, n)
-        key = name.replace("-", "_").lower()
-        key = "alltoall" if key in ("all_to_all", "alltoall") else key
-        if key in OTHER_TESTS:
-            raise ImportFormatError(
-                path, start, f"{key}_perf: shardlab models all_gather, reduce_scatter, all_reduce and alltoall only"
-            )
-        if key not in OPS:
-            raise ImportFormatError(path, None, f"--op={op!r}: one of {', '.join(OPS)}")
-        kinds = list(dict.fromkeys(k for _, (_, k) in sorted(ranks.items())))
-        runs.append(
-            NcclRun(str(path), tool, OPS[key], where, n, hosts, kinds, dict(header), version, list(rows), out_of_bounds)
-        )
+    def __init__(self, text: str, path: Path, op: str | None):
+        self.path, self.op = path, op
+        self.lines = text.splitlines()
+        self.tool = "rccl-tests" if re.search(r"rccl|RCCL|AMD Instinct|AMD Radeon|\bMI\d{3}", text) else "nccl-tests"
+        self.runs: list[NcclRun] = []
+        self.header: dict = {}
+        self.ranks: dict[int, tuple[str, str]] = {}
+        self.version = None
+        self.cols: list[str] | None = None
+        self.in_first = True  # whether the first group of columns is out-of-place
+        self.group_line = ""
+        self.rows: list[Row] = []
+        self.start = 0
+        self.last = 0
+        self.began = 0  # where this run's lines begin: after the previous run's table
+        self.read = 0  # rows read in the whole file, against MAX_POINTS
 
-    for i, raw in enumerate(lines, start=1):
-        s = raw.strip()
-        if not s:
-            continue
+    def line(self, i: int, s: str) -> None:
+        """Read the stripped, non-empty line ``s`` (line number ``i``)."""
+        path = self.path
         if s.startswith("# nThread") or s.startswith("nThread"):
-            if cols is not None and rows:
-                raise ImportFormatError(path, last, "the table stops here, without its '# Avg bus bandwidth' line")
+            if self.cols is not None and self.rows:
+                raise ImportFormatError(path, self.last, "the table stops here, without its '# Avg bus bandwidth' line")
             pairs = re.findall(r"([A-Za-z][\w ]*?):?\s+(-?[\w.()]+)(?=\s|$)", s[:MAX_HEADER_CHARS].lstrip("# "))
-            header = small(dict(pairs))
-            ranks, cols, rows, start = {}, None, [], i
-            continue
+            self.header = small(dict(pairs))
+            self.ranks, self.cols, self.rows, self.start = {}, None, [], i
+            return
         m = _RANK.match(s)
         if m:
             rank = as_whole(m.group(1))
             allowed = f"a rank below {MAX_RANKS}: {RANKS_ALLOWED}"
             check(rank is not None and rank < MAX_RANKS, path, i, "# Rank", m.group(1), allowed)
             host, kind = (checked_name(m.group(k), path, i, what) for k, what in ((2, "host"), (5, "device")))
-            ranks[rank] = (host, kind)
-            continue
+            self.ranks[rank] = (host, kind)
+            return
         m = _VERSION.match(s)
         if m:
-            version = checked_name(f"{m.group(1).upper()} {m.group(2)}", path, i, "version")
-            continue
+            self.version = checked_name(f"{m.group(1).upper()} {m.group(2)}", path, i, "version")
+            return
         if s.startswith("#"):
-            body = s.lstrip("#").split()
-            if "out-of-place" in body or "in-place" in body:
-                group_line = s
-            elif body[:2] == ["size", "count"] and "time" in body:
-                cols = body
-                in_first = (
-                    group_line.find("in-place") < 0
-                    or group_line.find("out-of-place") < group_line.find("in-place")
-                    or group_line.find("out-of-place") < 0
-                )
-                rows, start = [], i
-            elif (s.startswith("# Out of bounds") or s.startswith("# Avg bus bandwidth")) and cols is not None:
-                if rows:
-                    close(i, _out_of_bounds(s))
-                    began = i
-                cols, rows = None, []
-            continue
-        if cols is None:
-            continue  # prose, commands and logs around the run
+            self._comment(i, s)
+            return
+        if self.cols is None:
+            return  # prose, commands and logs around the run
         if _LOG_LINE.search(s):
-            continue  # NCCL_DEBUG=INFO lines printed between rows
+            return  # NCCL_DEBUG=INFO lines printed between rows
+        self.rows.append(self._row(i, s))
+        self.last = i
+
+    def _comment(self, i: int, s: str) -> None:
+        """A ``#`` line: the column groups, the column header, or the run's closing line."""
+        body = s.lstrip("#").split()
+        if "out-of-place" in body or "in-place" in body:
+            self.group_line = s
+        elif body[:2] == ["size", "count"] and "time" in body:
+            self.cols = body
+            g = self.group_line
+            self.in_first = (
+                g.find("in-place") < 0 or g.find("out-of-place") < g.find("in-place") or g.find("out-of-place") < 0
+            )
+            self.rows, self.start = [], i
+        elif (s.startswith("# Out of bounds") or s.startswith("# Avg bus bandwidth")) and self.cols is not None:
+            if self.rows:
+                self._close(i, _out_of_bounds(s))
+                self.began = i
+            self.cols, self.rows = None, []
+
+    def _row(self, i: int, s: str) -> Row:
+        """A table row, each field checked (a row that moved bytes, as a point's)."""
+        path, cols = self.path, self.cols
         toks = s.split()
         first = cols.index("time")
         groups = cols.count("time")  # out-of-place and in-place, or only one of them
@@ -356,34 +343,79 @@ def parse_nccl_tests(text: str, path: str | Path = "<text>", op: str | None = No
                 i,
                 f"a table row with {len(toks)} fields where the header has {len(cols)}: {s[:60]!r} (cut short?)",
             )
-        read += 1
-        check(read <= MAX_POINTS, path, i, "number of rows", read, POINTS_ALLOWED)
+        self.read += 1
+        check(self.read <= MAX_POINTS, path, i, "number of rows", self.read, POINTS_ALLOWED)
         get = dict(zip(cols[:first], toks[:first]))
         type_name = checked_name(get.get("type", "?"), path, i, "type")
         _num(get["count"], path, i, "count")  # a word: the message the table's other columns give
         size, count = check_size(get["size"], get["count"], type_name, path, i)
         names = cols[first : first + half]
         # the labels as the group line prints them; both are checked in a row that becomes a point
-        labels = ("out-of-place", "in-place") if in_first else ("in-place", "out-of-place")
+        labels = ("out-of-place", "in-place") if self.in_first else ("in-place", "out-of-place")
         a = _measured(toks[first : first + half], names, path, i, labels[0], size > 0)
         b = (
             _measured(toks[first + half :], names, path, i, labels[1], size > 0)
             if groups > 1 and len(toks) == len(cols)
             else None
         )
-        oop, inp = (a, b) if in_first else (b, a)
+        oop, inp = (a, b) if self.in_first else (b, a)
         if oop is None:  # only an in-place column printed: it is the point's time
             oop, inp = a, None
         redop = checked_name(get.get("redop", "none"), path, i, "redop")
-        rows.append(Row(i, size, count, type_name, redop, oop, inp))
-        last = i
-    if cols is not None and rows:
-        raise ImportFormatError(path, last, "the table stops here, without its '# Avg bus bandwidth' line (cut short?)")
-    if not runs:
-        raise ImportFormatError(
-            path, None, "no nccl-tests / rccl-tests results table (a '# size count type ...' header and rows)"
-        )
-    return runs
+        return Row(i, size, count, type_name, redop, oop, inp)
+
+    def _close(self, end_line: int, out_of_bounds: int | None = None) -> None:
+        """The run whose table ends at ``end_line``, checked and named, appended to the runs."""
+        path, op, rows, ranks = self.path, self.op, self.rows, self.ranks
+        if not rows:
+            raise ImportFormatError(path, end_line, "a results table without a row")
+        hosts = list(dict.fromkeys(h for _, (h, _) in sorted(ranks.items())))
+        if not ranks:
+            raise ImportFormatError(path, self.start, "no '# Rank ... on HOST device ...' lines before the table")
+        check_repeats(rows, path)
+        n = max(ranks) + 1
+        name, where = (op, "--op") if op else _op_from_file(path, self.lines[self.began : end_line], rows, n)
+        key = name.replace("-", "_").lower()
+        key = "alltoall" if key in ("all_to_all", "alltoall") else key
+        if key in OTHER_TESTS:
+            raise ImportFormatError(
+                path,
+                self.start,
+                f"{key}_perf: shardlab models all_gather, reduce_scatter, all_reduce and alltoall only",
+            )
+        if key not in OPS:
+            raise ImportFormatError(path, None, f"--op={op!r}: one of {', '.join(OPS)}")
+        kinds = list(dict.fromkeys(k for _, (_, k) in sorted(ranks.items())))
+        self.runs.append(
+            NcclRun(
+                str(path), self.tool, OPS[key], where, n, hosts, kinds, dict(self.header), self.version, list(rows),
+                out_of_bounds,
+            )
+        )  # fmt: skip
+
+    def finish(self) -> list[NcclRun]:
+        """The runs read, once the file has ended: ImportFormatError for a table cut short or none at all."""
+        if self.cols is not None and self.rows:
+            raise ImportFormatError(
+                self.path, self.last, "the table stops here, without its '# Avg bus bandwidth' line (cut short?)"
+            )
+        if not self.runs:
+            raise ImportFormatError(
+                self.path, None, "no nccl-tests / rccl-tests results table (a '# size count type ...' header and rows)"
+            )
+        return self.runs
+
+
+def parse_nccl_tests(text: str, path: str | Path = "<text>", op: str | None = None) -> list[NcclRun]:
+    """The runs in one nccl-tests / rccl-tests output (usually one). ``op`` (``all_gather``,
+    ``alltoall``, ...) overrides what the file says. Raises :class:`ImportFormatError` naming
+    the file and line for anything that is not such output or is cut short."""
+    reader = _TextReader(text, Path(path), op)
+    for i, raw in enumerate(reader.lines, start=1):
+        s = raw.strip()
+        if s:
+            reader.line(i, s)
+    return reader.finish()
 
 
 def run_points(run: NcclRun, index: int = 0):

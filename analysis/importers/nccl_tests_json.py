@@ -61,16 +61,10 @@ def _measured(m, where: str, path, moved: bool) -> Measured | None:
     return got
 
 
-def parse_nccl_tests_json(text: str, path: str | Path = "<json>", op: str | None = None) -> list[NcclRun]:
-    """The run in an nccl-tests ``-J FILE`` JSON report (``src/util.cu``: ``args``, ``config``
-    with ``devices`` - one record per process, each with ``nthreads * ngpus`` ranks - and
-    ``results``, each ``{size, count, type, redop, root, out_of_place, in_place}`` with ``time``
-    (us), ``alg_bw`` and ``bus_bw`` (GB/s) and ``nwrong``; ``out_of_bounds.count``, the wrong
-    values of the whole run). ImportFormatError as the text reader, naming the field
-    (``results[3].size``)."""
+def _document(text: str, path: Path) -> dict:
+    """The report as a JSON object holding ``config`` and ``results``, or ImportFormatError."""
     import json
 
-    path = Path(path)
     try:
         doc = json.loads(text)
     except RecursionError:  # brackets nested thousands deep: no report nccl-tests writes
@@ -82,18 +76,14 @@ def parse_nccl_tests_json(text: str, path: str | Path = "<json>", op: str | None
         ) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), list) or not isinstance(doc.get("config"), dict):
         raise ImportFormatError(path, None, "a JSON file without nccl-tests' 'config' and 'results'")
-    cfg = doc["config"]
-    listed = cfg.get("devices")
-    devices = [d for d in listed if isinstance(d, dict)] if isinstance(listed, list) else []
-    if not devices:
-        raise ImportFormatError(path, None, "config.devices is empty: no ranks to read")
-    per_proc = _count(cfg, "nthreads", path) * _count(cfg, "ngpus", path)
-    ranks = len(devices) * per_proc
-    check(ranks <= MAX_RANKS, path, None, "ranks (device records x nthreads x ngpus)", ranks, RANKS_ALLOWED)
-    check(len(doc["results"]) <= MAX_POINTS, path, None, "number of results", len(doc["results"]), POINTS_ALLOWED)
+    return doc
 
+
+def _rows(results: list, path: Path) -> list[Row]:
+    """One :class:`Row` per ``results[i]``, each checked as the text reader checks a table row;
+    a size measured twice refused."""
     rows = []
-    for i, r in enumerate(doc["results"]):
+    for i, r in enumerate(results):
         if not isinstance(r, dict):
             raise ImportFormatError(path, None, f"results[{i}] is not an object: {r!r}"[:160])
         type_name = checked_name(r.get("type"), path, None, f"results[{i}].type")
@@ -110,6 +100,28 @@ def parse_nccl_tests_json(text: str, path: str | Path = "<json>", op: str | None
     if not rows:
         raise ImportFormatError(path, None, "no results in it")
     check_repeats(rows, path, json=True)
+    return rows
+
+
+def parse_nccl_tests_json(text: str, path: str | Path = "<json>", op: str | None = None) -> list[NcclRun]:
+    """The run in an nccl-tests ``-J FILE`` JSON report (``src/util.cu``: ``args``, ``config``
+    with ``devices`` - one record per process, each with ``nthreads * ngpus`` ranks - and
+    ``results``, each ``{size, count, type, redop, root, out_of_place, in_place}`` with ``time``
+    (us), ``alg_bw`` and ``bus_bw`` (GB/s) and ``nwrong``; ``out_of_bounds.count``, the wrong
+    values of the whole run). ImportFormatError as the text reader, naming the field
+    (``results[3].size``)."""
+    path = Path(path)
+    doc = _document(text, path)
+    cfg = doc["config"]
+    listed = cfg.get("devices")
+    devices = [d for d in listed if isinstance(d, dict)] if isinstance(listed, list) else []
+    if not devices:
+        raise ImportFormatError(path, None, "config.devices is empty: no ranks to read")
+    per_proc = _count(cfg, "nthreads", path) * _count(cfg, "ngpus", path)
+    ranks = len(devices) * per_proc
+    check(ranks <= MAX_RANKS, path, None, "ranks (device records x nthreads x ngpus)", ranks, RANKS_ALLOWED)
+    check(len(doc["results"]) <= MAX_POINTS, path, None, "number of results", len(doc["results"]), POINTS_ALLOWED)
+    rows = _rows(doc["results"], path)
     bounds = doc.get("out_of_bounds")
     bounds = bounds if isinstance(bounds, dict) else {}
     wrong = _wrong(bounds.get("count"), path, None, "out_of_bounds.count", True, True)

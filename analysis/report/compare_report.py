@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -24,10 +25,22 @@ def _short(df):
     return df.map(lambda v: v if len(str(v)) <= 120 else f"{str(v)[:117]}...")
 
 
-def write_compare_report(dirs: list[Path], out: Path, allow_mixed: bool = False) -> Path:
-    """Compute the comparison and write every file under ``out``; returns ``index.html``.
-    Raises :class:`analysis.compare.CompareError` for sweeps it cannot compare (one whose
-    points were measured unlike each other, unless ``allow_mixed``)."""
+@dataclass(frozen=True)
+class _Comparison:
+    """The sweeps' timed points and the tables computed from them."""
+
+    dirs: list[Path]
+    labels: list[str]  # one per sweep; the first is the reference
+    points: pd.DataFrame  # the points with a time
+    diff: pd.DataFrame  # config keys that differ
+    keys: list[str]  # what experiments are matched on
+    varied: list[str]  # the keys the sweeps differ in
+    ratios: pd.DataFrame
+    side: pd.DataFrame  # the fits side by side
+
+
+def _compare(dirs: list[Path], allow_mixed: bool) -> _Comparison:
+    """Load the sweeps and compute the ratio and fit tables; CompareError where there is nothing to compare."""
     points, fits, diff, labels = compare.load_sweeps(dirs, allow_mixed)
     # a point without a time (its device estimator found nothing) has nothing to compare
     points = points[points["time_s"].notna()]
@@ -42,18 +55,18 @@ def write_compare_report(dirs: list[Path], out: Path, allow_mixed: bool = False)
             f"the sweeps share no points (matched on {', '.join(keys)}): {' vs '.join(str(d) for d in dirs)}"
         )
     side = compare.fits_side_by_side(fits, keys, labels)
-    out.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out / "ratios.csv", ratios.to_csv(index=False))
-    write_text_atomic(out / "fits.csv", side.to_csv(index=False))
-    write_text_atomic(out / "config_diff.csv", diff.to_csv(index=False))
+    return _Comparison(dirs, labels, points, diff, keys, varied, ratios, side)
 
-    rep = Report(f"shardlab comparison: {' vs '.join(labels)}")
+
+def _overview(rep: Report, c: _Comparison) -> None:
+    """One row per sweep (folder, points, hardware, device, jax), then what was matched and compared."""
+    labels, points = c.labels, c.points
     per_point = points.drop_duplicates(["sweep", "point"])
     rep.table(
         pd.DataFrame(
             {
                 "sweep": labels,
-                "folder": [str(d) for d in dirs],
+                "folder": [str(d) for d in c.dirs],
                 "ok points": [int((per_point["sweep"] == s).sum()) for s in labels],
                 **{
                     title: [_values(points, s, col) for s in labels]
@@ -64,15 +77,18 @@ def write_compare_report(dirs: list[Path], out: Path, allow_mixed: bool = False)
     )
     rep.text(
         f"Ratios are each sweep over the reference `{labels[0]}` (the first folder). Experiments are "
-        f"matched on {', '.join(f'`{k}`' for k in keys)}"
+        f"matched on {', '.join(f'`{k}`' for k in c.keys)}"
         + (
-            f"; the sweeps differ in {', '.join(f'`{k}`' for k in varied)}, which is what is compared."
-            if varied
+            f"; the sweeps differ in {', '.join(f'`{k}`' for k in c.varied)}, which is what is compared."
+            if c.varied
             else "."
         )
         + " Tables: `ratios.csv`, `fits.csv`, `config_diff.csv`."
     )
 
+
+def _config_section(rep: Report, diff: pd.DataFrame) -> None:
+    """The config keys that differ: those every sweep has, then those only some have."""
     rep.heading("Config keys that differ")
     both, some = compare.split_absent(diff)
     if len(both):
@@ -83,6 +99,10 @@ def write_compare_report(dirs: list[Path], out: Path, allow_mixed: bool = False)
         rep.text("Keys only some sweeps' configs have (usually a newer shardlab that added them with their defaults):")
         rep.table(_short(some))
 
+
+def _ratio_section(rep: Report, c: _Comparison) -> None:
+    """The time ratios: per sweep and collective, then per experiment with its interval."""
+    ratios = c.ratios
     rep.heading("Time ratios")
     summary = (
         ratios.groupby(["sweep", "op"], sort=False)
@@ -96,7 +116,7 @@ def write_compare_report(dirs: list[Path], out: Path, allow_mixed: bool = False)
         .reset_index()
     )
     rep.table(summary.rename(columns={"geomean": "geometric mean ratio", "differ": "CI excludes 1"}))
-    shown = [k for k in keys if k not in ("op", "size_bytes")]
+    shown = [k for k in c.keys if k not in ("op", "size_bytes")]
     rep.table(
         pd.DataFrame(
             {
@@ -104,7 +124,7 @@ def write_compare_report(dirs: list[Path], out: Path, allow_mixed: bool = False)
                 "op": ratios["op"],
                 **{k: ratios[k] for k in shown},
                 "V": ratios["V_bytes"].map(fmt_bytes),
-                f"time {labels[0]} (s)": ratios["time_s_ref"],
+                f"time {c.labels[0]} (s)": ratios["time_s_ref"],
                 "time (s)": ratios["time_s"],
                 "ratio": ratios["time_ratio"],
                 "95% CI": [
@@ -124,30 +144,50 @@ def write_compare_report(dirs: list[Path], out: Path, allow_mixed: bool = False)
         "sweep can move medians by tens of percent."
     )
 
+
+def _figures_section(rep: Report, c: _Comparison, out: Path) -> None:
+    """Time, bus bandwidth and the ratio against V, one colour per sweep."""
+    labels = c.labels
+    rep.heading("Figures")
+    title = " vs ".join(labels)
+    rep.figure(
+        compare_figures.time_vs_size(c.points, out / "time_vs_size.png", title, labels),
+        "Time per step against V, one colour per sweep, one marker per collective (bars: 95% CI).",
+    )
+    rep.figure(
+        compare_figures.busbw_vs_size(c.points, out / "busbw_vs_size.png", title, labels),
+        "Bus bandwidth against V, one colour per sweep.",
+    )
+    rep.figure(
+        compare_figures.ratio_vs_size(c.ratios, out / "ratio_vs_size.png", title, labels),
+        f"Time ratio over {labels[0]} against V with its 95% CI; the dashed line is no difference.",
+    )
+
+
+def write_compare_report(dirs: list[Path], out: Path, allow_mixed: bool = False) -> Path:
+    """Compute the comparison and write every file under ``out``; returns ``index.html``.
+    Raises :class:`analysis.compare.CompareError` for sweeps it cannot compare (one whose
+    points were measured unlike each other, unless ``allow_mixed``)."""
+    c = _compare(dirs, allow_mixed)
+    out.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out / "ratios.csv", c.ratios.to_csv(index=False))
+    write_text_atomic(out / "fits.csv", c.side.to_csv(index=False))
+    write_text_atomic(out / "config_diff.csv", c.diff.to_csv(index=False))
+
+    rep = Report(f"shardlab comparison: {' vs '.join(c.labels)}")
+    _overview(rep, c)
+    _config_section(rep, c.diff)
+    _ratio_section(rep, c)
     rep.heading("Fitted constants side by side")
-    if len(side):
-        rep.table(side)
+    if len(c.side):
+        rep.table(c.side)
         rep.text(
             "Per family and sweep, from each sweep's own fit: the book's "
             "`T = max(T_min·hops, c·V/W)` and α-β `T = α + V/β`."
         )
     else:
         rep.text("Too few points per family to fit.")
-
-    rep.heading("Figures")
-    title = " vs ".join(labels)
-    rep.figure(
-        compare_figures.time_vs_size(points, out / "time_vs_size.png", title, labels),
-        "Time per step against V, one colour per sweep, one marker per collective (bars: 95% CI).",
-    )
-    rep.figure(
-        compare_figures.busbw_vs_size(points, out / "busbw_vs_size.png", title, labels),
-        "Bus bandwidth against V, one colour per sweep.",
-    )
-    rep.figure(
-        compare_figures.ratio_vs_size(ratios, out / "ratio_vs_size.png", title, labels),
-        f"Time ratio over {labels[0]} against V with its 95% CI; the dashed line is no difference.",
-    )
+    _figures_section(rep, c, out)
     write_text_atomic(out / "compare.md", rep.to_markdown(out))
     index = out / "index.html"
     write_text_atomic(index, rep.to_html())

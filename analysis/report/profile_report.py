@@ -145,6 +145,66 @@ def _categories_human(categories: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def _introduction(r: Report, info: dict) -> None:
+    """Where the inputs came from and what a step, hidden and exposed mean; a CPU trace's caveat."""
+    r.text(
+        f"Trace: {', '.join(f'`{p}`' for p in info['xplanes'])}; HLO from {info['hlo_source']}; "
+        f"{info['devices']} devices" + (f", mesh {info['mesh']}" if info.get("mesh") else "") + ". "
+        "A step is one execution of the module on a device, from its first op's start to its last op's end. "
+        "Hidden = collective time during which the same device also computed; exposed = the rest; "
+        "times per step are medians over devices and steps."
+    )
+    if info.get("cpu"):
+        r.banner(
+            "incomplete",
+            f"CPU trace: {slowdown_words(info.get('profiler_slowdown'))}, and a "
+            "device's collective time includes waiting for the last device to arrive (`arrival skew`). "
+            "Use these times to attribute a step, and untraced runs for absolute times.",
+        )
+
+
+def _without_collectives(r: Report, summary: pd.DataFrame, categories: pd.DataFrame | None) -> None:
+    """No collective to hold against the model: where the step's time went instead."""
+    r.heading("Time by op category")
+    r.text(
+        "The HLO holds no collective: the step's time by op category instead, as XProf's op profile groups "
+        "it (the category a TPU trace carries, else XLA's for the compiled instruction), each op's own time "
+        "(nested ops left out) as a mean per step and device; a module's categories add up to its ops' time "
+        "per step. `holds`: the dot or convolution a fusion runs, or a custom call's target."
+    )
+    r.table(_categories_human(categories if categories is not None else pd.DataFrame(columns=CATEGORY_COLUMNS)))
+    r.heading("Steps")
+    r.table(_steps_human(summary))
+
+
+def _model_words(info: dict) -> str:
+    """Which model the collectives are held against, or how to get one."""
+    if info.get("hardware"):
+        return (
+            f"Model: the book's prediction on `{info['hardware']}`"
+            + (f", topology `{info['topology']}`" if info.get("topology") else "")
+            + "; V is the gathered result (all-gather), the unreduced operand (reduce-scatter, all-reduce), "
+            "operand x group size (all-to-all). Bus bandwidth follows nccl-tests."
+        )
+    return "No model: pass `--hardware` (and for `cpu`, `--link-bw-bidir-Bps` and `--hop-latency-s`)."
+
+
+def _timeline_section(r: Report, ran: pd.DataFrame, table: pd.DataFrame, steps, ops, out: Path) -> None:
+    """The median step of the module whose collectives take longest, drawn per device."""
+    module = ran.groupby("hlo_module")["time_per_step_s"].sum().idxmax()
+    step = typical_step(steps, module)
+    rows = timeline(ops, module, step, dict(zip(table["name"], table["kind"])))
+    ndev = rows["device"].nunique()
+    fig = timeline_figure(
+        rows,
+        out / "timeline.png",
+        f"{module}, step {step} (the median step)"
+        + (f", first {MAX_DEVICES_DRAWN} of {ndev} devices" if ndev > MAX_DEVICES_DRAWN else ""),
+    )
+    r.heading("Timeline of one step")
+    r.figure(fig, f"{module} step {step}: compute and communication per device")
+
+
 def write_profile_report(
     out: Path,
     table: pd.DataFrame,
@@ -166,67 +226,24 @@ def write_profile_report(
     write_text_atomic(out / "steps.csv", steps.to_csv(index=False))
     summary = step_summary(steps)
     r = Report(f"Profile: {info['logdir']}")
-    r.text(
-        f"Trace: {', '.join(f'`{p}`' for p in info['xplanes'])}; HLO from {info['hlo_source']}; "
-        f"{info['devices']} devices" + (f", mesh {info['mesh']}" if info.get("mesh") else "") + ". "
-        "A step is one execution of the module on a device, from its first op's start to its last op's end. "
-        "Hidden = collective time during which the same device also computed; exposed = the rest; "
-        "times per step are medians over devices and steps."
-    )
-    if info.get("cpu"):
-        r.banner(
-            "incomplete",
-            f"CPU trace: {slowdown_words(info.get('profiler_slowdown'))}, and a "
-            "device's collective time includes waiting for the last device to arrive (`arrival skew`). "
-            "Use these times to attribute a step, and untraced runs for absolute times.",
-        )
+    _introduction(r, info)
     if table.empty:  # no collective to hold against the model: where the step's time went instead
-        r.heading("Time by op category")
-        r.text(
-            "The HLO holds no collective: the step's time by op category instead, as XProf's op profile groups "
-            "it (the category a TPU trace carries, else XLA's for the compiled instruction), each op's own time "
-            "(nested ops left out) as a mean per step and device; a module's categories add up to its ops' time "
-            "per step. `holds`: the dot or convolution a fusion runs, or a custom call's target."
-        )
-        r.table(_categories_human(categories if categories is not None else pd.DataFrame(columns=CATEGORY_COLUMNS)))
+        _without_collectives(r, summary, categories)
+    else:
+        r.text(_model_words(info))
+        ran = table[table["executions"] > 0]
+        r.heading("Top collectives by time per step")
+        r.table(_human(ran.head(TOP), full=False))
         r.heading("Steps")
         r.table(_steps_human(summary))
-        write_text_atomic(out / "report.md", r.to_markdown(out))
-        write_text_atomic(out / "index.html", r.to_html())
-        return out / "index.html"
-    if info.get("hardware"):
-        r.text(
-            f"Model: the book's prediction on `{info['hardware']}`"
-            + (f", topology `{info['topology']}`" if info.get("topology") else "")
-            + "; V is the gathered result (all-gather), the unreduced operand (reduce-scatter, all-reduce), "
-            "operand x group size (all-to-all). Bus bandwidth follows nccl-tests."
-        )
-    else:
-        r.text("No model: pass `--hardware` (and for `cpu`, `--link-bw-bidir-Bps` and `--hop-latency-s`).")
-    ran = table[table["executions"] > 0]
-    r.heading("Top collectives by time per step")
-    r.table(_human(ran.head(TOP), full=False))
-    r.heading("Steps")
-    r.table(_steps_human(summary))
-    if categories is not None and len(categories):
-        r.heading("Time by op category")
-        r.text("Each op's own time as a mean per step and device, by the category XProf's op profile gives it.")
-        r.table(_categories_human(categories))
-    if len(ran):
-        module = ran.groupby("hlo_module")["time_per_step_s"].sum().idxmax()
-        step = typical_step(steps, module)
-        rows = timeline(ops, module, step, dict(zip(table["name"], table["kind"])))
-        ndev = rows["device"].nunique()
-        fig = timeline_figure(
-            rows,
-            out / "timeline.png",
-            f"{module}, step {step} (the median step)"
-            + (f", first {MAX_DEVICES_DRAWN} of {ndev} devices" if ndev > MAX_DEVICES_DRAWN else ""),
-        )
-        r.heading("Timeline of one step")
-        r.figure(fig, f"{module} step {step}: compute and communication per device")
-    r.heading("Every collective")
-    r.table(_human(table, full=True))
+        if categories is not None and len(categories):
+            r.heading("Time by op category")
+            r.text("Each op's own time as a mean per step and device, by the category XProf's op profile gives it.")
+            r.table(_categories_human(categories))
+        if len(ran):
+            _timeline_section(r, ran, table, steps, ops, out)
+        r.heading("Every collective")
+        r.table(_human(table, full=True))
     write_text_atomic(out / "report.md", r.to_markdown(out))
     write_text_atomic(out / "index.html", r.to_html())
     return out / "index.html"

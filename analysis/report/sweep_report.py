@@ -145,67 +145,7 @@ def build(sweep: Sweep, head: pd.DataFrame, mm: Matmuls | None, out: Path) -> Re
         "[every column explained](columns.md))."
     )
 
-    if len(head) or mm is not None:
-        rep.heading("Headline")
-    if mm is not None:
-        rep.text("**Matmuls**: " + " ".join(mm.headline))
-    if len(head):
-        rep.text("\n\n".join(f"**{headline_sentence(r)}**" for _, r in head.iterrows()))
-        rep.table(
-            pd.DataFrame(
-                {
-                    "collective": [family_name(r) for _, r in head.iterrows()],
-                    "latency floor": [
-                        fmt_duration(r["latency_floor_s"])
-                        + within(r["latency_floor_ci_low_s"], r["latency_floor_ci_high_s"], fmt_duration)
-                        if str(r["latency_floor_from"]).startswith("fit")
-                        else "(no fit)"
-                        for _, r in head.iterrows()
-                    ],
-                    "peak bus bandwidth": [
-                        fmt_bandwidth(r["peak_busbw_Bps"])
-                        + within(r["peak_busbw_ci_low_Bps"], r["peak_busbw_ci_high_Bps"], fmt_bandwidth)
-                        if pd.notna(r["peak_busbw_Bps"])
-                        else ""
-                        for _, r in head.iterrows()
-                    ],
-                    "at V": head["peak_at_V_bytes"].map(fmt_bytes),
-                    "of ceiling": head["peak_share_of_ceiling"].map(fmt_pct),
-                    "bandwidth-bound above": [
-                        fmt_bytes(r["bandwidth_bound_above_bytes"])
-                        + within(
-                            r["bandwidth_bound_above_ci_low_bytes"], r["bandwidth_bound_above_ci_high_bytes"], fmt_bytes
-                        )
-                        if pd.notna(r["bandwidth_bound_above_bytes"])
-                        else ("no bandwidth regime in range" if r["bandwidth_regime"] in (False,) else "")
-                        for _, r in head.iterrows()
-                    ],
-                    "measured/model": [
-                        f"{v:.2g}" + (" (self-fit)" if own else "") if pd.notna(v) else ""
-                        for v, own in zip(head["measured_over_model_median"], head["model_self_fit"])
-                    ],
-                    "out of sample, latency-bound": [_spread(r, "latency") for _, r in head.iterrows()],
-                    "out of sample, bandwidth-bound": [_spread(r, "bandwidth") for _, r in head.iterrows()],
-                    "ok": head["ok"],
-                    "failed": head["failed"],
-                    "flagged": head["flagged"],
-                    "noisy": head["noisy"],
-                    "unchecked": head["unchecked"],
-                }
-            )
-        )
-        rep.text(
-            "Which bandwidth to read: **bus bandwidth** (busbw, nccl-tests' convention) is the one to hold "
-            "against links and ceilings; algbw (S / time) and the fits' W are beside it in the tables. The "
-            "latency floor is the median time of the points the fit calls latency-bound (a family with fewer "
-            "than 3 points of one regime has no fit, and its headline gives its fastest median instead); the peak "
-            "is the unflagged point whose interval has the highest lower end (so a noisy point only when even its "
-            "lower end beats every steady point); *bandwidth-bound above* needs a "
-            "bandwidth regime in the sweep; in brackets, 95% bootstrap intervals. measured/model is a *self-fit* where "
-            "the model's constants were fitted to the same points (it agrees by construction); its spread by the "
-            "model's regime is then *out of sample*: each size against its family's fit without that size. "
-            "*Flagged* points (above their ceiling, page-faulting) are left out of every fit."
-        )
+    _headline(rep, head, mm)
 
     what_ran(rep, by_point, ok)
     if len(pts):
@@ -229,6 +169,73 @@ def build(sweep: Sweep, head: pd.DataFrame, mm: Matmuls | None, out: Path) -> Re
     problems_section(rep, sweep, failed)
     points_section(rep, sweep)
     return rep
+
+
+def _headline(rep: Report, head: pd.DataFrame, mm: Matmuls | None) -> None:
+    """The report's answer first: the matmuls' and each family's headline, their table and how to read it."""
+    if len(head) or mm is not None:
+        rep.heading("Headline")
+    if mm is not None:
+        rep.text("**Matmuls**: " + " ".join(mm.headline))
+    if not len(head):
+        return
+    rep.text("\n\n".join(f"**{headline_sentence(r)}**" for _, r in head.iterrows()))
+    rep.table(_headline_table(head))
+    rep.text(
+        "Which bandwidth to read: **bus bandwidth** (busbw, nccl-tests' convention) is the one to hold "
+        "against links and ceilings; algbw (S / time) and the fits' W are beside it in the tables. The "
+        "latency floor is the median time of the points the fit calls latency-bound (a family with fewer "
+        "than 3 points of one regime has no fit, and its headline gives its fastest median instead); the peak "
+        "is the unflagged point whose interval has the highest lower end (so a noisy point only when even its "
+        "lower end beats every steady point); *bandwidth-bound above* needs a "
+        "bandwidth regime in the sweep; in brackets, 95% bootstrap intervals. measured/model is a *self-fit* where "
+        "the model's constants were fitted to the same points (it agrees by construction); its spread by the "
+        "model's regime is then *out of sample*: each size against its family's fit without that size. "
+        "*Flagged* points (above their ceiling, page-faulting) are left out of every fit."
+    )
+
+
+def _headline_table(head: pd.DataFrame) -> pd.DataFrame:
+    """The headline per family in human units, with the 95% intervals in brackets."""
+    return pd.DataFrame(
+        {
+            "collective": [family_name(r) for _, r in head.iterrows()],
+            "latency floor": [
+                fmt_duration(r["latency_floor_s"])
+                + within(r["latency_floor_ci_low_s"], r["latency_floor_ci_high_s"], fmt_duration)
+                if str(r["latency_floor_from"]).startswith("fit")
+                else "(no fit)"
+                for _, r in head.iterrows()
+            ],
+            "peak bus bandwidth": [
+                fmt_bandwidth(r["peak_busbw_Bps"])
+                + within(r["peak_busbw_ci_low_Bps"], r["peak_busbw_ci_high_Bps"], fmt_bandwidth)
+                if pd.notna(r["peak_busbw_Bps"])
+                else ""
+                for _, r in head.iterrows()
+            ],
+            "at V": head["peak_at_V_bytes"].map(fmt_bytes),
+            "of ceiling": head["peak_share_of_ceiling"].map(fmt_pct),
+            "bandwidth-bound above": [
+                fmt_bytes(r["bandwidth_bound_above_bytes"])
+                + within(r["bandwidth_bound_above_ci_low_bytes"], r["bandwidth_bound_above_ci_high_bytes"], fmt_bytes)
+                if pd.notna(r["bandwidth_bound_above_bytes"])
+                else ("no bandwidth regime in range" if r["bandwidth_regime"] in (False,) else "")
+                for _, r in head.iterrows()
+            ],
+            "measured/model": [
+                f"{v:.2g}" + (" (self-fit)" if own else "") if pd.notna(v) else ""
+                for v, own in zip(head["measured_over_model_median"], head["model_self_fit"])
+            ],
+            "out of sample, latency-bound": [_spread(r, "latency") for _, r in head.iterrows()],
+            "out of sample, bandwidth-bound": [_spread(r, "bandwidth") for _, r in head.iterrows()],
+            "ok": head["ok"],
+            "failed": head["failed"],
+            "flagged": head["flagged"],
+            "noisy": head["noisy"],
+            "unchecked": head["unchecked"],
+        }
+    )
 
 
 def _figures(sweep: Sweep, out: Path) -> list[tuple[Path, str]]:

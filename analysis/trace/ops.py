@@ -120,6 +120,21 @@ def device_ops(
     its instruction text (TPU), else the earliest open ``*-start`` of its kind on the device
     (for a ``call-done``/``async-done``, of any kind joined).
     """
+    ops = _device_op_events(events)
+    pairs = _name_ops(ops, events, modules, pairs)
+    ops["end_ns"] = ops["start_ns"] + ops["duration_ns"]
+    ops["kernels"] = 1
+    ops = _merge_launches(ops)
+    ops = ops.sort_values(["device", "start_ns"], kind="stable")
+    ops = _join_async(ops, pairs, collectives)
+    ops["iteration"] = ops.groupby(["device", "hlo_module", "hlo_op"]).cumcount()
+    ops["step"] = step_of(ops, events, steps)
+    return ops[OPS_COLUMNS].reset_index(drop=True)
+
+
+def _device_op_events(events: pd.DataFrame) -> pd.DataFrame:
+    """The events that are device ops in each backend's shape (:func:`device_ops`), with their
+    ``device`` and ``clock``."""
     plane_dev = events["plane"].str.extract(DEVICE_PLANE)
     on_device_plane = plane_dev[1].notna()
     # Only the XLA Ops line, as XProf reads it (its trace viewer, op metrics and PGLE latencies
@@ -135,6 +150,14 @@ def device_ops(
     ops["device"] = np.where(cpu_ops[keep], pd.to_numeric(ops["device_ordinal"], errors="coerce"), dev_from_plane)
     ops["device"] = ops["device"].astype(int)
     ops["clock"] = np.where(cpu_ops[keep], _CPU_PLANE, ops["plane"].astype(str))
+    return ops
+
+
+def _name_ops(
+    ops: pd.DataFrame, events: pd.DataFrame, modules: dict[str, str] | None, pairs: dict[str, str] | None
+) -> dict[str, str]:
+    """Set each op's ``hlo_op``, ``hlo_module`` and async ``opcode`` in place (:func:`device_ops`);
+    return the ``done -> start`` pairs: ``pairs`` over those the instruction texts give."""
     # the instruction text's parts, parsed once per distinct name (names repeat every step)
     codes, uniq = pd.factorize(ops["name"].astype(str))
     texts = pd.Series(uniq, dtype=object)
@@ -149,36 +172,33 @@ def device_ops(
     ops["hlo_module"] = ops["hlo_module"].where(_present(ops["hlo_module"]), from_program).fillna("").astype(str)
     ops["opcode"] = opcode
     done = pd.DataFrame({"done": ops["hlo_op"].to_numpy(), "start": operand}).dropna().drop_duplicates()
-    pairs = {**dict(zip(done["done"], done["start"])), **(pairs or {})}
-    ops["end_ns"] = ops["start_ns"] + ops["duration_ns"]
-    ops["kernels"] = 1
+    return {**dict(zip(done["done"], done["start"])), **(pairs or {})}
+
+
+def _merge_launches(ops: pd.DataFrame) -> pd.DataFrame:
+    """Several kernels of one launch are one execution: its time on the device is the sum of
+    their durations (the gaps between them are the host's, not the op's)."""
     launched = ops["scope_range_id"].notna()
-    if launched.any():
-        # Several kernels of one launch are one execution: its time on the device is the
-        # sum of their durations (the gaps between them are the host's, not the op's).
-        keys = ["device", "hlo_module", "hlo_op", "scope_range_id"]
-        merged = (
-            ops[launched]
-            .groupby(keys, sort=False)
-            .agg(
-                name=("name", "last"),
-                start_ns=("start_ns", "min"),
-                end_ns=("end_ns", "max"),
-                duration_ns=("duration_ns", "sum"),
-                kernels=("kernels", "sum"),
-                program_id=("program_id", "first"),
-                hlo_category=("hlo_category", "first"),
-                opcode=("opcode", "first"),
-                clock=("clock", "first"),
-            )
-            .reset_index()
+    if not launched.any():
+        return ops
+    keys = ["device", "hlo_module", "hlo_op", "scope_range_id"]
+    merged = (
+        ops[launched]
+        .groupby(keys, sort=False)
+        .agg(
+            name=("name", "last"),
+            start_ns=("start_ns", "min"),
+            end_ns=("end_ns", "max"),
+            duration_ns=("duration_ns", "sum"),
+            kernels=("kernels", "sum"),
+            program_id=("program_id", "first"),
+            hlo_category=("hlo_category", "first"),
+            opcode=("opcode", "first"),
+            clock=("clock", "first"),
         )
-        ops = pd.concat([ops[~launched], merged], ignore_index=True)
-    ops = ops.sort_values(["device", "start_ns"], kind="stable")
-    ops = _join_async(ops, pairs, collectives)
-    ops["iteration"] = ops.groupby(["device", "hlo_module", "hlo_op"]).cumcount()
-    ops["step"] = step_of(ops, events, steps)
-    return ops[OPS_COLUMNS].reset_index(drop=True)
+        .reset_index()
+    )
+    return pd.concat([ops[~launched], merged], ignore_index=True)
 
 
 _START = re.compile(r"^(?P<kind>[a-z\-]+?)-start(?:[._].*)?$")

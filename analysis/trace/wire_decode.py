@@ -98,6 +98,10 @@ class Decoded:
     hit: set = field(default_factory=set)  # the wanted fields that occur at all
 
 
+# Long on purpose (a table-driven decoder): one loop over field positions, whose two short
+# ways and general round all narrow the same per-message state (live, cur, end) and fill the
+# same per-field tables in place. Split into functions, each round would pass all of it in
+# and out, and this loop is where reading an XSpace spends its time.
 def decode(
     buf: Buf,
     starts: np.ndarray,
