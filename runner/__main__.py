@@ -11,13 +11,12 @@ from __future__ import annotations
 import sys
 
 from runner.sweep import ctrl_c
+from runner.sweep.console_pipe import PipeSafe
 
 
 def main() -> None:
     """The ``shardlab`` command and ``python -m runner``."""
     ctrl_c.note_ctrl_c()
-    from runner.sweep.console_pipe import PipeSafe
-
     sys.stdout = PipeSafe(sys.stdout)  # `shardlab ... | head -1`: the sweep goes on, quietly
     sys.unraisablehook = ctrl_c.interrupts_not_dropped(sys.unraisablehook)
     try:

@@ -13,7 +13,9 @@ depth, so a lazy import cannot hide a circle):
   the report and the command line; at most 12 modules stand beside them at its top level;
 * no module imports itself back through others (no circles);
 * ``python -m runner`` starts without jax, pandas or matplotlib (they load in the worker and
-  for the report).
+  for the report);
+* the runner imports at the top of its modules, but across one boundary, declared here once
+  (``HEAVY``, ``SWEEP_SIDE_WHEN_CALLED``): what its processes load only when they need it.
 """
 
 from __future__ import annotations
@@ -27,7 +29,24 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("runner", "analysis")
-HEAVY = ("jax", "jaxlib", "pandas", "matplotlib", "seaborn", "numpy")
+# -- the one deliberate boundary: what the runner imports inside a function, and only there ------
+# Every other import stands at the top of its module, where a reader and the tools see it
+# (test_the_runner_imports_at_the_top_but_across_the_boundary). Inside a function:
+# * HEAVY, and any module of the project that imports one of them at its top: the Hydra process
+#   starts without them, never loads JAX and loads the rest only when a sweep needs them (its later
+#   rounds, its report: in the report's own process, once it has lowered its priority); the worker
+#   imports JAX only once runner.config.jaxenv.start_jax has set the process's settings;
+HEAVY = ("jax", "jaxlib", "numpy", "pandas", "matplotlib", "seaborn", "scipy")
+# * the sweep side (Hydra), from the two modules every worker process imports again: the package
+#   (``from runner import run``) and ``python -m runner`` (the worker's ``__mp_main__``; a Ctrl-C
+#   while Hydra loads is answered there in two lines).
+SWEEP_SIDE_WHEN_CALLED = {
+    "runner": ("runner.sweep.point",),
+    "runner.__main__": ("runner.sweep.app", "runner.sweep.pool"),
+}
+# the packages held to it (analysis joins once its own imports stand at the top)
+IMPORTS_AT_THE_TOP = ("runner",)
+
 # (analysis.runs.sweep_match: which point folder is which point, and how two sweeps differ - the runner
 # refuses a folder holding another sweep with the words the report uses)
 RUNNER_MAY_USE = (
@@ -212,6 +231,64 @@ def test_the_circle_finder_finds_a_planted_circle():
     # report.compare_report imports book.units: planting the way back closes a circle
     assert any({"analysis.book.units", "analysis.report.compare_report"} <= set(c) for c in find_circles(edges))
     assert find_circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def heavy_modules(found: dict[str, list[tuple[str, bool]]]) -> set[str]:
+    """The modules of the project that bring one of HEAVY with them: at their top, through
+    another module, or through a package above them (importing ``a.b`` runs ``a/__init__.py``)."""
+
+    def above(m: str) -> list[str]:
+        parts = m.split(".")
+        return [".".join(parts[:k]) for k in range(1, len(parts))]
+
+    at_top = {m: {i for i, top in deps if top} | set(above(m)) for m, deps in found.items()}
+    heavy = {m for m, deps in at_top.items() if any(i.split(".")[0] in HEAVY for i in deps)}
+    while grown := {m for m, deps in at_top.items() if m not in heavy and deps & heavy}:
+        heavy |= grown
+    return heavy
+
+
+def off_the_boundary(found: dict[str, list[tuple[str, bool]]]) -> list[str]:
+    """Every import inside a function of IMPORTS_AT_THE_TOP that the boundary does not call for:
+    of a light module, or in a module that has brought the heavy ones at its top already."""
+    heavy = heavy_modules(found)
+    bad = []
+    for m, deps in found.items():
+        if not any(m == p or m.startswith(p + ".") for p in IMPORTS_AT_THE_TOP):
+            continue
+        for i, top in deps:
+            if top:
+                continue
+            deferred = i.split(".")[0] in HEAVY or i in heavy
+            if deferred and m not in heavy:
+                continue
+            if any(i == s or i.startswith(s + ".") for s in SWEEP_SIDE_WHEN_CALLED.get(m, ())):
+                continue
+            bad.append(f"{m} imports {i} inside a function")
+    return sorted(bad)
+
+
+def all_imports() -> dict[str, list[tuple[str, bool]]]:
+    return {m: imports(p) for m, p in modules().items()}
+
+
+def test_the_runner_imports_at_the_top_but_across_the_boundary():
+    assert off_the_boundary(all_imports()) == []
+
+
+def test_the_boundary_check_finds_a_planted_import_inside_a_function():
+    found = all_imports()
+    found["runner.sweep.progress"] = [*found["runner.sweep.progress"], ("analysis.book.units", False)]
+    found["runner.worker.timing"] = [*found["runner.worker.timing"], ("numpy", False)]  # numpy is at its top
+    found["runner.sweep.folder"] = [*found["runner.sweep.folder"], ("runner.sweep.app", False)]
+    # across the boundary: JAX's modules, a module that imports numpy at its top, the report
+    found["runner.sweep.point"] = [*found["runner.sweep.point"], ("jax.numpy", False), ("runner.sweep.rounds", False)]
+    found["runner.sweep.callbacks"] = [*found["runner.sweep.callbacks"], ("analysis.report.sweep_report", False)]
+    assert off_the_boundary(found) == [
+        "runner.sweep.folder imports runner.sweep.app inside a function",
+        "runner.sweep.progress imports analysis.book.units inside a function",
+        "runner.worker.timing imports numpy inside a function",
+    ]
 
 
 def test_starting_the_runner_imports_no_jax_pandas_or_matplotlib():

@@ -14,11 +14,16 @@ the ``SHARDLAB_DIST_*`` names below; :func:`start_jax` turns them into
 from __future__ import annotations
 
 import functools
+import importlib.metadata
+import importlib.util
 import os
+import pkgutil
 import re
 import signal
 import sys
 from pathlib import Path
+
+from runner.errors import ConfigError
 
 DEFAULT_CPU_DEVICES = 8
 CACHE_DIR = Path(os.environ.get("SHARDLAB_CACHE_DIR", Path.home() / ".cache" / "shardlab" / "jax"))
@@ -105,9 +110,6 @@ def _accelerator_installed() -> bool:
 
 @functools.lru_cache(maxsize=8)
 def _accelerator_on(path: tuple[str, ...]) -> bool:
-    import importlib.metadata
-    import importlib.util
-
     if importlib.util.find_spec(_TPU_RUNTIME) is not None:
         return True
     if importlib.metadata.entry_points(group=_PLUGIN_NAMESPACE):
@@ -115,8 +117,6 @@ def _accelerator_on(path: tuple[str, ...]) -> bool:
     namespace = importlib.util.find_spec(_PLUGIN_NAMESPACE)
     if namespace is None or not namespace.submodule_search_locations:
         return False
-    import pkgutil
-
     return any(True for _ in pkgutil.iter_modules(list(namespace.submodule_search_locations)))
 
 
@@ -139,8 +139,6 @@ def cpu_backend(hardware: dict, distributed: dict | None = None) -> bool:
 def start_jax(env: dict[str, str]):
     """Apply ``env``, import JAX, enable the persistent compilation cache, join the other
     processes if ``env`` says so; return the module."""
-    import sys
-
     if "jax" in sys.modules:
         raise RuntimeError("start_jax must run before anything imports jax in this process")
     os.environ.update(env)
@@ -193,8 +191,6 @@ def _start_distributed(jax, env: dict[str, str]) -> None:
         except ValueError as exc:
             if "coordinator_address" not in str(exc):
                 raise
-            from runner.errors import ConfigError
-
             raise ConfigError(
                 "distributed=auto found no cluster to join (JAX: coordinator_address should be defined): run it "
                 "under SLURM, Open MPI or on a TPU pod slice, or give distributed.coordinator_address, "

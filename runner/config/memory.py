@@ -30,6 +30,7 @@ import os
 
 from analysis.book.collectives import BY_OP, bus_bytes, local_bytes, per_device_bytes
 from analysis.book.dtypes import itemsize
+from analysis.book.notation import parse
 from analysis.book.units import fmt_bytes, format_size
 from runner.config.matmul_plan import parse_matmul
 from runner.errors import ConfigError
@@ -122,8 +123,6 @@ def _block(op: dict, mesh_axes: dict[str, int], elem_bytes: int) -> dict[str, in
 
 
 def _program(op: dict, mesh_axes: dict[str, int], elem_bytes: int) -> dict[str, int]:
-    from analysis.book.notation import parse
-
     # a user's program: its temporaries are unknown; count each input four times over
     total = shard = 0
     for text in op["inputs"]:

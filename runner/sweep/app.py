@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import hydra
+import hydra.core.utils as hydra_utils
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
@@ -30,8 +31,6 @@ def _one_line_when_config_cannot_be_saved() -> None:
     stops as it stops when a ``result.json`` cannot be written (a SystemExit passes through
     Hydra's error report). Hydra 1.3 calls ``hydra.core.utils._save_config``; without it, nothing
     changes."""
-    import hydra.core.utils as hydra_utils
-
     save = getattr(hydra_utils, "_save_config", None)
     if save is None or getattr(save, "_shardlab", False):
         return

@@ -10,6 +10,7 @@ time's, inverted (the slow end of the time is the low end of the bandwidth).
 from __future__ import annotations
 
 from analysis.book.collectives import BY_OP, busbw_factor, nccl_S_bytes
+from analysis.book.units import fmt_bandwidth
 from analysis.runs.record import upgraded
 
 
@@ -33,8 +34,6 @@ def bandwidth(result: dict) -> dict | None:
 
 def bandwidth_words(bw: dict | None) -> str:
     """``algbw 1.48 GB/s  busbw 2.59 GB/s`` (empty without a bandwidth)."""
-    from analysis.book.units import fmt_bandwidth
-
     if not bw:
         return ""
     return f"algbw {fmt_bandwidth(bw['algbw_Bps'])}  busbw {fmt_bandwidth(bw['busbw_Bps'])}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
 import time
 from pathlib import Path
@@ -18,11 +19,19 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from analysis.runs.rundir import HEADLINE_NAME, RESULT_NAME
-from runner.sweep import command, report_process
+import analysis.report
+from analysis.runs.rundir import HEADLINE_NAME, REPORT_DIR, RESULT_NAME, SUMMARY_NAME, point_dirs
+from runner.config.jaxenv import process_env
+from runner.config.schema import renamed_override, unknown_key
+from runner.config.spec import build_spec, check_gate
+from runner.errors import ConfigError
+from runner.sweep import command, point, report_process
 from runner.sweep.compose_once import compose_each_point_once
-from runner.sweep.pool import discard_worker, release_worker
-from runner.sweep.progress import _rel, clock
+from runner.sweep.folder import claim, repeated_point, resume_mix_for, single_run_problem, unwritable
+from runner.sweep.held_stderr import release
+from runner.sweep.lock import FolderInUse, hold
+from runner.sweep.pool import discard_worker, get_worker, release_worker
+from runner.sweep.progress import _rel, clock, point_list
 
 log = logging.getLogger("shardlab")
 NO_REPORT_EXIT = 4  # the sweep ran but its report could not be written (docs/programs.md, exit status)
@@ -143,8 +152,6 @@ def report_and_summary(
 def on_disk(sweep_dir: Path, since: float) -> str:
     """What a report that failed at ``since`` left: the points' results (each written whole)
     and whose ``report/index.html`` is there, if any (every report file is written whole)."""
-    from analysis.runs.rundir import REPORT_DIR
-
     n = len(list(sweep_dir.glob(f"*/{RESULT_NAME}")))
     index = sweep_dir / REPORT_DIR / "index.html"
     try:
@@ -186,14 +193,7 @@ class SweepCheck(Callback):
     uses (:mod:`runner.sweep.folder`); a single run into a sweep's folder stops too."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
-        from runner.config.schema import renamed_override, unknown_key
-        from runner.sweep.held_stderr import release
-
         release()  # the config is composed: stderr goes straight to the terminal again
-        from runner.config.spec import check_gate
-        from runner.errors import ConfigError
-        from runner.sweep.folder import unwritable
-
         base = OmegaConf.masked_copy(config, [k for k in config.keys() if k != "hydra"])  # Hydra's job config
         problem = (
             launcher_problem(str(config.hydra.launcher.get("_target_", "")))
@@ -213,9 +213,6 @@ class SweepCheck(Callback):
         if problem:
             print(f"error: {problem}", file=sys.stderr)
             sys.exit(2)
-        from runner.sweep.folder import claim, repeated_point, resume_mix_for
-        from runner.sweep.progress import point_list
-
         points = point_list(config)
         # the folder's lock, and no other sweep's results in it (before progress writes sweep.json)
         if problem := repeated_point(points) or claim(config, points):
@@ -230,12 +227,7 @@ class SweepCheck(Callback):
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
         """A single run: never with a renamed key (``+timing.source=loop``), never into a
         sweep's folder (before Hydra writes anything there)."""
-        from runner.sweep.held_stderr import release
-
         release()  # the config is composed: stderr goes straight to the terminal again
-        from runner.config.schema import renamed_override
-        from runner.sweep.folder import single_run_problem, unwritable
-
         run_dir = Path(config.hydra.run.dir)
         problem = renamed_override(list(config.hydra.overrides.task))
         if not str(config.hydra.run.dir).strip():  # Path("") is the current folder
@@ -244,8 +236,6 @@ class SweepCheck(Callback):
         if problem := problem or unwritable(run_dir, "hydra.run.dir") or single_run_problem(run_dir, overwrite):
             print(f"error: {problem}", file=sys.stderr)
             sys.exit(2)
-        from runner.sweep.lock import FolderInUse, hold
-
         try:  # two runs into one folder: the second is refused, not one result silently lost
             hold(run_dir, shared=OmegaConf.select(config, "distributed.mode", default="none") == "auto")
         except FolderInUse as exc:
@@ -257,11 +247,6 @@ def prestart_worker(base: DictConfig) -> None:
     """Start the JAX worker now, so that JAX starts while Hydra composes the first point
     (about 0.7 s of a sweep's start). The worker is built for the base config; a point that
     needs other process-wide settings replaces it (runner.sweep.pool), so a guess costs nothing."""
-    from runner.config.jaxenv import process_env
-    from runner.config.spec import build_spec
-    from runner.errors import ConfigError
-    from runner.sweep.pool import get_worker
-
     if base.get("resume"):  # its points may all be kept: then no JAX should start at all
         return
     try:
@@ -279,9 +264,6 @@ class ReportCallback(Callback):
         self.t_start: float | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
-        import signal
-        import time
-
         self.t_start = time.perf_counter()
         Interrupt.sweep_dir = Path(config.hydra.sweep.dir)
         signal.signal(signal.SIGINT, Interrupt.handler)
@@ -301,9 +283,7 @@ class ReportCallback(Callback):
         discard_worker()
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
-        from analysis.runs.rundir import point_dirs
-        from runner.sweep import point
-        from runner.sweep.rounds import interleave
+        from runner.sweep.rounds import interleave  # brings numpy (runner.worker.timing): not at start-up
 
         sweep_dir = Path(config.hydra.sweep.dir)
         Interrupt.check("after the last point")
@@ -356,7 +336,6 @@ def gate(sweep_dir: Path, min_busbw_Bps: float) -> str | None:
     import pandas as pd
 
     from analysis.gate import below_bar, gate_message
-    from analysis.runs.rundir import SUMMARY_NAME
 
     try:
         failures = below_bar(pd.read_csv(sweep_dir / SUMMARY_NAME), min_busbw_Bps)
@@ -379,9 +358,7 @@ def interrupted(sweep_dir: Path, where: str) -> None:
         return
     logging.disable(logging.INFO)  # no closing summary: two lines
     try:
-        from analysis.report import write_report
-
-        index = _rel(write_report(sweep_dir))
+        index = _rel(analysis.report.write_report(sweep_dir))
     except Exception as exc:  # noqa: BLE001 - the measurements stay on disk either way
         index = f"(no report: {exc})"
     finally:

@@ -13,11 +13,11 @@ only composes it). A sweeper of our own would do the same but must live in Hydra
 
 from __future__ import annotations
 
+from hydra.core.global_hydra import GlobalHydra
+
 
 def compose_each_point_once() -> None:
     """Wrap the running Hydra app's config loader (call from ``on_multirun_start``)."""
-    from hydra.core.global_hydra import GlobalHydra
-
     if not GlobalHydra.instance().is_initialized():
         return
     loader = GlobalHydra.instance().config_loader()

@@ -12,23 +12,27 @@ a sweep's folder is refused too: its ``result.json`` at the top would stand for 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shlex
 import tempfile
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
 from analysis.runs.rundir import RESULT_NAME, SWEEP_NAME, expected_points, point_dirs
 from analysis.runs.sweep_match import point_key, sweep_difference
+from runner.config.jaxenv import process_env
+from runner.config.spec import build_spec
+from runner.errors import ConfigError
+from runner.sweep.lock import FolderInUse, hold, holder
+from runner.sweep.progress import _os_error, _rel
 
 
 def claim(config: DictConfig, points: list[list[str]] | None) -> str | None:
     """Take ``hydra.sweep.dir`` for the sweep of ``points`` (each point's overrides, None when
     the sweeper cannot list them), or the line that says why not."""
-    from runner.sweep.lock import FolderInUse, hold
-    from runner.sweep.progress import _os_error, _rel
-
     sweep_dir = Path(config.hydra.sweep.dir)
     where = f"hydra.sweep.dir={_rel(sweep_dir)}"
     auto = OmegaConf.select(config, "distributed.mode", default="none") == "auto"
@@ -118,9 +122,6 @@ def single_run_problem(run_dir: Path, overwrite: bool = False) -> str | None:
     """Why a single run may not write into ``run_dir``: it is a sweep's folder (it has a
     ``sweep.json``), one of a sweep's point folders, in use by another run, or it holds a
     result already and ``overwrite`` is not set; else None."""
-    from runner.sweep.lock import holder
-    from runner.sweep.progress import _rel
-
     run_dir = Path(run_dir)
     where = f"hydra.run.dir={_rel(run_dir)}"
     if (run_dir / SWEEP_NAME).is_file():
@@ -151,9 +152,6 @@ def resume_mix(sweep_dir: Path, xla_flags: str) -> str | None:
     """Why ``resume=true`` may not keep the ok points in ``sweep_dir``: they were measured
     under other XLA flags or another JAX than this run would use (``xla_flags``: the flags its
     worker starts with), so one fit would mix them; else None."""
-    import json
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         now = {"jax": version("jax"), "jaxlib": version("jaxlib")}
     except PackageNotFoundError:
@@ -197,10 +195,6 @@ def repeated_point(points: list[list[str]] | None) -> str | None:
 
 def resume_mix_for(base: DictConfig, sweep_dir: Path) -> str | None:
     """:func:`resume_mix` for the XLA flags this sweep's worker would start with (its base config's)."""
-    from runner.config.jaxenv import process_env
-    from runner.config.spec import build_spec
-    from runner.errors import ConfigError
-
     try:
         spec = build_spec(base)
     except (ConfigError, KeyError, ValueError):  # each point says what is wrong with it

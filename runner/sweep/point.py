@@ -13,8 +13,16 @@ import shutil
 import time
 from pathlib import Path
 
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from analysis.book.collective_cost import placed_group, predict_collective
+from analysis.book.errors import BookError
+from analysis.book.hardware import from_record, wraparound_for
+from analysis.book.matmul_cost import predict_matmul
+from analysis.book.notation import parse
+from analysis.book.placement import Placement
 from analysis.book.units import fmt_duration, format_size
 from analysis.runs.record import ONE_ROUND, upgraded
 from analysis.runs.rundir import HLO_DIR, RESULT_NAME, TRACE_DIR, now_iso, result_name, stamp, write_json_atomic
@@ -31,8 +39,6 @@ last_process_index: int | None = None
 
 
 def _point_dir() -> Path:
-    from hydra.core.hydra_config import HydraConfig
-
     return Path(HydraConfig.get().runtime.output_dir)
 
 
@@ -76,7 +82,7 @@ def run(cfg: DictConfig, point_dir: str | Path | None = None, rounds: int | None
     index = _write(point_dir, result)
     # With distributed=auto every host would have to join each later round; they run round 1 only.
     if result["status"] == "ok" and index == 0 and spec["distributed"]["mode"] != "auto":
-        from runner.sweep.rounds import add_round
+        from runner.sweep.rounds import add_round  # brings numpy (runner.worker.timing): not at start-up
 
         for r in range(2, (rounds or int(cfg.timing.rounds)) + 1):
             add_round(point_dir, r, spec)
@@ -230,13 +236,6 @@ def predict(result: dict) -> dict:
     recorded: its entry with any ``hardware.X=...`` overrides), or why there is none (the
     report models every point again, with fitted or calibrated constants where the hardware
     publishes none)."""
-    from analysis.book.collective_cost import placed_group, predict_collective
-    from analysis.book.errors import BookError
-    from analysis.book.hardware import from_record, wraparound_for
-    from analysis.book.matmul_cost import predict_matmul
-    from analysis.book.notation import parse
-    from analysis.book.placement import Placement
-
     exp = result["spec"]
     sizes = [exp["mesh"]["axes"][a] for a in exp["axes"]]
     try:
@@ -261,9 +260,6 @@ def predict(result: dict) -> dict:
 
 
 def _in_multirun() -> bool:
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 

@@ -29,12 +29,18 @@ import sys
 import time
 from pathlib import Path
 
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from analysis.book.units import fmt_duration, parse_size
 from analysis.runs.record import ONE_ROUND, STEP
+from analysis.runs.rundir import SWEEP_NAME, now_iso, stamp, write_json_atomic
+from runner.sweep.bandwidth import bandwidth, bandwidth_words
 from runner.sweep.command import this_command
+from runner.sweep.lock import FolderInUse, hold
 
 log = logging.getLogger("shardlab")
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
@@ -45,9 +51,6 @@ def point_list(config: DictConfig) -> list[list[str]] | None:
     sweeper = OmegaConf.select(config, "hydra.sweeper") or {}
     if sweeper.get("_target_") != BASIC_SWEEPER:
         return None
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     args = [f"{k}={v}" for k, v in (sweeper.get("params") or {}).items()]
     args += list(OmegaConf.select(config, "hydra.overrides.task") or [])
     try:
@@ -83,9 +86,6 @@ def clock(seconds: float) -> str:
 def point_line(k: int, total: int | None, what: str, result: dict | None) -> str:
     """``[ 3/17] <what> ok 252 us ±12% algbw 0.018 GB/s busbw 0.016 GB/s`` (or FAILED and why; or ``ok no time``
     and why, for a point whose device estimator found no execution of its collective)."""
-    from analysis.book.units import fmt_duration
-    from runner.sweep.bandwidth import bandwidth, bandwidth_words
-
     width = len(str(total)) if total else 1
     head = f"[{k:>{width}}/{total}]" if total else f"[{k}]"
     if not isinstance(result, dict):
@@ -129,9 +129,6 @@ class ProgressCallback(Callback):
         return len(self.points) if self.points is not None else None
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
-        from analysis.runs.rundir import SWEEP_NAME, now_iso, stamp, write_json_atomic
-        from runner.sweep.lock import FolderInUse, hold
-
         sweep_dir = Path(config.hydra.sweep.dir)
         try:
             hold(sweep_dir)
@@ -262,8 +259,6 @@ def estimate_left(
 
 def _size_of(point: list[str]) -> float | None:
     """A point's V from its overrides (``op.size_bytes=4KiB``), when it says."""
-    from analysis.book.units import parse_size
-
     for o in point:
         k, _, v = o.partition("=")
         if k in ("op.size_bytes", "+op.size_bytes"):

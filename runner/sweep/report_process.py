@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import json
 import logging
 import os
@@ -31,6 +32,8 @@ import sys
 import time
 import traceback
 from pathlib import Path
+
+import analysis.report
 
 READY = "ready"
 LEAVES_IDLE = "leaves-idle"  # said after READY by a process allowed to leave the idle class
@@ -146,8 +149,6 @@ def _die_with_parent(parent_pid: int) -> None:
     """Be killed when the sweep's process ends, however it ends (Linux), or end now if it
     already has (before the kernel was asked)."""
     with contextlib.suppress(Exception):
-        import ctypes
-
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     if os.getppid() != parent_pid:
         sys.exit(0)
@@ -203,15 +204,14 @@ def answer(sweep_dir: Path, since: float, keep_log: bool = False) -> dict:
     """Write the report of ``sweep_dir``; what the closing summary needs, as JSON-able data
     (``keep_log``: with what the report logged, for a process whose log nobody sees)."""
     t0 = time.perf_counter() - max(0.0, time.time() - since)  # the report's build_s.txt counts from ``since``
-    from analysis.report import write_report
-    from analysis.sweep import MixedSweepError
+    from analysis.sweep import MixedSweepError  # brings pandas: only when a report is written
 
     kept = _Kept()
     if keep_log:
         logging.getLogger().addHandler(kept)
         logging.getLogger().setLevel(logging.INFO)
     try:
-        out = {"index": str(write_report(sweep_dir, t0=t0)), "claims": claim_lines(sweep_dir, since)}
+        out = {"index": str(analysis.report.write_report(sweep_dir, t0=t0)), "claims": claim_lines(sweep_dir, since)}
     except MixedSweepError as exc:
         out = {"mixed": str(exc)}
     except OSError as exc:

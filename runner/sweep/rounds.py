@@ -20,6 +20,7 @@ cross-check, runs in a later round only where round 1's disagreed with the sourc
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 from pathlib import Path
@@ -105,8 +106,6 @@ def add_round(point_dir: Path, round_no: int, spec: dict | None = None, specs: d
     the point's, else built from its config; ``specs`` caches the built ones by ``point_dir``
     (a point's config does not change between rounds)."""
     path = Path(point_dir) / RESULT_NAME
-    import json
-
     try:
         result = upgraded(json.loads(path.read_text()))  # an older file's timing.source is its estimator
     except (OSError, ValueError):
@@ -186,8 +185,6 @@ def interleave(point_dirs: list[Path], rounds: int, seed: int = 0) -> int:
 
 def _stopped(point_dir: Path) -> bool:
     """Whether the point in ``point_dir`` stopped its rounds early (or cannot take more)."""
-    import json
-
     try:
         result = json.loads((Path(point_dir) / RESULT_NAME).read_text())
     except (OSError, ValueError):

@@ -19,7 +19,14 @@ from __future__ import annotations
 import math
 import time
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from analysis.book.placement import CHIP_DIMS, Placement
+from runner.worker import meshes
 
 MIN_BYTES, MAX_BYTES = 4 << 10, 64 << 20  # above 64 MiB the copy rate is flat (DRAM)
 TRAFFIC_PER_TIMING = 32 << 20  # bytes each device moves per timed call: dispatch becomes noise
@@ -35,13 +42,7 @@ def device_copy(
     :func:`runner.worker.meshes.agree` by default, as the mesh may span processes; ``keep``: keep this
     size's buffers beside the others', as :mod:`runner.worker.copy_curve` visits its sizes in turn,
     until :func:`release`)."""
-    import jax
-    import jax.numpy as jnp
-    from jax.sharding import NamedSharding
-    from jax.sharding import PartitionSpec as P
-
-    if agree is None:
-        from runner.worker.meshes import agree
+    agree = meshes.agree if agree is None else agree
     nbytes = int(min(max(bytes_per_device, MIN_BYTES), MAX_BYTES)) // 4 * 4
     devices = math.prod(mesh.shape.values())
     axes = tuple(mesh.axis_names)
@@ -106,8 +107,6 @@ def link_roofline(
         links = max(n_axes, 1)
         what = f"{hardware['name']} bidirectional ICI link bandwidth x {links} mesh axis/axes (book)"
         return {"kind": "link", "busbw_Bps": w_bi * links, "physical_axes": links, "what": what}
-    from analysis.book.placement import CHIP_DIMS, Placement
-
     group = Placement.from_dict(physical).group(axes)
     spans = [d for d in group if d in CHIP_DIMS]
     core = float(hardware.get("core_bw_unidir_Bps") or 0) if "core" in group else 0.0

@@ -33,9 +33,12 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import jax
 import numpy as np
 
+from analysis.runs.rundir import write_json_atomic
 from analysis.statistics.stats import median_ci
+from runner.worker import ceiling
 
 SIZES = tuple(4 << (10 + 2 * i) for i in range(7))  # 4 KiB, 16 KiB, ... 16 MiB a device
 REPEATS = 9  # with 9 samples the median's 95% interval drops the lowest and highest
@@ -122,8 +125,6 @@ def _fmt(n: int) -> str:
 def measure(mesh, sizes=SIZES, repeats: int = REPEATS, clock=time.perf_counter, seed: int = 0) -> dict:
     """Measure the curve on ``mesh``'s devices: ``repeats`` rounds over ``sizes``, each round
     in a shuffled order (the same in every process: ``seed``)."""
-    from runner.worker.ceiling import device_copy, release
-
     t0 = clock()
     rng = random.Random(seed)
     samples: dict[int, list] = {s: [] for s in sizes}
@@ -132,9 +133,9 @@ def measure(mesh, sizes=SIZES, repeats: int = REPEATS, clock=time.perf_counter, 
             order = list(sizes)
             rng.shuffle(order)
             for s in order:
-                samples[s].append(device_copy(mesh, s, repeats=1, clock=clock, keep=True)["busbw_Bps"])
+                samples[s].append(ceiling.device_copy(mesh, s, repeats=1, clock=clock, keep=True)["busbw_Bps"])
     finally:
-        release()
+        ceiling.release()
     return {
         "points": smooth(sizes, [samples[s] for s in sizes]),
         "samples_Bps": {str(s): samples[s] for s in sizes},
@@ -146,16 +147,12 @@ def measure(mesh, sizes=SIZES, repeats: int = REPEATS, clock=time.perf_counter, 
 
 def key() -> dict:
     """What a cached curve must match: this host, JAX version and device count."""
-    import jax
-
     return {"host": socket.gethostname(), "jax_version": jax.__version__, "devices": jax.device_count()}
 
 
 def cpu_curve(now: float | None = None) -> dict:
     """The copy curve for this process's devices: kept from earlier in this process, read
     from the cache file (same key, younger than :data:`MAX_AGE_S`), or measured and saved."""
-    import jax
-
     k = key()
     path = CACHE_DIR / f"{k['host']}-jax{k['jax_version']}-{k['devices']}dev.json"
     now = time.time() if now is None else now
@@ -187,8 +184,6 @@ def _read(path: Path, k: dict, now: float) -> dict | None:
 
 
 def _write(path: Path, curve: dict) -> None:
-    from analysis.runs.rundir import write_json_atomic
-
     try:
         write_json_atomic(path, curve)
     except OSError:  # a read-only home: the curve still serves this process

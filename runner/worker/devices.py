@@ -6,6 +6,8 @@ import os
 import platform
 import socket
 
+import jaxlib
+
 from analysis.book.device_kinds import resolve_auto
 from runner.config.schema import hardware_record
 from runner.errors import ConfigError
@@ -13,8 +15,6 @@ from runner.errors import ConfigError
 
 def environment(jax, devices) -> dict:
     """Versions, backend and devices: enough to tell two result folders apart."""
-    import jaxlib
-
     return {
         "jax_version": jax.__version__,
         "jaxlib_version": jaxlib.__version__,

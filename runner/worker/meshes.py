@@ -24,8 +24,11 @@ from pathlib import Path
 
 import jax
 import numpy as np
+from jax._src import distributed  # private: the coordination client JAX holds has no public accessor
+from jax.experimental import mesh_utils
 from jax.sharding import AxisType, Mesh
 
+from analysis.book.placement import CHIP_DIMS, from_positions
 from runner.errors import ConfigError
 
 AGREE_TIMEOUT_MS = 60_000  # raised on the waiting side if process 0 never decides
@@ -62,8 +65,6 @@ def device_array(mesh_axes: dict[str, int], devices, cross_process_axis: str | N
       devices ordered by (process, id) with that axis outermost, so it spans blocks of
       processes (the nodes) and the other axes stay within a block.
     """
-    from jax.experimental import mesh_utils
-
     names, sizes = list(mesh_axes), [int(s) for s in mesh_axes.values()]
     devices = list(devices)[: math.prod(sizes)]  # as jax.make_mesh: the first devices (a smaller mesh)
     platform = devices[0].platform if devices else "cpu"
@@ -161,8 +162,6 @@ def physical_placement(mesh: Mesh, wraparound: str | None = None) -> dict | None
     devices' coordinates (:mod:`analysis.book.placement`), as result.json records it; with the
     hardware's ``wraparound`` rule, also whether each axis' part of each chip axis is a ring.
     None on devices without coordinates (CPU, GPU)."""
-    from analysis.book.placement import CHIP_DIMS, from_positions
-
     devices = list(mesh.devices.flat)
     if not all(getattr(d, "coords", None) is not None for d in devices):
         return None
@@ -240,8 +239,6 @@ def agree(value):
     """
     if jax.process_count() == 1:
         return value
-    from jax._src import distributed  # the client JAX already holds; no public accessor
-
     client = distributed.global_state.client
     key = f"shardlab/agree/{next(_decisions)}"
     if jax.process_index() == 0:

@@ -24,7 +24,7 @@ from collections import OrderedDict
 
 import jax
 
-from runner.config.memory import host_available_bytes
+from runner.config.memory import HEADROOM, host_available_bytes
 
 # Of the memory free (plus what the cache holds), the part the cache may hold: small enough
 # that a larger point later in the sweep still passes its memory check (runner.config.memory.check_fits
@@ -108,8 +108,6 @@ def make_room(estimate: dict[str, int], devices: int) -> list[str]:
     point's (``estimate``: :func:`runner.config.memory.estimate` on ``devices`` devices) would not fit
     in ``HEADROOM`` of the memory the point is admitted to (the cache's own bytes counted as
     free: they are what the point may reuse). Returns the keys dropped."""
-    from runner.config.memory import HEADROOM
-
     held = sum(b for _, b in _points.values())
     if jax.default_backend() == "cpu":
         need, free = estimate["host_bytes"] + devices * estimate["per_device_bytes"], host_available_bytes()

@@ -11,15 +11,18 @@ records what it saw and starts a fresh worker. Nothing here imports the sweep si
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
 
 from analysis.runs.rundir import log_name
-from runner.config.jaxenv import MODE_ENV
+from runner.config.jaxenv import MODE_ENV, start_jax
+from runner.errors import ConfigError
 
 # Tests set this to a size in bytes; the worker then aborts (SIGABRT) on that sweep point.
 TEST_ABORT_ENV = "SHARDLAB_TEST_ABORT_SIZE_BYTES"
@@ -102,9 +105,6 @@ def die_with_parent(parent_pid: int) -> None:
     is missing, a watcher thread notices the parent is gone within a second. Either way, if
     the parent died before this ran, the process ends now.
     """
-    import ctypes
-    import threading
-
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -130,12 +130,10 @@ def serve(conn, env: dict, startup_log: str, parent_pid: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if env.get(MODE_ENV) == "local":
         os.setpgid(0, 0)  # its own process group: the parent can end it and anything it started
-    from runner.config.jaxenv import start_jax
-
     with _output_to(Path(startup_log)):  # JAX's start-up (and distributed init) messages
         try:
             jax = start_jax(env)
-            from runner.errors import ConfigError
+            # after start_jax: these import JAX, which must find the process settings in place
             from runner.worker import point_cache
             from runner.worker.measure import measure, retime
         except Exception as exc:

@@ -20,6 +20,8 @@ third, *device*, comes from the trace (:mod:`runner.worker.measure`).
 from __future__ import annotations
 
 import contextlib
+import os
+import resource
 import time
 
 import numpy as np
@@ -235,15 +237,11 @@ def loop_Ks(step_median_s: float, target_s: float) -> list[int]:
 
 def minor_faults() -> int:
     """Minor page faults of this process so far (a buffer the OS hands back faults again)."""
-    import resource
-
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def machine_state() -> dict:
     """What else the machine was doing: 1-minute load average and CPU count."""
-    import os
-
     try:
         load = os.getloadavg()[0]
     except OSError:

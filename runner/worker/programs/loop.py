@@ -41,6 +41,8 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
+from analysis.hlo import parse_collectives
+
 
 def looped(fn: Callable, mesh: jax.sharding.Mesh) -> Callable:
     """``run(args, k)``: ``fn(*args)`` k times (k a Python int, static: one compile per K, a
@@ -278,8 +280,6 @@ def loop_check(step_hlo: str, loop_hlo: str, K: int | None = None) -> dict:
     the loop) passes. Without a trip count in the HLO (or without K): the collectives of the
     while bodies must be a whole multiple of the step's. ``ok`` false: the loop estimator is
     not used; ``why`` says what XLA did instead."""
-    from analysis.hlo import parse_collectives
-
     step_cols, loop_cols = parse_collectives(step_hlo), parse_collectives(loop_hlo)
     step = Counter(c.kind for c in step_cols)
     inside = loop_computations(loop_hlo)
