@@ -18,10 +18,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
 
+from analysis.book.collective_cost import predict_collective
 from analysis.book.hardware import hardware_dir, load_hardware
 from analysis.predictions import unit_terms
-from analysis.statistics.fit import SEED, fit_points
+from analysis.statistics.fit import SEED, fit_max_model, fit_points
 
 CALIBRATION_COLUMNS = [
     "op",
@@ -127,8 +129,6 @@ def hardware_entry(base_raw: dict, name: str, table: pd.DataFrame, source: str) 
 
 def entry_yaml(entry: dict, header: str) -> str:
     """``entry`` as YAML text under a comment ``header`` (one or more lines)."""
-    import yaml
-
     comment = "".join(f"# {line}\n" for line in header.splitlines())
     return comment + yaml.safe_dump(entry, sort_keys=False, width=100)
 
@@ -159,9 +159,6 @@ def across_calibration(points: pd.DataFrame, base_hw) -> dict | None:
     group crosses domains, with the book's ``max(T_out * hops, bytes / W_out)`` at the across
     level (its hops and bytes from the base entry's own prediction, the devices filling domains
     in order), all collectives together; None with fewer than 3 such points."""
-    from analysis.book.collective_cost import predict_collective
-    from analysis.statistics.fit import fit_max_model
-
     pts = points.dropna(subset=["time_s", "V_bytes", "group_size"])
     if len(pts) < 3 or not base_hw.scaleout_bw_unidir_Bps or not base_hw.scaleout_latency_s:
         return None

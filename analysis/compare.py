@@ -19,6 +19,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.runs.rundir import point_dirs
+from analysis.sweep import load_sweep
+
 
 class CompareError(Exception):
     """Input the comparison cannot use; the message is the one line the user sees."""
@@ -192,9 +195,6 @@ def load_sweeps(
     :class:`CompareError` for a folder without results or whose points were measured unlike
     each other.
     """
-    from analysis.runs.rundir import point_dirs
-    from analysis.sweep import load_sweep
-
     if len(dirs) < 2:
         raise CompareError("compare needs two or more sweep folders")
     names = [Path(d).resolve().name for d in dirs]

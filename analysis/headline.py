@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.book.collectives import BY_OP
 from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration
 from analysis.runs.record import ONE_ROUND
 
@@ -182,8 +183,6 @@ def headline_table(summary: pd.DataFrame, points: pd.DataFrame, fits: pd.DataFra
 
 def family_name(row) -> str:
     """``AllGather over X (8 devices, float32)``."""
-    from analysis.book.collectives import BY_OP
-
     op = BY_OP[row["op"]].notation if row["op"] in BY_OP else row["op"]
     n = int(row["group_size"])
     return f"{op} over {row['axes']} ({n} device{'s' if n != 1 else ''}, {row['dtype']})"

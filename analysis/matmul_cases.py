@@ -18,10 +18,12 @@ import numpy as np
 import pandas as pd
 
 from analysis.book.collectives import BY_NOTATION
+from analysis.book.dtypes import dtype_bytes
 from analysis.book.errors import BookError
 from analysis.book.hardware import Hardware, load_hardware
 from analysis.book.matmul_cost import predict_matmul
 from analysis.book.notation import parse
+from analysis.book.units import fmt_duration
 from analysis.runs.summary import dims_of, mesh_of
 from analysis.strategy_crossover import measured_crossover, q4_table, varying_dim
 
@@ -50,8 +52,6 @@ def matmul_points(summary: pd.DataFrame) -> pd.DataFrame:
 def intensity(expr, dims, dtype) -> float:
     """FLOPs per byte of the matmul's two inputs and its output (global sizes): where it sits
     on the roofline. NaN when the expression or dims do not parse."""
-    from analysis.book.dtypes import dtype_bytes
-
     try:
         mm, d = parse(expr), dims_of(dims)
         size = dtype_bytes(dtype)[1]
@@ -297,8 +297,6 @@ def matmul_headline(points: pd.DataFrame, table: pd.DataFrame, c_point: str | No
     times compare with the book's max(T_math, T_comms), and Question 4's and collective
     matmul's verdicts where the sweep ran them. ``table``: :func:`case_table` of ``points``;
     ``c_point``: the point C was measured from (:func:`C_source_point`), left out of measured / model."""
-    from analysis.book.units import fmt_duration
-
     ok = table[table["status"] == "ok"]
     said = [f"{len(table)} matmul points: {len(ok)} ok, {len(table) - len(ok)} failed"]
     if len(ok):

@@ -20,6 +20,7 @@ import pandas as pd
 from analysis.book.collective_cost import placed_group, predict_collective
 from analysis.book.collectives import OPS
 from analysis.book.errors import BookError
+from analysis.book.expected_cost import expected_time_s
 from analysis.book.hardware import Hardware, is_full_record, load_hardware, wraparound_for
 from analysis.book.placement import Placement
 
@@ -168,8 +169,6 @@ def predict_points(points: pd.DataFrame, hw: Hardware | None) -> pd.DataFrame:
     roofline), and ``expected_time_s`` (:mod:`analysis.book.expected_cost`: the hardware
     entry's bandwidth shares and floors on top of it; NaN where the entry has no ``expected:``
     block, since the roofline's own terms would stand in and repeat ``model_time_s``)."""
-    from analysis.book.expected_cost import expected_time_s
-
     if hw is None:
         return points.assign(model_time_s=np.nan, model_regime=None, expected_time_s=np.nan)
     t, regime, expected = [], [], []

@@ -10,6 +10,7 @@ analyzer and report (as HolisticTraceAnalysis hands one parsed trace to its anal
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,8 +77,6 @@ def profile_tables(results: list[dict]) -> dict[str, pd.DataFrame]:
     """Each point's ``profile_report/<name>.csv`` (:data:`PROFILE_TABLES`), concatenated with a
     ``point`` column; a table that cannot be read is left out with a warning, not an error (the
     profile is an extra beside the measurement)."""
-    import warnings
-
     out = {}
     for name in PROFILE_TABLES:
         parts = []

@@ -14,6 +14,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+import yaml
+
 from analysis.book.errors import HardwareError
 from analysis.book.hardware import compile_pattern, hardware_dir
 
@@ -22,8 +24,6 @@ from analysis.book.hardware import compile_pattern, hardware_dir
 def entries() -> tuple[dict, ...]:
     """Every ``conf/hardware`` entry as its plain YAML dict, read once per process (the one
     reader of that folder; the runner records these dicts in ``result.json``)."""
-    import yaml
-
     out = []
     for path in sorted(hardware_dir().glob("*.yaml")):
         raw = yaml.safe_load(path.read_text()) or {}

@@ -13,6 +13,9 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from analysis.book.collectives import OPS
 from analysis.book.errors import HardwareError
 from analysis.book.folders import project_folder
 from analysis.book.nccl_cost import ARCHS, NcclSystem
@@ -234,8 +237,6 @@ def _calibrations(raw: Any, where: str) -> tuple[Calibration, ...]:
 
 def _expected(raw: Any, where: str) -> tuple[tuple[ExpectedFactor, ...], str]:
     """``expected: {source, inside: {op: {bw_share, floor_s}}, across: {...}}`` as factors."""
-    from analysis.book.collectives import OPS
-
     if not isinstance(raw, dict):
         raise HardwareError(f"{where}: expected must be a mapping with source, inside and across")
     out = []
@@ -383,8 +384,6 @@ MAX_FILE_BYTES = 1 << 20  # a hardware entry is a few KiB; more is not one
 def read_yaml(path: Path) -> Any:
     """A hardware file's YAML, or a HardwareError of one line: the file, the line and what
     YAML said (a malformed file was a traceback), or why it cannot be read."""
-    import yaml  # pyyaml: a small import, kept lazy like everything the CLI may not need
-
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
             raise HardwareError(f"{path}: {path.stat().st_size} bytes, too large for a hardware file")

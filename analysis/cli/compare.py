@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.cli.options import add_allow_mixed
+from analysis.cli.options import add_allow_mixed, fail
+from analysis.compare_console import console_summary
+from analysis.report import write_compare_report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,10 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run ``compare``; 0 on success, 2 on unusable input (one line on stderr)."""
-    from analysis.cli.options import fail
     from analysis.compare import CompareError
-    from analysis.compare_console import console_summary
-    from analysis.report import write_compare_report
 
     out = args.out or Path("outputs") / "compare" / dt.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     try:

@@ -33,7 +33,9 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import re
+import stat
 
 from analysis.book.collective_cost import Span, predict_collective
 from analysis.book.collectives import BY_HLO, V_from_hlo
@@ -231,8 +233,6 @@ def main(args: argparse.Namespace) -> int:
         hw = hardware_from_args(args) if args.hardware is not None else None
         if args.topology is not None:
             parse_layout(args.topology)
-        import os
-        import stat
 
         mode = os.stat(args.file).st_mode
         if not stat.S_ISREG(mode):  # /dev/urandom would be read forever

@@ -22,6 +22,16 @@ import shlex
 import sys
 from pathlib import Path
 
+from analysis.book.errors import BookError
+from analysis.book.hardware import hardware_names
+from analysis.cli.options import fail
+from analysis.importers import ImportFormatError
+from analysis.importers.accelerator_microbenchmarks import parse_results
+from analysis.importers.limits import MAX_POINTS, POINTS_ALLOWED, check
+from analysis.importers.nccl_tests import parse_nccl_tests, run_points
+from analysis.importers.nccl_tests_json import parse_nccl_tests_json
+from analysis.importers.sweep_writer import write_sweep
+
 TOOLS = ("nccl-tests", "accelerator-microbenchmarks")
 MAX_FILE_BYTES = 64 << 20  # a results file larger than this is not one of these tools' outputs
 
@@ -44,9 +54,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def read_points(tool: str, files: list[Path], op: str | None, hardware: str | None = None) -> list:
     """Every point of every file; ImportFormatError / OSError on the first bad file, and where
     the files hold more points than an import writes (before the next file is read)."""
-    from analysis.importers import ImportFormatError
-    from analysis.importers.limits import MAX_POINTS, POINTS_ALLOWED, check
-
     points = []
     seen: set[str] = set()
     for f in files:
@@ -60,17 +67,12 @@ def read_points(tool: str, files: list[Path], op: str | None, hardware: str | No
         except UnicodeDecodeError:
             raise ImportFormatError(f, None, f"not text, so not {tool} output") from None
         if tool == "nccl-tests":
-            from analysis.importers.nccl_tests import parse_nccl_tests, run_points
-            from analysis.importers.nccl_tests_json import parse_nccl_tests_json
-
             parse = parse_nccl_tests_json if text.lstrip().startswith("{") else parse_nccl_tests  # -J FILE
             got = [p for i, run in enumerate(parse(text, f, op)) for p in run_points(run, i)]
             if not got:  # a sweep folder of no point would pass for an import that worked
                 raise ImportFormatError(f, None, "no row of a size above 0 (size 0 times an empty launch)")
             points += got
         else:
-            from analysis.importers.accelerator_microbenchmarks import parse_results
-
             points += parse_results(text, f, hardware)
         check(len(points) <= MAX_POINTS, f, None, "number of points so far", len(points), POINTS_ALLOWED)
     return points
@@ -78,16 +80,9 @@ def read_points(tool: str, files: list[Path], op: str | None, hardware: str | No
 
 def main(args: argparse.Namespace) -> int:
     """Run ``import``; 0 on success, 2 on unusable input (one line on stderr)."""
-    from analysis.book.errors import BookError
-    from analysis.cli.options import fail
-    from analysis.importers import ImportFormatError
-    from analysis.importers.sweep_writer import write_sweep
-
     if args.tool not in TOOLS:
         return fail(f"import {args.tool!r}: the tool is one of {', '.join(TOOLS)}")
     if args.hardware:
-        from analysis.book.hardware import hardware_names
-
         if args.hardware not in hardware_names():
             return fail(f"--hardware={args.hardware!r}: no such entry (one of {', '.join(hardware_names())})")
     command = " ".join(["python -m analysis import", *(shlex.quote(a) for a in sys.argv[2:])]) if sys.argv else ""

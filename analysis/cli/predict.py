@@ -21,6 +21,7 @@ import json
 from analysis.book.collectives import BY_OP
 from analysis.book.dtypes import PRECISIONS, dtype_bytes
 from analysis.book.errors import BookError
+from analysis.book.expected_cost import expected_time
 from analysis.book.notation_cost import CollectiveCost
 from analysis.book.predict import ArrayPrediction, predict_expr
 from analysis.book.units import fmt_time
@@ -161,8 +162,6 @@ def main(args: argparse.Namespace) -> int:
 def _expected(result, hw):
     """What a collective is expected to take on a real cluster (analysis.book.expected_cost), or
     None for a matmul or a bare array."""
-    from analysis.book.expected_cost import expected_time
-
     return expected_time(result.prediction, hw) if isinstance(result, CollectiveCost) else None
 
 

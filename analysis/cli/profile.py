@@ -22,13 +22,19 @@ XProf's op profile groups it (``--json``: both tables as JSON). Bad input: one l
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from analysis.book.collective_cost import placed_group, predict_collective
+from analysis.book.collectives import BY_HLO, V_from_hlo
 from analysis.book.errors import BookError
+from analysis.book.placement import Placement, from_topology
+from analysis.book.topology import parse_layout
 from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration, fmt_pct
+from analysis.cli.json_out import versioned
 from analysis.cli.options import (
     add_constant_arguments,
     fail,
@@ -72,10 +78,6 @@ def _predictor(args, hw, mesh, physical: dict | None = None):
     groups span when ``--mesh`` names them, else the group as one axis (as ``analysis hlo``).
     On a torus, the mesh axes lie on the physical axes the run recorded (``physical``, from
     its devices) or a slice ``--topology`` implies (mesh axes take its axes in order)."""
-    from analysis.book.collective_cost import placed_group, predict_collective
-    from analysis.book.collectives import BY_HLO, V_from_hlo
-    from analysis.book.placement import Placement, from_topology
-    from analysis.book.topology import parse_layout
     from analysis.cli.hlo import predict as predict_group
 
     multi = args.topology is not None and parse_layout(args.topology).kind != "shape"
@@ -281,10 +283,6 @@ def main(args: argparse.Namespace) -> int:
     except OSError as err:
         return fail(f"cannot write {out}: {err.strerror or err}")
     if args.json:
-        import json
-
-        from analysis.cli.json_out import versioned
-
         records = json.loads(table.to_json(orient="records"))
         by_category = json.loads(found.categories.to_json(orient="records"))
         body = {"logdir": str(logdir), "collectives": records, "categories": by_category}

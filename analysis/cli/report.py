@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from analysis.cli.options import add_allow_mixed
+from analysis.book.errors import BookError
+from analysis.book.hardware import load_hardware
+from analysis.cli.options import add_allow_mixed, fail
+from analysis.report import write_report
+from analysis.runs.rundir import point_dirs, read_result
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,8 +31,6 @@ def unreadable(root: Path) -> str | None:
     """Why ``root`` cannot be reported, when no point's result.json can be read (each is
     damaged: a report of such points says nothing and must not exit 0), else None. Stops at
     the first readable point: the report reads them all again, once."""
-    from analysis.runs.rundir import point_dirs, read_result
-
     dirs = point_dirs(root)
     first = None
     for d in dirs:
@@ -44,12 +46,6 @@ def unreadable(root: Path) -> str | None:
 
 def main(args: argparse.Namespace) -> int:
     """Run ``report``; 0 on success, 2 on invalid input (one line on stderr)."""
-    from analysis.book.errors import BookError
-    from analysis.book.hardware import load_hardware
-    from analysis.cli.options import fail
-    from analysis.report import write_report
-    from analysis.runs.rundir import point_dirs
-
     if not args.dir.is_dir() or not point_dirs(args.dir):
         return fail(f"{args.dir} holds no run folders (no */result.json)")
     if args.hardware:

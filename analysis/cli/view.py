@@ -18,6 +18,8 @@ land in DIR): DIR may be read-only and stays untouched, and the logdir is remove
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import logging
 import os
 import re
 import shutil
@@ -27,6 +29,10 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from urllib.parse import urlencode
+
+from analysis.cli.options import fail
+from analysis.runs.rundir import TRACE_DIR, point_dirs, read_result
 
 HOST = "127.0.0.1"
 # cheroot hands a connection to a worker thread once it has bytes to read, and the worker
@@ -60,8 +66,6 @@ def link_runs(root: Path, logdir: Path) -> list[str]:
     Returns the run names: the point folder's name, or ``<point>_<i>`` for a point traced in
     several sessions.
     """
-    from analysis.runs.rundir import point_dirs
-
     profile = logdir / "plugins" / "profile"
     runs = []
     for point in point_dirs(root):
@@ -90,8 +94,6 @@ def link_runs(root: Path, logdir: Path) -> list[str]:
 
 def cpu_traces(root: Path) -> bool:
     """Whether any point under ``root`` ran on JAX's CPU backend (its result.json says so)."""
-    from analysis.runs.rundir import point_dirs, read_result
-
     return any(read_result(j).get("environment", {}).get("backend") == "cpu" for j in point_dirs(root))
 
 
@@ -103,12 +105,11 @@ class Viewer:
     """
 
     def __init__(self, root: str | Path, port: int = 0):
-        import logging
-
+        # optional (XPROF_INSTALL), and on the boundary: main says which is missing first
         from cheroot import wsgi
         from xprof import server as xs
 
-        from analysis.cli.xprof_guard import Guard
+        from analysis.cli.xprof_guard import Guard  # werkzeug, XProf's own web toolkit
 
         logging.getLogger("tensorboard.plugins.profile").setLevel(logging.WARNING)
         # Absolute from here on: XProf lists no runs for a relative logdir, and the links
@@ -153,8 +154,6 @@ class Viewer:
 def trace_viewer_url(url: str, logdir: Path, runs: list[str]) -> str | None:
     """The Trace Viewer of the first run's first host: XProf opens on its Overview Page, which
     on CPU shows 0.0 ms and "No step marker observed", while the timeline is one tool away."""
-    from urllib.parse import urlencode
-
     for run in runs:
         hosts = sorted((logdir / "plugins" / "profile" / run).glob("*.xplane.pb"))
         if hosts:
@@ -179,8 +178,6 @@ XPROF_INSTALL = 'pip install "tensorboard-plugin-profile>=2.20"'
 
 def missing_xprof() -> str | None:
     """The first module ``view`` serves with that cannot be found (XProf or its web server), else None."""
-    import importlib.util
-
     for name in ("xprof", "cheroot"):
         if importlib.util.find_spec(name) is None:
             return name
@@ -194,9 +191,6 @@ def _interrupt(signum, frame):
 def main(args: argparse.Namespace) -> int:
     """Serve until Ctrl-C or SIGTERM (then KeyboardInterrupt: exit 130); 2 when the folder holds
     no traces (one line on stderr)."""
-    from analysis.cli.options import fail
-    from analysis.runs.rundir import TRACE_DIR, point_dirs
-
     if not args.dir.is_dir() or not any((j / TRACE_DIR).is_dir() for j in point_dirs(args.dir)):
         return fail(f"{args.dir} holds no traces (no */trace/plugins/profile)")
     if not 0 <= args.port <= 65535:

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import os
 
+from werkzeug.wrappers import Request
+
 PATH_PARAMS = ("session_path", "run_path")
 NAME_PARAMS = ("module_name", "host", "hosts")
 REFUSED_ROUTES = ("capture_profile",)
@@ -52,8 +54,6 @@ class Guard:
 
     def refusal(self, environ) -> str | None:
         """Why this request is refused, or None to pass it to XProf."""
-        from werkzeug.wrappers import Request
-
         hosts = {f"127.0.0.1:{self.port}", f"localhost:{self.port}"}
         host = environ.get("HTTP_HOST", "")
         if host.lower() not in hosts:

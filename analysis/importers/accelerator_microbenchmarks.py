@@ -32,6 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.book.collectives import BY_OP
+from analysis.book.dtypes import DTYPE_BYTES, dtype_bytes
+from analysis.book.errors import NotationError
+from analysis.book.hardware import load_hardware
 from analysis.importers import ImportFormatError
 from analysis.importers.limits import (
     MAX_POINTS,
@@ -83,9 +86,6 @@ def _whole_numbers(path, line, name, dims, key, example, split=None, default=Non
 def _dtype(path, line, name, dims) -> tuple[str, float]:
     """The element type and its bytes: ``dtype`` is the element size as digits ("2") or a name
     ("bfloat16"); ImportFormatError naming the key otherwise."""
-    from analysis.book.dtypes import DTYPE_BYTES, dtype_bytes
-    from analysis.book.errors import NotationError
-
     item = str(dims.get("dtype", ""))
     if item in ITEMSIZE_DTYPES:
         return ITEMSIZE_DTYPES[item], int(item)
@@ -212,8 +212,6 @@ def parse_results(text: str, path: str | Path = "<text>", hardware: str | None =
     seen: dict[tuple, int] = {}  # (op, devices, S) -> its line: what a sweep's point folder is named by
     device_kind = "unknown"
     if hardware:
-        from analysis.book.hardware import load_hardware
-
         device_kind = (load_hardware(hardware).device_kinds or (hardware,))[0]
     for i, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():

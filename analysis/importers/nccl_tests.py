@@ -44,6 +44,7 @@ from analysis.importers.limits import (
     checked_name,
     small,
 )
+from analysis.importers.sweep_writer import ImportedPoint
 
 # nccl-tests' binaries -> shardlab's collectives (the model prices these four)
 OPS = {
@@ -422,8 +423,6 @@ def run_points(run: NcclRun, index: int = 0):
     """One :class:`~analysis.importers.sweep_writer.ImportedPoint` per row that moved bytes
     (nccl-tests' size-0 rows time an empty launch): the out-of-place time is the point's, the
     in-place one stays in ``imported``."""
-    from analysis.book.collectives import BY_OP as KINDS
-    from analysis.importers.sweep_writer import ImportedPoint
 
     def wrong(m: Measured | None) -> int:
         return (m.wrong or 0) if m is not None else 0
@@ -469,7 +468,7 @@ def run_points(run: NcclRun, index: int = 0):
             ImportedPoint(
                 op=run.op,
                 dtype=check_type(r.type, run.path, r.line),
-                V_bytes=r.S_bytes / KINDS[run.op].S_over_V(run.ranks),
+                V_bytes=r.S_bytes / BY_OP[run.op].S_over_V(run.ranks),
                 S_bytes=r.S_bytes,
                 time_s=r.out_of_place.time_s,
                 ranks=run.ranks,

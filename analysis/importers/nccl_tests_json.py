@@ -3,6 +3,7 @@ output (:mod:`analysis.importers.nccl_tests`), with the same bounds on every num
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from analysis.importers import ImportFormatError
@@ -63,8 +64,6 @@ def _measured(m, where: str, path, moved: bool) -> Measured | None:
 
 def _document(text: str, path: Path) -> dict:
     """The report as a JSON object holding ``config`` and ``results``, or ImportFormatError."""
-    import json
-
     try:
         doc = json.loads(text)
     except RecursionError:  # brackets nested thousands deep: no report nccl-tests writes

@@ -10,13 +10,13 @@ May import: the rest of :mod:`analysis` (never :mod:`runner`), pandas, matplotli
 
 from __future__ import annotations
 
+import time
+
 
 def write_report(root, hardware=None, allow_mixed=False, t0=None):
     """See :func:`analysis.report.sweep_report.write_report` (imported on first use: the
     runner calls this at the end of a sweep, and matplotlib is slow to import; the report's
     ``build_s.txt`` counts that import, or from ``t0``, a ``time.perf_counter()``, on)."""
-    import time
-
     t0 = time.perf_counter() if t0 is None else t0
     from analysis.report.sweep_report import write_report as _write
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
@@ -26,8 +27,6 @@ def roofline(points: pd.DataFrame, C: float | None, bw_Bps: float | None, path: 
     """Achieved GFLOP/s per device against arithmetic intensity (FLOPs per byte of the
     matmul's inputs and output), each point a marker (colour: case, marker: strategy), under the
     hardware's compute roof (C, horizontal) and memory roof (bandwidth x intensity)."""
-    import matplotlib.pyplot as plt
-
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 5.0))
     d = points.dropna(subset=["intensity", "flops_per_s_per_device"]).copy()
     d["case"] = d["case"].map(lambda c: f"case {int(c)}" if pd.notna(c) else "case ?")
@@ -60,8 +59,6 @@ def roofline(points: pd.DataFrame, C: float | None, bw_Bps: float | None, path: 
 def strategy_crossover(q4: pd.DataFrame, measured: float | None, model: float | None, path: Path, title: str) -> Path:
     """Time against the varying dim for Question 4's two strategies, with the measured
     crossover (dashed) and the model's (dotted)."""
-    import matplotlib.pyplot as plt
-
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.5))
     dim = q4["dim"].iloc[0] if len(q4) else "D"
     ax.plot(q4["value"], q4["strategy1_s"], "o-", label="strategy 1: AllGather, then the whole matmul")
@@ -79,8 +76,6 @@ def strategy_crossover(q4: pd.DataFrame, measured: float | None, model: float | 
 
 def collective_matmul(pairs: pd.DataFrame, path: Path, title: str) -> Path:
     """Naive against ring (collective matmul) time, per expression and size."""
-    import matplotlib.pyplot as plt
-
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.5))
     for (expr, strategy), g in pairs.groupby(["expr", "kind"], sort=False):
         g = g.sort_values("size")

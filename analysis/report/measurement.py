@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from analysis.book.collectives import BY_OP
+from analysis.book.units import fmt_bytes
 from analysis.report.document import fmt
 from analysis.runs.record import DEVICE, LOOP, ONE_ROUND, STEP
+from analysis.runs.summary import TRACE_SLOWDOWN_LIMIT
 
 ESTIMATOR_WORDS = {
     STEP: "the wall time of one blocked step (what a caller sees, the host's dispatch and sync included)",
@@ -120,9 +123,6 @@ def loop_rounds_text(pts: pd.DataFrame, estimator: str) -> str:
 def slowdown_text(pts: pd.DataFrame) -> str:
     """Which points' traces ran so much slower than their untraced steps that their trace
     columns are unrepresentative (``summary.TRACE_SLOWDOWN_LIMIT``), each with its factor."""
-    from analysis.book.units import fmt_bytes
-    from analysis.runs.summary import TRACE_SLOWDOWN_LIMIT
-
     slow = pts[pd.to_numeric(pts["profiler_slowdown"], errors="coerce") > TRACE_SLOWDOWN_LIMIT]
     if not len(slow):
         return f"No trace ran more than {TRACE_SLOWDOWN_LIMIT:g}x its untraced step."
@@ -142,8 +142,6 @@ def slowdown_text(pts: pd.DataFrame) -> str:
 def no_ceiling_text(pts: pd.DataFrame) -> str:
     """Why CPU collectives have no ceiling: ``timing.ceiling=false`` (as ``timing=quick`` sets)
     measured no copy curve, so none was checked against one (empty where no such point)."""
-    from analysis.book.collectives import BY_OP
-
     cpu = pts[(pts["backend"] == "cpu") & pts["op"].isin(list(BY_OP))] if {"backend", "op"} <= set(pts) else pts[:0]
     if "group_size" in cpu:  # a group of 1 (a copy) and a grad have no ceiling whatever the policy
         cpu = cpu[pd.to_numeric(cpu["group_size"], errors="coerce") > 1]

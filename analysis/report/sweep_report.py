@@ -23,6 +23,7 @@ from analysis.report.columns import write_dictionary
 from analysis.report.document import Report
 from analysis.report.matmul_section import add_matmul_section
 from analysis.report.measurement import measurement_text
+from analysis.report.nccl_export import write_nccl_exports
 from analysis.report.processes_section import add_processes_section
 from analysis.report.sweep_sections import (
     fits_section,
@@ -68,7 +69,8 @@ def write_report(
     root = Path(root)
     t0 = time.perf_counter() if t0 is None else t0
     sweep = load_sweep(root, hardware, allow_mixed)
-    from analysis.report.nccl_export import write_nccl_exports
+    # on the boundary (tests/test_import_boundary_analysis.py): tensorboard's protos, ~0.2 s, load
+    # only when a report is written (the sweep's report process imports this module while idle)
     from analysis.report.tensorboard_export import report_line, write_tensorboard
 
     write_text_atomic(root / SUMMARY_NAME, sweep.summary.to_csv(index=False))  # each file whole or not at all

@@ -5,6 +5,7 @@ blocks to a :class:`~analysis.report.document.Report`; the tables come from the 
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pandas as pd
@@ -22,8 +23,6 @@ from analysis.sweep import Sweep
 def resume_command(root: Path) -> str:
     """The command that finishes this sweep (re-runs failed and missing points): the one that
     started it (``sweep.json``) with its folder and ``resume=true``."""
-    import shlex
-
     cmd = sweep_command(root) or "python -m runner <the same sweep and overrides>"
     kept = [a for a in shlex.split(cmd) if not a.startswith(("hydra.sweep.dir=", "resume="))]
     return " ".join([shlex.join(kept), f"hydra.sweep.dir={shlex.quote(str(root))}", "resume=true"])

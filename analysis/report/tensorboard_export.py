@@ -25,10 +25,24 @@ import re
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from analysis.book.collectives import BY_OP
 from analysis.book.units import format_size
 from analysis.runs.rundir import write_bytes_atomic
+
+try:  # optional (INSTALL): without it, available() is False and nothing is written
+    import tensorboard
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
+    from tensorboard.plugins.hparams import metadata as hp_metadata
+    from tensorboard.plugins.hparams import summary_v2 as hp
+    from tensorboard.plugins.scalar import metadata as scalar_metadata
+    from tensorboard.summary.writer.record_writer import RecordWriter
+    from tensorboard.util import tensor_util
+except ImportError:
+    tensorboard = None
 
 TB_DIR = "tensorboard"  # in the sweep's folder, beside report/ and nccl-tests/
 CURVES_DIR = "by_size"  # the family runs, under TB_DIR; also their tags' prefix
@@ -49,12 +63,8 @@ ALWAYS = ("op", "size_bytes")
 
 
 def available() -> bool:
-    """Whether tensorboard is importable (the ``tensorboard`` extra)."""
-    try:
-        import tensorboard  # noqa: F401  (cheap: its subpackages load lazily)
-    except ImportError:
-        return False
-    return True
+    """Whether tensorboard is installed (the ``tensorboard`` extra)."""
+    return tensorboard is not None
 
 
 def _value(v):
@@ -91,8 +101,6 @@ def hparam_keys(ok: pd.DataFrame) -> list[str]:
 def run_name(row: dict, keys: list[str], index: int) -> str:
     """``003 AllGather X 2MiB float32``: the point's number, op, axes, size and dtype, then the
     other keys that vary (``mesh=auto``); a folder name (no ``/``), unique by the number."""
-    from analysis.book.collectives import BY_OP
-
     m = re.match(r"(\d+)_", str(row.get("point") or ""))
     parts = [m.group(1) if m else f"{index:03d}"]
     op = _value(row.get("op"))
@@ -156,9 +164,6 @@ def curves(points: pd.DataFrame) -> list[tuple[str, str, list[tuple[int, dict[st
 
 def _events(summaries: list[tuple[int, object]], wall: float) -> bytes:
     """An event file's bytes: the version record, then one event per ``(step, Summary)``."""
-    from tensorboard.compat.proto import event_pb2
-    from tensorboard.summary.writer.record_writer import RecordWriter
-
     buf = io.BytesIO()
     w = RecordWriter(buf)
     w.write(event_pb2.Event(wall_time=wall, file_version="brain.Event:2").SerializeToString())
@@ -170,11 +175,6 @@ def _events(summaries: list[tuple[int, object]], wall: float) -> bytes:
 def _scalars(values: dict[str, float], prefix: str = "", description: str = ""):
     """One Summary of scalars, each a float32 tensor: TensorBoard's default (fast, Rust) loader
     drops float64 scalars, so 7 significant digits is what it can show."""
-    import numpy as np
-    from tensorboard.compat.proto import summary_pb2
-    from tensorboard.plugins.scalar import metadata as scalar_metadata
-    from tensorboard.util import tensor_util
-
     names = {tag: name for tag, _, _, name in METRICS}
     s = summary_pb2.Summary()
     for tag, v in values.items():
@@ -185,18 +185,13 @@ def _scalars(values: dict[str, float], prefix: str = "", description: str = ""):
 
 def _plugin_summary(tag: str, data):
     """A Summary holding HParams plugin data (as ``summary_v2`` builds it, without TensorFlow)."""
-    from tensorboard.compat.proto import summary_pb2
-    from tensorboard.plugins.hparams import metadata
-
     s = summary_pb2.Summary()
-    s.value.add(tag=tag, metadata=metadata.create_summary_metadata(data), tensor=metadata.NULL_TENSOR)
+    s.value.add(tag=tag, metadata=hp_metadata.create_summary_metadata(data), tensor=hp_metadata.NULL_TENSOR)
     return s
 
 
 def _experiment(sess: list[tuple[str, dict, dict]], keys: list[str], wall: float):
     """The experiment summary: every hparam with its values, every metric with its name."""
-    from tensorboard.plugins.hparams import summary_v2 as hp
-
     hparams = []
     for k in keys:
         values = sorted({h[k] for _, h, _ in sess if k in h}, key=lambda v: (str(type(v)), v))
@@ -213,9 +208,6 @@ def write_tensorboard(root: str | Path, points: pd.DataFrame) -> Path | None:
     ok. Runs of an earlier export that this one no longer has are removed."""
     if not available() or not len(ok_points(points)):
         return None
-    from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
-    from tensorboard.plugins.hparams import summary_v2 as hp
-
     out = Path(root) / TB_DIR
     wall = time.time()
     sess = sessions(points)
@@ -226,7 +218,7 @@ def write_tensorboard(root: str | Path, points: pd.DataFrame) -> Path | None:
     )
     for name, hparams, metrics in sess:
         start = hp.hparams_pb(hparams, trial_id=name, start_time_secs=wall)
-        summaries = [(0, start), (0, _scalars(metrics)), (0, _plugin_summary(metadata.SESSION_END_INFO_TAG, end))]
+        summaries = [(0, start), (0, _scalars(metrics)), (0, _plugin_summary(hp_metadata.SESSION_END_INFO_TAG, end))]
         files[out / name / EVENTS_NAME] = _events(summaries, wall)
     for fam, rule, rows in curves(points):
         folder = out / CURVES_DIR / re.sub(r"[/\\]+", "-", fam).lstrip(".")

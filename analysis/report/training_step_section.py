@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
@@ -89,8 +90,6 @@ def add_step_section(rep: Report, results: list[dict], model_hw, model_source: s
 
 def share_figure(table: pd.DataFrame, path: Path) -> Path:
     """Comms share of the step against batch size, one line per sharding and mesh."""
-    import matplotlib.pyplot as plt
-
     d = table.dropna(subset=["comms_share", "B"]).assign(layout=lambda t: t["sharding"] + " on " + t["mesh"])
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.5))
     sns.lineplot(data=d, x="B", y="comms_share", hue="layout", marker="o", ax=ax)

@@ -18,7 +18,12 @@ sweep asked for, written when it starts), ``summary.csv``, ``samples.csv``, ``fi
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import math
+import os
+import tempfile
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from analysis.runs.record import upgraded
@@ -47,8 +52,6 @@ FORMAT_VERSION = 2  # 2: result.json's experiment is spec; job, job_dir and the 
 def shardlab_version() -> str:
     """The installed shardlab's version (``pyproject.toml``), or ``unknown`` in a checkout
     that was never installed."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("shardlab")
     except PackageNotFoundError:
@@ -63,8 +66,6 @@ def stamp(kind: str) -> dict:
 
 def now_iso() -> str:
     """Local time, ISO 8601 with its UTC offset: ``2026-11-23T17:05:09.123+00:00``."""
-    import datetime as dt
-
     return dt.datetime.now().astimezone().isoformat(timespec="milliseconds")
 
 
@@ -108,8 +109,6 @@ def _out_of_range(result: dict) -> list[str]:
     that is not a positive number of seconds below a week, other summary numbers that are not
     finite, sizes that are not byte counts (``"NaN"``, 1e308 in a hand edit). Each is set to
     null in ``result``: the failed record it becomes still feeds the report's tables."""
-    import math
-
     bad = []
     for key in ("timing", "spec"):
         if result.get(key) is not None and not isinstance(result[key], dict):
@@ -243,8 +242,6 @@ def expected_points(root: str | Path) -> list[dict]:
 def json_safe(obj):
     """``obj`` with every NaN and infinity replaced by None, so strict JSON parsers read it
     (numpy scalars become Python numbers; tuples become lists)."""
-    import math
-
     if isinstance(obj, dict):
         return {str(k): json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -269,8 +266,6 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` whole or not at all (a temp file beside it, renamed)."""
-    import os
-
     target = atomic_path(path, keep_open=True)
     with target, os.fdopen(target.fd, "wb") as f:
         f.write(data)
@@ -289,8 +284,6 @@ class atomic_path:
         self.fd: int | None = None
 
     def __enter__(self) -> Path:
-        import os
-        import tempfile
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{self.path.stem}.", suffix=f".tmp{self.path.suffix}", dir=self.path.parent)
@@ -302,7 +295,6 @@ class atomic_path:
         return self.tmp
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        import os
 
         assert self.tmp is not None
         if exc_type is None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
@@ -338,9 +340,6 @@ def _all_rows(results: list[dict]) -> list[dict]:
     stale = [r for r, t in zip(results, tables) if t is None]
     workers = min(os.cpu_count() or 1, 8)
     if len(stale) >= PARALLEL_FROM and workers >= 2:
-        from concurrent.futures import ProcessPoolExecutor
-        from multiprocessing import get_context
-
         with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
             built = iter(list(pool.map(point_table, stale, chunksize=max(len(stale) // (4 * workers), 1))))
         tables = [t if t is not None else next(built) for t in tables]

@@ -10,7 +10,10 @@ folder is this sweep's point when its overrides (``.hydra/overrides.yaml``, else
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
+
+import yaml
 
 # Overrides that change nothing measured: left out when points are compared (as resume and
 # Hydra's point folder names leave them out, conf/config.yaml). distributed.process_id differs
@@ -54,8 +57,6 @@ def folder_name(name: str) -> str:
     nest folders (``op.target=sub/step.py:fn``), so it is written ``%2F`` (and ``%`` itself
     ``%25``); a name too long for the file system keeps its first bytes and a hash of the
     whole (``...~3f2a9c1b0d``), so two long names stay apart."""
-    import hashlib
-
     safe = name.replace("%", "%25").replace("/", "%2F").replace("\0", "%00")
     raw = safe.encode()
     if len(raw) <= MAX_NAME_BYTES:
@@ -66,8 +67,6 @@ def folder_name(name: str) -> str:
 
 def point_overrides(point_dir: Path) -> list[str] | None:
     """The overrides Hydra recorded for a point folder (``.hydra/overrides.yaml``), or None."""
-    import yaml
-
     try:
         data = yaml.safe_load((Path(point_dir) / OVERRIDES_FILE).read_text())
     except (OSError, ValueError, yaml.YAMLError):

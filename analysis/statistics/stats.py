@@ -14,7 +14,7 @@ import numpy as np
 # scipy.stats: the same binomial CDF and chi-square quantile (scipy.stats.binom.cdf and
 # chi2.ppf call these; tests/test_stats_scipy.py holds them equal) at a third of the import
 # (0.5 s against 1.8 s on 2 cores), paid by every worker and every analysis command
-from scipy.special import bdtr, chdtri
+from scipy.special import bdtr, betainc, chdtri
 
 CONFIDENCE = 0.95
 Z95 = 1.959964  # the standard normal's 97.5% quantile
@@ -182,8 +182,6 @@ def resampled_medians(samples, n_boot: int, rng: np.random.Generator) -> np.ndar
 def _median_rank_cdf(n: int) -> np.ndarray:
     """P(the median of a size-n resample is at most the j-th smallest sample), j = 1..n: the
     same for every point with n samples, so computed once per n."""
-    from scipy.special import betainc  # scipy comes with jax
-
     m = (n + 1) // 2
     return betainc(m, n - m + 1, np.arange(1, n + 1) / n)
 

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.book.collectives import HLO_OPCODES
+from analysis.trace.overlap import merge_intervals, total_length
 from analysis.trace.steps import DEVICE_PLANE, MODULE_EVENT, step_of
 
 _CPU_PLANE = "/host:CPU"
@@ -354,8 +355,6 @@ def device_samples(ops: pd.DataFrame, names: set[str] | None = None) -> list[flo
     :func:`device_ops`' ``step`` (the module's executions); ops before the first (-1) are left
     out. A table without ``step`` (built by hand) takes each op's ``iteration`` as its step.
     """
-    from analysis.trace.overlap import merge_intervals, total_length
-
     if names is None:
         sub = ops
     else:

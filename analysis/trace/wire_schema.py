@@ -24,6 +24,9 @@ with the errors they choose.
 
 from __future__ import annotations
 
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import DecodeError
+
 _PACKAGE = "shardlab.xspace_view"
 
 
@@ -116,8 +119,6 @@ def _encode_varint(n: int) -> bytes:
 
 def _message_classes() -> dict:
     """{view message name: its class}, from one file descriptor built here."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
     F = descriptor_pb2.FieldDescriptorProto
     fdp = descriptor_pb2.FileDescriptorProto(name="shardlab/xspace_view.proto", package=_PACKAGE, syntax="proto3")
 
@@ -194,8 +195,6 @@ _CLASSES: dict = {}
 def parse(data: bytes, view: str = "Space"):
     """``data`` parsed by protobuf (its C parser, upb) as the message ``view`` of this schema
     (``Space``, ``MetadataSpace`` or ``HloProto``); WireError where protobuf refuses it."""
-    from google.protobuf.message import DecodeError
-
     if not _CLASSES:
         _CLASSES.update(_message_classes())
     msg = _CLASSES[view]()
