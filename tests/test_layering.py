@@ -12,10 +12,11 @@ depth, so a lazy import cannot hide a circle):
   ``analysis.statistics`` under ``analysis.profiling``, all three under ``analysis.sweep``,
   the report and the command line; at most 12 modules stand beside them at its top level;
 * no module imports itself back through others (no circles);
-* ``python -m runner`` starts without jax, pandas or matplotlib (they load in the worker and
-  for the report);
-* the runner imports at the top of its modules, but across one boundary, declared here once
-  (``HEAVY``, ``SWEEP_SIDE_WHEN_CALLED``): what its processes load only when they need it.
+* both packages import at the top of their modules, but across one boundary, declared here
+  once (``DEFERRED``, ``SWEEP_SIDE_WHEN_CALLED``): what a light process (the Hydra process,
+  ``python -m analysis`` reading its ``--help`` or a TAB) loads only when a function needs it;
+* ``python -m runner`` starts, and ``python -m analysis`` reads a command's flags, without
+  any of ``DEFERRED`` (JAX loads in the worker, pandas and matplotlib for the report).
 """
 
 from __future__ import annotations
@@ -29,23 +30,42 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("runner", "analysis")
-# -- the one deliberate boundary: what the runner imports inside a function, and only there ------
+# -- the one deliberate boundary: what may be imported inside a function, and only there -------
 # Every other import stands at the top of its module, where a reader and the tools see it
-# (test_the_runner_imports_at_the_top_but_across_the_boundary). Inside a function:
-# * HEAVY, and any module of the project that imports one of them at its top: the Hydra process
-#   starts without them, never loads JAX and loads the rest only when a sweep needs them (its later
-#   rounds, its report: in the report's own process, once it has lowered its priority); the worker
-#   imports JAX only once runner.config.jaxenv.start_jax has set the process's settings;
-HEAVY = ("jax", "jaxlib", "numpy", "pandas", "matplotlib", "seaborn", "scipy")
-# * the sweep side (Hydra), from the two modules every worker process imports again: the package
-#   (``from runner import run``) and ``python -m runner`` (the worker's ``__mp_main__``; a Ctrl-C
-#   while Hydra loads is answered there in two lines).
+# (test_imports_stand_at_the_top_but_across_the_boundary). The light processes load modules
+# without what they defer: the Hydra process starts without JAX or pandas, never loads JAX and
+# loads the rest only when a sweep needs them (its later rounds; its report, in the report's own
+# process, once it has lowered its priority); ``python -m analysis`` answers ``--help``, and a
+# TAB imports the one command's module to read its flags (analysis/cli/__init__.py), without
+# them. The worker imports JAX only once runner.config.jaxenv.start_jax has set its settings.
+# An import inside a function is on the boundary when it brings one of DEFERRED (directly,
+# through a module of the project that imports it at its top, or through a package above it)
+# that its module does not bring at its own top already.
+DEFERRED = (
+    # heavy: the Hydra process and `python -m analysis --help` / TAB start without them
+    "jax",
+    "jaxlib",
+    "numpy",
+    "pandas",
+    "matplotlib",
+    "seaborn",
+    "scipy",
+    # optional extras: their absence is a line of advice where they are used, not an ImportError
+    "tensorboard",  # the report's TensorBoard export (~0.2 s of protos): the `tensorboard` extra
+    "xprof",  # `python -m analysis view`: the `xprof` extra, with its server's cheroot and werkzeug
+    "cheroot",
+    "werkzeug",
+    "argcomplete",  # tab completion, when installed
+)
+# and the sweep side (Hydra), from the two modules every worker process imports again: the package
+# (``from runner import run``) and ``python -m runner`` (the worker's ``__mp_main__``; a Ctrl-C
+# while Hydra loads is answered there in two lines).
 SWEEP_SIDE_WHEN_CALLED = {
     "runner": ("runner.sweep.point",),
     "runner.__main__": ("runner.sweep.app", "runner.sweep.pool"),
 }
-# the packages held to it (analysis joins once its own imports stand at the top)
-IMPORTS_AT_THE_TOP = ("runner",)
+# the packages held to it
+IMPORTS_AT_THE_TOP = ("runner", "analysis")
 
 # (analysis.runs.sweep_match: which point folder is which point, and how two sweeps differ - the runner
 # refuses a folder holding another sweep with the words the report uses)
@@ -75,26 +95,28 @@ def modules() -> dict[str, Path]:
 
 
 def imports(path: Path) -> list[tuple[str, bool]]:
-    """``(module, at_module_level)`` for every import in the file; ``from a import b`` counts
-    as ``a.b`` when that is a module of the project, else ``a``."""
+    """``(module, at_top)`` for every import in the file, at any depth (under ``if``, ``try`` or
+    a class at module level counts as at the top, inside a function not); ``from a import b`` is
+    ``a.b`` when that is a module of the project, else ``a``; a relative import is resolved."""
     known = modules()
-    tree = ast.parse(path.read_text())
-    top = {id(n) for n in tree.body}
-    # imports under `if TYPE_CHECKING:` or in try/except at top level still count as top level
-    for n in tree.body:
-        for sub in ast.walk(n):
-            if isinstance(sub, (ast.Import, ast.ImportFrom)) and not isinstance(
-                n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)
-            ):
-                top.add(id(sub))
+    here = module_name(path).split(".")
+    package = here if path.name == "__init__.py" else here[:-1]
     out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out += [(a.name, id(node) in top) for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            for a in node.names:
-                full = f"{node.module}.{a.name}"
-                out.append((full if full in known else node.module, id(node) in top))
+
+    def visit(node: ast.AST, at_top: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import):
+                out.extend((a.name, at_top) for a in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    base = ".".join([*package[: len(package) - child.level + 1], *filter(None, [base])])
+                for a in child.names:
+                    full = f"{base}.{a.name}"
+                    out.append((full if full in known else base, at_top))
+            visit(child, at_top and not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+    visit(ast.parse(path.read_text()), True)
     return out
 
 
@@ -233,38 +255,42 @@ def test_the_circle_finder_finds_a_planted_circle():
     assert find_circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-def heavy_modules(found: dict[str, list[tuple[str, bool]]]) -> set[str]:
-    """The modules of the project that bring one of HEAVY with them: at their top, through
-    another module, or through a package above them (importing ``a.b`` runs ``a/__init__.py``)."""
+def deferred_of(name: str) -> str | None:
+    return next((d for d in DEFERRED if name == d or name.startswith(d + ".")), None)
 
-    def above(m: str) -> list[str]:
+
+def brought(found: dict[str, list[tuple[str, bool]]]) -> dict[str, set[str]]:
+    """For each module of the project, the ``DEFERRED`` packages importing it loads: at its top,
+    through another module's top, or through a package above it (``a.b`` runs ``a/__init__.py``)."""
+    tops = {}
+    for m, deps in found.items():
         parts = m.split(".")
-        return [".".join(parts[:k]) for k in range(1, len(parts))]
-
-    at_top = {m: {i for i, top in deps if top} | set(above(m)) for m, deps in found.items()}
-    heavy = {m for m, deps in at_top.items() if any(i.split(".")[0] in HEAVY for i in deps)}
-    while grown := {m for m, deps in at_top.items() if m not in heavy and deps & heavy}:
-        heavy |= grown
-    return heavy
+        tops[m] = {i for i, top in deps if top} | {".".join(parts[:k]) for k in range(1, len(parts))}
+    out = {m: {d for i in deps if (d := deferred_of(i))} for m, deps in tops.items()}
+    grown = True
+    while grown:  # until no module brings more through the modules it imports
+        grown = False
+        for m, deps in tops.items():
+            more = set().union(*(out.get(i, set()) for i in deps)) - out[m]
+            out[m] |= more
+            grown |= bool(more)
+    return out
 
 
 def off_the_boundary(found: dict[str, list[tuple[str, bool]]]) -> list[str]:
-    """Every import inside a function of IMPORTS_AT_THE_TOP that the boundary does not call for:
-    of a light module, or in a module that has brought the heavy ones at its top already."""
-    heavy = heavy_modules(found)
-    bad = []
+    """Every import inside a function of IMPORTS_AT_THE_TOP that defers nothing its module does not
+    load already, and is not one of the runner's SWEEP_SIDE_WHEN_CALLED."""
+    loads = brought(found)
+    bad = set()
     for m, deps in found.items():
         if not any(m == p or m.startswith(p + ".") for p in IMPORTS_AT_THE_TOP):
             continue
         for i, top in deps:
-            if top:
+            if top or any(i == s or i.startswith(s + ".") for s in SWEEP_SIDE_WHEN_CALLED.get(m, ())):
                 continue
-            deferred = i.split(".")[0] in HEAVY or i in heavy
-            if deferred and m not in heavy:
-                continue
-            if any(i == s or i.startswith(s + ".") for s in SWEEP_SIDE_WHEN_CALLED.get(m, ())):
-                continue
-            bad.append(f"{m} imports {i} inside a function")
+            defers = {d} if (d := deferred_of(i)) else loads.get(i, set())
+            if not defers - loads[m]:
+                bad.add(f"{m} imports {i} inside a function")
     return sorted(bad)
 
 
@@ -272,32 +298,57 @@ def all_imports() -> dict[str, list[tuple[str, bool]]]:
     return {m: imports(p) for m, p in modules().items()}
 
 
-def test_the_runner_imports_at_the_top_but_across_the_boundary():
+def test_imports_stand_at_the_top_but_across_the_boundary():
     assert off_the_boundary(all_imports()) == []
 
 
 def test_the_boundary_check_finds_a_planted_import_inside_a_function():
     found = all_imports()
-    found["runner.sweep.progress"] = [*found["runner.sweep.progress"], ("analysis.book.units", False)]
-    found["runner.worker.timing"] = [*found["runner.worker.timing"], ("numpy", False)]  # numpy is at its top
-    found["runner.sweep.folder"] = [*found["runner.sweep.folder"], ("runner.sweep.app", False)]
-    # across the boundary: JAX's modules, a module that imports numpy at its top, the report
-    found["runner.sweep.point"] = [*found["runner.sweep.point"], ("jax.numpy", False), ("runner.sweep.rounds", False)]
-    found["runner.sweep.callbacks"] = [*found["runner.sweep.callbacks"], ("analysis.report.sweep_report", False)]
+    plant = {
+        # off: a light module into a light one; what its module has at its top already
+        "runner.sweep.progress": [("analysis.book.units", False)],
+        "runner.worker.timing": [("numpy", False)],
+        "runner.sweep.folder": [("runner.sweep.app", False)],  # the sweep side, outside the two declared
+        "analysis.runs.rundir": [("analysis.book.units", False), ("json", False)],
+        "analysis.report.sweep_report": [("pandas", False)],
+        "analysis.statistics.stats": [("scipy.special", False)],
+        # on: JAX's modules, a module that imports numpy or pandas at its top, the report, the book
+        # kept without JAX
+        "runner.sweep.point": [("jax.numpy", False), ("runner.sweep.rounds", False)],
+        "runner.sweep.callbacks": [("analysis.report.sweep_report", False)],
+        "analysis.cli.report": [("analysis.sweep", False)],
+        "analysis.book.units": [("jax.numpy", False)],
+    }
+    for m, extra in plant.items():
+        found[m] = [*found[m], *extra]
     assert off_the_boundary(found) == [
+        "analysis.report.sweep_report imports pandas inside a function",
+        "analysis.runs.rundir imports analysis.book.units inside a function",
+        "analysis.runs.rundir imports json inside a function",
+        "analysis.statistics.stats imports scipy.special inside a function",
         "runner.sweep.folder imports runner.sweep.app inside a function",
         "runner.sweep.progress imports analysis.book.units inside a function",
         "runner.worker.timing imports numpy inside a function",
     ]
 
 
-def test_starting_the_runner_imports_no_jax_pandas_or_matplotlib():
-    code = (
-        "import sys, runner, runner.__main__, runner.sweep.callbacks, runner.sweep.progress; "
-        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
-    )
+def loaded_on_import(*names: str) -> list[str]:
+    """Which of DEFERRED a fresh Python has loaded once it has imported ``names``."""
+    code = f"import sys, {', '.join(names)}; print(sorted(m for m in {DEFERRED!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]", out.stdout
+    return out.stdout.strip()
+
+
+def test_starting_the_runner_imports_no_jax_pandas_or_matplotlib():
+    assert loaded_on_import("runner", "runner.__main__", "runner.sweep.callbacks", "runner.sweep.progress") == "[]"
+
+
+def test_the_cli_starts_and_reads_a_commands_flags_without_heavy_imports():
+    """``python -m analysis --help`` and a TAB after a command load none of DEFERRED; the command
+    modules that need them import them inside ``main`` (on the boundary)."""
+    light = ("analysis.cli.report", "analysis.cli.predict", "analysis.cli.view", "analysis.cli.calibrate")
+    light += ("analysis.cli.hardware", "analysis.cli.profile", "analysis.cli.import_")
+    assert loaded_on_import("analysis.cli", *light) == "[]"
 
 
 def test_a_measured_point_brings_no_jax_into_the_main_process(tmp_path):
