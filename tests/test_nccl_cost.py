@@ -161,6 +161,11 @@ def test_predict_names_the_algorithm_and_explains_the_candidates(capsys):
     ) in text
     assert "    ring/Simple         113.76 us = 32.20 us + 81.56 us at 411.4 GB/s  <- taken\n" in text
     assert "    ring/LL             219.03 us = 10.80 us + 208.23 us at 161.1 GB/s\n" in text
+    # where the numbers come from: the entry's own file, which a user can open
+    assert (
+        "  factors    NCCL's tuning constants and the expected.nccl block of conf/hardware/h100.yaml, "
+        "each number with its source\n"
+    ) in text
     assert main(argv) == 0  # without --explain: the pair taken, not the table
     assert "<- taken" not in capsys.readouterr().out
 

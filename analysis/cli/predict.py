@@ -154,7 +154,7 @@ def main(args: argparse.Namespace) -> int:
     )
     text = render(result, header)
     if expected is not None:
-        text += "\n" + "\n".join(_expected_lines(result.time_s, expected, args.explain))
+        text += "\n" + "\n".join(_expected_lines(result.time_s, expected, args.explain, _entry_file(args.hardware)))
     print(text)
     return 0
 
@@ -165,12 +165,18 @@ def _expected(result, hw):
     return expected_time(result.prediction, hw) if isinstance(result, CollectiveCost) else None
 
 
-def _expected_lines(roofline_s: float, e, explain: bool = False) -> list[str]:
-    """The expected time and what separates it from the roofline, in words."""
+def _entry_file(hardware: str) -> str:
+    """The file a ``--hardware`` value names: a YAML path as given, else the catalogue's entry."""
+    return hardware if hardware.endswith((".yaml", ".yml")) else f"conf/hardware/{hardware}.yaml"
+
+
+def _expected_lines(roofline_s: float, e, explain: bool = False, entry: str = "the entry's file") -> list[str]:
+    """The expected time and what separates it from the roofline, in words; ``entry``: the
+    hardware file whose ``expected:`` block priced it."""
     if e.time_s == 0:
         return ["  expected   0 (no communication)"]
     if e.algorithm is not None:
-        return _nccl_lines(roofline_s, e, explain)
+        return _nccl_lines(roofline_s, e, explain, entry)
     shares = ", ".join(f"{s:.2g}" for s in e.bw_shares)
     return [
         f"  expected   {fmt_time(e.time_s)} on a real cluster = {e.time_s / roofline_s:.3g}x the roofline above "
@@ -179,12 +185,12 @@ def _expected_lines(roofline_s: float, e, explain: bool = False) -> list[str]:
         + (
             e.source
             if e.source.startswith(("no ", "no expected")) or " has no expected factors" in e.source
-            else "the entry's expected: block (python -m analysis hardware NAME shows it with its sources)"
+            else f"the expected: block of {entry}, each number with its source"
         ),
     ]
 
 
-def _nccl_lines(roofline_s: float, e, explain: bool) -> list[str]:
+def _nccl_lines(roofline_s: float, e, explain: bool, entry: str) -> list[str]:
     """NCCL's price (analysis.book.nccl_cost): the pair it takes and its terms; with ``explain``
     every pair it considered."""
     a = e.algorithm
@@ -193,8 +199,7 @@ def _nccl_lines(roofline_s: float, e, explain: bool) -> list[str]:
         f"  expected   {fmt_time(e.time_s)} on a real cluster = {e.time_s / roofline_s:.3g}x the roofline above "
         f"(NCCL's model, {where}: {a.name}, latency {fmt_time(a.latency_s)} + bandwidth "
         f"{fmt_time(e.bandwidth_time_s)} at {a.bw_GBps:.4g} GB/s over {a.channels} channels)",
-        "  factors    NCCL's tuning constants and the entry's expected.nccl block "
-        "(conf/hardware/<entry>.yaml, each number with its source)",
+        f"  factors    NCCL's tuning constants and the expected.nccl block of {entry}, each number with its source",
     ]
     if explain:
         lines.append("  NCCL       time = latency + bytes / bandwidth per algorithm/protocol; the cheapest is taken:")
