@@ -68,3 +68,12 @@ def test_the_results_page_lists_the_columns_in_that_order():
     section = text.split("### summary.csv's columns", 1)[1].split("\n#", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| ") and "`" in line]
     assert [re.findall(r"`(\w+)`", row) for row in rows] == [list(FIRST_COLUMNS), *map(list, COLUMN_GROUPS.values())]
+
+
+def test_the_column_dictionary_lists_them_in_the_files_order(tmp_path):
+    from analysis.report.columns import write_dictionary
+
+    md = write_dictionary(tmp_path / "columns.md").read_text()
+    summary_part = md.split("## summary.csv", 1)[1].split("\n## ", 1)[0]
+    listed = [line.split("`")[1] for line in summary_part.splitlines() if line.startswith("| `")]
+    assert listed == list(COLUMN_ORDER)

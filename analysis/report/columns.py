@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from analysis.runs.rundir import write_text_atomic
+from analysis.runs.summary import COLUMN_ORDER
 
 SUMMARY = {
     "point": ("", "the point folder's name: its number in the sweep and what varies"),
@@ -297,7 +298,9 @@ def write_dictionary(path: Path) -> Path:
         "| column | unit | meaning |",
         "|---|---|---|",
     ]
-    lines += [f"| `{k}` | {u} | {m} |" for k, (u, m) in SUMMARY.items()]
+    # in the order summary.csv holds them (analysis.runs.summary.COLUMN_ORDER), not this table's
+    order = [k for k in COLUMN_ORDER if k in SUMMARY] + [k for k in SUMMARY if k not in COLUMN_ORDER]
+    lines += [f"| `{k}` | {SUMMARY[k][0]} | {SUMMARY[k][1]} |" for k in order]
     for name, cols in OTHERS.items():
         lines += ["", f"## {name}", "", "| column | unit | meaning |", "|---|---|---|"]
         lines += [f"| `{k}` | {u} | {m} |" for k, (u, m) in cols.items()]
