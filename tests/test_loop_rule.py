@@ -280,6 +280,10 @@ def test_the_worker_leaves_the_loop_out_of_a_later_round_when_the_parent_says_so
     again = worker.run(spec, tmp_path, 300.0, kind="retime", round=3, K=K, loop=True)["round"]
     assert "loop" not in without and len(without["step"]["samples_s"]) >= 5
     assert again["loop"]["Ks"] == K and len(again["loop"]["samples_s"]) >= 3
+    # round 1 settles its warm-up (at least 2 + 2 steps); a later round of the kept point takes one
+    assert first["record"]["timing"]["rounds"][0]["step"]["warmup_iters"] >= 4
+    assert without["inputs"]["placed"] == again["inputs"]["placed"] == "kept"
+    assert without["step"]["warmup_iters"] == again["step"]["warmup_iters"] == 1
 
 
 # ---------------------------------------------------------------- one real sweep

@@ -79,6 +79,21 @@ def test_every_timed_sample_gets_the_step_and_iters_per_sample_and_the_phases_ar
     assert out["samples_s"] == [1.0] * 10 and out["stop_reason"] == "ci_tight"
 
 
+def test_a_given_warm_up_runs_exactly_its_steps_however_unsettled():
+    # a later round of a kept point (runner.worker.measure.retime): one warm-up step, then samples,
+    # where the settling warm-up would have run until its 2.5 s were spent
+    clock, calls = Clock(100.0), []
+    out = time_step(
+        "S",
+        dict(TIMING, warmup_max_s=2.5),
+        sample=_samples(DOUBLING[:1] + [1.0] * 100, clock, 1.0, calls),
+        clock=clock,
+        warm_iters=1,
+    )
+    assert calls == [("S", 1)] + [("S", 3)] * 10
+    assert out["warmup_iters"] == 1 and out["warmup_s"] == 1.0 and out["samples_s"] == [1.0] * 10
+
+
 def test_an_interval_exactly_at_the_target_stops_at_min_iters():
     # ten equal samples: an interval of 0, and a target of 0 is met (<=) at n = 10, not 15
     out = time_step("S", dict(TIMING, target_rel_ci=0.0), sample=_samples([1.0] * 200), clock=Clock())

@@ -150,7 +150,7 @@ class TimingConf:
     min_iters: int = 5
     max_iters: int = 2000
     target_rel_ci: float = 0.05  # stop a round once its median's 95% CI is within +-5% of it
-    budget_s: float = 0.5  # per point and round, timed iterations only
+    budget_s: float = 0.25  # per point and round, timed iterations only
     iters_per_sample: int = 1
     loop: bool = True  # also time the program repeated K times in one call (the loop estimator)
     loop_target_s: float = 0.02  # K is chosen so one loop call takes about this long

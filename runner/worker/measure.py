@@ -72,14 +72,19 @@ def prepare(spec: dict, phase: timing.Phases, record: dict | None = None) -> Poi
     return point
 
 
-def time_round(point: Point, spec: dict, round_no: int, K: list[int] | int | None = None, loop: bool = True) -> dict:
+def time_round(
+    point: Point, spec: dict, round_no: int, K: list[int] | int | None = None, loop: bool = True, kept: bool = False
+) -> dict:
     """One round of the *step* and *loop* estimators, with the machine's state. ``loop`` False
     leaves the loop out of a later round: round 1's loop agreed with the source estimator
-    (:func:`runner.worker.timing.loop_rule`, decided by the parent)."""
+    (:func:`runner.worker.timing.loop_rule`, decided by the parent). ``kept``: the point's
+    program and inputs stayed in the worker since its earlier round, so the step warms up with
+    :data:`runner.worker.timing.LATER_ROUND_WARM_ITERS` steps, not a settling warm-up."""
     t = spec["timing"]
     out = {"round": round_no, "started_at": now_iso(), **timing.machine_state()}
     faults0 = timing.minor_faults()
-    step = timing.time_step(point.step, t, meshes.agree)
+    warm_iters = timing.LATER_ROUND_WARM_ITERS if kept else None
+    step = timing.time_step(point.step, t, meshes.agree, warm_iters=warm_iters)
     steps_run = step["warmup_iters"] + len(step["samples_s"]) * t["iters_per_sample"]
     out["page_faults_per_step"] = (timing.minor_faults() - faults0) / max(steps_run, 1)
     out[STEP] = {k: v for k, v in step.items() if k != "summary"}
@@ -311,7 +316,7 @@ def retime(spec: dict, round_no: int, K: int | None, loop: bool = True) -> dict:
         point = prepare(spec, phase)
     try:
         with phase("timing"):
-            out = time_round(point, spec, round_no, K, loop)
+            out = time_round(point, spec, round_no, K, loop, kept=inputs["placed"] == "kept")
     except BaseException:
         point_cache.drop(spec)  # a round that failed part-way: its loop carry may be in any state
         raise

@@ -47,6 +47,13 @@ class Phases(dict):
 CHECK_EVERY = 5  # re-evaluate the stopping rule every this many samples
 WARMUP_WINDOW = 2  # warm-up ends when the median of the last 2 is within 10% of the 2 before
 WARMUP_TOLERANCE = 0.1
+# A later round of a point whose program and inputs stayed in the worker warms up with one step:
+# what a warm-up settles (first-touch page faults, allocations, compiled-code caches) round 1 has
+# paid. Measured on the 2-core machine: minor page faults a step 862 in round 1 of a 64 MiB
+# AllGather, 0 in each later round; the settling warm-up took 4-10 steps a round there (0.2-0.5 s
+# of a 45 ms step), what the round's samples took. The drift the rounds exist to catch is in the
+# samples, not in the warm-up.
+LATER_ROUND_WARM_ITERS = 1
 LOOP_MIN_SAMPLES = 3  # slopes a loop round takes before its stopping rule may end it
 EMPTY_LOOP_PAIRS = 5  # slopes of the empty loop a round takes (a fixed count: no process decides alone)
 # The loop is *launch-bound* where its empty body's repetition (the loop's own cost: on a GPU,
@@ -93,15 +100,22 @@ def warm_up(step, min_iters: int, max_s: float, agree=_local, sample=once, clock
                 return times
 
 
-def time_step(step, timing: dict, agree=_local, sample=once, clock=time.perf_counter) -> dict:
+def time_step(
+    step, timing: dict, agree=_local, sample=once, clock=time.perf_counter, warm_iters: int | None = None
+) -> dict:
     """Timing samples of ``step`` (a callable returning a JAX array) and their summary.
 
     ``agree`` turns each local stop decision into the one every process follows (with
     several JAX processes, process 0's: see :func:`runner.worker.meshes.agree`). ``sample(step, k)``
-    returns seconds per step over ``k`` steps; ``clock()`` returns seconds.
+    returns seconds per step over ``k`` steps; ``clock()`` returns seconds. ``warm_iters``: a
+    warm-up of exactly that many steps instead of :func:`warm_up`'s settling (a later round of
+    a point whose program and inputs stayed in the worker, :data:`LATER_ROUND_WARM_ITERS`).
     """
     t_start = clock()
-    warm = warm_up(step, timing["warmup_min_iters"], timing["warmup_max_s"], agree, sample, clock)
+    if warm_iters is None:
+        warm = warm_up(step, timing["warmup_min_iters"], timing["warmup_max_s"], agree, sample, clock)
+    else:
+        warm = [sample(step) for _ in range(warm_iters)]
     t_warm = clock()
     samples: list[float] = []
     stop = "max_iters"

@@ -25,7 +25,7 @@ from jax.sharding import PartitionSpec as P
 from runner.config.spec import sum_inputs
 from runner.worker.meshes import global_array
 from runner.worker.programs import grads
-from runner.worker.programs.base import LazyArray, Program
+from runner.worker.programs.base import LazyArray, Program, cyclic
 
 # (axes, mesh, size_bytes = V, dtype) -> the program
 Builder = Callable[[list[str], jax.sharding.Mesh, int, str], Program]
@@ -59,7 +59,7 @@ def _placed(mesh, host: LazyArray, spec) -> Callable[[], jax.Array]:
 def all_gather(axes, mesh, size_bytes: int, dtype: str) -> Program:
     """AllGather over ``axes``: each device's V/p block of a small-integer array -> all of V."""
     np_dtype, elems, _, ax = _group(axes, mesh, size_bytes, dtype)
-    host = LazyArray((elems,), np_dtype, lambda i: i % 7)
+    host = LazyArray((elems,), np_dtype, lambda i: i % 7, lambda a, b: cyclic(a, b, 7, np_dtype))
     fn = _sharded(mesh, lambda x: jax.lax.all_gather(x, ax, tiled=True), P(ax), P())
     sub = "".join(ax)
     return Program(f"AllGather_{sub}(A[I_{sub}]) -> A[I]", fn, _placed(mesh, host, P(ax)), lambda: host, size_bytes)
@@ -70,9 +70,20 @@ def _partial_sums(elems: int, p: int, np_dtype, dtype: str) -> tuple[LazyArray, 
     sums, block k of the input, base + k with base cycling 0..period-1: small integers whose
     sum the dtype holds exactly (see runner.config.spec.sum_inputs)."""
     period, offset = sum_inputs(dtype, p)
-    blocks = LazyArray((p * elems,), np_dtype, lambda i: i % elems % period + (i // elems if offset else 0))
+
+    def block_runs(start: int, stop: int) -> np.ndarray:  # the same values, block by block
+        parts = []
+        for k in range(start // elems, (stop - 1) // elems + 1):
+            lo, hi = max(start, k * elems) - k * elems, min(stop, (k + 1) * elems) - k * elems
+            parts.append(cyclic(lo, hi, period, np_dtype, offset=k if offset else 0))
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    blocks = LazyArray((p * elems,), np_dtype, lambda i: i % elems % period + (i // elems if offset else 0), block_runs)
     extra = p * (p - 1) // 2 if offset else 0
-    total = LazyArray((elems,), np_dtype, lambda i: i % period * p + extra)  # sum over k of (base + k)
+    # sum over k of (base + k)
+    total = LazyArray(
+        (elems,), np_dtype, lambda i: i % period * p + extra, lambda a, b: cyclic(a, b, period, np_dtype, p, extra)
+    )
     return blocks, total
 
 
@@ -100,7 +111,7 @@ def all_to_all(axes, mesh, size_bytes: int, dtype: str) -> Program:
     """AllToAll over ``axes``: A[I_X, J] with I = p rows: each device holds one contiguous row
     and ends with one contiguous column block of every row, A[I, J_X]."""
     np_dtype, elems, p, ax = _group(axes, mesh, size_bytes, dtype)
-    host = LazyArray((p, elems // p), np_dtype, lambda i: i % 7)
+    host = LazyArray((p, elems // p), np_dtype, lambda i: i % 7, lambda a, b: cyclic(a, b, 7, np_dtype))
     fn = _sharded(mesh, lambda x: jax.lax.all_to_all(x, ax, 1, 0, tiled=True), P(ax, None), P(None, ax))
     sub = "".join(ax)
     expr = f"AllToAll_{{{sub},J}}(A[I_{sub}, J]) -> A[I, J_{sub}]"
