@@ -90,7 +90,7 @@ def test_without_an_empty_loop_the_record_is_as_before():
     clock, order = Clock(), []
     out = time_loop(_calls(clock, order, "L", 0.0, 0.001, [2, 4]), [2, 4], {"loop_max_samples": 3,
                     "target_rel_ci": 0.0, "budget_s": 1e9}, clock=clock)  # fmt: skip
-    assert set(out) == {"samples_s", "K", "Ks", "call_s", "stop_reason", "warmup_s", "timed_s"}
+    assert set(out) == {"samples_s", "K", "Ks", "call_s", "stop_reason", "warmup_s", "warmup_calls", "timed_s"}
 
 
 # ---------------------------------------------------------------- summarise: the flag

@@ -284,6 +284,8 @@ def test_the_worker_leaves_the_loop_out_of_a_later_round_when_the_parent_says_so
     assert first["record"]["timing"]["rounds"][0]["step"]["warmup_iters"] >= 4
     assert without["inputs"]["placed"] == again["inputs"]["placed"] == "kept"
     assert without["step"]["warmup_iters"] == again["step"]["warmup_iters"] == 1
+    # and its loop warms up with the short call alone, where round 1 warmed up with both
+    assert (first["record"]["timing"]["rounds"][0]["loop"]["warmup_calls"], again["loop"]["warmup_calls"]) == (2, 1)
 
 
 # ---------------------------------------------------------------- one real sweep

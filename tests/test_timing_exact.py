@@ -114,7 +114,7 @@ def test_the_budget_stops_at_a_check_and_says_whether_min_iters_was_reached(min_
 
 
 # ---------------------------------------------------------------- the loop estimator
-def _loop(budget_s: float, max_samples: int = 8, target: float = 0.0):
+def _loop(budget_s: float, max_samples: int = 8, target: float = 0.0, kept: bool = False):
     """time_loop over calls that move the clock: the K1 call 1 s, the j-th K2 call 2 + j s
     (the warm-up's is the 0th), so the slopes (K2 - K1 = 2) are 2/2, 3/2, 4/2, ... and never
     agree."""
@@ -130,7 +130,7 @@ def _loop(budget_s: float, max_samples: int = 8, target: float = 0.0):
         long_calls[0] += 1
 
     timing = {"loop_max_samples": max_samples, "target_rel_ci": target, "budget_s": budget_s}
-    return time_loop([short, long_], [2, 4], timing, clock=clock), order
+    return time_loop([short, long_], [2, 4], timing, clock=clock, kept=kept), order
 
 
 def test_the_loop_stops_when_half_its_budget_is_spent_counting_from_after_the_warm_up():
@@ -142,6 +142,15 @@ def test_the_loop_stops_when_half_its_budget_is_spent_counting_from_after_the_wa
     assert order == ["K1", "K2", "K1", "K2", "K2", "K1", "K1", "K2"]
     out, _ = _loop(36.0)  # half is 18 s: not at 15, at 22
     assert (out["stop_reason"], len(out["samples_s"]), out["timed_s"]) == ("budget", 4, 22.0)
+
+
+def test_a_kept_points_later_round_warms_the_loop_up_with_its_short_call_only():
+    out, order = _loop(30.0, kept=True)
+    assert out["warmup_s"] == 1.0 and out["warmup_calls"] == 1 and order[:3] == ["K1", "K1", "K2"]
+    # the long call's first timing is now a pair's: 2 s, then 3, 4, 5 s; the pairs (3, 4, 5, 6 s)
+    # reach half the budget (15 s) at the 4th
+    assert out["call_s"] == [[1.0, 2.0], [1.0, 3.0], [1.0, 4.0], [1.0, 5.0]]
+    assert out["samples_s"] == [0.5, 1.0, 1.5, 2.0] and out["timed_s"] == 18.0
 
 
 def test_the_loop_runs_to_its_sample_limit_when_neither_rule_stops_it():

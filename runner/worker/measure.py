@@ -96,7 +96,7 @@ def time_round(
         point.loop_check = point.loop.check
         out["loop_compile_s"] = point.loop.compile_s
         if calls is not None:
-            out[LOOP] = timing.time_loop(calls, Ks, t, meshes.agree, empty=point.loop.empty)
+            out[LOOP] = timing.time_loop(calls, Ks, t, meshes.agree, empty=point.loop.empty, kept=kept)
     return out
 
 

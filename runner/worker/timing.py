@@ -141,7 +141,7 @@ def time_step(
     }
 
 
-def time_loop(calls, Ks, timing: dict, agree=_local, clock=time.perf_counter, empty=None) -> dict:
+def time_loop(calls, Ks, timing: dict, agree=_local, clock=time.perf_counter, empty=None, kept: bool = False) -> dict:
     """The *loop* estimator: seconds per repetition, from the slope between two trip counts.
 
     ``calls[i]()`` runs the loop program with ``Ks[i]`` repetitions (K1 < K2) and blocks. Each
@@ -155,6 +155,10 @@ def time_loop(calls, Ks, timing: dict, agree=_local, clock=time.perf_counter, em
     spent (every stop on the decision ``agree`` shares). ``warmup_s`` and ``timed_s`` are the
     warm-up's and the pairs' seconds. ``clock()`` returns seconds.
 
+    ``kept``: a later round of a point whose loop programs stayed compiled in the worker warms
+    up with the short call only (as the step warms up with one step there,
+    :data:`LATER_ROUND_WARM_ITERS`): a 64 MiB AllReduce's warm-up pair took 0.4 s a round.
+
     ``empty``: the same loop's calls with an empty body at the same Ks
     (:func:`runner.worker.programs.loop.empty_looped`). After the pairs, one warm-up call of
     each and :data:`EMPTY_LOOP_PAIRS` pairs give ``empty_loop_samples_s`` and their median
@@ -166,7 +170,8 @@ def time_loop(calls, Ks, timing: dict, agree=_local, clock=time.perf_counter, em
     (K1, K2), (short, long_) = Ks, calls
     t_warm = clock()
     short()
-    long_()
+    if not kept:
+        long_()
     samples: list[float] = []
     pairs: list[list[float]] = []
     stop = "max_samples"
@@ -188,6 +193,7 @@ def time_loop(calls, Ks, timing: dict, agree=_local, clock=time.perf_counter, em
         "call_s": pairs,
         "stop_reason": stop,
         "warmup_s": t_start - t_warm,  # time the estimator took, as the step's warm-up counts
+        "warmup_calls": 1 if kept else 2,
         "timed_s": clock() - t_start,
     }
     if empty is not None:
