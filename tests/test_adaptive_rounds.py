@@ -115,7 +115,7 @@ def test_interleave_runs_rounds_after_the_second_only_for_points_that_need_them(
     done, going = _point(tmp_path, "0_a", True), _point(tmp_path, "1_b", False)
     failed = _point(tmp_path, "2_c", False, "failed")
     calls = []
-    monkeypatch.setattr(rounds_mod, "add_round", lambda d, r, spec=None, specs=None: calls.append((d.name, r)) or True)
+    monkeypatch.setattr(rounds_mod, "add_round", lambda d, r, spec=None, specs=None, records=None: calls.append((d.name, r)) or True)
     assert rounds_mod.interleave([done, going, failed], 5, seed=0) == 6
     assert sorted(calls) == sorted([(n, 2) for n in ("0_a", "1_b", "2_c")] + [("1_b", r) for r in (3, 4, 5)])
 

@@ -168,7 +168,7 @@ def test_interleave_shuffles_each_round_by_the_seed_and_logs_each_round(tmp_path
     names = [f"{i}_p" for i in range(6)]
     dirs = [_write(tmp_path, n, rounds=1, rounds_rule={"stopped": n == "0_p"}) for n in names]
     calls = []
-    monkeypatch.setattr(rounds_mod, "add_round", lambda d, r, spec=None, specs=None: calls.append((r, d.name)) or True)
+    monkeypatch.setattr(rounds_mod, "add_round", lambda d, r, spec=None, specs=None, records=None: calls.append((r, d.name)) or True)
     with caplog.at_level(logging.INFO, logger="shardlab"):
         assert rounds_mod.interleave(dirs, 4) == 6 + 5 + 5
     # the default seed is 0: random.Random(0)'s shuffles, one per round, the stopped point left
@@ -270,3 +270,28 @@ def test_interleave_builds_each_points_spec_once_for_all_its_rounds(tmp_path, mo
     first = {d: n for d, _, n in sent[:2]}
     assert sorted(sent) == sorted((d, r, first[d]) for d in ("a", "b") for r in (2, 3))
     assert sorted(first.values()) == [1, 2]
+
+
+def test_interleave_reads_each_record_once_and_leaves_every_finished_round_on_disk(tmp_path, monkeypatch):
+    # three later rounds of one point whose rounds never agree: result.json is read once for the
+    # whole sweep (then kept as the last round left it), and written after every round, so a sweep
+    # killed between rounds keeps each round it finished
+    point = _ok_point(tmp_path)
+    seen_on_disk, reads = [], []
+
+    class Worker:
+        def run(self, spec, point_dir, timeout, round, **kw):
+            seen_on_disk.append(len(json.loads((point / "result.json").read_text())["timing"]["rounds"]))
+            step = {"samples_s": [float(round) * 1e-3] * 5}  # 2, 3, 4 ms: apart every round
+            return {"status": "ok", "round": {"round": round, "step": step, "phases_s": {}}}
+
+    spec = {"hardware": "h", "distributed": "d", "trace": {"gpu_command_buffers": "g"}}
+    monkeypatch.setattr(rounds_mod, "build_spec", lambda cfg: spec)
+    monkeypatch.setattr(rounds_mod, "process_env", lambda *a: a)
+    monkeypatch.setattr(rounds_mod, "get_worker", lambda env: Worker())
+    read = rounds_mod.upgraded
+    monkeypatch.setattr(rounds_mod, "upgraded", lambda r: reads.append(1) or read(r))
+    assert rounds_mod.interleave([point], 4) == 3
+    assert len(reads) == 1 and seen_on_disk == [1, 2, 3]
+    t = json.loads((point / "result.json").read_text())["timing"]
+    assert [x["round"] for x in t["rounds"]] == [1, 2, 3, 4] and t["rounds_rule"]["rounds"] == 4

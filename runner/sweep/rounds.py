@@ -99,16 +99,20 @@ def rounds_rule(t: dict, wanted: int, target_rel_ci: float) -> dict:
     return dict(out, why=f"all {wanted} rounds: after {MIN_ROUNDS}, {detail}")
 
 
-def add_round(point_dir: Path, round_no: int, spec: dict | None = None, specs: dict | None = None) -> bool:
+def add_round(
+    point_dir: Path, round_no: int, spec: dict | None = None, specs: dict | None = None, records: dict | None = None
+) -> bool:
     """Time round ``round_no`` of the ok point in ``point_dir`` and append it to its
     result.json; False (and nothing written) when the point is not ok, already has the round,
     stopped after ``MIN_ROUNDS`` (:func:`rounds_rule`), or the worker failed it. ``spec`` is
     the point's, else built from its config; ``specs`` caches the built ones by ``point_dir``
-    (a point's config does not change between rounds)."""
+    (a point's config does not change between rounds). ``records`` holds each point's record as
+    this sweep last wrote it, so a later round reads result.json only once a sweep; the file is
+    still written whole after every round (atomically: a sweep killed between rounds keeps
+    every round it finished)."""
     path = Path(point_dir) / RESULT_NAME
-    try:
-        result = upgraded(json.loads(path.read_text()))  # an older file's timing.source is its estimator
-    except (OSError, ValueError):
+    result = _record(point_dir, records)
+    if result is None:
         return False
     t = result.get("timing") or {}
     if result.get("status") != "ok" or len(t.get("rounds") or []) >= round_no:
@@ -160,7 +164,23 @@ def add_round(point_dir: Path, round_no: int, spec: dict | None = None, specs: d
     for k, v in phases.items():  # later rounds' setup and compile count too (the benchmark reads them)
         result["phases_s"][f"rounds_{k}"] = result["phases_s"].get(f"rounds_{k}", 0.0) + v
     write_json_atomic(path, result)
+    if records is not None:
+        records[point_dir] = result
     return True
+
+
+def _record(point_dir: Path, records: dict | None) -> dict | None:
+    """The point's record: as this sweep last wrote it (``records``), else read from its
+    result.json (an older file's timing.source read as its estimator); None when unreadable."""
+    if records is not None and point_dir in records:
+        return records[point_dir]
+    try:
+        result = upgraded(json.loads((Path(point_dir) / RESULT_NAME).read_text()))
+    except (OSError, ValueError):
+        return None
+    if records is not None:
+        records[point_dir] = result
+    return result
 
 
 def interleave(point_dirs: list[Path], rounds: int, seed: int = 0) -> int:
@@ -169,24 +189,23 @@ def interleave(point_dirs: list[Path], rounds: int, seed: int = 0) -> int:
     rng = random.Random(seed)
     added = 0
     specs: dict = {}  # each point's spec, built at its first later round
+    records: dict = {}  # each point's record, read once, then as its last round left it
     for r in range(2, rounds + 1):
         order = list(point_dirs)
         rng.shuffle(order)
         if r > MIN_ROUNDS:  # the points whose rounds agreed are done (the order stays the seed's)
-            order = [d for d in order if not _stopped(d)]
+            order = [d for d in order if not _stopped(_record(d, records))]
             if not order:
                 log.info("rounds %d to %d: none needed (every point's rounds agreed)", r, rounds)
                 break
         log.info("round %d of %d: %d point(s)", r, rounds, len(order))
         for point_dir in order:
-            added += add_round(point_dir, r, specs=specs)
+            added += add_round(point_dir, r, specs=specs, records=records)
     return added
 
 
-def _stopped(point_dir: Path) -> bool:
-    """Whether the point in ``point_dir`` stopped its rounds early (or cannot take more)."""
-    try:
-        result = json.loads((Path(point_dir) / RESULT_NAME).read_text())
-    except (OSError, ValueError):
+def _stopped(result: dict | None) -> bool:
+    """Whether a point's record says it stopped its rounds early (or cannot take more)."""
+    if result is None:
         return True
     return result.get("status") != "ok" or bool(((result.get("timing") or {}).get("rounds_rule") or {}).get("stopped"))
