@@ -133,9 +133,9 @@ def _whole(v) -> bool:
 
 
 # What each key allows, worked out from its documented range: accepted exactly when allowed
-# (the defaults of the other keys: a point needs 2 + 1.5 x 1 + 0.5 + 5 = 9 s of timeout_s).
+# (the defaults of the other keys: a point needs 2 + 1.5 x 0.25 + 0.5 + 5 = 7.875 s of timeout_s).
 ALLOWED = {
-    "timeout_s": lambda v: isinstance(v, (int, float)) and math.isfinite(v) and 9 <= v <= MAX_TIMEOUT_S,
+    "timeout_s": lambda v: isinstance(v, (int, float)) and math.isfinite(v) and 7.875 <= v <= MAX_TIMEOUT_S,
     "timing.seed": lambda v: _whole(v) and 0 <= v <= MAX_SEED,
     "distributed.timeout_s": lambda v: isinstance(v, (int, float)) and math.isfinite(v) and 0 < v <= 86400,
     "op.size_bytes": lambda v: _whole(v) and 0 < v <= 16 * 2**20 and v % 32 == 0,
