@@ -89,6 +89,36 @@ def test_two_nodes_add_the_network_latency_on_each_inter_node_step():
     }
 
 
+def test_two_b200_nodes_all_gather_is_rings_over_eight_nics():
+    """The held-out GKE A4 all_gather file misses on all its rows (docs/validation.md, "The two biggest
+    misses"); what NCCL would do there, worked by hand from the sources, so that the finding that
+    the model is not the cause stays checked."""
+    b200 = NcclSystem("blackwell", "nvlink", 18, 8, 50.0, True, "intel", 13.6 * US)
+    # search.cc: maxBw = min(NIC 50, 18 x 40.1 = 721.8) -> sm100SpeedArrayInter skips 96, takes 48;
+    # floor(721.8 / 48) = 15 channels, but 8 NICs carry one 48 GB/s channel each; 48 < 50 with more
+    # than 4 channels on cc > 80: no ncclTopoDupChannels. Pass 2 (raise the ring's speed) cannot
+    # reach 96 over a 50 GB/s NIC: 8 x 48 GB/s stays
+    assert search_graph(b200, 8, 2) == Graph(8, 48.0, 48.0)
+    # tuning.cc: all_gather across nodes zeroes NVLS without CollNet; PAT needs one GPU per node
+    best, priced = nccl_time("all_gather", 8 << 30, 16, 2, b200)
+    assert {c.name for c in priced} == {"ring/LL", "ring/LL128", "ring/Simple"}
+    # ring/Simple: 8.4 + 14 x max(3.4, 3 x netOverhead 1.0) + 1 x (NET 14.0 + 2 x 13.6) = 97.2 us;
+    # 8 x 48 GB/s x nRanks/nsteps 16/15 = 409.6 GB/s. nBytes is V (enqueue.cc: elementSize x
+    # ncclFuncMaxSendRecvCount = count x nRanks), nccl-tests' size column
+    assert best.name == "ring/Simple"
+    assert best.time_s == pytest.approx((97.2 + (8 << 30) / (1000 * 409.6)) * US)
+    # 1 KiB: ring/LL, 6.6 + 14 x max(0.6, 1.0) + (2.7 + 13.6) = 36.9 us at min(llMaxBw Intel-N2 39.0,
+    # 384 x 0.5) x 16/15
+    best, _ = nccl_time("all_gather", 1024, 16, 2, b200)
+    assert best.name == "ring/LL"
+    assert best.time_s == pytest.approx((36.9 + 1024 / (1000 * 39.0 * 16 / 15)) * US)
+    # and the b200 entry prices the same system (its NIC: 5e10 B/s per GPU x 8 GPUs / 8 NICs)
+    hw = load_hardware("b200")
+    e = expected_time(predict_collective("all_gather", 8 << 30, [16], hw), hw)
+    assert (e.algorithm.name, e.nodes) == ("ring/Simple", 2)
+    assert e.time_s == pytest.approx((97.2 + (8 << 30) / (1000 * 409.6)) * US)
+
+
 def test_ampere_has_no_nvls_and_all_gather_only_rings():
     a100 = NcclSystem("ampere", "nvlink", 12, 8, 25.0, False, "amd")
     assert {a + "/" + p for a, p, *_ in candidates("all_reduce", a100, 8, 1)} == {

@@ -22,8 +22,14 @@ search finds (``graph.nChannels`` x ``bwIntra``/``bwInter``); that search is not
 :func:`search_graph` stands in for it: the first speed of the arch's speed array that fits the
 GPU's NVLink (one node) or its NIC (several nodes), as many channels as the links hold, then
 ``ncclTopoDupChannels``; NVLS graphs as search.cc sizes them (:func:`search_graph`; across nodes one
-channel per NIC, as NVIDIA/nccl#1041 saw: 8 NVLSTree channels on an H100 node with 8 NICs). The
-network's own latency (``graph.latencyInter``, which search.cc starts at 0 and a network plugin may
+channel per NIC, as NVIDIA/nccl#1041 saw: 8 NVLSTree channels on an H100 node with 8 NICs).
+Not reproduced: ``ncclTopoCompute``'s second pass (search.cc, commit 67491d6d), which retries a
+found graph at faster speeds: a ring at both, NVLS at a faster bwInter, a tree at a faster bwIntra
+up to twice bwInter. Across 400 Gb/s NICs it can raise no ring or NVLS graph (``ncclTopoSearchRecNet``
+skips a NIC slower than the speed; Hopper's array starts at 48), so the 2 x 8 B200 all_gather and
+H100 all_reduce it was checked for are unchanged (docs/validation.md, "The two biggest misses"); a
+tree's bwIntra over slower NICs (the 200 Gb/s entries) stays at bwInter here, an open difference.
+The network's own latency (``graph.latencyInter``, which search.cc starts at 0 and a network plugin may
 report) is the entry's ``net_latency_s``: NCCL adds it to every inter-node step (twice for Simple).
 It is the one fitted number, named with its set in each entry. CollNet (SHARP in the network) is
 not priced: no entry here has it.
