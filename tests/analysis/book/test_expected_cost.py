@@ -2,12 +2,12 @@
 (tests/data/published, SOURCES.md). GPU entries are priced by NCCL's own model
 (analysis.book.nccl_cost); its one fitted number per network, graph.latencyInter (the entries'
 ``net_latency_s``), was fitted to three sources only (the fit set, "fit" in FILES / ROWS_CSV of
-tests/helpers/published_nccl.py): the
-Dell 2x8 H200 RoCE table for the InfiniBand/RoCE/EFA entries, Google's 2x8 A3 High TCPX example for
-gcp_a3_high, and a 2x8 A3 Mega TCPXO all_gather table (MG-Cafe) for gcp_a3_mega (the same three the
-factor model before it was fitted to). Every other source is held out (the test set) and was never
-used to set a number. The test prints, per source and regime, measured / roofline and measured /
-expected with the shares within 25% and 2x (docs/validation.md), and pins the figures.
+tests/helpers/published_nccl.py): the Dell 2x8 H200 RoCE table for the InfiniBand/RoCE/EFA entries,
+Google's 2x8 A3 High TCPX example for gcp_a3_high, and a 2x8 A3 Mega TCPXO all_gather table
+(MG-Cafe) for gcp_a3_mega (the same three the factor model before it was fitted to). Every other
+source is held out (the test set) and was never used to set a number. The test prints, per source
+and regime, measured / roofline and measured / expected with the shares within 25% and 2x
+(docs/validation.md), and pins the figures.
 
 The expected time (analysis.book.expected_cost) by exact expectations (issue 30, round two's
 mutation check): a made-up entry whose factors differ per level and collective, predictions with

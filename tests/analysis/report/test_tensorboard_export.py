@@ -10,6 +10,7 @@ plugin data, scalar names and descriptions), run and folder names of points and 
 are not the simplest (no number, an op outside the table, keys that vary, ``/`` and dots),
 numpy and missing cells, mixed hparam types, the step rule on both sides of its test, and a
 rewrite that drops the curves. Every expected value is worked out by hand; no JAX.
+Pinned in issue 30's mutation check.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ The HLO modules a trace carries (:func:`analysis.trace.carried_hlo.hlo_protos`) 
 simplest file would not tell right from wrong: a plane without HLO protos before the one
 with them, and lines protobuf could not parse as lines (the HLO reader never reads them).
 Files written byte by byte (:mod:`xspace_bytes`, apart from the reader); no JAX.
+Pinned in issue 30's mutation check.
 """
 
 from __future__ import annotations

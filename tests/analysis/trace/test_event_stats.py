@@ -4,6 +4,7 @@ different stats, a plane whose ids are too sparse for a lookup table, the plane 
 not the first one, references to each plane's own names, a program id as uint64 at and above
 2^63 and as a negative int64 down to the minimum, two stats of one name of different kinds,
 device timespans at the edge of an int64, a stat written value first, names that are not UTF-8.
+Pinned in issue 30's mutation check.
 
 Files written byte by byte (:mod:`xspace_bytes`, apart from the reader); every expected value
 worked out by hand (the first file is also read by ``jax.profiler.ProfileData``, the reference).

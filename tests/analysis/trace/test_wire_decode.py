@@ -3,6 +3,7 @@ hand, every expected number worked out by hand: several events at once with fiel
 of order, each wire type, fixed32/fixed64 fields flush with the end of the data, rounds of
 varints only and of stats only (the short ways), empty messages, fields that run past their
 message, group fields, and each message's first field. No JAX: milliseconds a test.
+Pinned in issue 30's mutation check.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@ would not tell right from wrong: metadata ids dense, sparse, missing, past the l
 negative (the two ways of looking them up); events written with their metadata id not first;
 ``num_occurrences`` set instead of the offset (a oneof); negative offsets truncated toward zero;
 host events kept or left out by name; files without events; unreadable files.
+Pinned in issue 30's mutation check.
 
 Files written byte by byte (:mod:`xspace_bytes`, apart from the reader); every expected value
 worked out by hand. No JAX programs run; milliseconds a test.

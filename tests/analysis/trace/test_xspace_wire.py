@@ -3,6 +3,7 @@ on files written by hand: event lengths on both sides of each length byte, sever
 lines, lines copied out (events not contiguous, a walk that cannot read the file, groups taken
 out), and the event metadata's names, display names and stats, every expected value worked out
 by hand. No JAX: milliseconds a test.
+Pinned in issue 30's mutation check.
 
 Where events of 256 MiB and more lie (:func:`analysis.trace.xspace_wire.read_space`): an
 event's length takes a fifth varint byte from 2^28 bytes on, which moves its payload one byte
