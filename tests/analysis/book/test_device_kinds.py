@@ -223,11 +223,13 @@ SXM = {"name": "sxm", "kind": "gpu", "device_kinds": [], "device_kind_patterns":
 TPU = {"name": "tpu-nv", "kind": "tpu", "device_kinds": ["nv h100 pcie"], "device_kind_patterns": ["NV H100 P.*"]}
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def catalogue(monkeypatch):
+    """The catalogue above in place of conf/hardware's (the tests below ask for it by name)."""
     monkeypatch.setattr(kindsmod, "entries", lambda: (GENERIC, H100, SXM, TPU))
 
 
+@pytest.mark.usefixtures("catalogue")
 def test_the_longest_matching_pattern_wins_across_and_within_entries():
     r = resolve("NV H100 SXM5", "gpu")  # generic 4, h100 9, sxm 13 (its longer pattern)
     assert (r.entry["name"], r.matched_by, r.platform) == ("sxm", "pattern", "gpu")
@@ -240,11 +242,13 @@ def test_the_longest_matching_pattern_wins_across_and_within_entries():
     assert resolve("NV A10", "gpu").entry["name"] == "generic"
 
 
+@pytest.mark.usefixtures("catalogue")
 def test_an_exact_name_beats_any_pattern_in_any_case():
     r = resolve("nv h100", "cuda")
     assert (r.entry["name"], r.matched_by, r.device_kind) == ("h100", "exact", "nv h100")
 
 
+@pytest.mark.usefixtures("catalogue")
 def test_the_platform_rules_entries_out_and_none_means_every_platform():
     # on gpu the tpu entry's exact name and its 11-character pattern do not count
     assert resolve("NV H100 PCIe", "gpu").entry["name"] == "h100"
@@ -255,6 +259,7 @@ def test_the_platform_rules_entries_out_and_none_means_every_platform():
     assert resolve("NV A10", "tpu").matched_by == "unknown"
 
 
+@pytest.mark.usefixtures("catalogue")
 def test_patterns_are_anchored_and_equal_lengths_are_an_error(monkeypatch):
     assert resolve("xNV H100", "gpu").matched_by == "unknown"
     other = {"name": "other", "kind": "gpu", "device_kinds": [], "device_kind_patterns": ["NV H100 SXM.."]}
