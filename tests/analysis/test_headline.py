@@ -388,7 +388,7 @@ def _oos(regime, median, lo, hi, n) -> dict:
         f"out_of_sample_{regime}_median": median,
         f"out_of_sample_{regime}_min": lo,
         f"out_of_sample_{regime}_max": hi,
-        f"out_of_sample_{regime}_family_points": n,
+        f"out_of_sample_{regime}_points": n,
     }
 
 
