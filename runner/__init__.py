@@ -10,7 +10,7 @@ Three rooms, along the process boundary:
 * :mod:`runner.config` - what both need: the config schema, the spec a point is turned into and
   every value check (all before any device work), the memory estimate, the process settings.
 
-The worker never imports the sweep side, and config imports neither (``tests/test_layering.py``).
+The worker never imports the sweep side, and config imports neither (``tests/project/test_layering.py``).
 Importing this package does not import JAX: JAX starts in the worker, after the process-wide
 settings are in place. From :mod:`analysis` the runner takes only the book, the run-folder
 layout, the trace and HLO readers and the timing statistics (and the report at the end of a

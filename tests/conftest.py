@@ -31,6 +31,7 @@ if "SHARDLAB_WORKER_LOG_DIR" not in os.environ:
     os.environ["SHARDLAB_WORKER_LOG_DIR"] = tempfile.mkdtemp(prefix="shardlab-test-worker-logs-")
     atexit.register(shutil.rmtree, os.environ["SHARDLAB_WORKER_LOG_DIR"], True)
 
+import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
@@ -39,6 +40,12 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 from runner.config.schema import register_configs  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]  # the checkout
+# the tests' shared helpers (shardlab_cli, hlo_samples, small_sweep, xspace_bytes, ...) import
+# by their names from every folder of tests/: the test files are imported with
+# --import-mode=importlib (pyproject.toml), which puts no folder of theirs on sys.path
+HELPERS = str(Path(__file__).resolve().parent / "helpers")
+if HELPERS not in sys.path:
+    sys.path.insert(0, HELPERS)
 
 CONF_DIR = str(REPO_ROOT / "conf")
 

@@ -17,5 +17,5 @@ the analysis and the command line can all speak it. What lives where:
 * :mod:`.fabric_cost` - one collective over one fabric (the ring/line and switch formulas);
 * :mod:`.collective_cost`, :mod:`.matmul_cost`, :mod:`.predict` - the cost model.
 
-May import: the standard library, numpy, pyyaml; nothing else of shardlab (tests/test_layering.py).
+May import: the standard library, numpy, pyyaml; nothing else of shardlab (tests/project/test_layering.py).
 """

@@ -7,7 +7,7 @@ To add a collective, add a row to :data:`KINDS`, its cost to :mod:`analysis.book
 working set to ``runner.config.memory.WORKING_SET``); everything else looks it up here:
 V of an HLO instruction (:func:`V_from_hlo`), the bytes a device holds and moves
 (:func:`local_bytes`, :func:`bus_bytes`), which ops take ``op.grad``, the result check's sums
-and divisibility. ``tests/test_collective_table.py`` checks every consumer against the rows.
+and divisibility. ``tests/analysis/book/test_collectives.py`` checks every consumer against the rows.
 
 nccl-tests conventions (``src/*.cu``, ``*GetBw``): ``algbw = S / t`` and
 ``busbw = algbw * factor(n)`` with n ranks in the group, where S is

@@ -5,7 +5,7 @@ Resolution is by exact rules, never by file order: an entry lists the device kin
 exactly (``device_kinds``, compared case-insensitively) and may add anchored regular
 expressions (``device_kind_patterns``). An exact name wins; else the longest matching pattern;
 two entries matching equally is a catalogue bug, reported as a HardwareError (and caught over
-the whole catalogue by tests/test_hardware.py). A kind no entry covers resolves to an
+the whole catalogue by tests/analysis/book/test_device_kinds.py). A kind no entry covers resolves to an
 ``unknown_<platform>`` record without constants, whose ``source`` says how to add one.
 """
 

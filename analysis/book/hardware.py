@@ -185,7 +185,7 @@ class Hardware:
 
 
 # The keys of a hardware YAML entry (and of the runner's Hydra schema, runner.config.schema.
-# HardwareConf, which tests/test_hardware_route.py holds equal): every field but what is derived.
+# HardwareConf, which tests/analysis/book/test_hardware.py holds equal): every field but what is derived.
 YAML_KEYS = tuple(f.name for f in fields(Hardware) if f.name not in ("expected_source", "nccl"))
 
 # The constants the analysis commands take as flags (analysis.cli.options): what each is, and its flag.

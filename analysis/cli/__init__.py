@@ -7,7 +7,7 @@ line ``error: ...`` on stderr and exits 2 (:func:`analysis.cli.options.fail`).
 
 May import: all of :mod:`analysis` (never :mod:`runner`), at the top of a module; what brings
 pandas, matplotlib, scipy or JAX only inside the function that needs it, as a TAB imports a
-command's module to read its flags (the boundary: tests/test_layering.py).
+command's module to read its flags (the boundary: tests/project/test_layering.py).
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ def write_report(
     root = Path(root)
     t0 = time.perf_counter() if t0 is None else t0
     sweep = load_sweep(root, hardware, allow_mixed)
-    # on the boundary (tests/test_layering.py): tensorboard's protos, ~0.2 s, load
+    # on the boundary (tests/project/test_layering.py): tensorboard's protos, ~0.2 s, load
     # only when a report is written (the sweep's report process imports this module while idle)
     from analysis.report.tensorboard_export import report_line, write_tensorboard
 

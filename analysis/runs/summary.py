@@ -205,7 +205,7 @@ def _float(v) -> float:
 # and the headline reads it: which point, what it ran (op, axes, size, dtype, mesh), the time
 # with the estimator it came from and its 95% interval, the bandwidths, the book's time beside
 # it, and what to doubt. Then the rest, a group at a time. A column missing here still lands in
-# the file, after these (tests/test_summary_columns.py asks that every column has its place).
+# the file, after these (tests/analysis/runs/test_summary.py asks that every column has its place).
 FIRST_COLUMNS = (
     "point",
     "status",

@@ -12,7 +12,7 @@ import numpy as np
 # imported with the module, not at first use: the runner's stopping rule asks for an interval
 # between timed samples, where a first import would land mid-measurement. scipy.special, not
 # scipy.stats: the same binomial CDF and chi-square quantile (scipy.stats.binom.cdf and
-# chi2.ppf call these; tests/test_stats_scipy.py holds them equal) at a third of the import
+# chi2.ppf call these; tests/analysis/statistics/test_stats.py holds them equal) at a third of the import
 # (0.5 s against 1.8 s on 2 cores), paid by every worker and every analysis command
 from scipy.special import bdtr, betainc, chdtri
 
@@ -29,8 +29,9 @@ def median_ci_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, int]:
     (1-based) covers it with probability ``1 - 2 P(B <= j-1)``; ``j`` is the largest rank that
     keeps that at least ``confidence``, from the binomial CDF (``scipy.special.bdtr``). That is
     scipy's sign-test interval (``scipy.stats.quantile_test(...).confidence_interval()`` on the
-    ranks ``0..n-1`` themselves; tests/test_stats_scipy.py holds them equal). Below 6 samples no pair of ranks
-    reaches 95% (scipy says nan), and the whole range (min, max) is returned. Published tables
+    ranks ``0..n-1`` themselves; tests/analysis/statistics/test_stats.py holds them equal).
+    Below 6 samples no pair of ranks reaches 95% (scipy says nan), and the whole range (min,
+    max) is returned. Published tables
     agree: n = 10 gives ranks 2 and 9, n = 100 gives 40 and 61 (1-based).
     """
     if n < 1:

@@ -75,7 +75,7 @@ def read_xplane(path: str | Path, candidates_only: bool = True) -> pd.DataFrame:
     at once). An event's name lives in its plane's metadata, so which events are candidates
     is decided per metadata entry, and only those events' stats are decoded. Its
     :data:`EVENT_COLUMNS` are exactly what ``jax.profiler.ProfileData`` gives
-    (``tests/xplane_reference.py`` reads through it: the reference the tests compare with), with
+    (``tests/helpers/xplane_reference.py`` reads through it: the reference the tests compare with), with
     the device timespan preferred as XProf does: ``start_ns`` is the line's timestamp plus
     the event's offset in whole ns, ``duration_ns`` whole ns, a stat whose metadata is
     missing or that has no value is skipped, a reference stat is the referenced metadata's

@@ -82,7 +82,7 @@ class HardwareConf:
     # factors beyond link rates for analysis.book.expected_cost: {source, inside: {op: {bw_share,
     # floor_s}}, across: {...}} (validated by analysis.book.hardware)
     expected: dict[str, Any] = field(default_factory=dict)
-    # (the fields are analysis.book.hardware.YAML_KEYS exactly: tests/test_hardware_route.py)
+    # (the fields are analysis.book.hardware.YAML_KEYS exactly: tests/analysis/book/test_hardware.py)
 
 
 def hardware_record(entry: dict, node: dict) -> dict:

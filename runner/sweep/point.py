@@ -151,7 +151,7 @@ def _write(point_dir: Path, result: dict) -> int:
 
 
 # The README's install lines ("Install"), word for word: shardlab's own extras pin a JAX it is
-# tested with, where a bare "jax[...]" upgrade may not be (tests/test_install_line.py holds them equal)
+# tested with, where a bare "jax[...]" upgrade may not be (tests/project/test_install_line.py holds them equal)
 INSTALL = {
     "tpu": 'pip install -e ".[tpu]"',
     "gpu": 'pip install -e ".[cuda12]" / pip install -e ".[cuda13]" (NVIDIA, CUDA 12 / 13) or JAX\'s ROCm build '

@@ -1,7 +1,7 @@
 """shardlab on one GPU or TPU, in under 5 minutes: ``bash tests/accelerator/run.sh``.
 
 What a new user would try first, run the way a user runs it (``python -m runner`` and
-``python -m analysis`` through ``tests/shardlab_cli.py``), with the outputs in one folder:
+``python -m analysis`` through ``tests/helpers/shardlab_cli.py``), with the outputs in one folder:
 
 1. the default sweep (``+sweep=allgather_sizes``, 2 rounds) and its report;
 2. an 8192 x 8192 x 8192 bfloat16 matmul with the result check on (the default): the check's
@@ -35,7 +35,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent
-sys.path.insert(0, str(TESTS))
+sys.path.insert(0, str(TESTS / "helpers"))  # shardlab_cli: how the tests start shardlab
 from shardlab_cli import REPO_ROOT, start  # noqa: E402
 
 # The device estimator of the big matmul against the chip's published rate: below a quarter

@@ -3,7 +3,7 @@
 The test suite's own JAX runs on the CPU (tests/conftest.py sets ``JAX_PLATFORMS=cpu``), so
 these tests neither import JAX nor ask it: a fresh process with an environment that does not
 force the CPU says which backend it gets, and shardlab runs in such processes, as a user runs
-it, through ``tests/shardlab_cli.py``. The steps are those of ``bash tests/accelerator/run.sh``
+it, through ``tests/helpers/shardlab_cli.py``. The steps are those of ``bash tests/accelerator/run.sh``
 (``accelerator_check.py``), run once for the module: the default sweep with 2 rounds, an 8192^3
 bfloat16 matmul with the result check on, the README's program with ``analysis profile``.
 Run them alone with ``pytest -m accelerator``; on one H200 they take about 2 minutes.
@@ -11,7 +11,14 @@ Run them alone with ``pytest -m accelerator``; on one H200 they take about 2 min
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
+
+# the script beside this file (tests are imported with --import-mode=importlib: no folder of
+# theirs is on sys.path)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from accelerator_check import ACCELERATOR, AGREE_WITHIN, ESTIMATORS, RATE_RANGE, accelerator_env, detect, run_all
 
 pytestmark = pytest.mark.accelerator

@@ -3,7 +3,8 @@ cover each, and count the bugs no test notices.
 
     pip install -e ".[dev]"
     python tests/bench/mutation.py [--children 2] [--keep DIR]
-    python tests/bench/mutation.py --only analysis/gate.py --tests tests/test_gate_pinned.py tests/test_packaging.py
+    python tests/bench/mutation.py --only analysis/gate.py --tests tests/analysis/test_gate.py \
+        tests/project/test_packaging.py
     python tests/bench/mutation.py --fresh-process --only runner/worker/ceiling.py --tests ...
 
 mutmut (configured under ``[tool.mutmut]`` in pyproject.toml: which files, which tests) runs
@@ -109,14 +110,14 @@ def main() -> int:
     shutil.rmtree(work / "mutants", ignore_errors=True)
     copy_checkout(work)
     # mutmut runs the tests from work/mutants/tests: the real TPU/GPU traces that
-    # tests/test_real_traces.py reads from ../shared/traces are then looked for in work/shared
+    # tests/analysis/trace/test_xplane_real_traces.py reads from ../shared/traces are then looked for in work/shared
     shared = REPO.parent / "shared"
     if shared.is_dir() and not (work / "shared").exists():
         (work / "shared").symlink_to(shared)
     if args.only or args.fresh_process:
         narrow(work / "pyproject.toml", args.only, args.tests, args.fresh_process)
     # the HLO tests compile five collectives in a fresh JAX process: once for the whole run,
-    # not once per mutant (tests/hlo_samples.py)
+    # not once per mutant (tests/helpers/hlo_samples.py)
     env = dict(os.environ, SHARDLAB_HLO_SAMPLES_CACHE=str(work / "hlo_samples.json"))
     run = subprocess.run(
         [sys.executable, "-m", "mutmut", "run", "--max-children", str(args.children)],

@@ -24,7 +24,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))  # shardlab_cli: how the tests start shardlab
+sys.path.insert(0, str(REPO / "tests" / "helpers"))  # shardlab_cli: how the tests start shardlab
 sys.path.insert(0, str(REPO / "tests" / "bench"))  # peer: the side-by-side with a minimal loop
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")

@@ -118,7 +118,7 @@ def all_to_all(axes, mesh, size_bytes: int, dtype: str) -> Program:
     return Program(expr, fn, _placed(mesh, host, P(ax, None)), lambda: host, size_bytes)
 
 
-# One row per collective of analysis.book.collectives.KINDS (tests/test_collective_table.py
+# One row per collective of analysis.book.collectives.KINDS (tests/analysis/book/test_collectives.py
 # checks they agree: a builder for every kind, a grad builder exactly where the book offers it).
 PROGRAMS: dict[str, CollectivePrograms] = {
     "all_gather": CollectivePrograms(all_gather, grad=grads.all_gather),

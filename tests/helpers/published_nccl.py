@@ -1,0 +1,70 @@
+"""The published nccl-tests tables of tests/data/published (SOURCES.md) read into rows: which
+hardware entry each prices, and whether it is in the fit set or held out. Read by
+tests/analysis/book/test_expected_cost.py and tests/analysis/book/test_nccl_cost.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from analysis.importers.nccl_tests import parse_nccl_tests
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "published"
+LARGE = 256 << 20  # the issue's regimes: >= 256 MiB, and below
+# file -> (hardware entry, set)
+FILES = {
+    "h200_2node_dell_roce_all_reduce_perf.txt": ("h200", "fit"),
+    "gcp_a3_mega_2node_all_reduce_perf.txt": ("gcp_a3_mega", "test"),
+    "h200_2node_oci_all_reduce_perf.txt": ("h200", "test"),
+    "a100_40gb_2node_oci_all_reduce_perf.txt": ("a100_40gb", "test"),
+    # added with NCCL's model (issue 41): held out, never used to set a number
+    "h100_1node_nccl_tests_290_all_reduce_perf.txt": ("h100", "test"),
+    "h100_2node_dgx_all_reduce_perf.txt": ("dgx_h100_ndr", "test"),
+    "gcp_a3_ultra_h200_2node_rdma_all_gather_perf.txt": ("h200", "test"),
+    "gcp_a4_b200_2node_gib_all_gather_perf.txt": ("b200", "test"),
+}
+# file -> (hardware entry, set, collective, ranks): tables printed without rank lines
+ROWS_CSV = {
+    "gcp_a3_high_2node_tcpx_all_reduce_rows.csv": ("gcp_a3_high", "fit", "all_reduce", 16),
+    "gb200_nvl72_rack_all_reduce_rows.csv": ("gb200", "test", "all_reduce", 72),
+    # p6-b200's EFA gives 400 Gb/s per GPU, the b200 entry's scale-out figure; its factors are
+    # the Hopper fit's by analogy, never set from this file
+    "b200_2node_aws_p6_efa_all_reduce_rows.csv": ("b200", "test", "all_reduce", 16),
+    # one row per instance count: the file's ranks column overrides the 8 here
+    "aws_p4d_1to4node_all_reduce_1gib_rows.csv": ("aws_p4de", "test", "all_reduce", 8),
+    # the only source of gcp_a3_mega's across floor, setup and shares (SOURCES.md)
+    "gcp_a3_mega_2node_tcpxo_all_gather_rows.csv": ("gcp_a3_mega", "fit", "all_gather", 16),
+    # the same page's one-node table: nothing of the inside level was set from it
+    "gcp_a3_mega_1node_all_reduce_rows.csv": ("gcp_a3_mega", "test", "all_reduce", 8),
+    "gcp_a3_mega_2node_tcpxo_all_gather_8m_rows.csv": ("gcp_a3_mega", "test", "all_gather", 16),
+    "gcp_a4_b200_1node_all_reduce_rows.csv": ("b200", "test", "all_reduce", 8),
+    "gcp_a4_b200_2node_all_reduce_rows.csv": ("b200", "test", "all_reduce", 16),
+}
+
+
+def published_rows() -> list[dict]:
+    """Every published row: source, entry, set, collective, ranks, S (= V here), measured time."""
+    rows = []
+    for name, (hw, which) in FILES.items():
+        (run,) = parse_nccl_tests((DATA / name).read_text(), DATA / name)
+        for r in run.rows:
+            rows.append(
+                dict(source=name, hw=hw, set=which, op=run.op, n=run.ranks, S=r.S_bytes, t=r.out_of_place.time_s)
+            )
+    for name, (hw, which, op, n) in ROWS_CSV.items():
+        lines = [ln for ln in (DATA / name).read_text().splitlines() if ln and not ln.startswith("#")]
+        cols = lines[0].split(",")
+        for line in lines[1:]:
+            cell = dict(zip(cols, line.split(","), strict=True))
+            ranks = int(cell.get("ranks", n))
+            rows.append(
+                dict(
+                    source=name,
+                    hw=hw,
+                    set=which,
+                    op=op,
+                    n=ranks,
+                    S=int(cell["size_bytes"]),
+                    t=float(cell["time_us"]) * 1e-6,
+                )
+            )
+    return rows
