@@ -23,16 +23,14 @@ class Program:
 
 
 def small_ints(n: int, dtype, period: int = 7) -> np.ndarray:
-    """``n`` values 0..period-1 repeated, as ``dtype``."""
-    # Small integers keep every sum exact. np.tile then a slice: 25x faster than np.resize at
-    # 64 MiB (13 ms vs 0.32 s), which every large sweep point paid.
-    return np.tile(np.arange(period, dtype=dtype), -(-n // period))[:n]
+    """``n`` values 0..period-1 repeated, as ``dtype`` (small integers keep every sum exact)."""
+    return cyclic(0, n, period, dtype)
 
 
 def cyclic(start: int, stop: int, period: int, dtype, scale: int = 1, offset: int = 0) -> np.ndarray:
     """``j % period * scale + offset`` for ``j`` in ``range(start, stop)``, as ``dtype``: one
     period computed, then tiled (one pass over the memory; index arithmetic over a 64 MiB
-    shard made four, 0.4 s on this machine)."""
+    shard made four, 0.4 s on this machine, and np.resize took 0.32 s where np.tile takes 13 ms)."""
     n = max(stop - start, 0)
     first = start % period
     one = (np.arange(period, dtype=np.int64) * scale + offset).astype(dtype)
