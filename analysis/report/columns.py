@@ -101,8 +101,8 @@ SUMMARY = {
     ),
     "loop_rounds": (
         "count",
-        "rounds the loop estimator was timed in: round 1 as a cross-check, every round only where round 1's loop "
-        "interval and the source estimator's did not overlap",
+        "rounds the loop estimator was timed in: round 1 as a cross-check, and round 2 only where round 1's loop "
+        "interval and the source estimator's did not overlap (every round where the loop is the estimator)",
     ),
     "loop_why": ("", "why the loop was timed in those rounds (timing.loop_rule in result.json)"),
     "device_time_s": ("s", "the device estimator: the devices' op time from the trace, median over devices and steps"),

@@ -103,7 +103,7 @@ def measurement_text(pts: pd.DataFrame) -> str:
 
 def loop_rounds_text(pts: pd.DataFrame, estimator: str) -> str:
     """In how many rounds the *loop* estimator, a cross-check of ``estimator``, was timed: round 1
-    everywhere, every round only where round 1's loop and ``estimator`` intervals did not
+    everywhere, and in round 2 only where round 1's loop and ``estimator`` intervals did not
     overlap (``loop_rounds``, ``loop_why``; runner.worker.timing.loop_rule). Empty where no point
     has a loop time, where the loop is the estimator, or where no point had a later round."""
     if estimator == LOOP or not {"loop_rounds", "time_rounds"} <= set(pts):
@@ -114,7 +114,7 @@ def loop_rounds_text(pts: pd.DataFrame, estimator: str) -> str:
         return ""
     again = int((pd.to_numeric(later["loop_rounds"], errors="coerce") > 1).sum())
     return (
-        f"The loop is a cross-check of the *{estimator}*: timed in round 1, and again in later rounds at {again} "
+        f"The loop is a cross-check of the *{estimator}*: timed in round 1, and again in round 2 at {again} "
         f"of {len(later)} point(s), those where round 1's loop interval and the {estimator}'s did not overlap "
         "(`loop_why` in summary.csv says which way)."
     )

@@ -188,10 +188,11 @@ class LoopRule(_Section):
     """Whether the point's later rounds timed the *loop* estimator again, and why
     (``timing.loop_rule``, :func:`runner.worker.timing.loop_rule`): decided on round 1, where the
     loop is a cross-check of the ``source`` estimator; ``rerun`` where round 1's intervals of
-    the two do not overlap (the loop disagreed), ``loop_over_source`` the ratio of their round-1
-    medians."""
+    the two do not overlap (the loop disagreed), up to round ``last_round`` (None: every round),
+    ``loop_over_source`` the ratio of their round-1 medians."""
 
     rerun: bool | None = None
+    last_round: int | None = None
     why: str | None = None
     source: str | None = None
     loop_over_source: float | None = None

@@ -14,7 +14,7 @@ Rounds are adaptive (:func:`rounds_rule`): a point stops after ``MIN_ROUNDS`` (2
 agree and its interval meets ``timing.target_rel_ci``; only a point whose rounds disagree, or
 whose interval is still wider, runs on to ``timing.rounds``. result.json's
 ``timing.rounds_rule`` says how many rounds the point took and why. The *loop* estimator, a
-cross-check, runs in a later round only where round 1's disagreed with the source estimator
+cross-check, runs again (in round 2) only where round 1's disagreed with the source estimator
 (``timing.loop_rule``, :func:`runner.worker.timing.loop_rule`).
 """
 
@@ -132,9 +132,12 @@ def add_round(
     # round 1's trip counts: every round times the same loop programs (the persistent cache has them)
     loop = (t["rounds"][0].get(LOOP) or {}) if t.get("rounds") else {}
     K = loop.get("Ks") or loop.get("K")
-    # the loop again only where round 1's disagreed with the source estimator (timing.loop_rule,
-    # runner.worker.timing.loop_rule); a file written before the rule times it every round
-    rerun = bool((t.get("loop_rule") or {}).get("rerun", True))
+    # the loop again only where round 1's disagreed with the source estimator, and then up to
+    # its last_round (timing.loop_rule, runner.worker.timing.loop_rule); a file written before
+    # the rule times it every round
+    rule = t.get("loop_rule") or {}
+    last = rule.get("last_round")
+    rerun = bool(rule.get("rerun", True)) and (last is None or round_no <= int(last))
     worker = get_worker(process_env(spec["hardware"], spec["distributed"], spec["trace"]["gpu_command_buffers"]))
     try:
         reply = worker.run(

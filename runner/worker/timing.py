@@ -54,6 +54,12 @@ WARMUP_TOLERANCE = 0.1
 # of a 45 ms step), what the round's samples took. The drift the rounds exist to catch is in the
 # samples, not in the warm-up.
 LATER_ROUND_WARM_ITERS = 1
+# A loop whose round-1 interval lay apart from the source's is timed again in round 2 only: a gap
+# seen in two rounds a sweep apart is the loop's own (it cancels what a call pays once), and the
+# step's later rounds already measure the drift. On CPU here the small sizes disagree in nearly
+# every sweep (loop/step 0.2-0.5 up to 512 KiB), and timing the loop in rounds 3-5 as well cost
+# 0.1-0.2 s a round there and 1.2-1.7 s a round at 64 MiB, where a gap came and went run to run.
+LOOP_LAST_ROUND = 2
 LOOP_MIN_SAMPLES = 3  # slopes a loop round takes before its stopping rule may end it
 EMPTY_LOOP_PAIRS = 5  # slopes of the empty loop a round takes (a fixed count: no process decides alone)
 # The loop is *launch-bound* where its empty body's repetition (the loop's own cost: on a GPU,
@@ -295,7 +301,7 @@ def summarise(record: dict, timing: dict, backend: str) -> dict:
     says why; the step and loop estimators stay in ``estimators`` under their own names.
 
     The loop may have fewer rounds than the others (:func:`loop_rule`: after round 1 it is
-    timed again only where it disagreed with the source): its estimate combines the rounds
+    timed again, in round 2, only where it disagreed with the source): its estimate combines the rounds
     that have it (with one, that round's order-statistic interval), its ``rounds`` says how
     many, and ``loop_rule`` says why.
     """
@@ -342,17 +348,18 @@ def summarise(record: dict, timing: dict, backend: str) -> dict:
 
 def loop_rule(record: dict, source: str) -> dict:
     """Whether a point's later rounds time the *loop* estimator again, decided on round 1 alone
-    (so the same whenever :func:`summarise` runs): ``{"rerun", "why", "source"}``, with
+    (so the same whenever :func:`summarise` runs): ``{"rerun", "last_round", "why", "source"}``, with
     ``loop_over_source``, round 1's loop median over the source's, where both have one.
 
     The loop runs in round 1 as a cross-check of the *source* estimator, the one the tables
     use (``source``: step on CPU, device on TPU and GPU). It *disagrees* when round 1's 95%
     intervals of the two (:func:`analysis.statistics.stats.median_ci`: the loop's slopes, the source's
     samples; round 1's device samples come from the point's own trace) do not overlap; only
-    then is it timed again in every later round, so that its interval covers the rounds'
-    drift as the source's does. Where they overlap, later rounds would only confirm what the
-    source's rounds already measure. Where the loop is the source (``timing.estimator=loop``),
-    or round 1 has no source time to check it against, it runs every round."""
+    then is it timed again, in round 2 (``last_round``, :data:`LOOP_LAST_ROUND`), so that its
+    interval spans two rounds' drift and the gap is seen twice. Where they overlap, later rounds
+    would only confirm what the source's rounds already measure. Where the loop is the source
+    (``timing.estimator=loop``), or round 1 has no source time to check it against, it runs
+    every round (``last_round`` None)."""
     rounds = record.get("rounds") or []
     first = rounds[0] if rounds else {}
     loop = (first.get(LOOP) or {}).get("samples_s") or []
@@ -360,13 +367,16 @@ def loop_rule(record: dict, source: str) -> dict:
     if not loop:
         return dict(out, rerun=False, why=f"round 1 has no loop samples ({_why_missing(LOOP, record)})")
     if source == LOOP:
-        return dict(out, rerun=True, why="the loop is the source estimator: timed in every round")
+        return dict(out, rerun=True, last_round=None, why="the loop is the source estimator: timed in every round")
     src = (
         (record.get(DEVICE) or {}).get("samples_s") if source == DEVICE else (first.get(source) or {}).get("samples_s")
     )
     if not src:
         return dict(
-            out, rerun=True, why=f"round 1 has no {source} time to check the loop against: timed in every round"
+            out,
+            rerun=True,
+            last_round=None,
+            why=f"round 1 has no {source} time to check the loop against: timed in every round",
         )
     s, lp = summarize(src), summarize(loop)
     out["loop_over_source"] = lp["median_s"] / s["median_s"] if s["median_s"] > 0 else None
@@ -375,8 +385,9 @@ def loop_rule(record: dict, source: str) -> dict:
         return dict(
             out,
             rerun=True,
+            last_round=LOOP_LAST_ROUND,
             why=f"round 1's loop interval lies {'above' if lp['ci_low_s'] > s['ci_high_s'] else 'below'} the "
-            f"{source}'s ({ratio}): timed in every round",
+            f"{source}'s ({ratio}): timed again in round {LOOP_LAST_ROUND}",
         )
     return dict(out, rerun=False, why=f"round 1's loop interval overlaps the {source}'s ({ratio}): round 1 only")
 

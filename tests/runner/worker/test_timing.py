@@ -281,12 +281,12 @@ def test_a_loop_whose_interval_overlaps_the_steps_runs_in_round_1_only():
 
 
 @pytest.mark.parametrize("scale,side", [(0.4, "below"), (1.5, "above")])
-def test_a_loop_apart_from_the_step_runs_in_every_round_and_says_on_which_side(scale, side):
+def test_a_loop_apart_from_the_step_runs_again_in_round_2_and_says_on_which_side(scale, side):
     loop = [scale * 1e-3] * 6
     rule = loop_rule(_rule_record(loop), "step")
-    assert rule["rerun"] is True
+    assert rule["rerun"] is True and rule["last_round"] == 2
     assert (
-        rule["why"] == f"round 1's loop interval lies {side} the step's (loop/step {scale:.2f}): timed in every round"
+        rule["why"] == f"round 1's loop interval lies {side} the step's (loop/step {scale:.2f}): timed again in round 2"
     )
 
 
@@ -313,6 +313,7 @@ def test_on_a_tpu_the_loop_is_held_to_round_1s_device_samples():
     assert loop_rule(_rule_record(loop, device=[]), "device") == {
         "source": "device",
         "rerun": True,
+        "last_round": None,
         "why": "round 1 has no device time to check the loop against: timed in every round",
     }
 
@@ -322,6 +323,7 @@ def test_the_loop_as_the_source_or_without_samples():
     assert loop_rule(_rule_record(loop), "loop") == {
         "source": "loop",
         "rerun": True,
+        "last_round": None,
         "why": "the loop is the source estimator: timed in every round",
     }
     # timing.loop=false: no loop in round 1, none later
@@ -387,7 +389,7 @@ def test_the_report_says_at_how_many_points_the_loop_was_timed_again():
         }
     )
     assert loop_rounds_text(pts, "step") == (
-        "The loop is a cross-check of the *step*: timed in round 1, and again in later rounds at 2 of 3 "
+        "The loop is a cross-check of the *step*: timed in round 1, and again in round 2 at 2 of 3 "
         "point(s), those where round 1's loop interval and the step's did not overlap (`loop_why` in "
         "summary.csv says which way)."
     )
@@ -437,18 +439,22 @@ def test_later_rounds_time_the_loop_only_for_the_points_whose_round_1_disagreed(
     monkeypatch.setattr(rounds_mod, "process_env", lambda *a: a)
     monkeypatch.setattr(rounds_mod, "get_worker", lambda env: worker)
     monkeypatch.setattr(rounds_mod, "discard_worker", lambda: None)
-    assert rounds_mod.interleave([agreed, apart], 3) == 4
+    # rounds of 1, 2, 3 and 4 ms (_Worker): they disagree, so both points run all 4
+    assert rounds_mod.interleave([agreed, apart], 4) == 6
+    # the loop apart from the step in round 1 is timed again in round 2 (timing.LOOP_LAST_ROUND), no later
     assert sorted(worker.calls) == [
         ("0_agreed", 2, False),
         ("0_agreed", 3, False),
+        ("0_agreed", 4, False),
         ("1_apart", 2, True),
-        ("1_apart", 3, True),
+        ("1_apart", 3, False),
+        ("1_apart", 4, False),
     ]
     for d, rerun in ((agreed, False), (apart, True)):
         t = json.loads((d / "result.json").read_text())["timing"]
         assert t["loop_rule"]["rerun"] is rerun
-        assert [("loop" in r) for r in t["rounds"]] == [True, rerun, rerun]
-        assert t["estimators"]["loop"]["rounds"] == (3 if rerun else 1)
+        assert [("loop" in r) for r in t["rounds"]] == [True, rerun, False, False]
+        assert t["estimators"]["loop"]["rounds"] == (2 if rerun else 1)
 
 
 # ---------------------------------------------------------------- the worker's round
@@ -555,14 +561,14 @@ def test_a_real_sweep_times_the_loop_again_only_where_round_1_disagreed(tmp_path
         assert t["estimator"] == "step" and rule == loop_rule(t, "step")
         step1, loop1 = (median_ci(t["rounds"][0][k]["samples_s"]) for k in ("step", "loop"))
         assert rule["rerun"] is (loop1[0] > step1[1] or loop1[1] < step1[0])
-        # round 2 on: a loop exactly where round 1 disagreed
-        assert ["loop" in x for x in t["rounds"][1:]] == [rule["rerun"]] * (len(t["rounds"]) - 1), rule
+        # a loop in round 2 exactly where round 1 disagreed, in no round after it
+        assert ["loop" in x for x in t["rounds"][1:]] == [rule["rerun"]] + [False] * (len(t["rounds"]) - 2), rule
         row = summary.loc[r["spec"]["size_bytes"]]
         assert row["loop_why"] == rule["why"] and row["rounds_why"] == t["rounds_rule"]["why"]
-        assert row["loop_rounds"] == (row["time_rounds"] if rule["rerun"] else 1)
+        assert row["loop_rounds"] == (min(2, row["time_rounds"]) if rule["rerun"] else 1)
         seen.add(rule["rerun"])
     md = (out / "report" / "report.md").read_text()
     assert "rounds of the 3 asked for" in md or "3 round(s)" in md
     again = sum(1 for x in out.glob("*/result.json") if json.loads(x.read_text())["timing"]["loop_rule"]["rerun"])
-    assert f"timed in round 1, and again in later rounds at {again} of 2 point(s)" in md
+    assert f"timed in round 1, and again in round 2 at {again} of 2 point(s)" in md
     print("loop re-run:", seen)  # which branches this run took (pytest -s shows it)
