@@ -49,7 +49,7 @@ Sharding = _choices("Sharding", SHARDINGS)
 DType = _choices("DType", RUN_DTYPES)
 Precision = _choices("Precision", PRECISIONS)  # jax.lax.Precision of every matmul
 Strategy = _choices("Strategy", STRATEGIES)
-Estimator = _choices("Estimator", ("auto", *ESTIMATORS))  # timing estimators
+Estimator = _choices("Estimator", ("auto", *ESTIMATORS))  # timing estimators (imported is a record's, no choice)
 Mode = _choices("Mode", ("none", "local", "auto"))  # distributed modes, see conf/distributed/
 Kind = _choices("Kind", ("auto", "cpu", "tpu", "gpu"))  # hardware kinds
 
