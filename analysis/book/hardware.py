@@ -91,17 +91,17 @@ class Hardware:
     :meth:`from_dict`, the one reader of both."""
 
     name: str
-    kind: str
-    interconnect: str | None = None
-    wraparound: str | None = None
+    kind: str  # auto | cpu | tpu | gpu
+    device_kinds: tuple[str, ...] = ()  # as JAX reports them (analysis.book.device_kinds)
+    device_count: int | None = None
+    interconnect: str | None = None  # torus | switch | host
+    wraparound: str | None = None  # always | never | multiple_of_4 | only_16
     link_bw_unidir_Bps: float | None = None
     link_bw_bidir_Bps: float | None = None
     hop_latency_s: float | None = None
     hbm_bw_Bps: float | None = None
     flops_per_s: dict[str, float] = field(default_factory=dict)
-    device_kinds: tuple[str, ...] = ()
-    device_kind_patterns: tuple[str, ...] = ()
-    device_count: int | None = None
+    device_kind_patterns: tuple[str, ...] = ()  # anchored regexes, matched ignoring case (compile_pattern)
     memory_bytes: float | None = None  # HBM capacity per JAX device
     domain_size: int | None = None  # devices one fast domain joins: NVLink domain, TPU pod/slice limit
     node_bw_unidir_Bps: float | None = None  # per GPU, to GPUs of its node outside its NVLink domain (PCIe)
@@ -110,11 +110,14 @@ class Hardware:
     scaleout_bw_unidir_Bps: float | None = None  # per device, one direction
     scaleout_latency_s: float | None = None
     source: str = ""
+    # W and T_min measured per collective, written by `python -m analysis calibrate`
     calibrated: tuple[Calibration, ...] = ()
     # what measurements show beyond link rates (analysis.book.expected_cost): per level
-    # (inside / across) and collective, the share of link bandwidth reached and the floor
+    # (inside / across) and collective, the share of link bandwidth reached and the floor. In
+    # YAML a mapping: {source, inside: {op: {bw_share, floor_s, ...}}, across: {...}, nccl: {...}}
     expected: tuple[ExpectedFactor, ...] = ()
-    expected_source: str = ""
+    # derived, not keys of their own (YAML_KEYS leaves them out):
+    expected_source: str = ""  # expected.source
     # the cluster as NCCL's cost model sees it (analysis.book.nccl_cost), from expected.nccl: on
     # a GPU entry that has it, the expected time is NCCL's own (analysis.book.expected_cost)
     nccl: NcclSystem | None = None
@@ -184,8 +187,8 @@ class Hardware:
         return float(self.flops_per_s[key])
 
 
-# The keys of a hardware YAML entry (and of the runner's Hydra schema, runner.config.schema.
-# HardwareConf, which tests/analysis/book/test_hardware.py holds equal): every field but what is derived.
+# The keys of a hardware YAML entry, in the catalogue's order: every field but what is derived.
+# The runner's Hydra schema (runner.config.schema.HardwareConf) is built from these fields.
 YAML_KEYS = tuple(f.name for f in fields(Hardware) if f.name not in ("expected_source", "nccl"))
 
 # The constants the analysis commands take as flags (analysis.cli.options): what each is, and its flag.

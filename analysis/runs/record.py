@@ -34,6 +34,9 @@ STEP, LOOP, DEVICE = ESTIMATORS
 # A point imported from another tool's log (analysis.importers): that tool's average, no samples
 # of ours, so no interval of ours and no noise to judge.
 IMPORTED = "imported"
+# Every name a record's timing.estimator may hold: a timed one, which has samples (only these
+# have rounds and an Estimate: _checked), or imported, which has one number and no samples.
+RECORD_ESTIMATORS = (*ESTIMATORS, IMPORTED)
 # What a point timed in one round says of its interval (timing=quick, timing.rounds=1): it is
 # the samples' within that round, with no later round to show drift. The report, summary.csv's
 # rounds_why, the headline and the console all say it in these words.
@@ -204,7 +207,7 @@ class Timing(_Section):
     ``estimator_reason``, its ``summary``; no time and ``missing_reason`` where *device* was
     chosen and found none), every estimator under its own name, the rounds and their samples."""
 
-    estimator: str | None = None
+    estimator: str | None = None  # one of RECORD_ESTIMATORS
     estimator_reason: str | None = None
     missing_reason: str | None = None
     summary: Estimate = field(default_factory=Estimate)
@@ -256,12 +259,13 @@ class Timing(_Section):
             found = [self.device.samples_s or []] + [r.samples(DEVICE) for r in self.rounds[1:]]
         elif estimator in ESTIMATORS:
             found = [r.samples(estimator) for r in self.rounds]
-        else:  # IMPORTED: another tool's average, no samples
+        else:  # IMPORTED (the one untimed name of RECORD_ESTIMATORS): another tool's average, no samples
             found = []
         return [[float(x) for x in r] for r in found if r]
 
 
 def _checked(estimator: str) -> str:
+    # a timed estimator, the names with samples: not IMPORTED, whose point has none
     if estimator not in ESTIMATORS:
         raise ValueError(f"estimator {estimator!r}: not one of {', '.join(ESTIMATORS)}")
     return estimator

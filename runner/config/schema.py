@@ -9,6 +9,7 @@ Value checks that need more than a type (allowed names, divisibility, units) liv
 from __future__ import annotations
 
 import dataclasses
+import typing
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -19,6 +20,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from analysis.book.collectives import OPS as COLLECTIVES
 from analysis.book.dtypes import PRECISIONS, RUN_DTYPES
 from analysis.book.folders import project_folder
+from analysis.book.hardware import YAML_KEYS, Calibration, ExpectedFactor, Hardware
 from analysis.book.units import SizeError, format_size, parse_size
 from analysis.runs.record import ESTIMATORS
 from analysis.runs.sweep_match import folder_name
@@ -47,7 +49,7 @@ Sharding = _choices("Sharding", SHARDINGS)
 DType = _choices("DType", RUN_DTYPES)
 Precision = _choices("Precision", PRECISIONS)  # jax.lax.Precision of every matmul
 Strategy = _choices("Strategy", STRATEGIES)
-Estimator = _choices("Estimator", ("auto", *ESTIMATORS))  # timing estimators
+Estimator = _choices("Estimator", ("auto", *ESTIMATORS))  # timing estimators (imported is a record's, no choice)
 Mode = _choices("Mode", ("none", "local", "auto"))  # distributed modes, see conf/distributed/
 Kind = _choices("Kind", ("auto", "cpu", "tpu", "gpu"))  # hardware kinds
 
@@ -55,34 +57,43 @@ CONF_DIR = project_folder("conf")
 SWEEPS_DIR = project_folder("sweeps")
 
 
-@dataclass
-class HardwareConf:
-    name: str = MISSING
-    kind: Kind = MISSING
-    device_kinds: list[str] = field(default_factory=list)
-    device_count: int | None = None
-    interconnect: str | None = None  # torus | switch | host
-    wraparound: str | None = None  # always | never | multiple_of_4 | only_16
-    link_bw_unidir_Bps: float | None = None
-    link_bw_bidir_Bps: float | None = None
-    hop_latency_s: float | None = None
-    hbm_bw_Bps: float | None = None
-    flops_per_s: dict[str, float] = field(default_factory=dict)
-    device_kind_patterns: list[str] = field(default_factory=list)  # anchored regexes (analysis.book.hardware)
-    memory_bytes: float | None = None  # HBM capacity per JAX device
-    domain_size: int | None = None  # devices in one fast domain: NVLink domain, TPU pod/slice limit
-    node_bw_unidir_Bps: float | None = None  # per GPU, to GPUs of its node outside its NVLink domain (PCIe)
-    core_bw_unidir_Bps: float | None = None  # between the two JAX devices (cores) of one chip: TPU v3, TPU7x
-    scaleout_network: str | None = None  # beyond a domain, e.g. "InfiniBand NDR", "DCN"
-    scaleout_bw_unidir_Bps: float | None = None  # per device, one direction
-    scaleout_latency_s: float | None = None
-    source: str = ""
-    # measured W and T_min per collective, written by `python -m analysis calibrate`
-    calibrated: list[dict[str, Any]] = field(default_factory=list)
-    # factors beyond link rates for analysis.book.expected_cost: {source, inside: {op: {bw_share,
-    # floor_s}}, across: {...}} (validated by analysis.book.hardware)
-    expected: dict[str, Any] = field(default_factory=dict)
-    # (the fields are analysis.book.hardware.YAML_KEYS exactly: tests/analysis/book/test_hardware.py)
+# The hardware node's schema is not written here: it is the model's own reader, analysis.book.hardware.
+# Hardware, retyped for OmegaConf (below), so that a hardware key is declared once and Hydra still
+# refuses a wrongly typed value (hardware.link_bw_unidir_Bps=abc) before anything runs.
+
+# How a hardware YAML spells what Hardware holds in a tuple (Hardware.from_dict reads it back).
+_AS_YAML = {
+    tuple[str, ...]: list[str],
+    tuple[Calibration, ...]: list[dict[str, Any]],
+    tuple[ExpectedFactor, ...]: dict[str, Any],  # expected: {source, inside: {...}, across: {...}, nccl}
+}
+
+
+def _schema_of(model: type, keys: tuple[str, ...], name: str, types: dict[str, Any]) -> type:
+    """A dataclass OmegaConf can check with ``model``'s fields named in ``keys``, in its order:
+    a tuple typed as the list or mapping YAML spells it as (:data:`_AS_YAML`), empty by default;
+    a field without a default required (``MISSING``); ``types`` replaces a field's type (an
+    enum of the allowed values). Every other type and default is the model's."""
+    hints = typing.get_type_hints(model)
+    out = []
+    for f in dataclasses.fields(model):
+        if f.name not in keys:
+            continue
+        typ = types.get(f.name) or _AS_YAML.get(hints[f.name], hints[f.name])
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            default = field(default=MISSING)
+        elif hints[f.name] in _AS_YAML:
+            if f.default != ():
+                raise TypeError(f"{model.__name__}.{f.name}: a tuple field of the schema must default to ()")
+            default = field(default_factory=typing.get_origin(typ))
+        else:
+            default = field(default=f.default, default_factory=f.default_factory)
+        out.append((f.name, typ, default))
+    doc = f"{model.__module__}.{model.__name__}'s YAML keys, typed for OmegaConf (by _schema_of)."
+    return dataclasses.make_dataclass(name, out, namespace={"__module__": __name__, "__doc__": doc})
+
+
+HardwareConf = _schema_of(Hardware, YAML_KEYS, "HardwareConf", types={"kind": Kind})  # Hardware's YAML keys
 
 
 def hardware_record(entry: dict, node: dict) -> dict:

@@ -24,6 +24,7 @@ import shutil
 import pytest
 import yaml
 from omegaconf import OmegaConf
+from omegaconf.errors import ValidationError
 
 import analysis.book.device_kinds as kindsmod
 import analysis.book.hardware as hwmod
@@ -378,8 +379,56 @@ def what_if(compose_cfg, tmp_path_factory):
 
 
 # ---------------------------------------------------------------- one reader, one schema
-def test_the_hydra_schema_has_exactly_the_keys_the_model_reads():
-    assert sorted(f.name for f in dataclasses.fields(HardwareConf)) == sorted(YAML_KEYS)
+# One value of every key, as a hardware YAML writes it: a key Hardware gains needs one here.
+A_VALUE = {
+    "name": "mine",
+    "kind": "gpu",
+    "device_kinds": ["NVIDIA H100 80GB HBM3"],
+    "device_count": 8,
+    "interconnect": "switch",
+    "wraparound": "never",
+    "link_bw_unidir_Bps": 4.5e11,
+    "link_bw_bidir_Bps": 9e11,
+    "hop_latency_s": 1e-6,
+    "hbm_bw_Bps": 3.4e12,
+    "flops_per_s": {"bfloat16": 9.9e14},
+    "device_kind_patterns": ["NVIDIA H100.*"],
+    "memory_bytes": 8e10,
+    "domain_size": 8,
+    "node_bw_unidir_Bps": 3e10,
+    "core_bw_unidir_Bps": 1e11,
+    "scaleout_network": "InfiniBand NDR",
+    "scaleout_bw_unidir_Bps": 5e10,
+    "scaleout_latency_s": 5e-6,
+    "source": "a datasheet",
+    "calibrated": [{"op": "all_gather", "n_axes": 1, "link_bw_bidir_Bps": 8e11, "hop_latency_s": 2e-6}],
+    "expected": {"source": "measured", "inside": {"all_reduce": {"bw_share": 0.8, "floor_s": 1e-5}}},
+}
+
+
+def test_the_hydra_schema_takes_every_key_the_model_reads_as_the_model_reads_it():
+    # in the model's order: the composed config, result.json and an unknown key's message list them so
+    schema = OmegaConf.structured(HardwareConf)
+    assert list(schema) == list(YAML_KEYS) == list(A_VALUE)
+    node = OmegaConf.to_container(OmegaConf.merge(schema, A_VALUE), enum_to_str=True)
+    got, bare = Hardware.from_dict(node), Hardware(name="", kind="")
+    assert got == Hardware.from_dict(A_VALUE)
+    assert [k for k in YAML_KEYS if getattr(got, k) == getattr(bare, k)] == []  # every value reached it
+    # a node of the schema's defaults reads as a bare entry
+    defaults = OmegaConf.to_container(OmegaConf.merge(schema, {"name": "", "kind": "auto"}), enum_to_str=True)
+    assert Hardware.from_dict(defaults) == Hardware(name="", kind="auto")
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [(k, "abc") for k, v in A_VALUE.items() if isinstance(v, (int, float))]
+    + [("kind", "tpux"), ("device_kinds", "x"), ("device_kind_patterns", "x"), ("flops_per_s", 3)]
+    + [("flops_per_s", {"bfloat16": "fast"}), ("calibrated", "x"), ("expected", "x"), ("source", None)],
+)
+def test_a_badly_typed_value_is_refused_by_the_hydra_schema_naming_its_key(key, value):
+    # while Hydra composes the config (hardware.KEY=... on the command line), before anything runs
+    with pytest.raises(ValidationError, match=rf"full_key: {key}\b"):
+        OmegaConf.merge(OmegaConf.structured(HardwareConf), {key: value})
 
 
 def test_a_composed_node_reads_as_its_yaml_file_does(compose_cfg):

@@ -9,7 +9,18 @@ import json
 
 import pytest
 
-from analysis.runs.record import DEVICE, ESTIMATORS, LOOP, STEP, Estimate, Result, Timing, upgraded
+from analysis.runs.record import (
+    DEVICE,
+    ESTIMATORS,
+    IMPORTED,
+    LOOP,
+    RECORD_ESTIMATORS,
+    STEP,
+    Estimate,
+    Result,
+    Timing,
+    upgraded,
+)
 from analysis.runs.rundir import read_result
 from analysis.runs.summary import _run_columns, summary_table
 from analysis.statistics.resample import rounds_by_point
@@ -279,6 +290,14 @@ def test_malformed_sections_read_as_empty_ones():
 def test_an_unknown_estimator_name_is_an_error_naming_the_three():
     with pytest.raises(ValueError, match=r"estimator 'wall': not one of step, loop, device"):
         Timing().estimate("wall")
+
+
+def test_a_record_names_a_timed_estimator_or_imported_which_has_no_samples_of_ours():
+    assert RECORD_ESTIMATORS == (*ESTIMATORS, IMPORTED)
+    t = Timing.from_json({"estimator": IMPORTED, "summary": {"median_s": 1e-5, "n": 1, "rounds": 1}})
+    assert t.summary.median_s == 1e-5 and t.estimator_rounds() == []
+    with pytest.raises(ValueError, match=r"^estimator 'imported': not one of step, loop, device$"):
+        t.estimate(IMPORTED)
 
 
 def test_the_estimator_rounds_come_from_the_chosen_estimator():
