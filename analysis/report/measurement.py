@@ -8,13 +8,16 @@ import pandas as pd
 from analysis.book.collectives import BY_OP
 from analysis.book.units import fmt_bytes
 from analysis.report.document import fmt
-from analysis.runs.record import DEVICE, LOOP, ONE_ROUND, STEP
+from analysis.runs.record import DEVICE, IMPORTED, LOOP, ONE_ROUND, STEP
 from analysis.runs.summary import TRACE_SLOWDOWN_LIMIT
 
 ESTIMATOR_WORDS = {
     STEP: "the wall time of one blocked step (what a caller sees, the host's dispatch and sync included)",
     LOOP: "per repetition, the slope between two loop calls of K1 and K2 repetitions (a call's fixed costs cancel)",
     DEVICE: "the devices' own op times from the profiler trace",
+    # a point imported from another tool's log: that tool's time, not ours (analysis.importers)
+    IMPORTED: "the time the imported log reports (that tool's average over its own iterations; no samples of ours, "
+    "so no interval)",
 }
 
 

@@ -14,7 +14,7 @@ from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration, fmt_pct
 from analysis.headline import within
 from analysis.report.document import Link, Report
 from analysis.report.nccl_table import avg_busbw_line, nccl_frame
-from analysis.runs.record import ONE_ROUND, STEP
+from analysis.runs.record import IMPORTED, ONE_ROUND, STEP
 from analysis.runs.rundir import LOG_NAME, RESULT_NAME, SUMMARY_NAME, sweep_command
 from analysis.statistics.fit import BANDWIDTH_REGIME, CLEARLY_BANDWIDTH, LARGEST, MIN_POINTS, REGIME_JUMP
 from analysis.sweep import Sweep
@@ -155,12 +155,17 @@ def model_section(rep: Report, sweep: Sweep) -> None:
     rep.heading("Measured against the book's model")
     self_fit = pts["model_self_fit"] if "model_self_fit" in pts else pd.Series(False, index=pts.index)
     cv = pts["measured_over_model_cv"] if "measured_over_model_cv" in pts else pts["measured_over_model"]
+    estimator = _estimator(pts)
     rep.text(
-        f"Model constants: {sweep.model_source}. Times are the *{_estimator(pts)}* estimator with its 95% "
+        f"Model constants: {sweep.model_source}. "
         + (
-            "interval; *step* and *loop* beside it."
+            # another tool's log: its average, no samples of ours, no interval and no other estimator
+            "Times are the imported log's own."
+            if estimator == IMPORTED
+            else f"Times are the *{estimator}* estimator with its 95% interval; *step* and *loop* beside it."
             if "loop_time_s" in pts and pts["loop_time_s"].notna().any()
-            else "interval; *step* beside it (no *loop* times: timing.loop=false, as timing=quick sets)."
+            else f"Times are the *{estimator}* estimator with its 95% interval; *step* beside it (no *loop* times: "
+            "timing.loop=false, as timing=quick sets)."
         )
         + (
             f" measured/model of the {int(self_fit.sum())} points marked *self-fit* agrees by construction (the "

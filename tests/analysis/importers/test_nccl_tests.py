@@ -248,6 +248,9 @@ def test_the_report_reads_an_imported_sweep_unchanged(tmp_path):
     md = (tmp_path / "a3" / "report" / "report.md").read_text()
     assert "31 points: 31 ok, 0 failed" in md
     assert "| gcp_a3_mega | gpu | NVIDIA H100 80GB HBM3 | 16 |" in md
+    # the times are the log's own, said in words (not "the imported estimator: imported")
+    assert "Times are the **imported** estimator: the time the imported log reports (that tool's average" in md
+    assert "Times are the imported log's own." in md and "*imported* estimator with its 95% interval" not in md
     # the nccl-tests-style table shows the file's own row back: 8 GiB in 47535 us, busbw 338.82 GB/s
     # (recomputed from S and the time: 8589934592 / 47535e-6 * 2 * 15/16 / 1e9 = 338.83)
     assert "| 8589934592 | 2147483648 | float | sum | 47535.00 | 180.71 | 338.83 |" in md
