@@ -21,6 +21,18 @@ FILES = {
     "h100_2node_dgx_all_reduce_perf.txt": ("dgx_h100_ndr", "test"),
     "gcp_a3_ultra_h200_2node_rdma_all_gather_perf.txt": ("h200", "test"),
     "gcp_a4_b200_2node_gib_all_gather_perf.txt": ("b200", "test"),
+    # added in issue 41's third round: held out
+    "a100_40gb_1node_oci_gpu_cluster_all_reduce_perf.txt": ("a100_40gb", "test"),
+    "a100_40gb_2node_oci_gpu_cluster_all_reduce_perf.txt": ("a100_40gb", "test"),
+    "a100_40gb_1node_oci_ubuntu_all_reduce_perf.txt": ("a100_40gb", "test"),
+    "a100_40gb_2node_oci_ubuntu_all_reduce_perf.txt": ("a100_40gb", "test"),
+    "a100_40gb_2node_oke_rdma_all_reduce_perf.txt": ("a100_40gb", "test"),
+    "a100_40gb_2node_oke_volcano_all_reduce_perf.txt": ("a100_40gb", "test"),
+    "h100_2node_8hca_all_reduce_perf.txt": ("h100", "test"),
+    "h100_1node_dgx_layout_all_reduce_perf.txt": ("h100", "test"),
+    "mi300x_1node_aac8_rccl_all_reduce_perf.txt": ("mi300x", "test"),
+    "mi300x_2node_aac10_rccl_all_reduce_perf.txt": ("mi300x", "test"),
+    "h200_1node_azure_ndv5_all_reduce_perf.txt": ("h200", "test"),
 }
 # file -> (hardware entry, set, collective, ranks): tables printed without rank lines
 ROWS_CSV = {
@@ -38,6 +50,11 @@ ROWS_CSV = {
     "gcp_a3_mega_2node_tcpxo_all_gather_8m_rows.csv": ("gcp_a3_mega", "test", "all_gather", 16),
     "gcp_a4_b200_1node_all_reduce_rows.csv": ("b200", "test", "all_reduce", 8),
     "gcp_a4_b200_2node_all_reduce_rows.csv": ("b200", "test", "all_reduce", 16),
+    # added in issue 41's third round: held out
+    "gb200_nvl72_2rack_all_reduce_rows.csv": ("gb200", "test", "all_reduce", 144),
+    "gb200_nvl72_20rack_all_reduce_rows.csv": ("gb200", "test", "all_reduce", 1440),
+    "h200_2node_dell_roce_10g_all_reduce_rows.csv": ("h200", "test", "all_reduce", 16),
+    "gcp_a3_high_2node_cluster_toolkit_all_gather_rows.csv": ("gcp_a3_high", "test", "all_gather", 16),
 }
 
 
