@@ -21,8 +21,9 @@ all_reduce, all_gather and reduce_scatter). Its bandwidths come from the channel
 search finds (``graph.nChannels`` x ``bwIntra``/``bwInter``); that search is not reproduced here.
 :func:`search_graph` stands in for it: the first speed of the arch's speed array that fits the
 GPU's NVLink (one node) or its NIC (several nodes), as many channels as the links hold, then
-``ncclTopoDupChannels``; NVLS graphs as search.cc sizes them (:func:`search_graph`; across nodes one
-channel per NIC, as NVIDIA/nccl#1041 saw: 8 NVLSTree channels on an H100 node with 8 NICs).
+``ncclTopoDupChannels``; NVLS graphs by search.cc's two passes (:func:`nvls_graph`: each channel
+takes its bandwidth from every GPU's NVLink; across nodes one channel per NIC, as NVIDIA/nccl#1041
+saw: 8 NVLSTree channels on an H100 node with 8 NICs; NVIDIA/nccl#1197's one-node graph, 8 x 40/60).
 Not reproduced: ``ncclTopoCompute``'s second pass (search.cc, commit 67491d6d), which retries a
 found graph at faster speeds: a ring at both, NVLS at a faster bwInter, a tree at a faster bwIntra
 up to twice bwInter. Across 400 Gb/s NICs it can raise no ring or NVLS graph (``ncclTopoSearchRecNet``
@@ -84,6 +85,7 @@ SPEEDS_INTER = {
 SPEEDS_INTRA_OLD = (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0)
 SPEEDS_INTER_OLD = (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4, 1.2)
 MAX_SEARCH_CHANNELS = 32  # MAXCHANNELS 64 in 2.28.3 (src/include/device.h); a graph keeps at most half
+NVLS_MAX_ARITY = 32  # NCCL_MAX_NVLS_ARITY: an NVLS graph has at most this many channels (heads)
 
 
 @dataclass(frozen=True)
@@ -126,23 +128,17 @@ class Choice:
 def search_graph(sys: NcclSystem, gpus: int, nodes: int, pattern: str = "ring") -> Graph:
     """A stand-in for ncclTopoCompute (module docstring): the first speed of the arch's array that
     fits (``maxBw``: the GPU's NVLink, or its NIC across nodes; ``speed * minChannels <= totalBw``),
-    as many channels as the links hold, then ncclTopoDupChannels. NVLS graphs: at most
-    min(NCCL_MAX_NVLS_ARITY = 32, GPUs) channels, all of them on one node (``minChannels =
-    maxChannels``, "pull evenly from all GPUs"), one per NIC across nodes; totalBw x n/(n-1) for
-    every pattern but the ring; never duplicated."""
+    as many channels as the links hold, then ncclTopoDupChannels. NVLS graphs: :func:`nvls_graph`."""
+    if pattern in ("nvls", "nvls_tree"):
+        return nvls_graph(sys, gpus, nodes)
     intra_total = sys.nvlinks * NVLINK_BW[sys.arch] if sys.intra == "nvlink" else PCI_BW
     new = sys.arch in SPEEDS_INTRA
     if nodes == 1:
         speeds, cap = (SPEEDS_INTRA[sys.arch] if new else SPEEDS_INTRA_OLD), intra_total
     else:
         speeds, cap = (SPEEDS_INTER[sys.arch] if new else SPEEDS_INTER_OLD), min(sys.nic_bw_GBps, intra_total)
-    nvls = pattern in ("nvls", "nvls_tree")
     total = intra_total * (gpus / (gpus - 1) if pattern != "ring" and gpus > 1 else 1.0)
-    min_ch = min(32, gpus) if nvls and nodes == 1 else 1
-    s = next((x for x in speeds if x <= cap and x * min_ch <= total), speeds[-1])
-    if nvls:
-        n = min_ch if nodes == 1 else min(32, gpus, sys.nics_per_node * max(1, math.floor(sys.nic_bw_GBps / s)))
-        return Graph(max(1, n), s, s)
+    s = next((x for x in speeds if x <= cap and x <= total), speeds[-1])
     n = math.floor(intra_total / s)
     if nodes > 1:
         n = min(n, sys.nics_per_node * max(1, math.floor(sys.nic_bw_GBps / s)))
@@ -153,6 +149,65 @@ def search_graph(sys: NcclSystem, gpus: int, nodes: int, pattern: str = "ring") 
         s /= math.ceil(dup / n)
         n = dup
     return Graph(n, s, s)
+
+
+def nvls_graph(sys: NcclSystem, gpus: int, nodes: int) -> Graph:
+    """The NVLS graph ncclTopoCompute finds (search.cc, commit 850a18f5), its two passes followed:
+
+    * What fits: every NVLS channel pulls from every GPU through the NVSwitch, so
+      ncclTopoSearchTryNvls takes the channel's bwIntra from each GPU's NVLink both ways, twice
+      from the channel's head: n channels at speed s fit where (n + 1) x s <= the GPU's NVLink
+      bandwidth. Across nodes each channel's head is the local GPU of its own NIC, one carrying
+      at least bwInter (ncclTopoSearchRecNet: ``net.bw < bw`` is skipped, one channel per NIC,
+      no GPU heading two), so n <= the NICs. At most NCCL_MAX_NVLS_ARITY = 32 channels and one
+      per GPU; on one node exactly that many ("pull evenly from all GPUs": minChannels =
+      maxChannels).
+    * Pass 1: from the first speed <= maxBw (NVLink, or the NIC across nodes) with minChannels x
+      speed <= totalBw x GPUs/(GPUs-1), lower the speed while the next one is above .49 of the
+      best graph's bwInter, keeping a graph with more channels or more channels x bwInter
+      (ncclTopoCompareGraphs' NVLS rule), until the channels reach their maximum or channels x
+      bwInter reach the GPU's NVLink bandwidth (system->totalBw).
+    * Pass 2: raise bwInter alone, channels and bwIntra held, while it is below twice bwIntra
+      (and, across nodes, the NIC carries it).
+
+    NVIDIA/nccl#1197 prints the graph of one H100 node (NCCL 2.19.4, 18 NVLinks x 20 GB/s):
+    "Pattern 5, crossNic 0, nChannels 8, bw 40.000000/60.000000": Graph(8, 40, 60) here. On a
+    GB200 NVL72 rack, one NCCL node: 32 channels at 20 GB/s, bwInter 40. (An earlier stand-in took
+    the first speed alone: 8 x 50 GB/s on that H100 node, and 32 x 48 GB/s, more than the
+    NVLink carries, across two NVL72 racks.)"""
+    nvlink = sys.nvlinks * NVLINK_BW[sys.arch] if sys.intra == "nvlink" else PCI_BW
+    speeds = (SPEEDS_INTRA if nodes == 1 else SPEEDS_INTER)[sys.arch]  # NVLS needs Hopper or later
+    max_ch = min(NVLS_MAX_ARITY, gpus)
+    min_ch = max_ch if nodes == 1 else 1
+    max_bw = nvlink if nodes == 1 else min(sys.nic_bw_GBps, nvlink)
+    total = nvlink * (gpus / (gpus - 1) if gpus > 1 else 1.0)
+
+    def channels(s_intra: float, s_inter: float) -> int:
+        n = min(max_ch, math.floor(nvlink / s_intra) - 1)
+        if nodes > 1:
+            n = min(n, sys.nics_per_node) if sys.nic_bw_GBps >= s_inter else 0
+        return n if n >= min_ch else 0
+
+    i = next((k for k, s in enumerate(speeds) if s <= max_bw and s * min_ch <= total), len(speeds) - 1)
+    best = None
+    while True:  # pass 1
+        n = channels(speeds[i], speeds[i])
+        if n and (best is None or n > best.channels or n * speeds[i] > best.channels * best.bw_inter_GBps):
+            best = Graph(n, speeds[i], speeds[i])
+        if best and (best.channels == max_ch or best.channels * best.bw_inter_GBps >= nvlink):
+            break
+        if i == len(speeds) - 1 or (best and speeds[i + 1] / best.bw_inter_GBps <= 0.49):
+            break
+        i += 1
+    if best is None:
+        return Graph(0, speeds[-1], speeds[-1])
+    j = speeds.index(best.bw_inter_GBps)
+    while j > 0 and best.bw_inter_GBps < 2 * best.bw_intra_GBps:  # pass 2
+        j -= 1
+        if nodes > 1 and sys.nic_bw_GBps < speeds[j]:
+            break
+        best = Graph(best.channels, best.bw_intra_GBps, speeds[j])
+    return best
 
 
 def candidates(kind: str, sys: NcclSystem, ranks: int, nodes: int) -> list[tuple[str, str, float, float, int]]:

@@ -26,9 +26,25 @@ def test_search_stand_in_gives_the_channels_search_cc_would():
     # ring, one node: first sm90 intra speed <= 370.8 is 60 -> 6 channels; 60 >= 50 so
     # ncclTopoDupChannels doubles them at half the speed: 12 x 30 GB/s
     assert search_graph(H100, 8, 1) == Graph(12, 30.0, 30.0)
-    # NVLS, one node: 8 channels (min(32, GPUs), minChannels = maxChannels), totalBw 370.8 * 8/7 =
-    # 423.8: first speed with 8 x speed <= 423.8 is 50; never duplicated
-    assert search_graph(H100, 8, 1, "nvls") == Graph(8, 50.0, 50.0)
+    # NVLS, one node: exactly 8 channels (min(32, GPUs), minChannels = maxChannels). Pass 1 starts
+    # at the first speed with 8 x speed <= totalBw 370.8 x 8/7 = 423.8, 50; each channel takes its
+    # bwIntra from every GPU's NVLink and twice from its head's: (8 + 1) x 50 = 450 > 370.8, so 50
+    # finds 7 channels, too few; 40: 9 x 40 = 360 <= 370.8, all 8. Pass 2 raises bwInter alone while
+    # below 2 x 40: 50, then 60, the array's first. NVIDIA/nccl#1197's dump of an H100 node prints
+    # the same graph: "Pattern 5, crossNic 0, nChannels 8, bw 40.000000/60.000000".
+    assert search_graph(H100, 8, 1, "nvls") == Graph(8, 40.0, 60.0)
+    # NVLS across two H100 nodes (8 NICs of 50 GB/s): from the sm90 inter speed 48, (n + 1) x 48 <=
+    # 370.8 gives 6 channels, 45 gives 7, 42 still 7 (fewer channels x speed: not kept), 40 gives 8, the
+    # most (one per GPU, one per NIC); pass 2 raises bwInter to 42, 45, 48, which the NICs carry
+    assert search_graph(H100, 8, 2, "nvls_tree") == Graph(8, 40.0, 48.0)
+    # a GB200 NVL72 rack is one NCCL node of 72 GPUs (18 NVLinks x 40.1 = 721.8 GB/s): 32 channels
+    # (NCCL_MAX_NVLS_ARITY) need 33 x speed <= 721.8: 20 GB/s; bwInter raised to 40 (< 2 x 20 before
+    # the last step). Across racks (72 NICs of 50 GB/s) pass 1 walks down from 48 (14 channels: 15 x 48
+    # = 720) to 20, where 32 fit, and pass 2 raises bwInter to 40 again: never 32 x 48 GB/s, more than
+    # one GPU's NVLink carries
+    gb200 = NcclSystem("blackwell", "nvlink", 18, 72, 50.0, True, "arm")
+    assert search_graph(gb200, 72, 1, "nvls") == Graph(32, 20.0, 40.0)
+    assert search_graph(gb200, 72, 2, "nvls_tree") == Graph(32, 20.0, 40.0)
     # two nodes: maxBw = min(NIC 50, 370.8) -> sm90 inter speed 48; floor(370.8 / 48) = 7 channels
     # (8 NICs would carry 8); 48 < 50 with more than 4 channels on Hopper: no duplication
     assert search_graph(H100, 8, 2) == Graph(7, 48.0, 48.0)
@@ -58,10 +74,11 @@ def test_one_h100_node_small_all_reduce_takes_ring_ll():
 
 def test_one_h100_node_large_all_reduce_takes_nvls():
     best, priced = nccl_time("all_reduce", 1 << 30, 8, 1, H100)
-    # nvls/Simple: latency hwLat NVLink NVLS 25 us; per channel min(50 x 0.85 x 7/8 x 2, 50) = 50,
-    # x 8 channels = 400, x nRanks/nsteps 8/14 -> 228.57 GB/s
+    # nvls/Simple: latency hwLat NVLink NVLS 25 us; per channel min(bwIntra 40 x nvlsEfficiency 0.85
+    # x 7/8 x 2 = 59.5, bwInter 60) = 59.5, x 8 channels = 476 GB/s bus bandwidth (what nccl-tests
+    # issue 290's H100 node measures, 476 GB/s), x nRanks/nsteps 8/14 -> 272 GB/s
     assert best.name == "nvls/Simple" and best.channels == 8
-    assert best.time_s == pytest.approx((25 + (1 << 30) / (1000 * 400 * 8 / 14)) * US)
+    assert best.time_s == pytest.approx((25 + (1 << 30) / (1000 * 476 * 8 / 14)) * US)
     # ring/Simple: 8.4 + 14 x 3.4 = 56 us at 12 x 30 x 8/14
     ring = next(c for c in priced if c.name == "ring/Simple")
     assert ring.time_s == pytest.approx((56 + (1 << 30) / (1000 * 360 * 8 / 14)) * US)
