@@ -6,9 +6,9 @@ the protocol RCCL's size table then sets (the expected time on AMD GPUs,
 
 Source, read for this module (constants copied, code not), all from ROCm/rccl:
 
-* ``src/graph/tuning.cc`` at commit 9e22c79d8dccb80075967c2a03f1a921c253c867 (the newest of the
-  index's 205 stored versions; it has PAT and gfx950, so RCCL 2.26 or later, newer than the RCCL
-  2.22.3 of the two-node held-out table): ``baseLat``, ``tuning_model_5`` (hwLat, bwRatio,
+* ``src/graph/tuning.cc`` at commit 9e22c79d8dccb80075967c2a03f1a921c253c867 (the version the
+  index lists, one of 205 it stores; it has PAT and gfx950, so it is newer than the RCCL 2.22.3 of
+  the two-node held-out table, whose tables may differ): ``baseLat``, ``tuning_model_5`` (hwLat, bwRatio,
   treeCorrectionFactor, ringCorrectionFactor, llProtoRanges), ``ncclTopoTuneModel`` and
   ``ncclTopoGetAlgoTime``'s ``__HIP_PLATFORM_AMD__`` branches.
 * ``src/graph/rome_models.cc`` (commit cb829d62434aa48ef6fd3f5fff59ac313060b5fb): ``parseA2a8P``
