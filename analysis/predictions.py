@@ -179,7 +179,7 @@ def predict_points(points: pd.DataFrame, hw: Hardware | None) -> pd.DataFrame:
             continue
         p = predict_collective(row["op"], float(row["V_bytes"]), hw=hw, **group_args(row, hw))
         t.append(p.time_s), regime.append(p.regime)
-        expected.append(expected_time_s(p, hw) if hw.expected or hw.nccl else np.nan)  # nccl: NCCL's model
+        expected.append(expected_time_s(p, hw) if hw.expected or hw.nccl or hw.rccl else np.nan)  # NCCL's/RCCL's model
     out = points.assign(model_time_s=t, model_regime=regime, expected_time_s=expected)
     if "time_s" in out:  # measured / expected, beside measured / roofline (the report's measured_over_model)
         out["measured_over_expected"] = out["time_s"] / out["expected_time_s"]

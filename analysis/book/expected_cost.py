@@ -22,8 +22,9 @@ latency term), and the result says so.
 On a GPU entry whose ``expected:`` block has an ``nccl:`` part the expected time is NCCL's own
 instead (:mod:`analysis.book.nccl_cost`): every algorithm and protocol NCCL would consider for the
 group's ranks and nodes, priced from NCCL's tuning constants, the cheapest taken; the result names
-it (``ring/LL128``, ``nvls/Simple``) with its latency, bandwidth term and channels. TPU entries and
-GPU entries without that part keep the factors above.
+it (``ring/LL128``, ``nvls/Simple``) with its latency, bandwidth term and channels. An AMD GPU entry
+with an ``rccl:`` part is priced alike by RCCL's model (:mod:`analysis.book.rccl_cost`). TPU entries
+and GPU entries without either part keep the factors above.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from dataclasses import dataclass, replace
 from analysis.book.collective_cost import CollectivePrediction
 from analysis.book.hardware import Hardware
 from analysis.book.nccl_cost import Choice, nccl_time
+from analysis.book.rccl_cost import rccl_time
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class ExpectedTime:
     candidates: tuple[Choice, ...] = ()
     ranks: int = 0
     nodes: int = 0
+    library: str = "NCCL"  # whose model priced it: NCCL or RCCL
 
     def to_dict(self) -> dict:
         out = {
@@ -85,28 +88,31 @@ def ranks_and_nodes(pred: CollectivePrediction) -> tuple[int, int]:
 
 
 def nccl_expected(pred: CollectivePrediction, hw: Hardware) -> ExpectedTime:
-    """NCCL's own price of ``pred`` on ``hw`` (``hw.nccl`` set; module docstring)."""
+    """NCCL's own price of ``pred`` on ``hw`` (``hw.nccl`` set), or RCCL's (``hw.rccl`` set; module
+    docstring)."""
     ranks, nodes = ranks_and_nodes(pred)
     ppn = max(1, ranks // nodes)
     level = "across" if nodes > 1 else "inside"
     if pred.time_s == 0 or ranks <= 1:
         return ExpectedTime(0.0, level, 0.0, 0.0, (), "no communication")
     # each NIC's bandwidth: the entry's scale-out bandwidth per GPU over a full domain's NICs
-    nic_GBps = float(hw.scaleout_bw_unidir_Bps or 0.0) * (hw.domain_size or ppn) / hw.nccl.nics_per_node / 1e9
-    system = replace(hw.nccl, nic_bw_GBps=nic_GBps)
-    size = pred.V_bytes / ranks if pred.kind == "all_to_all" else pred.V_bytes  # NCCL's nBytes
-    best, priced = nccl_time(pred.kind, size, ranks, nodes, system)
+    library, model = ("RCCL", hw.rccl) if hw.rccl is not None else ("NCCL", hw.nccl)
+    nic_GBps = float(hw.scaleout_bw_unidir_Bps or 0.0) * (hw.domain_size or ppn) / model.nics_per_node / 1e9
+    system = replace(model, nic_bw_GBps=nic_GBps)
+    size = pred.V_bytes / ranks if pred.kind == "all_to_all" else pred.V_bytes  # the library's nBytes
+    price = rccl_time if library == "RCCL" else nccl_time
+    best, priced = price(pred.kind, size, ranks, nodes, system)
     bw_time = best.time_s - best.latency_s
     share = pred.bandwidth_time_s / bw_time if bw_time > 0 else 1.0
-    source = hw.expected_source or "NCCL's tuning model (analysis/book/nccl_cost.py)"
+    source = hw.expected_source or f"{library}'s tuning model (analysis/book/{library.lower()}_cost.py)"
     return ExpectedTime(
-        best.time_s, level, best.latency_s, bw_time, (share,), source, best, tuple(priced), ranks, nodes
+        best.time_s, level, best.latency_s, bw_time, (share,), source, best, tuple(priced), ranks, nodes, library
     )
 
 
 def expected_time(pred: CollectivePrediction, hw: Hardware) -> ExpectedTime:
     """The expected time of the collective ``pred`` prices on ``hw`` (module docstring)."""
-    if hw.kind == "gpu" and hw.nccl is not None:
+    if hw.kind == "gpu" and (hw.nccl is not None or hw.rccl is not None):
         return nccl_expected(pred, hw)
     # a level is "across" when it runs over the scale-out network (not the domain's links)
     levels = [(("inside" if i == 0 else "across"), lv) for i, lv in enumerate(pred.levels or ())]

@@ -19,6 +19,8 @@ from analysis.book.collectives import OPS
 from analysis.book.errors import HardwareError
 from analysis.book.folders import project_folder
 from analysis.book.nccl_cost import ARCHS, NcclSystem
+from analysis.book.rccl_cost import ARCHS as RCCL_ARCHS
+from analysis.book.rccl_cost import RcclSystem
 from analysis.book.topology import parse_topology, wraparound_for, wraparound_reason
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "Calibration",
     "ExpectedFactor",
     "NcclSystem",
+    "RcclSystem",
     "calibrated_for",
     "load_hardware",
     "out_of_range",
@@ -121,6 +124,8 @@ class Hardware:
     # the cluster as NCCL's cost model sees it (analysis.book.nccl_cost), from expected.nccl: on
     # a GPU entry that has it, the expected time is NCCL's own (analysis.book.expected_cost)
     nccl: NcclSystem | None = None
+    # the same for RCCL's model (analysis.book.rccl_cost), from expected.rccl, on AMD GPU entries
+    rccl: RcclSystem | None = None
 
     @classmethod
     def from_dict(cls, raw: Any, where: str | None = None) -> Hardware:
@@ -151,6 +156,7 @@ class Hardware:
         kw["calibrated"] = _calibrations(raw.get("calibrated") or [], where)
         kw["expected"], kw["expected_source"] = _expected(raw.get("expected") or {}, where)
         kw["nccl"] = _nccl((raw.get("expected") or {}).get("nccl"), where)
+        kw["rccl"] = _rccl((raw.get("expected") or {}).get("rccl"), where)
         if kw.get("wraparound") not in (None, *WRAPAROUND_RULES):
             raise HardwareError(f"{where}: wraparound={kw['wraparound']!r} is not one of {WRAPAROUND_RULES}")
         if kw.get("interconnect") not in (None, *INTERCONNECTS):
@@ -189,7 +195,7 @@ class Hardware:
 
 # The keys of a hardware YAML entry, in the catalogue's order: every field but what is derived.
 # The runner's Hydra schema (runner.config.schema.HardwareConf) is built from these fields.
-YAML_KEYS = tuple(f.name for f in fields(Hardware) if f.name not in ("expected_source", "nccl"))
+YAML_KEYS = tuple(f.name for f in fields(Hardware) if f.name not in ("expected_source", "nccl", "rccl"))
 
 # The constants the analysis commands take as flags (analysis.cli.options): what each is, and its flag.
 _SUPPLY = {
@@ -244,7 +250,7 @@ def _expected(raw: Any, where: str) -> tuple[tuple[ExpectedFactor, ...], str]:
         raise HardwareError(f"{where}: expected must be a mapping with source, inside and across")
     out = []
     for level, per_op in raw.items():
-        if level in ("source", "nccl"):  # nccl: read by _nccl
+        if level in ("source", "nccl", "rccl"):  # read by _nccl, _rccl
             continue
         if level not in EXPECTED_LEVELS or not isinstance(per_op, dict):
             raise HardwareError(f"{where}: expected.{level}: the levels are {', '.join(EXPECTED_LEVELS)} (and source)")
@@ -299,6 +305,33 @@ def _nccl(raw: Any, where: str) -> NcclSystem | None:
         raise HardwareError(f"{where}: expected.nccl: nvlinks >= 0, nics_per_node >= 1, nvls true or false")
     latency = _ranged(raw.get("net_latency_s", 0.0), "scaleout_latency_s", f"{where}: expected.nccl.net_latency_s")
     return NcclSystem(arch, intra, nvlinks, nics, 0.0, raw["nvls"], cpu, float(latency or 0.0))
+
+
+_RCCL_KEYS = {"source", "arch", "xgmi_links", "nics_per_node", "cpu", "ll128", "net_latency_s"}
+
+
+def _rccl(raw: Any, where: str) -> RcclSystem | None:
+    """``expected.rccl: {source, arch, xgmi_links, nics_per_node, cpu, ll128, net_latency_s}`` as the
+    system RCCL's model prices (each NIC's bandwidth as for ``expected.nccl``, at pricing time)."""
+    if raw is None:
+        return None
+    need = _RCCL_KEYS - {"source", "net_latency_s"}
+    if not isinstance(raw, dict) or not need <= set(raw) <= _RCCL_KEYS:
+        raise HardwareError(f"{where}: expected.rccl needs {', '.join(sorted(need))} (and source); got {raw!r}")
+    try:
+        links, nics = int(raw["xgmi_links"]), int(raw["nics_per_node"])
+    except (TypeError, ValueError) as err:
+        raise HardwareError(f"{where}: expected.rccl.xgmi_links and nics_per_node are whole numbers ({err})") from None
+    arch, cpu = str(raw["arch"]), str(raw["cpu"])
+    if arch not in RCCL_ARCHS or cpu not in ("intel", "amd") or links < 1 or nics < 1:
+        raise HardwareError(
+            f"{where}: expected.rccl: arch one of {', '.join(RCCL_ARCHS)}, cpu intel or amd, "
+            "xgmi_links and nics_per_node >= 1"
+        )
+    if not isinstance(raw["ll128"], bool):
+        raise HardwareError(f"{where}: expected.rccl.ll128 is true or false")
+    latency = _ranged(raw.get("net_latency_s", 0.0), "scaleout_latency_s", f"{where}: expected.rccl.net_latency_s")
+    return RcclSystem(arch, links, nics, 0.0, cpu, raw["ll128"], float(latency or 0.0))
 
 
 def _num(value: Any, key: str, where: str) -> float | None:

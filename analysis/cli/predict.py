@@ -191,20 +191,30 @@ def _expected_lines(roofline_s: float, e, explain: bool = False, entry: str = "t
 
 
 def _nccl_lines(roofline_s: float, e, explain: bool, entry: str) -> list[str]:
-    """NCCL's price (analysis.book.nccl_cost): the pair it takes and its terms; with ``explain``
-    every pair it considered."""
-    a = e.algorithm
+    """NCCL's (or RCCL's) price (analysis.book.nccl_cost, rccl_cost): the pair it takes and its
+    terms; with ``explain`` every pair it considered."""
+    a, lib = e.algorithm, e.library
     where = f"{e.ranks} ranks on {e.nodes} node{'' if e.nodes == 1 else 's'}"
+    channels = f" over {a.channels} channels" if a.channels else ""
     lines = [
         f"  expected   {fmt_time(e.time_s)} on a real cluster = {e.time_s / roofline_s:.3g}x the roofline above "
-        f"(NCCL's model, {where}: {a.name}, latency {fmt_time(a.latency_s)} + bandwidth "
-        f"{fmt_time(e.bandwidth_time_s)} at {a.bw_GBps:.4g} GB/s over {a.channels} channels)",
-        f"  factors    NCCL's tuning constants and the expected.nccl block of {entry}, each number with its source",
+        f"({lib}'s model, {where}: {a.name}, latency {fmt_time(a.latency_s)} + bandwidth "
+        f"{fmt_time(e.bandwidth_time_s)} at {a.bw_GBps:.4g} GB/s{channels})",
+        f"  factors    {lib}'s tuning constants and the expected.{lib.lower()} block of {entry}, "
+        "each number with its source",
     ]
     if explain:
-        lines.append("  NCCL       time = latency + bytes / bandwidth per algorithm/protocol; the cheapest is taken:")
+        taken = "the cheapest is taken" + (
+            "; across nodes RCCL then sets the protocol by size" if lib == "RCCL" else ""
+        )
+        lines.append(f"  {lib}       time = latency + bytes / bandwidth per algorithm/protocol; {taken}:")
+        cheapest = min(e.candidates, key=lambda c: c.time_s).name
         for c in sorted(e.candidates, key=lambda c: c.time_s):
             mark = "  <- taken" if c.name == a.name else ""
+            if a.name != cheapest and c.name == cheapest:  # RCCL's protocol by size replaced it
+                mark = f"  <- cheapest: RCCL runs {a.name}, estimated at this time"
+            elif a.name != cheapest and c.name == a.name:
+                mark = "  <- run (RCCL's protocol by size)"
             lines.append(
                 f"    {c.name:17s} {fmt_time(c.time_s):>11s} = {fmt_time(c.latency_s)} + "
                 f"{fmt_time(c.time_s - c.latency_s)} at {c.bw_GBps:.4g} GB/s{mark}"
