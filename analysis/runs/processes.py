@@ -44,7 +44,7 @@ def _own_part(r: Result) -> Process:
         process_id=0 if index is None else index,
         host=r.environment.host,
         xplane=r.files.get("xplane"),
-        device_ids=r.process.device_ids,
+        device_ids=r.process.device_ids if r.process else None,
     )
 
 
