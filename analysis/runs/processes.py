@@ -14,7 +14,6 @@ merged them), or ``result.host<i>.json`` files beside it (``auto``: each host wr
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +21,7 @@ import pandas as pd
 
 from analysis import trace as trace_reader
 from analysis.runs.record import Process, Result
-from analysis.runs.rundir import HOST_RESULTS_GLOB, safe_path
+from analysis.runs.rundir import read_host_results, safe_path
 
 OPS_COLUMNS = ["process", "host", "device", "hlo_module", "hlo_op", "start_ns", "end_ns", "duration_ns", "iteration"]
 
@@ -32,9 +31,7 @@ def process_parts(rec: Result) -> list[Process]:
     point folder) and ``device_ids`` (the global ids of its devices, in its local order)."""
     if rec.processes:
         return list(rec.processes)
-    hosts = (_load(p) for p in sorted(Path(rec.point_dir).glob(HOST_RESULTS_GLOB)))
-    # the other hosts' files are read here, once, into their records (a damaged one is skipped)
-    return [_own_part(r) for r in [rec, *(Result.from_json(h) for h in hosts if isinstance(h, dict))]]
+    return [_own_part(r) for r in [rec, *read_host_results(rec.point_dir)]]
 
 
 def _own_part(r: Result) -> Process:
@@ -46,13 +43,6 @@ def _own_part(r: Result) -> Process:
         xplane=r.files.get("xplane"),
         device_ids=r.process.device_ids if r.process else None,
     )
-
-
-def _load(path: Path):
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def global_device_ids(local: pd.Series, device_ids: list[int] | None) -> pd.Series:

@@ -232,6 +232,21 @@ def read_results(root: str | Path) -> list[Result]:
     return [read_result(d) for d in point_dirs(root)]
 
 
+def read_host_results(point_dir: str | Path) -> list[Result]:
+    """The records the other JAX processes of a point wrote beside its ``result.json``
+    (``result.host<i>.json``, ``distributed=auto``), in name order; one that cannot be read
+    or is not a JSON object is left out (process 0's record speaks for the point)."""
+    out = []
+    for path in sorted(Path(point_dir).glob(HOST_RESULTS_GLOB)):
+        try:
+            found = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(found, dict):
+            out.append(Result.from_json(found))
+    return out
+
+
 def point_number(point_dir: Path) -> int | None:
     """The sweep position a point folder's name starts with (``07_op.size_bytes=...`` -> 7)."""
     head = Path(point_dir).name.split("_", 1)[0]
