@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.runs.record import Result
 from analysis.runs.rundir import point_dirs
 from analysis.sweep import load_sweep
 
@@ -49,14 +50,14 @@ def flatten_config(cfg: Any, prefix: str = "") -> dict[str, str]:
     return {prefix: cfg if isinstance(cfg, str) else json.dumps(cfg)}
 
 
-def config_values(results_by_sweep: dict[str, list[dict]]) -> pd.DataFrame:
+def config_values(results_by_sweep: dict[str, list[Result]]) -> pd.DataFrame:
     """Rows ``sweep, key, value``: every distinct value each flattened config key took in each
     sweep's points (from result.json's ``config``)."""
     rows = {
         (sweep, k, v)
         for sweep, results in results_by_sweep.items()
         for r in results
-        for k, v in flatten_config(r.get("config") or {}).items()
+        for k, v in flatten_config(r.config.tree).items()
     }
     return pd.DataFrame(sorted(rows), columns=["sweep", "key", "value"])
 

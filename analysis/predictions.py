@@ -23,6 +23,7 @@ from analysis.book.errors import BookError
 from analysis.book.expected_cost import expected_time_s
 from analysis.book.hardware import Hardware, is_full_record, load_hardware, wraparound_for
 from analysis.book.placement import Placement
+from analysis.runs.record import Result
 
 
 def axis_sizes(row) -> list[int]:
@@ -41,7 +42,7 @@ def group_args(row, hw: Hardware) -> dict:
     return {"axis_sizes": sizes, "wraparound": wraparound_for(hw, sizes)}
 
 
-def recorded_node(results: Iterable[dict], name: str) -> dict | None:
+def recorded_node(results: Iterable[Result], name: str) -> dict | None:
     """The hardware node the ok points that ran on ``name`` recorded in ``result.json`` (the
     entry with the run's ``hardware.X=...`` overrides; the most common one if they differ),
     or None where none recorded the full node: a result file written before the run recorded
@@ -49,7 +50,7 @@ def recorded_node(results: Iterable[dict], name: str) -> dict | None:
     counts: Counter[str] = Counter()
     nodes: dict[str, dict] = {}
     for r in results:
-        node = r.get("hardware") if r.get("status") == "ok" else None
+        node = r.hardware if r.ok else None
         if is_full_record(node) and node.get("name") == name:
             key = json.dumps(node, sort_keys=True, default=str)
             counts[key] += 1
@@ -57,7 +58,7 @@ def recorded_node(results: Iterable[dict], name: str) -> dict | None:
     return nodes[counts.most_common(1)[0][0]] if counts else None
 
 
-def hardware_for(name: str, results: Iterable[dict] = ()) -> Hardware | None:
+def hardware_for(name: str, results: Iterable[Result] = ()) -> Hardware | None:
     """The constants the points that ran on ``name`` ran with: the node ``results`` recorded
     (:func:`recorded_node`: overrides and entries found on Hydra's search path included),
     else the ``conf/hardware`` entry ``name``; None when there is neither."""
@@ -77,7 +78,7 @@ def _unit_hw(hw: Hardware) -> Hardware:
     return dataclasses.replace(hw, link_bw_bidir_Bps=1.0, link_bw_unidir_Bps=1.0, hop_latency_s=1.0, calibrated=())
 
 
-def unit_terms(points: pd.DataFrame, results: Iterable[dict] = ()) -> pd.DataFrame:
+def unit_terms(points: pd.DataFrame, results: Iterable[Result] = ()) -> pd.DataFrame:
     """Add ``latency_unit`` (seconds per second of T_min: the hops) and ``bandwidth_unit``
     (seconds per 1/W: the bytes the formula sends over a link) to each point, on the hardware
     its run recorded in ``results`` (:func:`hardware_for`)."""

@@ -32,8 +32,10 @@ from analysis.statistics.resample import rounds_by_point
 class Sweep:
     """Everything one sweep folder holds, as tables.
 
-    ``summary``: one row per point and collective (``summary.csv``). ``points``: the ok rows of
-    the collective each point asked for, with a ``family`` label, the model's unit terms and
+    ``results``: every point's record (:class:`analysis.runs.record.Result`), read once by
+    :func:`analysis.runs.rundir.read_results`, in point-number order. ``summary``: one row
+    per point and collective (``summary.csv``). ``points``: the ok rows of the collective
+    each point asked for, with a ``family`` label, the model's unit terms and
     ``model_time_s``. ``fits``: one row of fitted constants per family; ``left_out``: the
     points the fits did not use, each with the reason. ``model_hw``: the
     constants the model used (published, calibrated or fitted here) and ``model_source``
@@ -41,7 +43,7 @@ class Sweep:
     """
 
     root: Path
-    results: list[dict]
+    results: list[Result]
     summary: pd.DataFrame
     points: pd.DataFrame
     fits: pd.DataFrame
@@ -73,7 +75,7 @@ class Sweep:
 PROFILE_TABLES = ("collectives", "steps")  # analysis.report.profile_report's CSV files
 
 
-def profile_tables(results: list[dict]) -> dict[str, pd.DataFrame]:
+def profile_tables(results: list[Result]) -> dict[str, pd.DataFrame]:
     """Each point's ``profile_report/<name>.csv`` (:data:`PROFILE_TABLES`), concatenated with a
     ``point`` column; a table that cannot be read is left out with a warning, not an error (the
     profile is an extra beside the measurement)."""
@@ -81,7 +83,7 @@ def profile_tables(results: list[dict]) -> dict[str, pd.DataFrame]:
     for name in PROFILE_TABLES:
         parts = []
         for r in results:
-            path = Path(r["point_dir"]) / "profile_report" / f"{name}.csv"
+            path = Path(r.point_dir) / "profile_report" / f"{name}.csv"
             if not path.is_file():
                 continue
             try:
@@ -89,20 +91,20 @@ def profile_tables(results: list[dict]) -> dict[str, pd.DataFrame]:
             except (OSError, ValueError) as err:  # pandas' parser errors are ValueErrors
                 warnings.warn(f"{path}: {err}", stacklevel=2)
                 continue
-            parts.append(table.assign(point=r["point"])[["point", *table.columns]])
+            parts.append(table.assign(point=r.point)[["point", *table.columns]])
         out[name] = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["point"])
     return out
 
 
-def samples_table(results: list[dict]) -> pd.DataFrame:
+def samples_table(results: list[Result]) -> pd.DataFrame:
     """Every timing sample of every point, long format: ``point, round, estimator, sample, time_s``."""
     rows = []
     for r in results:
-        t = Result.from_json(r).timing
+        t = r.timing
         for rnd in t.rounds:
             for est in ESTIMATORS:  # (a later round has device samples where device is the estimator)
-                rows += [(r["point"], rnd.round, est, i, v) for i, v in enumerate(rnd.samples(est))]
-        rows += [(r["point"], 1, DEVICE, i, v) for i, v in enumerate(t.device.samples_s or [])]
+                rows += [(r.point, rnd.round, est, i, v) for i, v in enumerate(rnd.samples(est))]
+        rows += [(r.point, 1, DEVICE, i, v) for i, v in enumerate(t.device.samples_s or [])]
     return pd.DataFrame(rows, columns=["point", "round", "estimator", "sample", "time_s"])
 
 
@@ -138,20 +140,19 @@ class MixedSweepError(ValueError):
 ENVIRONMENT_KEYS = ("jax_version", "jaxlib_version", "backend", "device_kind", "device_count", "host", "process_count")
 
 
-def mixture(results: list[dict], expected: list[dict]) -> dict[str, list[str]]:
+def mixture(results: list[Result], expected: list[dict]) -> dict[str, list[str]]:
     """Keys whose values differ between the ok points, beyond what the sweep varies (the keys
     of ``sweep.json``'s overrides): ``{key: [values]}``, empty when the points agree."""
-    ok = [r for r in results if r.get("status") == "ok"]
+    ok = [r for r in results if r.ok]
     varied = {o.split("=", 1)[0].lstrip("+~") for p in expected for o in p.get("overrides", [])}
     varied |= {"resume"}  # resuming is not part of what was measured
     seen: dict[str, set[str]] = {}
     for r in ok:
-        env = r.get("environment") or {}
         for k in ENVIRONMENT_KEYS:
-            seen.setdefault(f"environment.{k}", set()).add(str(env.get(k)))
+            seen.setdefault(f"environment.{k}", set()).add(str(getattr(r.environment, k)))
         # A varied group that names no node of the config (``+claim=ag_x8``: a ``_global_``
         # package) may set any key: only the environment can tell a mixture then.
-        config = r.get("config") or {}
+        config = r.config.tree  # every key of it: any group may add one
         global_groups = any("." not in x and x not in config for x in varied - {"resume"})
         if expected and not global_groups:  # without the sweep's list there is no telling variation from mixture
             for k, v in _flatten(config).items():

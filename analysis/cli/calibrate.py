@@ -19,6 +19,7 @@ from analysis.book.errors import BookError
 from analysis.book.hardware import hardware_dir, load_hardware, read_yaml
 from analysis.book.units import fmt_bandwidth, fmt_duration
 from analysis.cli.options import add_allow_mixed, fail
+from analysis.runs.record import Result
 from analysis.runs.rundir import point_dirs
 
 
@@ -207,11 +208,11 @@ def _span(lo, hi, fmt) -> str:
     return f"{fmt(lo)} or more" if hi is None or hi != hi else f"{fmt(lo)} to {fmt(hi)}"
 
 
-def _sweep_date(results: list[dict]) -> str:
+def _sweep_date(results: list[Result]) -> str:
     """When the sweep's first point started (from its result.json), or 'date unknown'."""
     started = []
     for r in results:
-        when = r.get("started_at")
+        when = r.started_at
         try:  # ISO 8601 (format_version 1); epoch seconds in older results
             started.append(
                 dt.datetime.fromisoformat(when)

@@ -166,7 +166,7 @@ def _category_lines(categories) -> list[str]:
 def sweep_folder_hint(root: Path, show: int = 3) -> str:
     """One line for ``profile SWEEP``: it takes one run folder; which of the sweep's were traced."""
     runs = point_dirs(root)
-    traced = [d for d in runs if (read_result(d).get("files") or {}).get("xplane")]
+    traced = [d for d in runs if read_result(d).files.get("xplane")]
     if not traced:
         return f"{root} is a sweep folder and none of its {len(runs)} runs has a trace (trace.enabled=false?)"
     more = f" (and {len(traced) - show} more)" if len(traced) > show else ""
@@ -190,16 +190,13 @@ def _run_folder(logdir: Path, args: argparse.Namespace, mesh):
     and the profiler's slowdown; ``args.hlo`` defaults to its compiled HLO. ValueError for a
     run that failed or has no trace."""
     run = read_result(logdir)
-    if run["status"] != "ok":
-        raise ValueError(f"{logdir}: the run failed ({run.get('error')}); nothing to profile")
-    xplanes = [point_file(run, "xplane")] if (run.get("files") or {}).get("xplane") else []
+    if not run.ok:
+        raise ValueError(f"{logdir}: the run failed ({run.error}); nothing to profile")
+    xplanes = [point_file(run, "xplane")] if run.files.get("xplane") else []
     if not xplanes:
         raise ValueError(f"{logdir}: the run has no trace (trace.enabled=false?)")
     args.hlo = args.hlo or str(point_file(run, "hlo_compiled"))
-    mesh = mesh or (run.get("spec") or {}).get("mesh", {}).get("axes")
-    physical = (run.get("spec") or {}).get("mesh", {}).get("physical")
-    slowdown = (run.get("trace") or {}).get("profiler_slowdown")
-    return xplanes, mesh, physical, slowdown
+    return xplanes, mesh or run.spec.mesh.axes, run.spec.mesh.physical, run.trace.profiler_slowdown
 
 
 def _profile(args: argparse.Namespace, logdir: Path) -> _Profiled:

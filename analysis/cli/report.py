@@ -35,9 +35,9 @@ def unreadable(root: Path) -> str | None:
     first = None
     for d in dirs:
         r = read_result(d)
-        if r.get("error_type") not in DAMAGED:
+        if r.error_type not in DAMAGED:
             return None
-        first = first if first is not None else " ".join(str(r.get("error")).split())  # one line
+        first = first if first is not None else " ".join(str(r.error).split())  # one line
     if not dirs:
         return None
     many = f"none of its {len(dirs)} points" if len(dirs) > 1 else "its one point"

@@ -94,7 +94,7 @@ def link_runs(root: Path, logdir: Path) -> list[str]:
 
 def cpu_traces(root: Path) -> bool:
     """Whether any point under ``root`` ran on JAX's CPU backend (its result.json says so)."""
-    return any(read_result(j).get("environment", {}).get("backend") == "cpu" for j in point_dirs(root))
+    return any(read_result(j).environment.backend == "cpu" for j in point_dirs(root))
 
 
 class Viewer:

@@ -64,12 +64,12 @@ def mesh_predictor(hw: Hardware, mesh: dict[str, int]):
     return predict
 
 
-def step_points(results: list[dict]) -> list[dict]:
+def step_points(results: list[Result]) -> list[Result]:
     """The ok results of whole-step ops."""
-    return [r for r in results if (rec := Result.from_json(r)).ok and rec.spec.op in STEP_OPS and rec.point_dir]
+    return [r for r in results if r.ok and r.spec.op in STEP_OPS and r.point_dir]
 
 
-def collective_rows(result: dict, hw: Hardware | None) -> tuple[pd.DataFrame | None, pd.DataFrame | None, str]:
+def collective_rows(result: Result, hw: Hardware | None) -> tuple[pd.DataFrame | None, pd.DataFrame | None, str]:
     """The point's per-collective table and per-step summary from its trace and HLO, or
     (None, None, why not)."""
     try:
@@ -78,7 +78,7 @@ def collective_rows(result: dict, hw: Hardware | None) -> tuple[pd.DataFrame | N
         return None, None, str(err)
     if xplane is None or hlo is None:
         return None, None, "no trace or no HLO (trace.enabled=false?)"
-    mesh = Result.from_json(result).spec.mesh.axes
+    mesh = result.spec.mesh.axes
     try:
         texts, _ = load_hlo(str(hlo), [xplane])
         found = analyse([xplane], texts, mesh, mesh_predictor(hw, mesh) if hw is not None and mesh else None)
@@ -95,14 +95,13 @@ def _rate(hw: Hardware | None, dtype: str | None, precision: str | None) -> floa
         return None
 
 
-def step_table(results: list[dict], hw: Hardware | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def step_table(results: list[Result], hw: Hardware | None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(one row per whole-step point, :data:`STEP_COLUMNS`; every collective of every point
     with the point's ``point``)."""
     rows, colls = [], []
-    for result in step_points(results):
-        r = Result.from_json(result)
+    for r in step_points(results):
         exp = r.spec
-        table, steps, why = collective_rows(result, hw)
+        table, steps, why = collective_rows(r, hw)
         mesh = exp.mesh.axes or {}
         devices = int(np.prod(list(mesh.values()) or [1]))
         C = _rate(hw, exp.dtype, exp.precision)
@@ -111,7 +110,7 @@ def step_table(results: list[dict], hw: Hardware | None) -> tuple[pd.DataFrame, 
             "op": exp.op,
             "sharding": exp.sharding or "",
             "mesh": "x".join(str(v) for v in mesh.values()),
-            "B": (exp.dims or {}).get("B"),
+            "B": exp.dims.get("B") if exp.dims else None,
             "devices": devices,
             "dtype": exp.dtype,
             "step_s": either(r.timing.summary.median_s, np.nan),

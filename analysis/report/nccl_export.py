@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.report.nccl_table import NCCL_TYPES, avg_busbw_line, nccl_count
+from analysis.runs.record import Result
 from analysis.runs.rundir import SWEEP_NAME, write_json_atomic, write_text_atomic
 from analysis.runs.sweep_id import sweep_identity
 
@@ -153,7 +154,7 @@ def nccl_text(doc: dict, g: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_nccl_exports(root: str | Path, points: pd.DataFrame, results: list[dict] | None = None) -> list[Path]:
+def write_nccl_exports(root: str | Path, points: pd.DataFrame, results: list[Result] | None = None) -> list[Path]:
     """Write ``<family>.json`` and ``<family>.txt`` per family of ``points`` (a sweep's ok target
     rows with a time) into ``root/nccl-tests/``; return the JSON paths."""
     root = Path(root)
@@ -165,8 +166,8 @@ def write_nccl_exports(root: str | Path, points: pd.DataFrame, results: list[dic
         command = json.loads((root / SWEEP_NAME).read_text()).get("command")
     except (OSError, ValueError, AttributeError):
         command = None
-    procs = [r.get("process") for r in results or [] if isinstance(r.get("process"), dict)]
-    host = str(procs[0].get("host") or "localhost") if procs else "localhost"
+    procs = [r.process for r in results or [] if r.process is not None]
+    host = str(procs[0].host or "localhost") if procs else "localhost"
     out = root / EXPORT_DIR
     out.mkdir(exist_ok=True)
     written = []

@@ -14,7 +14,7 @@ from analysis.book.units import fmt_bandwidth, fmt_bytes, fmt_duration, fmt_pct
 from analysis.headline import within
 from analysis.report.document import Link, Report
 from analysis.report.nccl_table import avg_busbw_line, nccl_frame
-from analysis.runs.record import IMPORTED, ONE_ROUND, STEP
+from analysis.runs.record import IMPORTED, ONE_ROUND, STEP, Result, RoundsRule, either
 from analysis.runs.rundir import LOG_NAME, RESULT_NAME, SUMMARY_NAME, sweep_command
 from analysis.statistics.fit import BANDWIDTH_REGIME, CLEARLY_BANDWIDTH, LARGEST, MIN_POINTS, REGIME_JUMP
 from analysis.sweep import Sweep
@@ -294,12 +294,11 @@ def points_section(rep: Report, sweep: Sweep) -> None:
     )
     rows = []
     for r in sweep.results:
-        point = r["point"]
-        files = r.get("files") or {}
+        point, files = r.point, r.files
         rows.append(
             {
                 "point": point,
-                "status": r.get("status"),
+                "status": r.status,
                 "result": Link(RESULT_NAME, f"../{point}/{RESULT_NAME}"),
                 "HLO": Link("compiled", f"../{point}/{files['hlo_compiled']}") if files.get("hlo_compiled") else "",
                 "trace": Link("xplane", f"../{point}/{files['xplane']}") if files.get("xplane") else "",
@@ -313,11 +312,9 @@ def points_section(rep: Report, sweep: Sweep) -> None:
     rep.table(pd.DataFrame(rows))
 
 
-def _rounds_taken(r: dict) -> str:
+def _rounds_taken(r: Result) -> str:
     """How many rounds a point took, and why (adaptive rounds: ``timing.rounds_rule``)."""
-    t = r.get("timing") or {}
-    rule = t.get("rounds_rule") or {}
-    n = len(t.get("rounds") or [])
-    if not rule:  # one round (timing=quick): no rule ran, and no later round to show drift
+    rule, n = r.timing.rounds_rule, len(r.timing.rounds)
+    if rule == RoundsRule():  # one round (timing=quick): no rule ran, and no later round to show drift
         return f"1: {ONE_ROUND}" if n == 1 else (str(n) if n else "")
-    return f"{n} of {rule.get('wanted', n)}: {rule.get('why', '').split(': ', 1)[-1]}"
+    return f"{n} of {either(rule.wanted, n)}: {(rule.why or '').split(': ', 1)[-1]}"

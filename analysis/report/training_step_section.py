@@ -16,10 +16,11 @@ from analysis.book.units import fmt_duration, fmt_pct
 from analysis.profiling.training_steps import model_error_by_kind, step_table
 from analysis.report.axes import WIDTH_IN, finish
 from analysis.report.document import Report
+from analysis.runs.record import Result
 from analysis.runs.rundir import write_text_atomic
 
 
-def add_step_section(rep: Report, results: list[dict], model_hw, model_source: str, out: Path) -> pd.DataFrame | None:
+def add_step_section(rep: Report, results: list[Result], model_hw, model_source: str, out: Path) -> pd.DataFrame | None:
     """Append the section (CSVs and figure under ``out``); return the step table, or None
     when the sweep ran no whole step."""
     table, colls = step_table(results, model_hw)

@@ -9,7 +9,7 @@ with the mesh: a stale or damaged one is rebuilt from the files, and written bac
 folder allows.
 
     from analysis.runs.point_table import point_table
-    table = point_table(result)     # {"hlo": {"rows", "error"}, "trace": {"ops", "overlap", "error"}}
+    table = point_table(result)     # result: a Result; {"hlo": {"rows", "error"}, "trace": {"ops", "overlap", "error"}}
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import pandas as pd
 
 from analysis import hlo as hlo_parser
 from analysis import trace as trace_reader
+from analysis.runs.record import Result
 from analysis.runs.rundir import point_file, stamp, write_json_atomic
 from analysis.trace.overlap import overlap_summary
 
@@ -50,24 +51,22 @@ def point_ops(xplane: Path, hlo_text: str | None, steps: int | None = None) -> p
     )
 
 
-def _stamp(result: dict) -> dict:
+def _stamp(result: Result) -> dict:
     """What the table was built from: each input file's size and modification time (None
     where the point has none), the mesh, the traced steps and the table's format."""
     files = {}
     for key in INPUTS:
-        rel = (result.get("files") or {}).get(key)
+        rel = result.files.get(key)
         try:
-            st = os.stat(Path(result["point_dir"]) / rel) if rel else None
-        except (OSError, ValueError, KeyError, TypeError):
+            st = os.stat(Path(result.point_dir) / rel) if rel else None
+        except (OSError, ValueError, TypeError):  # (TypeError: no point_dir, or a name that is no text)
             st = None
         files[key] = [rel, st.st_size, st.st_mtime_ns] if st else None
-    spec = result.get("spec") or {}
-    mesh = (spec.get("mesh") or {}).get("axes") if isinstance(spec, dict) else None
-    return {"format": FORMAT, "files": files, "mesh_axes": mesh, "steps": _steps(result)}
+    return {"format": FORMAT, "files": files, "mesh_axes": result.spec.mesh.axes, "steps": _steps(result)}
 
 
-def _steps(result: dict) -> int | None:
-    steps = (result.get("trace") or {}).get("iters")
+def _steps(result: Result) -> int | None:
+    steps = result.trace.iters
     return int(steps) if isinstance(steps, int) and steps > 0 else None
 
 
@@ -98,8 +97,8 @@ def hlo_rows(text: str, mesh_axes: dict) -> list[dict]:
     return rows
 
 
-def build(result: dict, hlo_text: str | None = None, ops: pd.DataFrame | None = None) -> dict:
-    """The table of one point (``result``: its result.json with ``point_dir``), read from its
+def build(result: Result, hlo_text: str | None = None, ops: pd.DataFrame | None = None) -> dict:
+    """The table of one point (``result``: its record, with ``point_dir``), read from its
     files; ``hlo_text`` and ``ops`` where the caller has them already (the worker). A file
     that cannot be read leaves its part empty, with the problem in its ``error``."""
     table = {
@@ -107,7 +106,7 @@ def build(result: dict, hlo_text: str | None = None, ops: pd.DataFrame | None = 
         "hlo": {"rows": [], "error": None},
         "trace": {"ops": None, "overlap": {}, "error": None},
     }
-    mesh_axes = ((result.get("spec") or {}).get("mesh") or {}).get("axes") or {}
+    mesh_axes = result.spec.mesh.axes or {}
     text, path = hlo_text, None
     try:
         if text is None and (path := point_file(result, "hlo_compiled", MAX_HLO_BYTES)) is not None:
@@ -162,28 +161,28 @@ def save(point_dir: Path, table: dict) -> Path:
     return path
 
 
-def saved_table(result: dict) -> dict | None:
+def saved_table(result: Result) -> dict | None:
     """The point's ``ops_table.json`` where it was built from the files the point holds now
     (same sizes, times, mesh and format); None where it is missing, stale or damaged."""
-    if not result.get("point_dir"):  # a record read from elsewhere than its folder: nothing saved
+    if not result.point_dir:  # a record read from elsewhere than its folder: nothing saved
         return None
     try:
-        table = json.loads((Path(result["point_dir"]) / TABLE_NAME).read_text())
+        table = json.loads((Path(result.point_dir) / TABLE_NAME).read_text())
     except (OSError, ValueError):
         return None
     return table if isinstance(table, dict) and table.get("stamp") == _stamp(result) else None
 
 
-def point_table(result: dict) -> dict:
+def point_table(result: Result) -> dict:
     """The point's table: the saved one where it is current (:func:`saved_table`), else built
     again from the files and written back (a read-only folder keeps the old file; the table is
     still returned)."""
     if (table := saved_table(result)) is not None:
         return table
     table = build(result)
-    if result.get("point_dir"):
+    if result.point_dir:
         try:
-            save(result["point_dir"], table)
+            save(result.point_dir, table)
         except OSError:
             pass
     return table

@@ -14,7 +14,6 @@ merged them), or ``result.host<i>.json`` files beside it (``auto``: each host wr
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -22,19 +21,17 @@ import pandas as pd
 
 from analysis import trace as trace_reader
 from analysis.runs.record import Process, Result
-from analysis.runs.rundir import HOST_RESULTS_GLOB, safe_path
+from analysis.runs.rundir import read_host_results, safe_path
 
 OPS_COLUMNS = ["process", "host", "device", "hlo_module", "hlo_op", "start_ns", "end_ns", "duration_ns", "iteration"]
 
 
-def process_parts(result: dict) -> list[Process]:
+def process_parts(rec: Result) -> list[Process]:
     """Every process of a point, with its ``process_id``, ``host``, ``xplane`` (relative to the
     point folder) and ``device_ids`` (the global ids of its devices, in its local order)."""
-    rec = Result.from_json(result)
     if rec.processes:
         return list(rec.processes)
-    hosts = (_load(p) for p in sorted(Path(rec.point_dir).glob(HOST_RESULTS_GLOB)))
-    return [_own_part(r) for r in [rec, *(Result.from_json(h) for h in hosts if isinstance(h, dict))]]
+    return [_own_part(r) for r in [rec, *read_host_results(rec.point_dir)]]
 
 
 def _own_part(r: Result) -> Process:
@@ -44,15 +41,8 @@ def _own_part(r: Result) -> Process:
         process_id=0 if index is None else index,
         host=r.environment.host,
         xplane=r.files.get("xplane"),
-        device_ids=r.process.device_ids,
+        device_ids=r.process.device_ids if r.process else None,
     )
-
-
-def _load(path: Path):
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def global_device_ids(local: pd.Series, device_ids: list[int] | None) -> pd.Series:
@@ -64,14 +54,14 @@ def global_device_ids(local: pd.Series, device_ids: list[int] | None) -> pd.Seri
     return local.map(lambda k: device_ids[int(k)] if 0 <= int(k) < len(device_ids) else int(k))
 
 
-def merged_device_ops(result: dict) -> pd.DataFrame:
+def merged_device_ops(result: Result) -> pd.DataFrame:
     """Every process's device-op executions in one table (:data:`OPS_COLUMNS`)."""
     tables = []
     for part in process_parts(result):
         if not part.xplane:
             continue
         ops = trace_reader.device_ops(
-            trace_reader.read_xplane(safe_path(Path(result["point_dir"]), part.xplane, "xplane"))
+            trace_reader.read_xplane(safe_path(Path(result.point_dir), part.xplane, "xplane"))
         )
         ops["device"] = global_device_ids(ops["device"], part.device_ids)
         tables.append(ops.assign(process=part.process_id, host=part.host))
@@ -122,19 +112,18 @@ def collective_skew(ops: pd.DataFrame, same_clock: bool = True) -> pd.DataFrame:
     return out
 
 
-def process_table(results: list[dict], summary: pd.DataFrame) -> pd.DataFrame:
+def process_table(results: list[Result], summary: pd.DataFrame) -> pd.DataFrame:
     """One row per multi-process point and collective it asked for: placement, timing per
     process, and the merged trace's skew figures. Empty when no point ran in several processes."""
     rows = []
     # The collective each point asked for; for a matmul (no single target), its first collective.
     ok = summary[summary["status"] == "ok"].sort_values("is_target", ascending=False, kind="stable")
     targets = ok.drop_duplicates("point").set_index("point")
-    for result in results:
-        r = Result.from_json(result)
+    for r in results:
         placement = r.spec.placement
         if (placement.process_count or 1) < 2 or r.point not in targets.index:
             continue
-        parts = process_parts(result) if r.ok else []
+        parts = process_parts(r) if r.ok else []
         t = targets.loc[r.point]
         row = {
             "point": r.point,
@@ -152,7 +141,7 @@ def process_table(results: list[dict], summary: pd.DataFrame) -> pd.DataFrame:
             "slowest_process_time_s": max(p.timing_summary.median_s or np.nan for p in r.processes or [Process()]),
         }
         try:
-            ops = merged_device_ops(result)
+            ops = merged_device_ops(r)
             hosts = {p.host for p in parts}
             skew = collective_skew(ops, same_clock=len(hosts) == 1)
             hit = skew[skew["hlo_op"] == t["hlo_op"]] if len(skew) and isinstance(t["hlo_op"], str) else skew.iloc[0:0]

@@ -16,7 +16,8 @@ show a missing number. A file written at ``format_version`` 1 names the spec ``e
 its timing's ``source`` (and ``source_reason``): :func:`upgraded` reads those as ``spec``,
 ``point``, ``point_dir``, ``estimator`` and ``estimator_reason``, so every file ever written loads.
 
-A reader asks ``Result.from_json(result).timing.estimate(STEP).median_s``, never
+:func:`analysis.runs.rundir.read_result` builds the record once, as it reads the file; a reader
+asks ``result.timing.estimate(STEP).median_s``, never
 ``((r.get("timing") or {}).get("estimators") or {}).get("step") or {}``.
 """
 
@@ -105,11 +106,16 @@ class _Section:
         """The section from its JSON object; what the object lacks is None (an empty section
         for a nested one)."""
         d = _section(d)
-        return cls(**{f.name: _read(cls._NESTED.get(f.name), d.get(f.name)) for f in dataclasses.fields(cls)})
+        return cls(**{f.name: _read(cls._NESTED.get(f.name), d.get(f.name)) for f in _keyed(cls)})
 
 
 def _read(kind, value):
     return kind.from_json(value) if kind is not None else value
+
+
+def _keyed(cls) -> list:
+    """The fields of ``cls`` read from a key of their own name (all but ``Config.tree``)."""
+    return [f for f in dataclasses.fields(cls) if f.name != "tree"]
 
 
 @dataclass(frozen=True)
@@ -351,7 +357,13 @@ class TimingConfig(_Section):
 @dataclass(frozen=True)
 class Config(_Section):
     """``config``: the composed Hydra config of the run (a failed point's only description
-    of itself, so the readers fall back to it where ``spec`` lacks a key)."""
+    of itself, so the readers fall back to it where ``spec`` lacks a key).
+
+    ``tree`` is the whole config as the file holds it (a format_version 1 file's timing keys
+    renamed), for the readers that compare every key of it (:func:`analysis.sweep.mixture`,
+    :func:`analysis.compare.config_values`): the config is Hydra's, any group may add keys, so
+    those readers flatten the mapping rather than a schema of it. Left out of the repr (long);
+    the typed fields are read from it, so two configs are equal where their trees are."""
 
     op: OpConfig = field(default_factory=OpConfig)
     dtype: str | None = None
@@ -359,7 +371,13 @@ class Config(_Section):
     mesh: Named = field(default_factory=Named)
     hardware: Named = field(default_factory=Named)
     timing: TimingConfig = field(default_factory=TimingConfig)
+    tree: dict = field(default_factory=dict, repr=False)
     _NESTED: ClassVar[dict[str, type]] = {"op": OpConfig, "mesh": Named, "hardware": Named, "timing": TimingConfig}
+
+    @classmethod
+    def from_json(cls, d) -> Config:
+        """The config section: the typed fields, and the whole mapping as ``tree``."""
+        return dataclasses.replace(super().from_json(d), tree=_section(d))
 
 
 @dataclass(frozen=True)
@@ -374,6 +392,7 @@ class Environment(_Section):
     process_index: int | None = None
     host: str | None = None
     jax_version: str | None = None
+    jaxlib_version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -384,6 +403,7 @@ class Trace(_Section):
     dispatch_share: float | None = None
     traced_step_median_s: float | None = None
     error: str | None = None
+    iters: int | None = None  # the traced calls of the step (the trace holds that many executions)
 
 
 @dataclass(frozen=True)
@@ -432,7 +452,8 @@ class Process(_Section):
 @dataclass(frozen=True)
 class Result(_Section):
     """A point's ``result.json`` (with ``point`` and ``point_dir`` that
-    :func:`analysis.runs.rundir.read_result` adds). ``check`` is None where the file has none."""
+    :func:`analysis.runs.rundir.read_result` adds). ``check`` and ``process`` are None where
+    the file has none."""
 
     status: str | None = None
     error_type: str | None = None
@@ -440,6 +461,7 @@ class Result(_Section):
     point: str | None = None
     point_dir: str | None = None
     format_version: int | None = None
+    started_at: str | float | None = None  # ISO 8601 text; epoch seconds in older files
     config: Config = field(default_factory=Config)
     environment: Environment = field(default_factory=Environment)
     spec: Spec = field(default_factory=Spec)
@@ -449,7 +471,7 @@ class Result(_Section):
     compile: Compile = field(default_factory=Compile)
     ceiling: Ceiling = field(default_factory=Ceiling)
     files: dict = field(default_factory=dict)  # {what: path relative to the point folder}
-    process: Process = field(default_factory=Process)
+    process: Process | None = None
     processes: tuple = ()  # of Process, where the runner merged several
     hardware: dict = field(default_factory=dict)  # the entry the worker resolved
     prediction: dict = field(default_factory=dict)
@@ -458,7 +480,7 @@ class Result(_Section):
     @classmethod
     def from_json(cls, d) -> Result:
         """The whole record from ``result.json``'s object; every section present (empty where
-        the file lacks it) but ``check``."""
+        the file lacks it) but ``check`` and ``process``."""
         d = upgraded(_section(d))
         sections = {
             "config": Config,
@@ -468,12 +490,15 @@ class Result(_Section):
             "trace": Trace,
             "compile": Compile,
             "ceiling": Ceiling,
-            "process": Process,
         }
+        plain = ("status", "error_type", "error", "point", "point_dir", "format_version", "started_at")
         return cls(
-            **{k: d.get(k) for k in ("status", "error_type", "error", "point", "point_dir", "format_version")},
+            **{k: d.get(k) for k in plain},
             **{k: kind.from_json(d.get(k)) for k, kind in sections.items()},
             check=Check.from_json(d["check"]) if d.get("check") else None,
+            # None, not an empty process, where the file has none: a reader that looks for the
+            # first point naming its host (analysis.report.nccl_export) skips those
+            process=Process.from_json(d["process"]) if isinstance(d.get("process"), dict) else None,
             processes=tuple(Process.from_json(p) for p in _items(d.get("processes"))),
             **{k: _section(d.get(k)) for k in ("files", "hardware", "prediction", "bandwidth")},
         )

@@ -18,6 +18,7 @@ sweep asked for, written when it starts), ``summary.csv``, ``samples.csv``, ``fi
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import math
@@ -26,7 +27,7 @@ import tempfile
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from analysis.runs.record import upgraded
+from analysis.runs.record import Result, upgraded
 
 RESULT_NAME = "result.json"
 HLO_DIR = "hlo"
@@ -108,26 +109,19 @@ def _out_of_range(result: dict) -> list[str]:
     """The timing and size fields of an ok record that no measurement could give: a median
     that is not a positive number of seconds below a week, other summary numbers that are not
     finite, sizes that are not byte counts (``"NaN"``, 1e308 in a hand edit). Each is set to
-    null in ``result``: the failed record it becomes still feeds the report's tables."""
-    bad = []
-    for key in ("timing", "spec"):
-        if result.get(key) is not None and not isinstance(result[key], dict):
-            bad.append(f"{key} as an object")
-            result[key] = None
-    timing = result.get("timing") or {}
-    if timing.get("summary") is not None and not isinstance(timing["summary"], dict):
-        bad.append("timing.summary as an object")
-        timing["summary"] = None
-    summary = timing.get("summary") or {}
-    for key, value in summary.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue  # texts and nulls are the readers' to judge
-        if not math.isfinite(value) or (key == "median_s" and not 0 < value < MAX_TIME_S):
-            bad.append(f"timing.summary.{key} in range ({value!r})")
-            summary[key] = None  # the failed record keeps no value a table could choke on
-    spec = result.get("spec") or {}
+    null in ``result``: the failed record it becomes still feeds the report's tables.
+
+    This reads the file's JSON before it is typed, because it rewrites it: every key of
+    ``timing.summary`` is judged, in the file's order, known to the record or not."""
+    bad = _not_objects(result, ("timing", "spec"), "")
+    timing = result.get("timing")
+    if timing is not None:
+        bad += _not_objects(timing, ("summary",), "timing.")
+        if timing.get("summary") is not None:
+            bad += _summary_out_of_range(timing["summary"])
+    spec = result.get("spec")
     for key in ("V_bytes", "size_bytes"):
-        value = spec.get(key) if isinstance(spec, dict) else None
+        value = spec.get(key) if spec is not None else None
         number = isinstance(value, (int, float)) and not isinstance(value, bool)  # imported V may be fractional
         if value is not None and not (number and math.isfinite(value) and 0 <= value <= MAX_BYTES):
             bad.append(f"spec.{key} as a byte count ({value!r})")
@@ -135,9 +129,45 @@ def _out_of_range(result: dict) -> list[str]:
     return bad
 
 
-def read_result(point_dir: Path) -> dict:
-    """A point's result.json, with ``point`` (folder name) and ``point_dir`` set to where it was
-    read, and a format_version 1 file's keys under their names now (:func:`analysis.runs.record.upgraded`).
+def _summary_out_of_range(summary: dict) -> list[str]:
+    """The numbers of ``timing.summary`` no measurement could give, each set to null."""
+    bad = []
+    for key, value in summary.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue  # texts and nulls are the readers' to judge
+        if not math.isfinite(value) or (key == "median_s" and not 0 < value < MAX_TIME_S):
+            bad.append(f"timing.summary.{key} in range ({value!r})")
+            summary[key] = None  # the failed record keeps no value a table could choke on
+    return bad
+
+
+def _not_objects(d: dict, keys: tuple, where: str) -> list[str]:
+    """Each of ``keys`` that ``d`` holds as something other than an object (or null), said as
+    ``<where><key> as an object`` and set to null: after this, each is a dict or None."""
+    bad = []
+    for key in keys:
+        if d.get(key) is not None and not isinstance(d[key], dict):
+            bad.append(f"{where}{key} as an object")
+            d[key] = None
+    return bad
+
+
+def _lacks(r: Result) -> list[str]:
+    """What an ok record lacks of what every ok point has: its op and its time (or why the
+    chosen estimator found none)."""
+    has = {
+        "spec.op": isinstance(r.spec.op, str),
+        # a point whose chosen estimator (device) found nothing has no time, and says why
+        "timing.summary.median_s": isinstance(r.timing.summary.median_s, (int, float))
+        or isinstance(r.timing.missing_reason, str),
+    }
+    return [k for k, ok in has.items() if not ok]
+
+
+def read_result(point_dir: Path) -> Result:
+    """A point's result.json as its typed record (:class:`analysis.runs.record.Result`), with
+    ``point`` (folder name) and ``point_dir`` set to where it was read, and a format_version 1
+    file's keys under their names now (:func:`analysis.runs.record.upgraded`).
 
     A missing, unreadable or malformed file (not a JSON object; ``ok`` without the timing
     and spec an ok point has) becomes a failed record that says why, so one damaged
@@ -156,42 +186,29 @@ def read_result(point_dir: Path) -> dict:
         result = {"status": "failed", "error_type": "UnreadableResult", "error": f"{path}: {exc}"}
     result = upgraded(result)
     out_of_range = _out_of_range(result)  # nulled in any record; an ok one becomes failed
-    if result.get("status") == "ok":
-        lacks = [
-            k
-            for k, ok in (
-                ("spec.op", isinstance((result.get("spec") or {}).get("op"), str)),
-                (
-                    "timing.summary.median_s",
-                    isinstance(((result.get("timing") or {}).get("summary") or {}).get("median_s"), (int, float))
-                    # a point whose chosen estimator (device) found nothing has no time, and says why
-                    or isinstance((result.get("timing") or {}).get("missing_reason"), str),
-                ),
-            )
-            if not ok
-        ]
-        lacks = out_of_range + [k for k in lacks if not any(b.startswith(k) for b in out_of_range)]
+    result.update(point=Path(point_dir).name, point_dir=str(point_dir))
+    record = Result.from_json(result)
+    if record.ok:
+        lacks = out_of_range + [k for k in _lacks(record) if not any(b.startswith(k) for b in out_of_range)]
         if lacks:
-            result = dict(
-                result,
+            record = dataclasses.replace(
+                record,
                 status="failed",
                 error_type="IncompleteResult",
                 error=f"{path}: says ok but has no {' or '.join(lacks)}",
             )
-    result["point"] = Path(point_dir).name
-    result["point_dir"] = str(point_dir)
-    return result
+    return record
 
 
-def point_file(result: dict, key: str, max_bytes: int = 4 << 30) -> Path | None:
-    """The file ``result["files"][key]`` names, inside its point folder; None when there is none.
+def point_file(result: Result, key: str, max_bytes: int = 4 << 30) -> Path | None:
+    """The file ``result.files[key]`` names, inside its point folder; None when there is none.
 
     Raises ValueError for a name that is absolute or leaves the point folder (``..``, a link
     out), or that is not a regular file or is too large: a result.json is data, and its paths
     must not send a reader to ``/dev/zero`` or anywhere else on disk.
     """
-    rel = (result.get("files") or {}).get(key)
-    return safe_path(Path(result["point_dir"]), rel, key, max_bytes) if rel else None
+    rel = result.files.get(key)
+    return safe_path(Path(result.point_dir), rel, key, max_bytes) if rel else None
 
 
 def safe_path(point_dir: Path, rel: str, what: str = "file", max_bytes: int = 4 << 30) -> Path:
@@ -210,9 +227,24 @@ def safe_path(point_dir: Path, rel: str, what: str = "file", max_bytes: int = 4 
     return path
 
 
-def read_results(root: str | Path) -> list[dict]:
-    """Every point's result under ``root``."""
+def read_results(root: str | Path) -> list[Result]:
+    """Every point's result under ``root``, each read once into its typed record (:func:`read_result`)."""
     return [read_result(d) for d in point_dirs(root)]
+
+
+def read_host_results(point_dir: str | Path) -> list[Result]:
+    """The records the other JAX processes of a point wrote beside its ``result.json``
+    (``result.host<i>.json``, ``distributed=auto``), in name order; one that cannot be read
+    or is not a JSON object is left out (process 0's record speaks for the point)."""
+    out = []
+    for path in sorted(Path(point_dir).glob(HOST_RESULTS_GLOB)):
+        try:
+            found = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(found, dict):
+            out.append(Result.from_json(found))
+    return out
 
 
 def point_number(point_dir: Path) -> int | None:

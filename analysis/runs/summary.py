@@ -79,10 +79,9 @@ def _estimator_columns(t: Timing) -> dict:
     return out
 
 
-def _run_columns(result: dict | Result) -> dict:
-    """The columns of a point's every row, from its result.json (:class:`analysis.runs.record.Result`):
+def _run_columns(r: Result) -> dict:
+    """The columns of a point's every row, from its record (:class:`analysis.runs.record.Result`):
     what ran (``spec``, else the config it was asked with), where, its timing and checks."""
-    r = result if isinstance(result, Result) else Result.from_json(result)
     exp, cfg, env, t, s = r.spec, r.config, r.environment, r.timing, r.timing.summary
     mesh_axes = exp.mesh.axes or {}
     target = cfg.timing.target_rel_ci or 0.05
@@ -157,14 +156,13 @@ def _run_columns(result: dict | Result) -> dict:
     }
 
 
-def point_rows(r: dict, table: dict | None = None) -> list[dict]:
+def point_rows(rec: Result, table: dict | None = None) -> list[dict]:
     """The summary rows of one point: one per collective in its compiled HLO (at least one).
     What the HLO and trace say comes from the point's table (``table``, else
     :func:`analysis.runs.point_table.point_table`: the one the worker wrote, rebuilt only where it
     is missing or stale)."""
-    rec = Result.from_json(r)
     base = _run_columns(rec)
-    table = table if table is not None else point_table(r)
+    table = table if table is not None else point_table(rec)
     problems = [e for e in (table["hlo"]["error"],) if e]
     hlo_rows = table["hlo"]["rows"]
     kind, rel = hlo_kind_of(base["op"], base["grad"]), rec.files.get("hlo_compiled")
@@ -176,7 +174,7 @@ def point_rows(r: dict, table: dict | None = None) -> list[dict]:
             # a group of 1 (XLA compiles a copy) or a rewrite says why; else the file is suspect
             why = rec.spec.no_communication or rec.spec.rewritten or "truncated?"
             problems.append(
-                f"{Path(r['point_dir']) / rel}: no {kind} in the compiled HLO ({why})"
+                f"{Path(rec.point_dir) / rel}: no {kind} in the compiled HLO ({why})"
                 if rel
                 else "no compiled HLO recorded"
             )
@@ -330,7 +328,7 @@ def in_reading_order(summary: pd.DataFrame) -> pd.DataFrame:
 PARALLEL_FROM = 200  # tables to build: from here they are built in worker processes
 
 
-def _all_rows(results: list[dict]) -> list[dict]:
+def _all_rows(results: list[Result]) -> list[dict]:
     """:func:`point_rows` of every result. Each point's table is read from the file the worker
     wrote (about 1 ms); those missing or stale (a sweep measured before shardlab wrote them, a
     trace replaced) are built from the trace and HLO (about 50 ms a point here), many of them
@@ -346,8 +344,8 @@ def _all_rows(results: list[dict]) -> list[dict]:
     return [row for r, t in zip(results, tables) for row in point_rows(r, t)]
 
 
-def summary_table(results: list[dict]) -> pd.DataFrame:
-    """Every point's result (``analysis.runs.rundir.read_results``) as tidy rows, with bandwidths
+def summary_table(results: list[Result]) -> pd.DataFrame:
+    """Every point's record (``analysis.runs.rundir.read_results``) as tidy rows, with bandwidths
     and profiler perturbation."""
     df = pd.DataFrame(_all_rows(results))
     for col in (

@@ -7,10 +7,11 @@ import hashlib
 import json
 from pathlib import Path
 
+from analysis.runs.record import Result
 from analysis.runs.rundir import SWEEP_NAME
 
 
-def sweep_identity(root: str | Path, results: list[dict] | None = None) -> tuple[str, str | None]:
+def sweep_identity(root: str | Path, results: list[Result] | None = None) -> tuple[str, str | None]:
     """``(sweep_id, start_time)`` of the sweep in ``root``. The start is ``sweep.json``'s
     ``started_at`` (else the earliest point's); the id is ``sweep.json``'s ``sweep_id`` if it has
     one, else 12 hex digits of the SHA-1 of start and command: the same on every report of the
@@ -22,7 +23,7 @@ def sweep_identity(root: str | Path, results: list[dict] | None = None) -> tuple
         meta = {}
     start = meta.get("started_at")
     if not start and results:
-        starts = sorted(str(r["started_at"]) for r in results if r.get("started_at"))
+        starts = sorted(str(r.started_at) for r in results if r.started_at)
         start = starts[0] if starts else None
     if meta.get("sweep_id"):
         return str(meta["sweep_id"]), start

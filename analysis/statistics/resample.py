@@ -14,11 +14,11 @@ from analysis.runs.record import Result
 from analysis.statistics.stats import Z95, bootstrap_medians
 
 
-def rounds_by_point(results: list[dict]) -> dict[str, list[list[float]]]:
+def rounds_by_point(results: list[Result]) -> dict[str, list[list[float]]]:
     """``{point: samples}`` of a sweep's ok results that kept samples: their chosen estimator's,
     one list per round (:meth:`analysis.runs.record.Timing.estimator_rounds`)."""
     out = {}
-    for r in map(Result.from_json, results):
+    for r in results:
         found = r.timing.estimator_rounds() if r.ok and r.point is not None else []
         if found:
             out[str(r.point)] = found

@@ -21,7 +21,7 @@ from analysis import trace as trace_analysis
 from analysis.book.collectives import BY_OP, busbw_factor, nccl_S_bytes
 from analysis.hlo import collective_executions, instruction_opcodes
 from analysis.runs import point_table
-from analysis.runs.record import DEVICE, LOOP, STEP
+from analysis.runs.record import DEVICE, LOOP, STEP, Result
 from analysis.runs.rundir import HLO_COMPILED, HLO_DIR, HLO_LOWERED, TRACE_DIR, now_iso
 from runner.config.memory import check_fits, estimate
 from runner.config.spec import check_against_devices
@@ -291,7 +291,8 @@ def _save_table(point_dir: Path, record: dict, hlo_text: str, ops=None) -> None:
         return
     try:
         with record["phases_s"]("ops_table"):
-            point_table.save(point_dir, point_table.build(dict(record, point_dir=str(point_dir)), hlo_text, ops))
+            rec = Result.from_json(dict(record, point_dir=str(point_dir)))  # the reader's record of it, typed
+            point_table.save(point_dir, point_table.build(rec, hlo_text, ops))
     except Exception as exc:  # noqa: BLE001 - the point's timings stand without it
         record["ops_table_error"] = f"{type(exc).__name__}: {exc}"
 

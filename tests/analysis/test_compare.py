@@ -11,6 +11,7 @@ import pytest
 
 from analysis import compare
 from analysis.cli import main as analysis_main
+from analysis.runs.record import Result
 
 
 @pytest.fixture(scope="module")
@@ -78,11 +79,13 @@ def test_flatten_config_and_differing_keys():
     values = compare.config_values(
         {
             "a": [
-                {"config": {"mesh": {"name": "x8", "axes": {"X": 8}}, "op": {"size_bytes": s}}}
+                Result.from_json({"config": {"mesh": {"name": "x8", "axes": {"X": 8}}, "op": {"size_bytes": s}}})
                 for s in ("1KiB", "2KiB")
             ],
             "b": [
-                {"config": {"mesh": {"name": "xy_4x2", "axes": {"X": 4, "Y": 2}}, "op": {"size_bytes": s}}}
+                Result.from_json(
+                    {"config": {"mesh": {"name": "xy_4x2", "axes": {"X": 4, "Y": 2}}, "op": {"size_bytes": s}}}
+                )
                 for s in ("1KiB", "2KiB")
             ],
         }

@@ -114,8 +114,8 @@ def test_junk_result_files_never_pass_for_measurements(tmp_path):
         (tmp_path / f"{i}_junk").mkdir()
         (tmp_path / f"{i}_junk" / "result.json").write_text(text)
     results = read_results(tmp_path)
-    assert [r["status"] for r in results] == ["failed", "failed", "failed", "failed", "ok"]
-    assert "not an object" in results[0]["error"] and "IncompleteResult" == results[2]["error_type"]
+    assert [r.status for r in results] == ["failed", "failed", "failed", "failed", "ok"]
+    assert "not an object" in results[0].error and "IncompleteResult" == results[2].error_type
     s = summary_table(results)  # no crash, no /dev/zero read
     row = s[s["point"] == "4_junk"].iloc[0]
     assert "absolute path" in row["skipped"] and "leaves the point folder" in row["skipped"]
@@ -161,16 +161,19 @@ def test_points_that_were_not_measured_alike_are_not_mixed(tmp_path, compose_cfg
 
 
 def test_a_sweep_of_global_groups_is_not_a_mixture_but_another_machine_still_is():
+    from analysis.runs.record import Result
     from analysis.sweep import mixture
 
     # +sweep=book_claims varies +claim=..., whose files set op and mesh at the top level: the
     # points' configs differ in keys the sweep's overrides do not name (its report was refused)
     def result(op, mesh, jax="0.10.2"):
-        return {
-            "status": "ok",
-            "config": {"op": {"name": op}, "mesh": {"name": mesh}, "dtype": "float32"},
-            "environment": {"jax_version": jax, "host": "vm"},
-        }
+        return Result.from_json(
+            {
+                "status": "ok",
+                "config": {"op": {"name": op}, "mesh": {"name": mesh}, "dtype": "float32"},
+                "environment": {"jax_version": jax, "host": "vm"},
+            }
+        )
 
     claims = [{"num": 0, "overrides": ["+claim=ag_x8"]}, {"num": 1, "overrides": ["+claim=ar_x8"]}]
     assert mixture([result("all_gather", "x8"), result("all_reduce", "xy_4x2")], claims) == {}
@@ -370,8 +373,8 @@ def test_out_of_range_or_nested_result_files_are_failed_points_and_the_report_is
         (tmp_path / f"{i}_junk").mkdir()
         (tmp_path / f"{i}_junk" / "result.json").write_text(text)
     results = read_results(tmp_path)
-    assert [r["status"] for r in results] == ["failed"] * 8
-    errors = [r["error"].split(": ", 1)[-1] for r in results]
+    assert [r.status for r in results] == ["failed"] * 8
+    errors = [r.error.split(": ", 1)[-1] for r in results]
     assert errors == [
         "says ok but has no timing.summary.median_s in range (-0.001)",
         "says ok but has no timing.summary.median_s in range (1e+308)",
@@ -382,6 +385,6 @@ def test_out_of_range_or_nested_result_files_are_failed_points_and_the_report_is
         "says ok but has no timing as an object or timing.summary.median_s",
         "x",  # its own error; its V nulled, so the report's size column holds numbers only
     ]
-    assert results[7]["spec"]["V_bytes"] is None
+    assert results[7].spec.V_bytes is None and results[7].spec.op == "all_gather"
     r = analysis("report", tmp_path, "--allow-mixed")
     assert "Traceback" not in r.stderr, r.stderr[-2000:]

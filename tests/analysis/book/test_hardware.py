@@ -42,6 +42,7 @@ from analysis.book.hardware import (
     load_hardware,
 )
 from analysis.predictions import hardware_for
+from analysis.runs.record import Result
 from analysis.runs.rundir import RESULT_NAME
 from analysis.sweep import load_sweep
 from runner import run
@@ -559,9 +560,11 @@ def test_an_old_result_without_the_full_node_is_modelled_by_name(what_if, tmp_pa
 
 def test_hardware_for_prefers_the_recorded_node_and_falls_back_to_the_name():
     node = {**{k: None for k in YAML_KEYS}, "name": "cpu", "kind": "cpu", "interconnect": "host", "hop_latency_s": 3e-6}
-    ok = {"status": "ok", "hardware": node}
+    ok = Result.from_json({"status": "ok", "hardware": node})
     assert hardware_for("cpu", [ok]).hop_latency_s == 3e-6
-    assert hardware_for("cpu", [{**ok, "status": "failed"}]) == load_hardware("cpu")  # a failed point ran nothing
-    assert hardware_for("cpu", [{"status": "ok", "hardware": {"name": "cpu", "kind": "cpu"}}]) == load_hardware("cpu")
+    failed = Result.from_json({"status": "failed", "hardware": node})
+    assert hardware_for("cpu", [failed]) == load_hardware("cpu")  # a failed point ran nothing
+    partial = Result.from_json({"status": "ok", "hardware": {"name": "cpu", "kind": "cpu"}})
+    assert hardware_for("cpu", [partial]) == load_hardware("cpu")
     assert hardware_for("cpu") == load_hardware("cpu")
     assert hardware_for("mychip", [ok]) is None  # no node for it, and no entry of that name

@@ -550,7 +550,7 @@ def _in_range(p: ImportedPoint) -> None:
     with tempfile.TemporaryDirectory() as d:  # written and read back as the readers do
         write_json_atomic(Path(d) / RESULT_NAME, r)
         back = read_result(Path(d))
-    assert back["status"] == r["status"], back.get("error")
+    assert back.status == r["status"], back.error
 
 
 def _accepted_or_one_line_naming(parse, names: tuple[str, ...]) -> list | None:

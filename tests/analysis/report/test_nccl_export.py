@@ -21,6 +21,7 @@ import pytest
 from analysis.importers.nccl_tests import parse_nccl_tests
 from analysis.importers.nccl_tests_json import parse_nccl_tests_json
 from analysis.report.nccl_export import family_slug, nccl_json, nccl_text, write_nccl_exports
+from analysis.runs.record import Result
 from analysis.runs.sweep_id import sweep_identity
 
 
@@ -68,7 +69,7 @@ def test_a_family_is_nccl_tests_json_in_its_units():
 def test_the_files_read_back_through_shardlabs_nccl_tests_importers(tmp_path):
     (tmp_path / "sweep.json").write_text(json.dumps({"started_at": "2026-11-25T17:00:00+00:00", "command": "c"}))
     g = _family()
-    (path,) = write_nccl_exports(tmp_path, g, [{"process": {"host": "nodeA"}}])
+    (path,) = write_nccl_exports(tmp_path, g, [Result.from_json({"process": {"host": "nodeA"}})])
     assert path == tmp_path / "nccl-tests" / "all_gather_over_X_8_float32.json"
     (run,) = parse_nccl_tests_json(path.read_text(), path)
     assert (run.op, run.op_from, run.ranks, run.hosts) == ("all_gather", "binary name", 8, ["nodeA"])
@@ -96,7 +97,8 @@ def test_the_sweep_id_is_stable_per_sweep_and_differs_between_sweeps(tmp_path):
     # no sweep.json (a single run): the earliest point's start
     c = tmp_path / "c"
     c.mkdir()
-    assert sweep_identity(c, [{"started_at": "2026-01-02"}, {"started_at": "2026-01-01"}])[1] == "2026-01-01"
+    results = [Result.from_json({"started_at": "2026-01-02"}), Result.from_json({"started_at": "2026-01-01"})]
+    assert sweep_identity(c, results)[1] == "2026-01-01"
 
 
 def test_a_sweeps_report_writes_the_files_and_summary_names_the_sweep(tiny_sweeps, tmp_path):
@@ -264,7 +266,9 @@ def test_each_family_is_written_in_the_order_it_comes_with_the_sweeps_host_comma
     (tmp_path / "sweep.json").write_text(json.dumps({"started_at": "S0", "command": "python -m runner +sweep=a2a"}))
     timeless = _ar().assign(family=["all_gather X"], time_s=["n/a"])  # no time: no file
     points = pd.concat([_a2a(), timeless, _ar()], ignore_index=True)  # not in the families' name order
-    results = [{"process": "?"}, {"process": {"host": "nodeA"}}, {"process": {"host": "nodeB"}}]
+    results = [
+        Result.from_json(r) for r in ({"process": "?"}, {"process": {"host": "nodeA"}}, {"process": {"host": "nodeB"}})
+    ]
     written = write_nccl_exports(tmp_path, points, results)
     out = tmp_path / "nccl-tests"
     assert written == [out / "all_to_all_over_X_4_bfloat16.json", out / "all_reduce_over_X_2_int8.json"]
@@ -286,7 +290,10 @@ def test_each_family_is_written_in_the_order_it_comes_with_the_sweeps_host_comma
 def test_without_a_readable_sweep_json_there_is_no_command_and_the_host_is_localhost(tmp_path, sweep_json):
     if sweep_json is not None:
         (tmp_path / "sweep.json").write_text(sweep_json)
-    results = [{"started_at": "S2", "process": {"host": None}}, {"started_at": "S1"}]
+    results = [
+        Result.from_json({"started_at": "S2", "process": {"host": None}}),
+        Result.from_json({"started_at": "S1"}),
+    ]
     (path,) = write_nccl_exports(tmp_path, _ar(), results)
     doc = json.loads(path.read_text())
     assert (doc["args"], doc["start_time"]) == (["shardlab:all_reduce_perf"], "S1")

@@ -31,12 +31,12 @@ def test_dispatch_share_only_where_the_device_times_its_own_ops_and_never_negati
 
 
 def test_the_summary_blanks_a_cpu_dispatch_share_from_an_older_result():
+    from analysis.runs.record import Result
     from analysis.runs.summary import _run_columns
 
     def share(backend, value):
-        return _run_columns({"point": "0", "environment": {"backend": backend}, "trace": {"dispatch_share": value}})[
-            "dispatch_share"
-        ]
+        r = Result.from_json({"point": "0", "environment": {"backend": backend}, "trace": {"dispatch_share": value}})
+        return _run_columns(r)["dispatch_share"]
 
     assert share("cpu", -93.7) is None  # what result.json files before this change hold
     assert share("tpu", 0.25) == 0.25

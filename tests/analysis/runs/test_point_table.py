@@ -31,13 +31,13 @@ def test_the_worker_writes_each_points_table_and_the_report_reads_the_same_rows_
 
     results = read_results(sweep)
     assert all(saved_table(r) is not None for r in results)  # written by the worker, current
-    table = json.loads((sweep / results[0]["point"] / TABLE_NAME).read_text())
+    table = json.loads((sweep / results[0].point / TABLE_NAME).read_text())
     assert table["stamp"]["steps"] == 3 and table["stamp"]["mesh_axes"] == {"X": 8}
     assert [row["hlo_kind"] for row in table["hlo"]["rows"]] == ["all-gather"]
     assert table["trace"]["ops"][0]["iterations"] == 3
     from_tables = _summary(sweep)
     for r in results:
-        (sweep / r["point"] / TABLE_NAME).unlink()
+        (sweep / r.point / TABLE_NAME).unlink()
     rebuilt = _summary(sweep)  # from the trace and HLO, as before the tables existed
     pd.testing.assert_frame_equal(from_tables, rebuilt)
     assert rebuilt["trace_op_time_s"].notna().all() and rebuilt["hlo_axes"].eq("X").all()
@@ -49,16 +49,16 @@ def test_a_current_table_is_what_the_summary_shows_and_a_stale_one_is_rebuilt(sw
     from analysis.runs.rundir import read_results
 
     r = read_results(sweep)[0]
-    path = sweep / r["point"] / TABLE_NAME
+    path = sweep / r.point / TABLE_NAME
     table = json.loads(path.read_text())
     true_time = table["trace"]["ops"][0]["op_time_s"]
     table["trace"]["ops"][0]["op_time_s"] = 123.0  # planted: only a summary read from the table shows it
     path.write_text(json.dumps(table))
-    assert _summary(sweep).set_index("point").loc[r["point"], "trace_op_time_s"] == 123.0
-    xplane = sweep / r["point"] / r["files"]["xplane"]
+    assert _summary(sweep).set_index("point").loc[r.point, "trace_op_time_s"] == 123.0
+    xplane = sweep / r.point / r.files["xplane"]
     st = xplane.stat()
     os.utime(xplane, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # the trace replaced since
-    assert _summary(sweep).set_index("point").loc[r["point"], "trace_op_time_s"] == pytest.approx(true_time, rel=1e-12)
+    assert _summary(sweep).set_index("point").loc[r.point, "trace_op_time_s"] == pytest.approx(true_time, rel=1e-12)
     assert json.loads(path.read_text())["trace"]["ops"][0]["op_time_s"] == pytest.approx(true_time, rel=1e-12)
 
 
@@ -68,7 +68,7 @@ def test_a_damaged_or_unwritable_table_costs_a_rebuild_and_nothing_else(sweep, m
 
     want = _summary(sweep)
     r = read_results(sweep)[1]
-    (sweep / r["point"] / point_table.TABLE_NAME).write_bytes(b"\x00{junk")
+    (sweep / r.point / point_table.TABLE_NAME).write_bytes(b"\x00{junk")
     calls = []
 
     def refuse(point_dir, table):
@@ -77,4 +77,4 @@ def test_a_damaged_or_unwritable_table_costs_a_rebuild_and_nothing_else(sweep, m
 
     monkeypatch.setattr(point_table, "save", refuse)
     pd.testing.assert_frame_equal(_summary(sweep), want)
-    assert calls == [r["point_dir"]]  # rebuilt once, tried to write it back, went on without it
+    assert calls == [r.point_dir]  # rebuilt once, tried to write it back, went on without it

@@ -18,6 +18,7 @@ from analysis.runs.record import (
     STEP,
     Estimate,
     Result,
+    Spec,
     Timing,
     upgraded,
 )
@@ -158,10 +159,10 @@ def test_a_format_2_result_reads_as_its_format_1_twin(tmp_path):
     new = {("spec" if k == "experiment" else k): v for k, v in OLD_RESULT.items()}
     new.update(format_version=2, point="elsewhere", point_dir="/moved/away")
     r = _write(tmp_path, "000_old", new)
-    assert (r["point"], r["point_dir"]) == ("000_old", str(tmp_path / "000_old"))
+    assert (r.point, r.point_dir) == ("000_old", str(tmp_path / "000_old"))
     assert _run_columns(r) == OLD_COLUMNS
-    old = _write(tmp_path, "001_v1", OLD_RESULT)  # raw readers see a v1 file's spec under its new name
-    assert "experiment" not in old and old["spec"] == OLD_RESULT["experiment"]
+    old = _write(tmp_path, "001_v1", OLD_RESULT)  # the record holds a v1 file's experiment as its spec
+    assert old.spec == Spec.from_json(OLD_RESULT["experiment"]) and old.spec.op == "all_gather"
 
 
 def test_format_1_keys_read_under_their_format_2_names():
@@ -204,7 +205,7 @@ def test_format_1_timing_source_reads_as_the_estimator():
         "timing.source=loop",
         "loop",
     )
-    assert (_run_columns(v1)["estimator"], _run_columns(v1)["time_s"]) == ("loop", 2e-4)
+    assert (_run_columns(r)["estimator"], _run_columns(r)["time_s"]) == ("loop", 2e-4)
     # a key under its new name wins; the file given is left as it was
     both = dict(v1, timing={"estimator": "device", "source": "loop"})
     assert upgraded(both)["timing"] == {"estimator": "device"}
@@ -262,7 +263,7 @@ def test_each_estimator_fills_its_own_columns():
         "summary": _estimate(2e-4),
         "estimators": {STEP: _estimate(3e-4), LOOP: _estimate(2e-4, K=64), DEVICE: _estimate(1e-4)},
     }
-    cols = _run_columns({"point": "0", "status": "ok", "timing": timing})
+    cols = _run_columns(Result.from_json({"point": "0", "status": "ok", "timing": timing}))
     columns = [f"{e}_{c}" for e in ESTIMATORS for c in ("time_s", "ci_low_s", "ci_high_s")] + ["loop_K"]
     assert {k: cols[k] for k in columns} == {
         "step_time_s": 3e-4,
@@ -320,7 +321,7 @@ def test_the_estimator_rounds_come_from_the_chosen_estimator():
         {"point": "b", "status": "failed", "timing": {"estimator": STEP, "rounds": rounds}},
         {"point": "c", "status": "ok", "timing": {"estimator": "imported"}},
     ]
-    assert rounds_by_point(results) == {"a": [[0.5]]}
+    assert rounds_by_point([Result.from_json(r) for r in results]) == {"a": [[0.5]]}
 
 
 def test_what_the_worker_summarises_is_what_the_readers_read():
@@ -351,7 +352,7 @@ def test_a_point_the_runner_measures_fills_every_section_the_readers_read(tmp_pa
     from runner import run
 
     run(compose_cfg(["op.size_bytes=4KiB", "timing.rounds=1", "timing.budget_s=0.2", "timing.min_iters=5"]), tmp_path)
-    r = Result.from_json(read_result(tmp_path))
+    r = read_result(tmp_path)
     exp, t = r.spec, r.timing
     read = {
         "status": r.status,

@@ -180,6 +180,7 @@ def test_every_key_of_every_section_lands_in_its_own_field():
             mesh=Named(name="line"),
             hardware=Named(name="cpu"),
             timing=TimingConfig(estimator="auto", rounds=5, target_rel_ci=0.02),
+            tree=FULL["config"],  # the whole config, keys no field reads included
         ),
         environment=Environment("tpu", "TPU v5e", 8, 4, 2, 1, "h1", "0.10.2"),
         spec=Spec(

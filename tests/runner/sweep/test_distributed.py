@@ -109,11 +109,12 @@ def test_two_processes_form_one_8_device_mesh_with_correct_results(sweep):
 
 def test_each_process_traces_and_the_traces_merge_into_one_table(sweep):
     from analysis.runs.processes import collective_skew, merged_device_ops
+    from analysis.runs.record import Result
 
     _, results = sweep
     r = results[("all_gather", "Z")]
     assert len(r["files"]["xplanes"]) == 2 and r["files"]["xplanes"][1].startswith("trace/host1/")
-    ops = merged_device_ops(r)
+    ops = merged_device_ops(Result.from_json(r))
     assert set(ops["process"]) == {0, 1} and ops["device"].nunique() == 8
     skew = collective_skew(ops)
     ag = skew[skew["hlo_op"].str.startswith("all-gather") | skew["hlo_op"].str.startswith("all_gather")]

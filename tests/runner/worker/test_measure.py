@@ -23,6 +23,7 @@ import pytest
 from hlo_samples import GPU_ASYNC, TPU_SPARSECORE
 
 from analysis.hlo import async_pairs, collective_executions
+from analysis.runs.record import Result
 from analysis.runs.summary import summary_table
 from analysis.trace import TABLE_COLUMNS, device_ops, device_samples
 from runner.worker.measure import compiled_as, target_instructions
@@ -289,9 +290,9 @@ def test_the_rewrite_reaches_summary_csv_and_the_caveats(tmp_path):
         "environment": {"backend": "tpu", "device_count": 4},
         "timing": {"estimator": "device", "summary": {"median_s": 8e-7, "n": 2, "rel_ci_halfwidth": 0.01}},
     }
-    row = summary_table([result]).iloc[0]
+    row = summary_table([Result.from_json(result)]).iloc[0]
     assert row["rewritten"] == line and row["caveats"] == line and row["flags"] == ""
-    plain = summary_table([dict(result, spec={**result["spec"], "rewritten": None})]).iloc[0]
+    plain = summary_table([Result.from_json(dict(result, spec={**result["spec"], "rewritten": None}))]).iloc[0]
     assert pd.isna(plain["rewritten"]) and plain["caveats"] == ""
     from runner.sweep.progress import point_line
 

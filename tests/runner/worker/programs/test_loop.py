@@ -30,6 +30,7 @@ import pytest
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from analysis.runs.record import Result
 from analysis.runs.summary import summary_table
 from analysis.statistics.stats import combine_rounds
 from runner.worker.programs import collectives
@@ -153,16 +154,20 @@ def test_summary_csv_shows_the_empty_loop_and_the_flag_and_the_caveat_names_both
         "environment": {"backend": "gpu", "device_count": 1},
         "timing": {"estimator": "loop", "summary": loop, "estimators": {"loop": loop}},
     }
-    row = summary_table([result]).iloc[0]
+    row = summary_table([Result.from_json(result)]).iloc[0]
     assert (row["loop_time_s"], row["loop_empty_s"], row["loop_launch_bound"]) == (24.5e-6, 8.2e-6, True)
     assert row["caveats"] == "loop launch-bound: an empty loop's repetition takes 8.2 us of the loop's 24.5 us"
     assert row["flags"] == ""  # kept in the fits: a caveat
     fine = dict(loop, empty_loop_s=1e-6, launch_bound=False)
-    row = summary_table([dict(result, timing={**result["timing"], "estimators": {"loop": fine}})]).iloc[0]
+    row = summary_table(
+        [Result.from_json(dict(result, timing={**result["timing"], "estimators": {"loop": fine}}))]
+    ).iloc[0]
     assert row["loop_launch_bound"] == False and row["caveats"] == ""  # noqa: E712 - a numpy bool
     # a result from before: blank
     old = {k: v for k, v in loop.items() if k not in ("empty_loop_s", "empty_loop_share", "launch_bound")}
-    row = summary_table([dict(result, timing={**result["timing"], "estimators": {"loop": old}})]).iloc[0]
+    row = summary_table(
+        [Result.from_json(dict(result, timing={**result["timing"], "estimators": {"loop": old}}))]
+    ).iloc[0]
     assert pd.isna(row["loop_empty_s"]) and pd.isna(row["loop_launch_bound"]) and row["caveats"] == ""
 
 
@@ -215,7 +220,7 @@ def test_a_real_cpu_point_records_the_empty_loop_in_its_round_and_summary(compos
     assert loop["empty_loop_timed_s"] > 0 and r["timing"]["loop_check"]["empty_loop"] == "ok"
     est = r["timing"]["estimators"]["loop"]
     assert est["empty_loop_s"] == loop["empty_loop_s"] and isinstance(est["launch_bound"], bool)
-    row = summary_table([r]).iloc[0]
+    row = summary_table([Result.from_json(r)]).iloc[0]
     assert row["loop_empty_s"] == loop["empty_loop_s"] and row["loop_launch_bound"] == est["launch_bound"]
 
 

@@ -17,6 +17,7 @@ import pytest
 from jax.sharding import AxisType
 from shardlab_cli import runner as shardlab_runner
 
+from analysis.runs.record import Result
 from analysis.runs.summary import summary_table
 from runner import run
 from runner.config.spec import build_spec
@@ -162,14 +163,14 @@ def test_a_run_records_its_precision_and_compiles_at_it(compose_cfg, tmp_path, p
     assert dots and all((attribute in d) if attribute else ("operand_precision" not in d) for d in dots), dots
     # the check's device run is its own phase; the check itself the reference and the comparison
     assert {"check_run", "check"} <= set(result["phases_s"]) and result["check"]["max_rel_error"] == 0.0
-    assert summary_table([result])["precision"].tolist() == [precision]
+    assert summary_table([Result.from_json(result)])["precision"].tolist() == [precision]
 
 
 def test_the_summary_reads_the_precision_as_it_ran_else_as_asked_else_none():
     ran = {"point": "a", "status": "ok", "spec": {"op": "matmul", "precision": "highest"}, "config": {}}
     failed = {"point": "b", "status": "failed", "config": {"op": {"name": "matmul"}, "precision": "high"}}
     old = {"point": "c", "status": "ok", "spec": {"op": "matmul", "dtype": "float32"}, "config": {"dtype": "float32"}}
-    got = summary_table([ran, failed, old]).set_index("point")["precision"]
+    got = summary_table([Result.from_json(r) for r in (ran, failed, old)]).set_index("point")["precision"]
     assert got[["a", "b"]].tolist() == ["highest", "high"] and got.isna()["c"]  # c: from before the key
 
 
@@ -229,5 +230,5 @@ def test_a_training_steps_T_math_takes_the_rate_of_its_precision(tmp_path, preci
     if precision is not None:
         spec["precision"] = precision
     result = {"point": "p", "point_dir": str(tmp_path), "status": "ok", "spec": spec, "timing": {}}
-    rows, _ = step_table([result], load_hardware("h100"))
+    rows, _ = step_table([Result.from_json(result)], load_hardware("h100"))
     assert rows["T_math_s"].tolist() == [pytest.approx(1e12 / (8 * C))]
