@@ -18,6 +18,8 @@ import random
 import numpy as np
 import pytest
 
+from analysis.report.sweep_sections import _rounds_taken
+from analysis.runs.record import ONE_ROUND, Result
 from runner.sweep import rounds as rounds_mod
 from runner.sweep.rounds import MIN_ROUNDS, rounds_rule
 from runner.worker.timing import summarise
@@ -130,15 +132,14 @@ def test_interleave_runs_rounds_after_the_second_only_for_points_that_need_them(
 
 
 def test_summary_and_report_say_how_many_rounds_a_point_took():
-    from analysis.report.sweep_sections import _rounds_taken
-
     why = "stopped after 2 of 5 rounds: they agree (Cochran's Q, 99%) and the interval ±1.0% meets the target ±5%"
     r = {"timing": {"rounds": [{}, {}], "rounds_rule": {"rounds": 2, "wanted": 5, "stopped": True, "why": why}}}
-    assert _rounds_taken(r) == "2 of 5: they agree (Cochran's Q, 99%) and the interval ±1.0% meets the target ±5%"
-    from analysis.runs.record import ONE_ROUND
-
+    assert (
+        _rounds_taken(Result.from_json(r))
+        == "2 of 5: they agree (Cochran's Q, 99%) and the interval ±1.0% meets the target ±5%"
+    )
     # one round and no rule (timing=quick): the report says what one round leaves out
-    assert _rounds_taken({"timing": {"rounds": [{}]}}) == f"1: {ONE_ROUND}"
+    assert _rounds_taken(Result.from_json({"timing": {"rounds": [{}]}})) == f"1: {ONE_ROUND}"
 
 
 @pytest.mark.parametrize("n", [2, 5])
