@@ -311,19 +311,36 @@ def nccl_time(kind: str, size_bytes: float, ranks: int, nodes: int, sys: NcclSys
 
 def _p2p(size_bytes: float, ranks: int, nodes: int, sys: NcclSystem) -> tuple[Choice, list[Choice]]:
     """all_to_all as NCCL runs it, send/recv to every peer at once (module docstring)."""
-    ppn = ranks // nodes
-    g = search_graph(sys, ppn, 1)
-    intra_GBps = g.channels * g.bw_intra_GBps
+    g = search_graph(sys, ranks // nodes, 1)
     hw = "nvlink" if sys.intra == "nvlink" else "pci"
-    t_intra = size_bytes * (ppn - 1) / ranks / (1000 * intra_GBps)
-    lat = BASE_LAT_US["ring"][2] + HW_LAT_US[hw]["ring"][2]
+    lat_us = (BASE_LAT_US["ring"][2] + HW_LAT_US[hw]["ring"][2], BASE_LAT_US["ring"][2] + HW_LAT_US["net"]["ring"][2])
+    return p2p_choice(
+        size_bytes, ranks, nodes, g.channels * g.bw_intra_GBps, sys.nics_per_node * sys.nic_bw_GBps, lat_us, g.channels
+    )
+
+
+def p2p_choice(
+    size_bytes: float,
+    ranks: int,
+    nodes: int,
+    intra_GBps: float,
+    node_nics_GBps: float,
+    lat_us: tuple[float, float],
+    channels: int = 0,
+) -> tuple[Choice, list[Choice]]:
+    """all_to_all as grouped send/recv to every peer at once, NCCL's and RCCL's alike: each GPU's
+    buffer's share for its node's peers over its intra-node links (``intra_GBps``), the rest over
+    its share of the node's NICs (``node_nics_GBps``), whichever is slower, after one pipelined
+    Ring/Simple step (``lat_us``: inside one node, across nodes)."""
+    ppn = ranks // nodes
+    t = size_bytes * (ppn - 1) / ranks / (1000 * intra_GBps)
+    lat = lat_us[0]
     bw_GBps = intra_GBps * ranks / (ppn - 1) if ppn > 1 else math.inf
-    t = t_intra
     if nodes > 1:
-        nic_per_gpu_GBps = sys.nics_per_node * sys.nic_bw_GBps / ppn
+        nic_per_gpu_GBps = node_nics_GBps / ppn
         t_net = size_bytes * (ranks - ppn) / ranks / (1000 * nic_per_gpu_GBps)
-        lat = BASE_LAT_US["ring"][2] + HW_LAT_US["net"]["ring"][2]
+        lat = lat_us[1]
         if t_net >= t:
             t, bw_GBps = t_net, nic_per_gpu_GBps * ranks / (ranks - ppn)
-    c = Choice("p2p/Simple", (lat + t) * 1e-6, lat * 1e-6, bw_GBps, g.channels)
+    c = Choice("p2p/Simple", (lat + t) * 1e-6, lat * 1e-6, bw_GBps, channels)
     return c, [c]

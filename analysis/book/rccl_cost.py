@@ -47,7 +47,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from analysis.book.nccl_cost import Choice
+from analysis.book.nccl_cost import Choice, p2p_choice
 
 PROTOS = ("LL", "LL128", "Simple")
 ARCHS = ("gfx942",)
@@ -184,18 +184,9 @@ def rccl_time(kind: str, size_bytes: float, ranks: int, nodes: int, sys: RcclSys
 
 
 def _p2p(size_bytes: float, ranks: int, nodes: int, sys: RcclSystem) -> tuple[Choice, list[Choice]]:
-    """all_to_all as grouped send/recv to every peer (module docstring): each GPU's buffer's
-    share for its node's peers over its XGMI links, the rest over its share of the NICs."""
-    ppn = ranks // nodes
-    xgmi = total_bw_GBps(sys)
-    t = size_bytes * (ppn - 1) / ranks / (1000 * xgmi)
-    lat = BASE_LAT_US["ring"][2] + HW_LAT_US["xgmi"]["ring"][2]
-    bw = xgmi * ranks / (ppn - 1) if ppn > 1 else math.inf
-    if nodes > 1:
-        nic_per_gpu = sys.nics_per_node * sys.nic_bw_GBps / ppn
-        t_net = size_bytes * (ranks - ppn) / ranks / (1000 * nic_per_gpu)
-        lat = BASE_LAT_US["ring"][2] + HW_LAT_US["net"]["ring"][2]
-        if t_net >= t:
-            t, bw = t_net, nic_per_gpu * ranks / (ranks - ppn)
-    c = Choice("p2p/Simple", (lat + t) * 1e-6, lat * 1e-6, bw, 0)
-    return c, [c]
+    """all_to_all as grouped send/recv to every peer (module docstring), over the XGMI links and the NICs."""
+    lat_us = (
+        BASE_LAT_US["ring"][2] + HW_LAT_US["xgmi"]["ring"][2],
+        BASE_LAT_US["ring"][2] + HW_LAT_US["net"]["ring"][2],
+    )
+    return p2p_choice(size_bytes, ranks, nodes, total_bw_GBps(sys), sys.nics_per_node * sys.nic_bw_GBps, lat_us)
