@@ -175,3 +175,15 @@ def test_a_malformed_rccl_block_is_refused_naming_it(tmp_path):
     raw["expected"]["rccl"] = {"arch": "gfx90a", "xgmi_links": 7, "nics_per_node": 8, "cpu": "amd", "ll128": True}
     with pytest.raises(HardwareError, match="arch one of gfx942"):
         Hardware.from_dict(raw)
+
+
+def test_all_to_all_is_priced_as_send_recv_over_xgmi_then_the_nics():
+    # one node: baseLat Simple 17 + hwLat XGMI ring Simple 2.1 = 19.1 us; 7/8 of each GPU's 1 MiB
+    # buffer over 7 x 48 = 336 GB/s of XGMI
+    best, priced = rccl_time("all_to_all", 1 << 20, 8, 1, MI300X)
+    assert best.name == "p2p/Simple" and priced == [best]
+    assert best.time_s == pytest.approx((19.1 + (1 << 20) * 7 / 8 / (1000 * 336)) * 1e-6)
+    # two nodes: the network's ring Simple hwLat 320 us, and half of the buffer over the GPU's NIC
+    # (8 NICs x 50 GB/s over 8 GPUs), slower than 7/16 of it over XGMI
+    best, _ = rccl_time("all_to_all", 1 << 20, 16, 2, MI300X)
+    assert best.time_s == pytest.approx((17 + 320 + (1 << 20) * 8 / 16 / (1000 * 50)) * 1e-6)
