@@ -8,7 +8,8 @@ Source, read for this module (constants copied, code not), all from ROCm/rccl:
 
 * ``src/graph/tuning.cc`` at commit 9e22c79d8dccb80075967c2a03f1a921c253c867 (the version the
   index lists, one of 205 it stores; it has PAT and gfx950, so it is newer than the RCCL 2.22.3 of
-  the two-node held-out table, whose tables may differ): ``baseLat``, ``tuning_model_5`` (hwLat, bwRatio,
+  the two-node held-out table; a stored pre-PAT copy prices that table's rows below 128 MiB the same,
+  docs/validation.md "Which NCCL and RCCL the runs used"): ``baseLat``, ``tuning_model_5`` (hwLat, bwRatio,
   treeCorrectionFactor, ringCorrectionFactor, llProtoRanges), ``ncclTopoTuneModel`` and
   ``ncclTopoGetAlgoTime``'s ``__HIP_PLATFORM_AMD__`` branches.
 * ``src/graph/rome_models.cc`` (commit cb829d62434aa48ef6fd3f5fff59ac313060b5fb): ``parseA2a8P``
