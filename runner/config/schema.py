@@ -25,7 +25,7 @@ from analysis.book.units import SizeError, format_size, parse_size
 from analysis.runs.record import ESTIMATORS
 from analysis.runs.sweep_match import folder_name
 from runner.config.matmul_plan import STRATEGIES
-from runner.config.step_ops import SHARDINGS
+from runner.config.op_spec import SHARDINGS
 
 
 class Choice(str, Enum):
