@@ -13,14 +13,6 @@ in :data:`runner.worker.programs.BUILDERS` (which imports JAX, so it cannot stan
 The spec reaches the worker pickled, these objects with it; no file holds them. ``to_json``
 gives the plain dict the op was before it was typed (the program builders read it) and
 :func:`from_json` takes it back.
-
-``op=transformer_block``: ``op.sharding`` (fsdp, tp, fsdp_tp) over ``op.axes`` (one axis,
-or [FSDP axis, TP axis] for fsdp_tp), ``op.dims`` B (batch), S (sequence), D (model), F (MLP
-hidden), H (heads). See :mod:`runner.worker.programs.block`.
-
-``op=program``: ``op.target`` names a function (``package.module:function`` or
-``path/to/file.py:function``), ``op.inputs`` its positional arguments in the book's notation
-(``x[B_X, D]``), ``op.dims`` their sizes. See :mod:`runner.worker.programs.user`.
 """
 
 from __future__ import annotations
@@ -181,7 +173,9 @@ class MatmulOp(_Whole):
 
 @dataclass(frozen=True)
 class BlockOp(_Whole):
-    """A transformer block's training step, sharded by ``sharding`` over ``axes``."""
+    """A transformer block's training step (:mod:`runner.worker.programs.block`): ``sharding``
+    fsdp, tp or fsdp_tp over ``axes`` (one axis, or [FSDP axis, TP axis] for fsdp_tp), ``dims``
+    B (batch), S (sequence), D (model), F (MLP hidden), H (heads)."""
 
     sharding: str
     axes: tuple[str, ...]
@@ -241,8 +235,10 @@ class BlockOp(_Whole):
 
 @dataclass(frozen=True)
 class ProgramOp(_Whole):
-    """A user's function ``target`` of ``inputs`` (arrays in the book's notation) sized by
-    ``dims``; ``axes``: the mesh axes its inputs are sharded over."""
+    """A user's function (:mod:`runner.worker.programs.user`): ``target`` names it
+    (``package.module:function`` or ``path/to/file.py:function``), ``inputs`` its positional
+    arguments in the book's notation (``x[B_X, D]``), ``dims`` their sizes; ``axes``: the mesh
+    axes they are sharded over."""
 
     target: str
     inputs: tuple[str, ...]
