@@ -29,9 +29,8 @@ import math
 import os
 
 from analysis.book.collectives import BY_OP, bus_bytes, local_bytes, per_device_bytes
-from analysis.book.dtypes import itemsize
 from analysis.book.notation import parse
-from analysis.book.units import fmt_bytes, format_size
+from analysis.book.units import fmt_bytes
 from runner.config.matmul_plan import parse_matmul
 from runner.errors import ConfigError
 
@@ -85,34 +84,36 @@ WORKING_SET = {"all_gather": 3, "reduce_scatter": 1, "all_reduce": 4, "all_to_al
 
 
 def estimate(spec: dict, mesh_axes: dict[str, int]) -> dict[str, int]:
-    """``{"host_bytes", "per_device_bytes"}`` for one point on a resolved mesh (see the module)."""
-    op = spec["op"]
-    if op["name"] == "matmul":
-        return _matmul(op, mesh_axes, itemsize(spec["dtype"]))
-    if op["name"] == "transformer_block":
-        return _block(op, mesh_axes, itemsize(spec["dtype"]))
-    if op["name"] == "program":
-        return _program(op, mesh_axes, itemsize(spec["dtype"]))
-    V = op["size_bytes"]
-    p = math.prod(mesh_axes[a] for a in op["axes"])
+    """``{"host_bytes", "per_device_bytes"}`` for one point on a resolved mesh: its op's own count
+    (each kind of :mod:`runner.config.op_spec` calls one of the functions below)."""
+    loop = spec.get("timing", {}).get("loop", True)
+    return spec["op"].estimate(mesh_axes, spec["dtype"], loop, spec.get("check_result", True))
+
+
+def collective_bytes(op, mesh_axes: dict[str, int], loop: bool, checked: bool) -> dict[str, int]:
+    """A :class:`~runner.config.op_spec.CollectiveOp`'s count (see the module); ``loop``: the loop
+    estimator's programs are built, ``checked``: its result is checked."""
+    V = op.size_bytes
+    p = math.prod(mesh_axes[a] for a in op.axes)
     devices = math.prod(mesh_axes.values())
-    inp, out = local_bytes(op["name"], V, p)  # per device: input and output of one step
+    inp, out = local_bytes(op.name, V, p)  # per device: input and output of one step
     device = inp + 3 * out  # up to three step results alive at once
-    if spec.get("timing", {}).get("loop", True):
+    if loop:
         device += inp + out  # the loop's copy of its carry and its temporary output
     # the collective's own buffers and the allocator's slack: measured (see the module)
-    device += per_device_bytes(BY_OP[op["name"]].S_side, V, p, WORKING_SET[op["name"]])
-    ceiling = devices * 2 * min(max(bus_bytes(op["name"], V, p), 4096), CEILING_CAP)
-    check = out if spec.get("check_result", True) else 0  # one shard of the answer at a time
+    device += per_device_bytes(BY_OP[op.name].S_side, V, p, WORKING_SET[op.name])
+    ceiling = devices * 2 * min(max(bus_bytes(op.name, V, p), 4096), CEILING_CAP)
+    check = out if checked else 0  # one shard of the answer at a time
     return {"host_bytes": RUNTIME_BYTES + ceiling + check, "per_device_bytes": device}
 
 
-def _block(op: dict, mesh_axes: dict[str, int], elem_bytes: int) -> dict[str, int]:
-    d = op["dims"]
+def block_bytes(op, mesh_axes: dict[str, int], elem_bytes: int) -> dict[str, int]:
+    """A :class:`~runner.config.op_spec.BlockOp`'s count: its activations, weights and gradients per device."""
+    d = op.dims
     B, S, D, F, H = d["B"], d["S"], d["D"], d["F"], d["H"]
-    axes = op["axes"]
-    f = mesh_axes[axes[0]] if op["sharding"] != "tp" else 1
-    t = mesh_axes[axes[-1]] if op["sharding"] != "fsdp" else 1
+    axes = op.axes
+    f = mesh_axes[axes[0]] if op.sharding != "tp" else 1
+    t = mesh_axes[axes[-1]] if op.sharding != "fsdp" else 1
     x, params = B * S * D, 4 * D * D + 2 * D * F
     act = B * S * (10 * D + 4 * F) + 4 * B * H * S * S  # forward activations kept for the backward
     # host: the inputs, and the unsharded reference step on one device (float32)
@@ -122,20 +123,23 @@ def _block(op: dict, mesh_axes: dict[str, int], elem_bytes: int) -> dict[str, in
     return {"host_bytes": RUNTIME_BYTES + host, "per_device_bytes": device}
 
 
-def _program(op: dict, mesh_axes: dict[str, int], elem_bytes: int) -> dict[str, int]:
-    # a user's program: its temporaries are unknown; count each input four times over
+def program_bytes(op, mesh_axes: dict[str, int], elem_bytes: int) -> dict[str, int]:
+    """A :class:`~runner.config.op_spec.ProgramOp`'s count: its temporaries are unknown, so each
+    input four times over."""
     total = shard = 0
-    for text in op["inputs"]:
+    for text in op.inputs:
         dims = parse(text).dims
-        n = math.prod(op["dims"][x.name] for x in dims)
+        n = math.prod(op.dims[x.name] for x in dims)
         total += n
         shard += n // math.prod(mesh_axes[a] for x in dims for a in x.axes)
     return {"host_bytes": RUNTIME_BYTES + total * elem_bytes, "per_device_bytes": 4 * shard * elem_bytes}
 
 
-def _matmul(op: dict, mesh_axes: dict[str, int], elem_bytes: int) -> dict[str, int]:
-    mm = parse_matmul(op["expr"])
-    dims = op["dims"]
+def matmul_bytes(op, mesh_axes: dict[str, int], elem_bytes: int) -> dict[str, int]:
+    """A :class:`~runner.config.op_spec.MatmulOp`'s count: its arrays on the host and their float64
+    reference; a device's shards."""
+    mm = parse_matmul(op.expr)
+    dims = op.dims
 
     def size(arr) -> tuple[int, int]:
         n = math.prod(dims[d.name] for d in arr.dims)
@@ -171,17 +175,16 @@ def check_fits(
         devices_on_host = spec["hardware"]["kind"] in ("cpu", "auto") and device_limit_bytes is None
     on_host = est["host_bytes"] + (devices * est["per_device_bytes"] if devices_on_host else 0)
     free = host_available_bytes() if host_bytes_free is None else host_bytes_free
-    key = "op.dims" if spec["op"].get("dims") else "op.size_bytes"  # matmul, block, program: their dims
-    value = spec["op"].get("dims") or format_size(spec["op"].get("size_bytes") or 0)
+    setting = spec["op"].size_setting  # op.size_bytes=..., or a matmul's, block's or program's op.dims=...
     if free is not None and on_host > HEADROOM * free:
         raise ConfigError(
-            f"{key}={value}: needs about {fmt_bytes(on_host)} of host memory "
-            f"({spec['op']['name']} on {devices} devices, dtype {spec['dtype']}) but "
+            f"{setting}: needs about {fmt_bytes(on_host)} of host memory "
+            f"({spec['op'].name} on {devices} devices, dtype {spec['dtype']}) but "
             f"{fmt_bytes(free)} is available; use a smaller size"
         )
     if device_limit_bytes is not None and est["per_device_bytes"] > HEADROOM * device_limit_bytes:
         raise ConfigError(
-            f"{key}={value}: needs about {fmt_bytes(est['per_device_bytes'])} per device "
+            f"{setting}: needs about {fmt_bytes(est['per_device_bytes'])} per device "
             f"but a device has {fmt_bytes(device_limit_bytes)}; use a smaller size"
         )
     return dict(est, host_total_bytes=on_host)

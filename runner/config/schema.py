@@ -25,7 +25,7 @@ from analysis.book.units import SizeError, format_size, parse_size
 from analysis.runs.record import ESTIMATORS
 from analysis.runs.sweep_match import folder_name
 from runner.config.matmul_plan import STRATEGIES
-from runner.config.step_ops import SHARDINGS
+from runner.config.op_spec import KINDS, SHARDINGS
 
 
 class Choice(str, Enum):
@@ -44,7 +44,7 @@ def _choices(name: str, values) -> type[Choice]:
     return Choice(name, {v: v for v in values})
 
 
-OpName = _choices("OpName", (*COLLECTIVES, "matmul", "transformer_block", "program"))
+OpName = _choices("OpName", (*COLLECTIVES, *KINDS))  # the book's collectives, matmul, transformer_block, program
 Sharding = _choices("Sharding", SHARDINGS)
 DType = _choices("DType", RUN_DTYPES)
 Precision = _choices("Precision", PRECISIONS)  # jax.lax.Precision of every matmul

@@ -1,11 +1,11 @@
-"""Turn a composed config into a checked, JSON-able spec of a point: every value check.
+"""Turn a composed config into a checked spec of a point: every value check.
 
 Every check here runs before JAX starts, so a typo costs nothing; checks that need the
 devices (mesh size vs device count) run in the worker right after JAX starts and before
 any compile (:func:`check_against_devices`). Errors are :class:`ConfigError`, whose message
-names the key, the value and what is allowed. The matmul expression's own checks are in
-:mod:`runner.config.matmul_plan`, the memory estimate in :mod:`runner.config.memory`; both are called from
-here.
+names the key, the value and what is allowed. Each kind of op checks itself and says how it
+splits over the mesh (:mod:`runner.config.op_spec`), the memory estimate is in
+:mod:`runner.config.memory`; both are called from here.
 """
 
 from __future__ import annotations
@@ -17,22 +17,17 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from analysis.book.collectives import BY_OP
 from analysis.book.collectives import OPS as COLLECTIVES
-from analysis.book.dtypes import PRECISIONS, RUN_DTYPES, itemsize
+from analysis.book.dtypes import PRECISIONS, RUN_DTYPES
 from analysis.runs.record import ESTIMATORS
-from runner.config import step_ops
-from runner.config.matmul_plan import check_dims, parse_matmul, plan, used_axes
 from runner.config.memory import check_fits
+from runner.config.op_spec import KINDS, kind
 from runner.config.schema import CONF_DIR, unknown_key
 from runner.config.spec_values import MAX_TIMEOUT_S, check_size, check_values
 from runner.errors import ConfigError
 
-OPS = COLLECTIVES + ("matmul", "transformer_block", "program")
+OPS = COLLECTIVES + tuple(KINDS)  # the book's collectives, then matmul, transformer_block, program
 DISTRIBUTED_MODES = ("none", "local", "auto")
-# The largest integer each dtype holds exactly: sums of the small-integer inputs must stay
-# below it, or the NumPy check compares wrapped (int) or rounded (float) sums.
-EXACT_INT = {"int8": 127, "int32": 2**31 - 1, "float16": 2048, "bfloat16": 256, "float32": 2**24}
 
 
 def parse_size(value: Any, key: str = "op.size_bytes") -> int:
@@ -46,7 +41,8 @@ def _choices(group: str) -> list[str]:
 
 
 def build_spec(cfg: DictConfig) -> dict:
-    """Check ``cfg`` without touching JAX and return the plain spec the worker runs."""
+    """Check ``cfg`` without touching JAX and return the spec the worker runs: a plain dict
+    but for its ``op``, typed per kind (:mod:`runner.config.op_spec`)."""
     if problem := unknown_key(cfg):
         raise ConfigError(problem)
     c = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
@@ -67,16 +63,8 @@ def build_spec(cfg: DictConfig) -> dict:
     _check_timing(c["timing"], c["trace"])
     check_gate(c["check"])
     _check_timeout(c["timeout_s"], c["timing"], c["trace"])
-    if op["name"] == "matmul":
-        op_spec = _matmul_op(op, axes)
-    elif op["name"] == "transformer_block":
-        op_spec = step_ops.block_op(op, axes)
-    elif op["name"] == "program":
-        op_spec = step_ops.program_op(op, axes)
-    else:
-        op_spec = _collective_op(op, axes, mesh["name"], c["dtype"])
     spec = {
-        "op": op_spec,
+        "op": kind(op["name"]).from_config(op, axes, mesh["name"], c["dtype"]),  # typed: runner.config.op_spec
         "mesh": {"name": mesh["name"], "axes": dict(axes)},
         "hardware": hw,
         "dtype": c["dtype"],
@@ -118,40 +106,6 @@ def _check_mesh_axes(axes: dict) -> None:
             raise ConfigError(f"mesh.axes.{name}={size}: a size must be >= 1, or -1 for all the devices left")
     if sum(1 for s in axes.values() if s == -1) > 1:
         raise ConfigError(f"mesh.axes={axes}: at most one axis may be -1")
-
-
-def _collective_op(op: dict, axes: dict, mesh_name: str, dtype: str) -> dict:
-    if op.get("expr") is not None or op.get("dims"):
-        raise ConfigError(f"op.expr / op.dims are for op=matmul; op={op['name']} takes op.axes and op.size_bytes")
-    if op.get("size_bytes") is None:
-        raise ConfigError(f"op.size_bytes: missing; {op['name']} needs V, e.g. op.size_bytes=16MiB")
-    op_axes = list(op["axes"])
-    if not op_axes:
-        raise ConfigError("op.axes=[]: name at least one mesh axis to run the collective over")
-    for a in op_axes:
-        if a not in axes:
-            raise ConfigError(f"op.axes: {a!r} is not an axis of mesh {mesh_name!r} (axes: {', '.join(axes)})")
-    if len(set(op_axes)) != len(op_axes):
-        raise ConfigError(f"op.axes={op_axes}: a mesh axis may appear only once")
-    size_bytes = parse_size(op["size_bytes"])
-    if size_bytes % itemsize(dtype):
-        raise ConfigError(
-            f"op.size_bytes={op['size_bytes']!r}: V={size_bytes} B is not a whole number of "
-            f"{dtype} elements ({itemsize(dtype)} B each)"
-        )
-    if op.get("grad") and not BY_OP[op["name"]].grad:
-        allowed = " and ".join(name for name, k in BY_OP.items() if k.grad)
-        raise ConfigError(f"op.grad=true: allowed only for {allowed}, not {op['name']}")
-    return {"name": op["name"], "axes": op_axes, "size_bytes": size_bytes, "grad": bool(op.get("grad"))}
-
-
-def _matmul_op(op: dict, axes: dict) -> dict:
-    if op.get("expr") is None:
-        raise ConfigError("op.expr: missing; op=matmul needs one, e.g. 'A[I, J_X] * B[J_X, K] -> C[I, K]'")
-    mm = parse_matmul(op["expr"])
-    plan(mm, op["strategy"], {n: max(s, 1) for n, s in axes.items()})  # strategy fits the expression
-    dims = check_dims(mm, dict(op.get("dims") or {}), None)
-    return {"name": "matmul", "expr": op["expr"], "dims": dims, "strategy": op["strategy"], "axes": used_axes(mm)}
 
 
 MAX_ITERS = 1_000_000  # more samples than anyone waits for: a typo, not a plan
@@ -261,50 +215,10 @@ def resolve_mesh(axes: dict[str, int], device_count: int) -> dict[str, int]:
     return resolved
 
 
-def shards(spec: dict, mesh_axes: dict[str, int]) -> int:
-    """Number of devices in one collective group (the product of the op's axis sizes)."""
-    return math.prod(mesh_axes[a] for a in spec["op"]["axes"])
-
-
 def check_shapes(spec: dict, mesh_axes: dict[str, int]) -> None:
-    """The array must split evenly over the op's axes (twice over for AllToAll); a matmul's
-    dims over their shards."""
-    if spec["op"]["name"] == "matmul":
-        check_dims(parse_matmul(spec["op"]["expr"]), spec["op"]["dims"], mesh_axes)
-        return
-    if spec["op"]["name"] == "transformer_block":
-        return step_ops.check_block_shapes(spec["op"], mesh_axes)
-    if spec["op"]["name"] == "program":
-        return step_ops.check_program_shapes(spec["op"], mesh_axes)
-    p = shards(spec, mesh_axes)
-    size = itemsize(spec["dtype"])
-    elems = spec["op"]["size_bytes"] // size
-    row = BY_OP[spec["op"]["name"]]
-    if row.sums and spec.get("check_result", True):
-        sum_inputs(spec["dtype"], p)  # raises when the dtype cannot hold the checked sums
-    need = p**row.splits  # AllToAll: p rows, each split p ways again; AllReduce: not split
-    if elems % need:
-        raise ConfigError(
-            f"op.size_bytes={spec['op']['size_bytes']}: {elems} {spec['dtype']} elements do not split over "
-            f"{'x'.join(spec['op']['axes'])} ({p} devices); {spec['op']['name']} needs a multiple of {need} "
-            f"elements, i.e. of {need * size} bytes"
-        )
-
-
-def sum_inputs(dtype: str, group: int) -> tuple[int, bool]:
-    """``(period, offset)`` of the small-integer inputs of a ReduceScatter or AllReduce over
-    ``group`` devices: device k holds ``base + k`` (``offset``) with ``base`` cycling through
-    ``0..period-1``, the largest choice whose sums ``dtype`` holds exactly. ConfigError when
-    not even 0s and 1s fit."""
-    limit = EXACT_INT[dtype]
-    for period, offset in ((7, True), (7, False), (2, False)):
-        if group * (period - 1) + (group * (group - 1) // 2 if offset else 0) <= limit:
-            return period, offset
-    raise ConfigError(
-        f"dtype={dtype}: a sum over {group} devices can exceed {limit}, the largest integer "
-        f"{dtype} holds exactly, so the result cannot be checked; use int32 or float32, a smaller "
-        "group, or check_result=false"
-    )
+    """The op's arrays must split evenly over their mesh axes (each kind's ``check_shapes``:
+    a collective's V over its group, a matmul's or a block's dims over their shards)."""
+    spec["op"].check_shapes(mesh_axes, spec["dtype"], spec.get("check_result", True))
 
 
 def check_against_devices(spec: dict, device_count: int) -> dict[str, int]:

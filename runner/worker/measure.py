@@ -24,6 +24,7 @@ from analysis.runs import point_table
 from analysis.runs.record import DEVICE, LOOP, STEP, Result
 from analysis.runs.rundir import HLO_COMPILED, HLO_DIR, HLO_LOWERED, TRACE_DIR, now_iso
 from runner.config.memory import check_fits, estimate
+from runner.config.op_spec import Op
 from runner.config.spec import check_against_devices
 from runner.errors import ConfigError
 from runner.worker import copy_curve, meshes, point_cache, programs, timing, tracing
@@ -145,7 +146,7 @@ def _measure(spec: dict, point_dir: Path, record: dict) -> None:
         devices = _check_setup(spec, record)
     point = prepare(spec, phase)
     op = spec["op"]
-    group = int(np.prod([point.mesh_axes[a] for a in op["axes"]]))
+    group = int(np.prod([point.mesh_axes[a] for a in op.axes]))
     record["spec"] = _spec_record(spec, point, record["hardware"], group, len(devices))
     record["process"] = meshes.process_info()
     record["compile"] = {"lower_s": phase["lower"], "compile_s": phase["compile"]}
@@ -157,7 +158,7 @@ def _measure(spec: dict, point_dir: Path, record: dict) -> None:
             (point_dir / HLO_COMPILED).write_text(hlo_text)
     record["files"] = {"hlo_lowered": HLO_LOWERED, "hlo_compiled": HLO_COMPILED}
     # the asked collective compiled as others (or offloaded): the device estimator times those
-    if rewritten := compiled_as(hlo_text, op["name"], op.get("grad"), group):
+    if rewritten := compiled_as(hlo_text, op.timed_collective(group)):
         record["spec"]["rewritten"] = rewritten
 
     _check_result(spec, point, phase, record)
@@ -200,10 +201,10 @@ def _spec_record(spec: dict, point: Point, hardware: dict, group: int, n_devices
     """result.json's ``spec``: what was run, on which mesh and devices, and how it is placed."""
     op = spec["op"]
     out = {
-        "op": op["name"],
+        "op": op.name,
         "expr": point.prog.expr,
-        "axes": op["axes"],
-        "size_bytes": op.get("size_bytes"),
+        "axes": list(op.axes),
+        "size_bytes": op.size_bytes,
         "V_bytes": point.prog.V_bytes,
         "dtype": spec["dtype"],
         "precision": spec["precision"],
@@ -220,10 +221,10 @@ def _spec_record(spec: dict, point: Point, hardware: dict, group: int, n_devices
         "hardware": hardware["name"],
         **point.prog.extra,
     }
-    if op["name"] in BY_OP and group < 2:
+    if op.collective and group < 2:
         # XLA turns a collective over one device into a copy: what is timed is not communication
         out["no_communication"] = "group of 1: XLA runs the collective as a copy"
-    out["placement"] = meshes.describe(point.mesh, op["axes"])  # which axes cross processes
+    out["placement"] = meshes.describe(point.mesh, op.axes)  # which axes cross processes
     return out
 
 
@@ -327,25 +328,25 @@ def retime(spec: dict, round_no: int, K: int | None, loop: bool = True) -> dict:
     if spec["trace"]["enabled"] and timing.device_is_estimator(spec["timing"], jax.default_backend()):
         with phase("trace"), tempfile.TemporaryDirectory(prefix="shardlab-round-") as tmp:
             captured = tracing.capture(point.step, Path(tmp), spec["trace"])
-            group = int(np.prod([point.mesh_axes[a] for a in spec["op"]["axes"]]))
+            group = int(np.prod([point.mesh_axes[a] for a in spec["op"].axes]))
             ops, names = traced_ops(captured["xplane"], point.compiled.as_text(), spec["op"], group, captured["iters"])
             out[DEVICE] = {"samples_s": trace_analysis.device_samples(ops, names)}
     out["phases_s"] = dict(phase)
     return out
 
 
-def traced_ops(xplane: Path, hlo_text: str, op: dict, group: int, steps: int):
+def traced_ops(xplane: Path, hlo_text: str, op: Op, group: int, steps: int):
     """A traced point's device-op table and the names of the instructions that run its
     collective (:func:`target_instructions`, as this trace names them). Only collectives' async
     halves are joined (a host offload's copy-start/-done stays two ops, as XProf keeps it), and
     steps are cut at the module's executions, of which the trace holds ``steps`` (the traced
     calls; an op may run several times a step)."""
     ops = point_table.point_ops(xplane, hlo_text, steps)
-    return ops, target_instructions(hlo_text, op["name"], op.get("grad"), group, seen=set(ops["hlo_op"]))
+    return ops, target_instructions(hlo_text, op.timed_collective(group), seen=set(ops["hlo_op"]))
 
 
 def target_instructions(
-    hlo_text: str, op: str, grad: bool = False, group: int = 2, seen: Collection[str] | None = None
+    hlo_text: str, op: str | None, grad: bool = False, group: int = 2, seen: Collection[str] | None = None
 ) -> set[str] | None:
     """Names, as the trace shows them, of the top-level instructions that run the collective a
     point measures (:func:`analysis.hlo.collective_executions`: by opcode, whatever JAX named
@@ -359,8 +360,9 @@ def target_instructions(
     AllReduce compiled as a reduce-scatter fusion and an all-gather), the names of every
     collective the step runs: the point is timed by those, and :func:`compiled_as` says so. An
     empty set when the step runs no collective at all: the device estimator then has no time.
-    None, timed whole, for a matmul, a grad, or a ``group`` of 1 (XLA runs a copy, and the
-    point is flagged as no communication)."""
+    None, timed whole, for ``op`` None (an op's ``timed_collective`` says which, in
+    :mod:`runner.config.op_spec`), a matmul, a grad, or a ``group`` of 1 (XLA runs a copy, and
+    the point is flagged as no communication)."""
     if op not in BY_OP or grad or group < 2:
         return None
     hlo = BY_OP[op].hlo
@@ -369,7 +371,7 @@ def target_instructions(
     return asked or set(executed)
 
 
-def compiled_as(hlo_text: str, op: str, grad: bool = False, group: int = 2) -> str | None:
+def compiled_as(hlo_text: str, op: str | None, grad: bool = False, group: int = 2) -> str | None:
     """One line where the compiled step runs the asked collective as something else, and what
     :func:`target_instructions` then times: ``"compiled as reduce-scatter + all-gather: timed
     by those"`` (the asked kind never runs, other collectives do, named in the order the step's
@@ -396,15 +398,15 @@ def ceiling(spec: dict, record: dict, point: Point, group: int) -> dict | None:
     per device, with its interval; the book's roofline elsewhere (:mod:`runner.worker.ceiling`); None
     for programs without a collective to hold to it, and on CPU with ``timing.ceiling=false``."""
     op = spec["op"]
-    if op["name"] not in BY_OP or op.get("grad") or group < 2:
+    if (collective := op.timed_collective(group)) is None:
         return None
-    n_axes = sum(1 for a in op["axes"] if point.mesh_axes[a] > 1)
+    n_axes = sum(1 for a in op.axes if point.mesh_axes[a] > 1)
     if record["hardware"].get("kind") == "cpu" or record["environment"]["backend"] == "cpu":
         if not spec["timing"].get("ceiling", True):  # timing.ceiling=false (timing=quick): no curve measured
             return None
-        bus_bytes = nccl_S_bytes(op["name"], point.prog.V_bytes, group) * busbw_factor(op["name"], group)
+        bus_bytes = nccl_S_bytes(collective, point.prog.V_bytes, group) * busbw_factor(collective, group)
         return copy_curve.at(copy_curve.cpu_curve(), int(bus_bytes))
-    return link_roofline(record["hardware"], n_axes, record["spec"]["mesh"].get("physical"), op["axes"])
+    return link_roofline(record["hardware"], n_axes, record["spec"]["mesh"].get("physical"), list(op.axes))
 
 
 def perturbation(ops, traced_walls: list[float], t: dict, backend: str | None = None) -> dict:

@@ -159,11 +159,11 @@ def serve(conn, env: dict, startup_log: str, parent_pid: int) -> None:
         record: dict = {}
         with _output_to(point_dir / log_name(index)):
             try:
-                if os.environ.get(TEST_ABORT_ENV) == str(spec["op"].get("size_bytes")) and os.environ.get(
+                if os.environ.get(TEST_ABORT_ENV) == str(spec["op"].size_bytes) and os.environ.get(
                     TEST_ABORT_PROCESS_ENV, str(index)
                 ) == str(index):
                     os.abort()  # test-only hook: lets the tests prove crash isolation
-                if os.environ.get(TEST_HANG_ENV) == str(spec["op"].get("size_bytes")):
+                if os.environ.get(TEST_HANG_ENV) == str(spec["op"].size_bytes):
                     time.sleep(1e6)  # test-only hook: a point that never ends, for timeout_s
                 if kind == "retime":  # a later round: the round itself is the reply
                     reply = {

@@ -9,27 +9,33 @@
 Each returns a :class:`~runner.worker.programs.base.Program`. Importing this package imports JAX:
 only the worker process does (after :func:`runner.config.jaxenv.start_jax`).
 
-May import: jax, numpy, :mod:`runner.worker.meshes`, :mod:`runner.config.matmul_plan`, :mod:`analysis.book`.
+May import: jax, numpy, :mod:`runner.worker.meshes`, :mod:`runner.config.matmul_plan` and
+:mod:`~runner.config.op_spec`, :mod:`analysis.book`.
 """
 
 from __future__ import annotations
 
 from jax.sharding import Mesh
 
+from runner.config.op_spec import BlockOp, CollectiveOp, MatmulOp, ProgramOp
 from runner.worker.programs import block, collectives, matmul, user
 from runner.worker.programs.base import Program
+
+# The program of each kind of op (runner.config.op_spec): f(op, mesh, spec). The builders other than
+# the collectives' read the op's plain form, the dict their tests write.
+BUILDERS = {
+    CollectiveOp: lambda op, mesh, spec: collectives.build(
+        op.name, list(op.axes), mesh, op.size_bytes, spec["dtype"], grad=op.grad
+    ),
+    MatmulOp: lambda op, mesh, spec: matmul.build(op.to_json(), mesh, spec["dtype"], spec["precision"]),
+    BlockOp: lambda op, mesh, spec: block.build(op.to_json(), mesh, spec["dtype"], spec["precision"]),
+    ProgramOp: lambda op, mesh, spec: user.build(op.to_json(), mesh, spec["dtype"]),
+}
 
 
 def build(spec: dict, mesh: Mesh) -> Program:
     """The program for the checked spec (:func:`runner.config.spec.build_spec`) on ``mesh``."""
-    op = spec["op"]
-    if op["name"] == "matmul":
-        return matmul.build(op, mesh, spec["dtype"], spec["precision"])
-    if op["name"] == "transformer_block":
-        return block.build(op, mesh, spec["dtype"], spec["precision"])
-    if op["name"] == "program":
-        return user.build(op, mesh, spec["dtype"])
-    return collectives.build(op["name"], op["axes"], mesh, op["size_bytes"], spec["dtype"], grad=bool(op.get("grad")))
+    return BUILDERS[type(spec["op"])](spec["op"], mesh, spec)
 
 
-__all__ = ["Program", "build"]
+__all__ = ["BUILDERS", "Program", "build"]

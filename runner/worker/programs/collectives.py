@@ -22,7 +22,7 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from runner.config.spec import sum_inputs
+from runner.config.op_spec import sum_inputs
 from runner.worker.meshes import global_array
 from runner.worker.programs import grads
 from runner.worker.programs.base import LazyArray, Program, cyclic
@@ -68,7 +68,7 @@ def all_gather(axes, mesh, size_bytes: int, dtype: str) -> Program:
 def _partial_sums(elems: int, p: int, np_dtype, dtype: str) -> tuple[LazyArray, LazyArray]:
     """(the group's inputs, their sum): device k of the group holds its own V bytes of partial
     sums, block k of the input, base + k with base cycling 0..period-1: small integers whose
-    sum the dtype holds exactly (see runner.config.spec.sum_inputs)."""
+    sum the dtype holds exactly (see runner.config.op_spec.sum_inputs)."""
     period, offset = sum_inputs(dtype, p)
 
     def block_runs(start: int, stop: int) -> np.ndarray:  # the same values, block by block

@@ -24,7 +24,8 @@ from analysis.book.collectives import BY_OP, KINDS, V_from_hlo, bus_bytes, local
 from analysis.book.hardware import load_hardware
 from analysis.hlo import parse_collectives
 from runner.config import memory
-from runner.config.spec import _collective_op, check_shapes
+from runner.config.op_spec import CollectiveOp
+from runner.config.spec import check_shapes
 from runner.errors import ConfigError
 from runner.worker import programs
 from runner.worker.programs import collectives as progs
@@ -106,16 +107,14 @@ def test_the_program_s_instruction_and_buffers_agree_with_the_row(row, mesh):
     assert local_bytes(row.op, V, 4) == held
     assert nccl_S_bytes(row.op, V, 4) == max(held)  # S: the larger buffer
     # the memory estimate counts those buffers: input + 3 outputs + the working set x S
-    spec = {"op": {"name": row.op, "axes": ["X"], "size_bytes": V}, "dtype": "float32", "timing": {"loop": False}}
+    spec = {"op": CollectiveOp(row.op, ("X",), V), "dtype": "float32", "timing": {"loop": False}}
     est = memory.estimate(spec, {"X": 4, "Y": 2})
     assert est["per_device_bytes"] == held[0] + 3 * held[1] + memory.WORKING_SET[row.op] * max(held)
 
 
 @pytest.mark.parametrize("row", [k for k in KINDS if k.grad], ids=lambda k: k.op)
 def test_the_grad_program_runs_the_row_s_backward_collective(row, mesh):
-    prog = programs.build(
-        {"op": {"name": row.op, "axes": ["X"], "size_bytes": V, "grad": True}, "dtype": "float32"}, mesh
-    )
+    prog = programs.build({"op": CollectiveOp(row.op, ("X",), V, grad=True), "dtype": "float32"}, mesh)
     x = prog.make_input()
     kinds = {c.kind for c in parse_collectives(prog.fn.lower(x).compile().as_text())}
     assert BY_OP[row.backward].hlo in kinds and prog.expr.startswith("grad of ")
@@ -125,17 +124,17 @@ def test_the_grad_program_runs_the_row_s_backward_collective(row, mesh):
 def test_op_grad_is_accepted_exactly_where_the_row_offers_it(row):
     op = {"name": row.op, "axes": ["X"], "size_bytes": "4KiB", "grad": True}
     if row.grad:
-        assert _collective_op(op, {"X": 8}, "x8", "float32")["grad"] is True
+        assert CollectiveOp.from_config(op, {"X": 8}, "x8", "float32").grad is True
     else:
         with pytest.raises(ConfigError) as e:
-            _collective_op(op, {"X": 8}, "x8", "float32")
+            CollectiveOp.from_config(op, {"X": 8}, "x8", "float32")
         assert str(e.value) == f"op.grad=true: allowed only for all_gather and reduce_scatter, not {row.op}"
 
 
 @ROWS
 def test_sizes_must_split_over_the_group_as_often_as_the_row_says(row):
     def fits(elems: int) -> bool:
-        spec = {"op": {"name": row.op, "axes": ["X"], "size_bytes": 4 * elems}, "dtype": "float32"}
+        spec = {"op": CollectiveOp(row.op, ("X",), 4 * elems), "dtype": "float32"}
         try:
             check_shapes(dict(spec, check_result=False), {"X": 4})
         except ConfigError:
@@ -154,7 +153,7 @@ def test_sizes_must_split_over_the_group_as_often_as_the_row_says(row):
 @ROWS
 def test_the_sums_are_checked_for_the_reducing_kinds_only(row):
     # int8 holds sums up to 127: 0s and 1s over 128 devices can exceed it
-    spec = {"op": {"name": row.op, "axes": ["X"], "size_bytes": 128 * 128}, "dtype": "int8", "check_result": True}
+    spec = {"op": CollectiveOp(row.op, ("X",), 128 * 128), "dtype": "int8", "check_result": True}
     if row.sums:
         with pytest.raises(ConfigError, match="the result cannot be checked"):
             check_shapes(spec, {"X": 128})
@@ -211,8 +210,8 @@ def test_a_new_row_is_enough_for_the_book_s_lookups(with_broadcast):
 def test_a_new_row_is_enough_for_the_runner_s_checks_memory_and_program(with_broadcast):
     op = {"name": "broadcast", "axes": ["X"], "size_bytes": "4KiB", "grad": True}
     with pytest.raises(ConfigError, match="allowed only for all_gather and reduce_scatter, not broadcast"):
-        _collective_op(op, {"X": 8}, "x8", "float32")
-    spec = {"op": _collective_op(dict(op, grad=False), {"X": 8}, "x8", "float32"), "dtype": "float32"}
+        CollectiveOp.from_config(op, {"X": 8}, "x8", "float32")
+    spec = {"op": CollectiveOp.from_config(dict(op, grad=False), {"X": 8}, "x8", "float32"), "dtype": "float32"}
     check_shapes(dict(spec, check_result=False), {"X": 8})
     est = memory.estimate(dict(spec, timing={"loop": False}, check_result=False), {"X": 8})
     assert est["per_device_bytes"] == 4096 + 3 * 4096 + 2 * 4096

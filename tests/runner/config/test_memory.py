@@ -13,12 +13,14 @@ sharding), a user's program and a matmul, on sizes that do not divide evenly.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
 
 from runner.config import memory
 from runner.config.memory import check_fits, estimate, host_available_bytes
+from runner.config.op_spec import BlockOp, CollectiveOp, MatmulOp, ProgramOp
 from runner.config.spec import build_spec
 from runner.errors import ConfigError
 
@@ -26,7 +28,7 @@ from runner.errors import ConfigError
 def test_estimates_follow_each_collective():
     V = 1 << 20
     spec = lambda op: {
-        "op": {"name": op, "axes": ["X"], "size_bytes": V},
+        "op": CollectiveOp(op, ("X",), V),
         "dtype": "float32",  # noqa: E731
         "hardware": {"kind": "cpu"},
     }
@@ -80,8 +82,7 @@ MESH = {"X": 3, "Y": 2}  # the collective over X: a group of 3 among 6 devices
 
 
 def spec(op, V=3 * MiB, axes=("X",), **top):
-    op = {"name": op, "axes": list(axes), "size_bytes": V}
-    return {"op": op, "dtype": "float32", "hardware": {"kind": "cpu"}, **top}
+    return {"op": CollectiveOp(op, tuple(axes), V), "dtype": "float32", "hardware": {"kind": "cpu"}, **top}
 
 
 def test_each_kind_over_a_group_of_three_among_six_devices():
@@ -237,7 +238,7 @@ DIMS = {"B": 2, "S": 4, "D": 8, "F": 16, "H": 2}
     ],
 )
 def test_a_transformer_blocks_estimate(sharding, device):
-    op = {"name": "transformer_block", "dims": DIMS, "axes": ["X", "Y"], "sharding": sharding}
+    op = BlockOp(sharding, ("X", "Y"), DIMS)
     # host: (x + params) x 4 B + 4 B x (2 x + 4 params + act) = 2304 + 14336
     assert memory.estimate({"op": op, "dtype": "float32"}, MESH) == {
         "host_bytes": RUNTIME + 16640,
@@ -256,7 +257,7 @@ def test_a_transformer_blocks_estimate(sharding, device):
     ],
 )
 def test_a_blocks_shards_round_down(axes, sharding, device):
-    op = {"name": "transformer_block", "dims": dict(DIMS, D=3, F=5), "axes": axes, "sharding": sharding}
+    op = BlockOp(sharding, tuple(axes), dict(DIMS, D=3, F=5))
     # host: (24 + 66) x 4 B + 4 B x (48 + 264 + 656)
     assert memory.estimate({"op": op, "dtype": "float32"}, {"X": 5, "Y": 4}) == {
         "host_bytes": RUNTIME + 360 + 3872,
@@ -266,7 +267,7 @@ def test_a_blocks_shards_round_down(axes, sharding, device):
 
 def test_a_programs_estimate():
     # inputs A[I_X, J] (7 x 5 = 35, 35 // 3 = 11 a device) and B[J, K_Y] (20, 10): four times the shards
-    prog = {"name": "program", "inputs": ["A[I_X, J]", "B[J, K_Y]"], "dims": {"I": 7, "J": 5, "K": 4}}
+    prog = ProgramOp("m:f", ("A[I_X, J]", "B[J, K_Y]"), {"I": 7, "J": 5, "K": 4}, ("X", "Y"))
     assert memory.estimate({"op": prog, "dtype": "float32"}, MESH) == {
         "host_bytes": RUNTIME + 55 * 4,
         "per_device_bytes": 4 * 21 * 4,
@@ -286,13 +287,13 @@ def test_a_programs_estimate():
 )
 def test_a_matmuls_estimate(dims, host, device):
     # host: the three arrays and their float64 copies; a device: its shards and the largest array
-    mm = {"name": "matmul", "expr": "A[I_X, J] * B[J, K] -> C[I_X, K]", "dims": dims}
+    mm = MatmulOp("A[I_X, J] * B[J, K] -> C[I_X, K]", dims, "auto", ("X",))
     assert memory.estimate({"op": mm, "dtype": "float32"}, MESH) == {"host_bytes": host, "per_device_bytes": device}
 
 
 def test_exactly_on_the_bar_fits_and_the_estimate_comes_back_whole():
     # host 115 MiB + 6 devices x 30 MiB = 295 MiB, exactly 0.8 x 368.75 MiB: fits
-    s = {"op": {"name": "all_reduce", "axes": ["X"], "size_bytes": 3 * MiB}, "dtype": "float32"}
+    s = {"op": CollectiveOp("all_reduce", ("X",), 3 * MiB), "dtype": "float32"}
     s["hardware"] = {"kind": "cpu"}
     assert memory.check_fits(s, MESH, host_bytes_free=386662400) == {
         "host_bytes": RUNTIME + 6 * 2 * 4 * MiB + 3 * MiB,
@@ -300,6 +301,6 @@ def test_exactly_on_the_bar_fits_and_the_estimate_comes_back_whole():
         "host_total_bytes": 295 * MiB,
     }
     # 10 GiB a device, exactly 0.8 x 12.5 GiB: fits
-    big = dict(s, op=dict(s["op"], size_bytes=1 << 30))
+    big = dict(s, op=dataclasses.replace(s["op"], size_bytes=1 << 30))
     out = memory.check_fits(big, {"X": 2}, device_limit_bytes=13421772800, host_bytes_free=100 << 30)
     assert out["per_device_bytes"] == 10 << 30

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from runner.config.op_spec import CollectiveOp
 from runner.config.spec import build_spec, parse_size
 from runner.errors import ConfigError
 
@@ -56,7 +57,8 @@ def test_default_sweep_spans_1KiB_to_64MiB_in_14_points_or_more(compose_cfg):
 
 def test_defaults_build_a_spec_without_jax(compose_cfg):
     spec = build_spec(compose_cfg())
-    assert spec["op"] == {"name": "all_gather", "axes": ["X"], "size_bytes": 16 * 2**20, "grad": False}
+    assert spec["op"] == CollectiveOp("all_gather", ("X",), 16 * 2**20, grad=False)
+    assert spec["op"].to_json() == {"name": "all_gather", "axes": ["X"], "size_bytes": 16 * 2**20, "grad": False}
     assert spec["mesh"]["axes"] == {"X": -1} and spec["hardware"]["name"] == "auto"
 
 

@@ -162,7 +162,7 @@ def test_check_compares_every_device_copy_of_a_replicated_result():
 
 
 def test_int8_sums_that_would_wrap_are_refused_before_compile(compose_cfg, tmp_path):
-    from runner.config.spec import sum_inputs
+    from runner.config.op_spec import sum_inputs
 
     # 8 devices: 0..6 plus a per-device offset sums to at most 6*8 + 28 = 76 <= 127
     assert sum_inputs("int8", 8) == (7, True)
