@@ -25,7 +25,17 @@ from analysis.book.notation import parse
 from analysis.book.placement import Placement
 from analysis.book.units import fmt_duration, format_size
 from analysis.runs.record import ONE_ROUND, upgraded
-from analysis.runs.rundir import HLO_DIR, RESULT_NAME, TRACE_DIR, now_iso, result_name, stamp, write_json_atomic
+from analysis.runs.rundir import (
+    HLO_DIR,
+    RESULT_NAME,
+    ROUNDS_NAME,
+    TRACE_DIR,
+    now_iso,
+    result_name,
+    stamp,
+    with_journal,
+    write_json_atomic,
+)
 from runner.config.jaxenv import process_env
 from runner.config.spec import build_spec
 from runner.errors import ConfigError, OutputError, PlatformError, WorkerDied, WorkerRefused
@@ -80,12 +90,16 @@ def run(cfg: DictConfig, point_dir: str | Path | None = None, rounds: int | None
     result["wall_s"] = time.perf_counter() - t0
     result["ended_at"] = now_iso()
     index = _write(point_dir, result)
+    if index == 0:  # an earlier run's later rounds are not this record's
+        (point_dir / ROUNDS_NAME).unlink(missing_ok=True)
     # With distributed=auto every host would have to join each later round; they run round 1 only.
     if result["status"] == "ok" and index == 0 and spec["distributed"]["mode"] != "auto":
-        from runner.sweep.rounds import add_round  # brings numpy (runner.worker.timing): not at start-up
+        from runner.sweep.rounds import add_round, finish  # brings numpy (runner.worker.timing): not at start-up
 
+        records: dict = {}
         for r in range(2, (rounds or int(cfg.timing.rounds)) + 1):
-            add_round(point_dir, r, spec)
+            add_round(point_dir, r, spec, records=records)
+        finish(point_dir, records)  # result.json whole with every round, if the last one did not end them
         result = json.loads((point_dir / RESULT_NAME).read_text())
     _log_line(result, point_dir)
     return result
@@ -207,7 +221,7 @@ def kept_result(point_dir: Path, config: dict) -> dict | None:
     path = point_dir / RESULT_NAME
     try:
         # a format_version 1 file names its spec experiment, and its config timing.source
-        old = upgraded(json.loads(path.read_text()))
+        old = with_journal(upgraded(json.loads(path.read_text())), point_dir)  # with rounds a kill left journalled
     except (OSError, ValueError):
         return None  # missing or damaged: run the point again
     if old.get("status") != "ok":

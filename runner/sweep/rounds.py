@@ -8,7 +8,11 @@ hits every point alike, and a point's interval (:func:`analysis.statistics.stats
 covers the spread between its rounds.
 
 Round 1 is part of a point's run (:func:`runner.worker.measure.measure`); the rounds after it only
-re-time the compiled program (:func:`runner.worker.measure.retime`) and append to result.json.
+re-time the compiled program (:func:`runner.worker.measure.retime`). Each later round is appended,
+one JSON line, to the point's journal (``rounds.jsonl``, :func:`analysis.runs.rundir.append_round`),
+and result.json is written whole once, when the point's rounds end (:func:`finish`):
+a sweep killed between rounds keeps every round it finished, and every reader of result.json
+folds in the rounds its journal holds (:func:`analysis.runs.rundir.with_journal`).
 
 Rounds are adaptive (:func:`rounds_rule`): a point stops after ``MIN_ROUNDS`` (2) when its rounds
 agree and its interval meets ``timing.target_rel_ci``; only a point whose rounds disagree, or
@@ -28,7 +32,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from analysis.runs.record import LOOP, upgraded
-from analysis.runs.rundir import RESULT_NAME, write_json_atomic
+from analysis.runs.rundir import RESULT_NAME, ROUNDS_NAME, append_round, with_journal, write_json_atomic
 from runner.config.jaxenv import process_env
 from runner.config.spec import build_spec
 from runner.errors import ConfigError, WorkerDied
@@ -102,15 +106,15 @@ def rounds_rule(t: dict, wanted: int, target_rel_ci: float) -> dict:
 def add_round(
     point_dir: Path, round_no: int, spec: dict | None = None, specs: dict | None = None, records: dict | None = None
 ) -> bool:
-    """Time round ``round_no`` of the ok point in ``point_dir`` and append it to its
-    result.json; False (and nothing written) when the point is not ok, already has the round,
-    stopped after ``MIN_ROUNDS`` (:func:`rounds_rule`), or the worker failed it. ``spec`` is
-    the point's, else built from its config; ``specs`` caches the built ones by ``point_dir``
-    (a point's config does not change between rounds). ``records`` holds each point's record as
-    this sweep last wrote it, so a later round reads result.json only once a sweep; the file is
-    still written whole after every round (atomically: a sweep killed between rounds keeps
-    every round it finished)."""
-    path = Path(point_dir) / RESULT_NAME
+    """Time round ``round_no`` of the ok point in ``point_dir`` and append it to its journal
+    (``rounds.jsonl``: one line); False (and nothing written) when the point is not ok,
+    already has the round, stopped after ``MIN_ROUNDS`` (:func:`rounds_rule`), or the worker
+    failed it. When this round ends the point's rounds (they stopped after ``MIN_ROUNDS``, or
+    this was the last round its config asks for), result.json is written whole with every
+    round and the journal goes (:func:`finish`). ``spec`` is the point's, else built from its
+    config; ``specs`` caches the built ones by ``point_dir`` (a point's config does not change
+    between rounds). ``records`` holds each point's record as its last round left it, so a
+    later round reads result.json (and its journal) only once a sweep."""
     result = _record(point_dir, records)
     if result is None:
         return False
@@ -159,26 +163,53 @@ def add_round(
     rnd = reply["round"]
     phases = rnd.pop("phases_s", {})
     t["rounds"].append(rnd)
-    t.update(summarise(t, result["config"]["timing"], (result.get("environment") or {}).get("backend", "cpu")))
+    summary = summarise(t, result["config"]["timing"], (result.get("environment") or {}).get("backend", "cpu"))
+    t.update(summary)
     t["rounds_rule"] = rounds_rule(t, wanted_rounds(result), float(result["config"]["timing"]["target_rel_ci"]))
     if "bandwidth" in result:  # from the median of every round so far
         result["bandwidth"] = bandwidth(result)
     result.setdefault("phases_s", {})
     for k, v in phases.items():  # later rounds' setup and compile count too (the benchmark reads them)
         result["phases_s"][f"rounds_{k}"] = result["phases_s"].get(f"rounds_{k}", 0.0) + v
-    write_json_atomic(path, result)
+    # the round, and what it changed of the record as computed here, so a reader folds it in
+    # without computing anything (analysis.runs.rundir.with_journal)
+    line = {
+        "result_started_at": result.get("started_at"),
+        "round": rnd,
+        "timing": {**summary, "rounds_rule": t["rounds_rule"]},
+    }
+    line.update({k: result[k] for k in ("bandwidth", "phases_s") if k in result})
+    append_round(point_dir, line)
     if records is not None:
         records[point_dir] = result
+    if t["rounds_rule"]["stopped"] or round_no >= wanted_rounds(result):  # its rounds end here
+        finish(point_dir, {point_dir: result})
     return True
 
 
+def finish(point_dir: Path, records: dict | None = None) -> dict | None:
+    """Write the point's record whole to its result.json, with every round its journal holds,
+    then remove the journal; the record (None when result.json cannot be read). Nothing is
+    written when there is no journal (result.json holds every round already). ``records`` as in
+    :func:`add_round`. Called once a point's rounds end, and for every point at the end of
+    :func:`interleave` and of a single run's rounds (a point whose last round failed)."""
+    journal = Path(point_dir) / ROUNDS_NAME
+    result = _record(point_dir, records)
+    if result is None or not journal.exists():
+        return result
+    write_json_atomic(Path(point_dir) / RESULT_NAME, result)  # whole, then the journal it replaces
+    journal.unlink(missing_ok=True)
+    return result
+
+
 def _record(point_dir: Path, records: dict | None) -> dict | None:
-    """The point's record: as this sweep last wrote it (``records``), else read from its
-    result.json (an older file's timing.source read as its estimator); None when unreadable."""
+    """The point's record: as its last round left it (``records``), else read from its
+    result.json (an older file's timing.source read as its estimator) with the rounds its
+    journal holds that the file lacks (a sweep killed between rounds); None when unreadable."""
     if records is not None and point_dir in records:
         return records[point_dir]
     try:
-        result = upgraded(json.loads((Path(point_dir) / RESULT_NAME).read_text()))
+        result = with_journal(upgraded(json.loads((Path(point_dir) / RESULT_NAME).read_text())), point_dir)
     except (OSError, ValueError):
         return None
     if records is not None:
@@ -193,18 +224,33 @@ def interleave(point_dirs: list[Path], rounds: int, seed: int = 0) -> int:
     added = 0
     specs: dict = {}  # each point's spec, built at its first later round
     records: dict = {}  # each point's record, read once, then as its last round left it
-    for r in range(2, rounds + 1):
-        order = list(point_dirs)
-        rng.shuffle(order)
-        if r > MIN_ROUNDS:  # the points whose rounds agreed are done (the order stays the seed's)
-            order = [d for d in order if not _stopped(_record(d, records))]
-            if not order:
-                log.info("rounds %d to %d: none needed (every point's rounds agreed)", r, rounds)
-                break
-        log.info("round %d of %d: %d point(s)", r, rounds, len(order))
-        for point_dir in order:
-            added += add_round(point_dir, r, specs=specs, records=records)
+    try:
+        for r in range(2, rounds + 1):
+            order = list(point_dirs)
+            rng.shuffle(order)
+            if r > MIN_ROUNDS:  # the points whose rounds agreed are done (the order stays the seed's)
+                order = [d for d in order if not _stopped(_record(d, records))]
+                if not order:
+                    log.info("rounds %d to %d: none needed (every point's rounds agreed)", r, rounds)
+                    break
+            log.info("round %d of %d: %d point(s)", r, rounds, len(order))
+            for point_dir in order:
+                added += add_round(point_dir, r, specs=specs, records=records)
+    finally:  # a point whose last round failed, or a Ctrl-C: result.json whole with what finished
+        finish_all(point_dirs, records)
     return added
+
+
+def finish_all(point_dirs: list[Path], records: dict | None = None) -> None:
+    """:func:`finish` each point that still has a journal; one that cannot be written (a full
+    disk) keeps its journal, which every reader folds in, and says so."""
+    for point_dir in point_dirs:
+        if not (Path(point_dir) / ROUNDS_NAME).exists():
+            continue
+        try:
+            finish(point_dir, records)
+        except OSError as exc:
+            log.warning("%s: its later rounds stay in %s (%s)", Path(point_dir).name, ROUNDS_NAME, exc)
 
 
 def _stopped(result: dict | None) -> bool:

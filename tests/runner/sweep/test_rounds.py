@@ -20,6 +20,7 @@ import pytest
 
 from analysis.report.sweep_sections import _rounds_taken
 from analysis.runs.record import ONE_ROUND, Result
+from analysis.runs.rundir import ROUNDS_NAME, read_result, with_journal
 from runner.sweep import rounds as rounds_mod
 from runner.sweep.rounds import MIN_ROUNDS, rounds_rule
 from runner.worker.timing import summarise
@@ -104,6 +105,11 @@ def test_a_point_without_a_headline_time_runs_every_round():
     t["summary"] = {"n": 0}  # device source and no device samples: nothing to judge by
     rule = rounds_rule(t, 5, 0.05)
     assert rule["stopped"] is False and "no interval" in rule["why"]
+
+
+def _read(point) -> dict:
+    """The point's record as every reader sees it: result.json with its journal's rounds."""
+    return with_journal(json.loads((point / "result.json").read_text()), point)
 
 
 def _point(root, name: str, stopped: bool, status: str = "ok"):
@@ -266,7 +272,11 @@ def test_a_round_is_appended_with_the_rule_the_bandwidth_and_the_phases(tmp_path
     # round 1's trip counts, the point's timeout and the round's number go to the worker; a
     # file written before timing.loop_rule times the loop in every round
     assert worker.calls == [(42.0, {"kind": "retime", "round": 2, "K": [5, 20], "loop": True})]
-    r = json.loads((point / "result.json").read_text())
+    # round 2 of 5, not the point's last: result.json keeps round 1, the journal has the round
+    # as one line, and a reader of the point sees the record with it
+    assert [x["round"] for x in json.loads((point / "result.json").read_text())["timing"]["rounds"]] == [1]
+    assert [json.loads(x)["round"]["round"] for x in (point / ROUNDS_NAME).read_text().splitlines()] == [2]
+    r = _read(point)
     t = r["timing"]
     assert [x["round"] for x in t["rounds"]] == [1, 2] and "phases_s" not in t["rounds"][1]
     # the median of the rounds' medians (1 ms and 3 ms): 2 ms
@@ -417,26 +427,138 @@ def test_interleave_builds_each_points_spec_once_for_all_its_rounds(tmp_path, mo
     assert sorted(first.values()) == [1, 2]
 
 
-def test_interleave_reads_each_record_once_and_leaves_every_finished_round_on_disk(tmp_path, monkeypatch):
+def test_interleave_reads_each_record_once_and_writes_it_once_when_its_rounds_end(tmp_path, monkeypatch):
     # three later rounds of one point whose rounds never agree: result.json is read once for the
-    # whole sweep (then kept as the last round left it), and written after every round, so a sweep
-    # killed between rounds keeps each round it finished
+    # whole sweep (then kept as the last round left it); each round goes to the journal, one
+    # line, and result.json is written once, whole, after the last round, the journal removed
     point = _ok_point(tmp_path)
-    seen_on_disk, reads = [], []
+    on_disk, reads = [], []
 
     class Worker:
         def run(self, spec, point_dir, timeout, round, **kw):
-            seen_on_disk.append(len(json.loads((point / "result.json").read_text())["timing"]["rounds"]))
+            journal = point / ROUNDS_NAME
+            lines = journal.read_text().splitlines() if journal.exists() else []
+            on_disk.append((len(json.loads((point / "result.json").read_text())["timing"]["rounds"]), len(lines)))
             step = {"samples_s": [float(round) * 1e-3] * 5}  # 2, 3, 4 ms: apart every round
             return {"status": "ok", "round": {"round": round, "step": step, "phases_s": {}}}
 
-    spec = {"hardware": "h", "distributed": "d", "trace": {"gpu_command_buffers": "g"}}
-    monkeypatch.setattr(rounds_mod, "build_spec", lambda cfg: spec)
+    monkeypatch.setattr(rounds_mod, "build_spec", lambda cfg: SPEC)
     monkeypatch.setattr(rounds_mod, "process_env", lambda *a: a)
     monkeypatch.setattr(rounds_mod, "get_worker", lambda env: Worker())
     read = rounds_mod.upgraded
     monkeypatch.setattr(rounds_mod, "upgraded", lambda r: reads.append(1) or read(r))
+    writes = []
+    write = rounds_mod.write_json_atomic
+    monkeypatch.setattr(rounds_mod, "write_json_atomic", lambda path, data: writes.append(path) or write(path, data))
     assert rounds_mod.interleave([point], 4) == 3
-    assert len(reads) == 1 and seen_on_disk == [1, 2, 3]
+    # before rounds 2, 3, 4: result.json has round 1 throughout, the journal 0, 1, 2 rounds
+    assert len(reads) == 1 and on_disk == [(1, 0), (1, 1), (1, 2)]
+    assert writes == [point / "result.json"] and not (point / ROUNDS_NAME).exists()
     t = json.loads((point / "result.json").read_text())["timing"]
     assert [x["round"] for x in t["rounds"]] == [1, 2, 3, 4] and t["rounds_rule"]["rounds"] == 4
+
+
+SPEC = {"hardware": "h", "distributed": "d", "trace": {"gpu_command_buffers": "g"}}
+
+
+def _disagreeing_worker(monkeypatch, fail: tuple = ()) -> list:
+    """A stand-in worker whose round r reads r ms (so no point's rounds agree); it fails the
+    rounds in ``fail``. The rounds it is asked for, in order."""
+    asked = []
+
+    class Worker:
+        def run(self, spec, point_dir, timeout, round, **kw):
+            asked.append(round)
+            if round in fail:
+                return {"status": "failed", "error": "boom"}
+            step = {"samples_s": [float(round) * 1e-3] * 5}
+            return {"status": "ok", "round": {"round": round, "step": step, "phases_s": {"timing": 0.5}}}
+
+    monkeypatch.setattr(rounds_mod, "build_spec", lambda cfg: SPEC)
+    monkeypatch.setattr(rounds_mod, "process_env", lambda *a: a)
+    monkeypatch.setattr(rounds_mod, "get_worker", lambda env: Worker())
+    return asked
+
+
+def test_a_sweep_killed_between_rounds_reads_back_every_round_and_its_resume_runs_only_the_rest(tmp_path, monkeypatch):
+    # rounds 2 and 3 of 5 ran, then the sweep was killed (kill -9: no finally, nothing flushed):
+    # result.json is round 1's, the journal holds the two rounds
+    point = _ok_point(tmp_path)
+    _disagreeing_worker(monkeypatch)
+    records: dict = {}
+    assert rounds_mod.add_round(point, 2, records=records) and rounds_mod.add_round(point, 3, records=records)
+    assert [x["round"] for x in json.loads((point / "result.json").read_text())["timing"]["rounds"]] == [1]
+    # every reader sees the record as the sweep held it: the typed reader the report and
+    # load_sweep use, and the runner's own (a resume)
+    kept = json.loads(json.dumps(records[point]))
+    assert _read(point) == kept
+    r = read_result(point)
+    assert [x.round for x in r.timing.rounds] == [1, 2, 3]
+    # the median of the rounds' medians (1, 2, 3 ms), and the rule and phases as round 3 left them
+    assert r.timing.summary.median_s == pytest.approx(2e-3)
+    assert r.timing.rounds_rule.why == kept["timing"]["rounds_rule"]["why"]
+    assert r.timing.rounds_rule.rounds == 3 and kept["phases_s"] == {"rounds_timing": 2.5}
+    # a resume: only rounds 4 and 5 go to the worker; then result.json holds all five, no journal
+    asked = _disagreeing_worker(monkeypatch)
+    assert rounds_mod.interleave([point], 5) == 2 and asked == [4, 5]
+    t = json.loads((point / "result.json").read_text())["timing"]
+    assert [x["round"] for x in t["rounds"]] == [1, 2, 3, 4, 5] and not (point / ROUNDS_NAME).exists()
+    assert t["summary"]["median_s"] == pytest.approx(3e-3) and t["rounds_rule"]["rounds"] == 5
+
+
+def test_a_torn_last_journal_line_is_skipped_and_the_next_round_lands_on_a_line_of_its_own(tmp_path, monkeypatch):
+    point = _ok_point(tmp_path)
+    _disagreeing_worker(monkeypatch)
+    assert rounds_mod.add_round(point, 2) is True
+    journal = point / ROUNDS_NAME
+    whole = journal.read_text()
+    torn = '{"result_started_at":null,"round":{"round":3,"step":{"samples_s":[0.0'  # killed mid-write
+    journal.write_text(whole + torn)
+    assert [x["round"] for x in _read(point)["timing"]["rounds"]] == [1, 2]
+    assert [x.round for x in read_result(point).timing.rounds] == [1, 2]
+    # round 3 again (a resume): appended after the torn line, which stays a line of its own
+    assert rounds_mod.add_round(point, 3) is True
+    assert journal.read_text().splitlines()[:2] == [whole.rstrip("\n"), torn]
+    assert [x["round"] for x in _read(point)["timing"]["rounds"]] == [1, 2, 3]
+    assert _read(point)["timing"]["summary"]["median_s"] == pytest.approx(2e-3)
+
+
+def test_a_journal_left_by_an_earlier_run_of_the_folder_is_not_this_records(tmp_path, monkeypatch):
+    point = _ok_point(tmp_path)
+    _disagreeing_worker(monkeypatch)
+    assert rounds_mod.add_round(point, 2) is True  # the journal of the record started at null
+    result = json.loads((point / "result.json").read_text())
+    (point / "result.json").write_text(json.dumps(dict(result, started_at="2026-11-27T10:00:00.000+00:00")))
+    assert [x["round"] for x in _read(point)["timing"]["rounds"]] == [1]
+    assert [x.round for x in read_result(point).timing.rounds] == [1]
+
+
+def test_a_point_whose_last_round_fails_is_written_whole_at_the_end_of_the_rounds(tmp_path, monkeypatch):
+    # round 5 fails: the point's rounds end without a last round; interleave writes result.json
+    # with rounds 1 to 4 all the same, and removes the journal
+    point = _ok_point(tmp_path)
+    _disagreeing_worker(monkeypatch, fail=(5,))
+    assert rounds_mod.interleave([point], 5) == 3
+    t = json.loads((point / "result.json").read_text())["timing"]
+    assert [x["round"] for x in t["rounds"]] == [1, 2, 3, 4] and not (point / ROUNDS_NAME).exists()
+    assert t["rounds_rule"]["why"].startswith("4 of 5 rounds so far: ")
+
+
+def test_a_normal_sweep_leaves_result_json_with_every_round_as_each_round_computed_it(tmp_path, monkeypatch):
+    # three points, five rounds, none agreeing: what ends on disk is the record the rounds built,
+    # the same as rewriting result.json after every round gave (the summary over every round)
+    points = []
+    for name in ("a", "b", "c"):
+        (tmp_path / name).mkdir()
+        points.append(_ok_point(tmp_path / name))
+    _disagreeing_worker(monkeypatch)
+    assert rounds_mod.interleave(points, 5, seed=3) == 12
+    for point in points:
+        assert not (point / ROUNDS_NAME).exists()
+        r = json.loads((point / "result.json").read_text())
+        t = r["timing"]
+        assert [x["round"] for x in t["rounds"]] == [1, 2, 3, 4, 5]
+        want = summarise(t, r["config"]["timing"], "cpu")
+        assert {k: t[k] for k in want} == json.loads(json.dumps(want))
+        assert t["summary"]["median_s"] == pytest.approx(3e-3) and t["rounds_rule"]["rounds"] == 5
+        assert r["phases_s"] == {"rounds_timing": 1.5 + 4 * 0.5}
