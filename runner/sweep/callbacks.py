@@ -193,7 +193,12 @@ class SweepCheck(Callback):
     uses (:mod:`runner.sweep.folder`); a single run into a sweep's folder stops too."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
-        release()  # the config is composed: stderr goes straight to the terminal again
+        # After this callback Hydra's sweeper composes every point to check the batch: a bad
+        # value or option in a sweep list fails there. With the basic launcher stderr stays held
+        # until the first point starts (on_job_start), so that error is one line and exit 2 like
+        # any bad config (runner.sweep.app.start); another launcher's points start elsewhere.
+        if not str(config.hydra.launcher.get("_target_", "")).endswith("BasicLauncher"):
+            release()
         base = OmegaConf.masked_copy(config, [k for k in config.keys() if k != "hydra"])  # Hydra's job config
         problem = (
             launcher_problem(str(config.hydra.launcher.get("_target_", "")))
@@ -223,6 +228,9 @@ class SweepCheck(Callback):
             sys.exit(2)
         compose_each_point_once()
         prestart_worker(base)
+
+    def on_job_start(self, config: DictConfig, **kwargs) -> None:
+        release()  # the sweep's points are composed and checked: stderr straight through again
 
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
         """A single run: never with a renamed key (``+timing.source=loop``), never into a

@@ -29,6 +29,32 @@ def test_a_point_listed_twice_is_refused_before_anything_is_written(tmp_path):
     assert not list(out.glob("*/result.json"))
 
 
+@pytest.mark.parametrize(
+    "sweep_list, said",
+    [
+        (
+            "timing.rounds=2,abc",
+            "error: Error merging override timing.rounds=abc; Value 'abc' of type 'str' could not be converted to "
+            "Integer",
+        ),
+        (
+            "op=all_gather,nope_op",
+            "error: In 'config': Could not find 'op/nope_op'; Available options in 'op': all_gather, all_reduce, "
+            "all_to_all, matmul, mm_case1, mm_case2, mm_case3, mm_case3_scatter, mm_case4, mm_case4_invalid, mm_q4, "
+            "mm_ring_allgather, mm_ring_allgather_naive, mm_ring_reducescatter, mm_ring_reducescatter_naive, program, "
+            "reduce_scatter, transformer_block",
+        ),
+    ],
+)
+def test_a_bad_value_in_a_sweep_list_is_one_line_and_exit_2_before_any_point(tmp_path, sweep_list, said):
+    # Hydra's sweeper composes every point after the callbacks' start: its error was Hydra's own
+    # 6 to 25 lines and exit 1 ("a point failed")
+    out = tmp_path / "sweep"
+    proc = runner("-m", sweep_list, "op.size_bytes=1KiB", *QUICK, f"hydra.sweep.dir={out}", expect=2)
+    assert _lines(proc.stderr) == [said]
+    assert not [p for p in out.iterdir() if p.is_dir()]  # no point folder
+
+
 def test_more_local_processes_than_the_machine_holds_is_one_line_and_none_start(tmp_path):
     from runner.config.spec import local_process_limit
 
