@@ -42,7 +42,9 @@ def key(spec: dict) -> str:
     read from their own spec)."""
     parts = {k: spec.get(k) for k in ("op", "mesh", "dtype", "precision", "hardware", "distributed")}
     parts["loop"] = bool((spec.get("timing") or {}).get("loop"))
-    return json.dumps(parts, sort_keys=True, default=str)
+    # a typed op (runner.config.op_spec) by its plain form, so equal ops key alike whatever
+    # order their dims were given in
+    return json.dumps(parts, sort_keys=True, default=lambda o: o.to_json() if hasattr(o, "to_json") else str(o))
 
 
 def held_bytes(point) -> int:

@@ -21,15 +21,14 @@ from runner.config.op_spec import BlockOp, CollectiveOp, MatmulOp, ProgramOp
 from runner.worker.programs import block, collectives, matmul, user
 from runner.worker.programs.base import Program
 
-# The program of each kind of op (runner.config.op_spec): f(op, mesh, spec). The builders other than
-# the collectives' read the op's plain form, the dict their tests write.
+# The program of each kind of op (runner.config.op_spec): f(op, mesh, spec).
 BUILDERS = {
     CollectiveOp: lambda op, mesh, spec: collectives.build(
         op.name, list(op.axes), mesh, op.size_bytes, spec["dtype"], grad=op.grad
     ),
-    MatmulOp: lambda op, mesh, spec: matmul.build(op.to_json(), mesh, spec["dtype"], spec["precision"]),
-    BlockOp: lambda op, mesh, spec: block.build(op.to_json(), mesh, spec["dtype"], spec["precision"]),
-    ProgramOp: lambda op, mesh, spec: user.build(op.to_json(), mesh, spec["dtype"]),
+    MatmulOp: lambda op, mesh, spec: matmul.build(op, mesh, spec["dtype"], spec["precision"]),
+    BlockOp: lambda op, mesh, spec: block.build(op, mesh, spec["dtype"], spec["precision"]),
+    ProgramOp: lambda op, mesh, spec: user.build(op, mesh, spec["dtype"]),
 }
 
 

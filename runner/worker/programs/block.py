@@ -45,6 +45,7 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from runner.config.op_spec import BlockOp
 from runner.worker.programs.base import Program
 
 WEIGHTS = ("wq", "wk", "wv", "wo", "win", "wout")
@@ -123,12 +124,12 @@ def tolerance(dtype: str, precision: str, platform: str) -> float:
     return 1e-4 if precision == "highest" or platform == "cpu" else 2e-2
 
 
-def build(op: dict, mesh: jax.sharding.Mesh, dtype: str, precision: str) -> Program:
-    """The block's step for the op spec ``op`` (dims, sharding, axes) on ``mesh``, its matmuls
+def build(op: BlockOp, mesh: jax.sharding.Mesh, dtype: str, precision: str) -> Program:
+    """The block's step for ``op`` (its dims, sharding and axes) on ``mesh``, its matmuls
     at ``precision`` (a ``jax.lax.Precision`` name)."""
-    dims, sharding = op["dims"], op["sharding"]
+    dims, sharding = op.dims, op.sharding
     prec = jax.lax.Precision(precision)
-    fsdp, tp = roles(sharding, op["axes"])
+    fsdp, tp = roles(sharding, list(op.axes))
     spec = specs(fsdp, tp)
     np_dtype = jnp.dtype(dtype)
     x_host, w_host = host_inputs(dims, np_dtype)

@@ -32,6 +32,7 @@ from jax.sharding import NamedSharding
 
 from analysis.book.notation import Array, Matmul, to_partition_spec
 from runner.config.matmul_plan import Plan, flops, parse_matmul, plan, used_axes
+from runner.config.op_spec import MatmulOp
 from runner.worker.programs.base import Program
 
 A_PERIOD, B_PERIOD = 7, 5  # the inputs' values: A's flat index mod 7, B's mod 5
@@ -105,12 +106,12 @@ class ExactProduct:
         return out.astype(dtype) if dtype is not None else out
 
 
-def build(op: dict, mesh: jax.sharding.Mesh, dtype: str, precision: str) -> Program:
-    """The program for the matmul op spec ``op`` (expr, dims, strategy) on ``mesh``, every
+def build(op: MatmulOp, mesh: jax.sharding.Mesh, dtype: str, precision: str) -> Program:
+    """The program for the matmul ``op`` (its expr, dims and strategy) on ``mesh``, every
     product at ``precision`` (a ``jax.lax.Precision`` name)."""
-    mm = parse_matmul(op["expr"])
-    dims = op["dims"]
-    steps = plan(mm, op["strategy"], dict(mesh.shape))
+    mm = parse_matmul(op.expr)
+    dims = op.dims
+    steps = plan(mm, op.strategy, dict(mesh.shape))
     prec = jax.lax.Precision(precision)
     np_dtype = jnp.dtype(dtype)
     letters = {

@@ -25,6 +25,7 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 
 from analysis.book.notation import parse, to_partition_spec
+from runner.config.op_spec import ProgramOp
 from runner.errors import ConfigError
 from runner.worker.programs.base import Program
 
@@ -73,18 +74,18 @@ def outputs(out):
     return tuple(leaves)
 
 
-def build(op: dict, mesh: jax.sharding.Mesh, dtype: str) -> Program:
-    """The user's function on seeded, sharded inputs (see the module)."""
-    fn = load_target(op["target"])
+def build(op: ProgramOp, mesh: jax.sharding.Mesh, dtype: str) -> Program:
+    """The user's function ``op.target`` on seeded, sharded inputs (see the module)."""
+    fn = load_target(op.target)
     # Auto axes, as most users' code is written for (XLA picks the shardings in between);
     # shardlab's own programs use the Explicit axes jax.make_mesh gives
     mesh = Mesh(mesh.devices, mesh.axis_names, axis_types=(AxisType.Auto,) * len(mesh.axis_names))
     np_dtype = jnp.dtype(dtype)
-    arrays = [parse(text) for text in op["inputs"]]
+    arrays = [parse(text) for text in op.inputs]
     rng = np.random.default_rng(0)
     hosts = []
     for arr in arrays:
-        shape = tuple(op["dims"][d.name] for d in arr.dims)
+        shape = tuple(op.dims[d.name] for d in arr.dims)
         hosts.append((rng.standard_normal(shape) / math.sqrt(max(shape[-1] if shape else 1, 1))).astype(np_dtype))
 
     def run(*args):
@@ -97,15 +98,15 @@ def build(op: dict, mesh: jax.sharding.Mesh, dtype: str) -> Program:
         return tuple(jax.device_put(h, NamedSharding(mesh, to_partition_spec(a))) for h, a in zip(hosts, arrays))
 
     return Program(
-        f"{op['target']}({', '.join(op['inputs'])})",
+        f"{op.target}({', '.join(op.inputs)})",
         jax.jit(run),
         make_input,
         None,
         None,
         extra={
-            "target": op["target"],
-            "inputs": list(op["inputs"]),
-            "dims": dict(op["dims"]),
+            "target": op.target,
+            "inputs": list(op.inputs),
+            "dims": dict(op.dims),
             "size_bytes": int(sum(h.nbytes for h in hosts)),
         },
     )

@@ -141,7 +141,7 @@ def test_each_kind_is_built_by_its_own_program(compose_cfg, which, monkeypatch):
     name, args, kwargs = programs.build(spec, mesh="the mesh")
     want = {"collective": collectives, "matmul": matmul, "block": block, "program": user}[which]
     assert name == want.__name__
-    if which == "collective":  # the collective's builder takes the op's values, the others its plain form
+    if which == "collective":  # the collective's builder takes the op's values, the others the op
         assert args == ("all_to_all", ["X"], "the mesh", 4096, "float32") and kwargs == {"grad": False}
     else:
-        assert args[:2] == (CONFIGS[which][2], "the mesh")
+        assert args[:2] == (spec["op"], "the mesh") and args[0].to_json() == CONFIGS[which][2]

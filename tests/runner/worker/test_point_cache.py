@@ -118,3 +118,13 @@ def test_a_new_point_makes_room_by_dropping_the_oldest(cache, monkeypatch):
     # 100 + 8 * 100 = 900 needed: 1200, then 1100 are over 1040; 1000 fits after two drops
     assert cache.make_room({"host_bytes": 100, "per_device_bytes": 100}, 8) == [cache.key(a), cache.key(b)]
     assert cache.stats() == {"points": 1, "bytes": 100} and "memory budget" in cache.why_missing(a)
+
+
+def test_equal_typed_ops_key_alike_whatever_order_their_dims_came_in():
+    from runner.config.op_spec import MatmulOp
+    from runner.worker.point_cache import key
+
+    a = {"op": MatmulOp("A[I, J_X] * B[J, K] -> C[I, K]", {"I": 16, "J": 16, "K": 8}, "auto", ("X",))}
+    b = {"op": MatmulOp("A[I, J_X] * B[J, K] -> C[I, K]", {"K": 8, "J": 16, "I": 16}, "auto", ("X",))}
+    assert a == b and key(a) == key(b)
+    assert key(a) != key({"op": MatmulOp(a["op"].expr, {"I": 16, "J": 16, "K": 16}, "auto", ("X",))})

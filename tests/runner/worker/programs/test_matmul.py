@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from runner.config.matmul_plan import parse_matmul
+from runner.config.op_spec import MatmulOp
 from runner.worker.programs import matmul
 from runner.worker.programs.matmul import ExactProduct, _host
 from runner.worker.result_check import check
@@ -64,7 +65,7 @@ def test_a_slice_of_a_huge_product_costs_only_the_slice():
 
 def test_the_check_of_a_matmul_never_runs_an_einsum_on_the_host(monkeypatch):
     prog = matmul.build(
-        {"expr": "A[I, J_X] * B[J, K] -> C[I, K]", "dims": {"I": 64, "J": 64, "K": 64}, "strategy": "auto"},
+        MatmulOp("A[I, J_X] * B[J, K] -> C[I, K]", {"I": 64, "J": 64, "K": 64}, "auto", ("X",)),
         jax.make_mesh((8,), ("X",)),
         "float32",
         "default",
@@ -83,7 +84,7 @@ def test_the_check_of_a_matmul_never_runs_an_einsum_on_the_host(monkeypatch):
 def _run(expr: str, dims: dict[str, int], dtype: str = "float32", strategy: str = "auto"):
     """A real matmul program's result on 8 devices, with its reference."""
     mesh = jax.make_mesh((8,), ("X",))
-    prog = matmul.build({"expr": expr, "dims": dims, "strategy": strategy}, mesh, dtype, "default")
+    prog = matmul.build(MatmulOp(expr, dims, strategy, ("X",)), mesh, dtype, "default")
     return prog.fn(*prog.make_input()), prog.reference(), prog.tolerance
 
 

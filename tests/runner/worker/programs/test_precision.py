@@ -20,6 +20,7 @@ from shardlab_cli import runner as shardlab_runner
 from analysis.runs.record import Result
 from analysis.runs.summary import summary_table
 from runner import run
+from runner.config.op_spec import BlockOp, MatmulOp
 from runner.config.spec import build_spec
 from runner.worker import point_cache
 from runner.worker.programs import block, matmul
@@ -55,7 +56,7 @@ def _assert_at(lowered, precision: str) -> int:
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("sharding, axes", [("fsdp", ["X"]), ("tp", ["Y"]), ("fsdp_tp", ["X", "Y"])])
 def test_every_matmul_of_the_block_step_forward_and_backward_runs_at_the_precision(sharding, axes, precision):
-    prog = block.build({"dims": DIMS, "sharding": sharding, "axes": axes}, _mesh(), "float32", precision)
+    prog = block.build(BlockOp(sharding, tuple(axes), DIMS), _mesh(), "float32", precision)
     # 8 einsums forward; backward, both cotangents of each but the input x's in q, k, v: 8 + 13
     assert _assert_at(prog.fn.lower(*prog.make_input()), precision) == 21
 
@@ -70,7 +71,7 @@ def test_the_block_reference_runs_at_highest_whatever_the_step_runs_at(monkeypat
         return real(x, w, gather, reduce_tp, precision)
 
     monkeypatch.setattr(block, "forward", recording)
-    prog = block.build({"dims": DIMS, "sharding": "fsdp", "axes": ["X"]}, _mesh(), "float32", "default")
+    prog = block.build(BlockOp("fsdp", ("X",), DIMS), _mesh(), "float32", "default")
     prog.fn.lower(*prog.make_input())
     prog.reference()
     assert asked == [jax.lax.Precision.DEFAULT, jax.lax.Precision.HIGHEST]
@@ -96,7 +97,7 @@ def test_the_block_checks_float32_at_1e4_only_where_it_is_float32_arithmetic(dty
 
 
 def test_the_block_program_takes_the_tolerance_of_its_devices():
-    prog = block.build({"dims": DIMS, "sharding": "tp", "axes": ["Y"]}, _mesh(), "float32", "default")
+    prog = block.build(BlockOp("tp", ("Y",), DIMS), _mesh(), "float32", "default")
     assert prog.tolerance == 1e-4  # on this CPU
 
 
@@ -112,7 +113,7 @@ def test_the_block_program_takes_the_tolerance_of_its_devices():
     ],
 )
 def test_every_matmul_program_multiplies_at_the_precision(expr, strategy, precision):
-    op = {"expr": expr, "dims": {"I": 64, "J": 64, "K": 64}, "strategy": strategy}
+    op = MatmulOp(expr, {"I": 64, "J": 64, "K": 64}, strategy, ("X",))
     prog = matmul.build(op, _mesh(), "float32", precision)
     # the ring multiplies one block per device of the axis (4 here); the others one product
     assert _assert_at(prog.fn.lower(*prog.make_input()), precision) == (4 if strategy == "collective_matmul" else 1)
@@ -178,7 +179,7 @@ def test_the_matmul_reference_is_exact_at_every_precision(compose_cfg):
     # the inputs are exact in bfloat16 and TF32, so is every product and every float32 sum:
     # the tolerance stays 0 for float32, whatever precision the product runs at
     for precision in PRECISIONS:
-        op = {"expr": "A[I, J_X] * B[J_X, K] -> C[I, K]", "dims": {"I": 16, "J": 64, "K": 16}, "strategy": "auto"}
+        op = MatmulOp("A[I, J_X] * B[J_X, K] -> C[I, K]", {"I": 16, "J": 64, "K": 16}, "auto", ("X",))
         prog = matmul.build(op, _mesh(), "float32", precision)
         assert prog.tolerance is None
         assert np.array_equal(np.asarray(prog.fn(*prog.make_input())), np.asarray(prog.reference()))

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from runner import run
+from runner.config.op_spec import ProgramOp
 from runner.worker.programs.user import build
 from runner.worker.result_check import check
 from runner.worker.timing import wait
@@ -93,7 +94,7 @@ def user_file(tmp_path_factory):
 )
 def test_a_program_returning_any_pytree_is_waited_on_and_checked_leaf_by_leaf(user_file, function, shapes):
     mesh = jax.make_mesh((8,), ("X",))
-    op = {"target": f"{user_file}:{function}", "inputs": ["x[B_X, D]", "w[D, F]"], "dims": {"B": 16, "D": 4, "F": 8}}
+    op = ProgramOp(f"{user_file}:{function}", ("x[B_X, D]", "w[D, F]"), {"B": 16, "D": 4, "F": 8}, ("X",))
     program = build(op, mesh, "float32")
     out = program.fn(*program.make_input())
     wait(out)
