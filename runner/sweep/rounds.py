@@ -219,11 +219,14 @@ def _record(point_dir: Path, records: dict | None) -> dict | None:
 
 def interleave(point_dirs: list[Path], rounds: int, seed: int = 0) -> int:
     """Rounds 2..``rounds`` of every point, round by round, each round in a shuffled order.
-    Returns how many rounds were added."""
+    Returns how many rounds were added. A round that cannot be written (a full disk, a folder
+    made read-only) ends the rounds with one warning: every point keeps the rounds it finished,
+    and the sweep goes on to its report."""
     rng = random.Random(seed)
     added = 0
     specs: dict = {}  # each point's spec, built at its first later round
     records: dict = {}  # each point's record, read once, then as its last round left it
+    r = 2
     try:
         for r in range(2, rounds + 1):
             order = list(point_dirs)
@@ -236,6 +239,14 @@ def interleave(point_dirs: list[Path], rounds: int, seed: int = 0) -> int:
             log.info("round %d of %d: %d point(s)", r, rounds, len(order))
             for point_dir in order:
                 added += add_round(point_dir, r, specs=specs, records=records)
+    except OSError as exc:
+        log.warning(
+            "the later rounds stop at round %d: cannot write %s (%s); every point keeps the rounds it "
+            "finished (resume=true times the rest once there is room)",
+            r,
+            exc.filename or ROUNDS_NAME,
+            exc.strerror or exc,
+        )
     finally:  # a point whose last round failed, or a Ctrl-C: result.json whole with what finished
         finish_all(point_dirs, records)
     return added

@@ -11,6 +11,7 @@ worker that is a stand-in (no JAX), and the order and log lines of the interleav
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import random
@@ -562,3 +563,33 @@ def test_a_normal_sweep_leaves_result_json_with_every_round_as_each_round_comput
         assert {k: t[k] for k in want} == json.loads(json.dumps(want))
         assert t["summary"]["median_s"] == pytest.approx(3e-3) and t["rounds_rule"]["rounds"] == 5
         assert r["phases_s"] == {"rounds_timing": 1.5 + 4 * 0.5}
+
+
+def test_a_full_disk_ends_the_later_rounds_with_one_warning_and_keeps_every_round_finished(
+    tmp_path, monkeypatch, caplog
+):
+    # round 3's line cannot be written (ENOSPC): one warning, no traceback, no more rounds
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    points = [_ok_point(tmp_path / name) for name in ("a", "b")]
+    _disagreeing_worker(monkeypatch)
+    append = rounds_mod.append_round
+
+    def full_from_round_3(point_dir, line):
+        if line["round"]["round"] >= 3:
+            raise OSError(errno.ENOSPC, "No space left on device", str(point_dir / ROUNDS_NAME))
+        append(point_dir, line)
+
+    monkeypatch.setattr(rounds_mod, "append_round", full_from_round_3)
+    with caplog.at_level(logging.WARNING, logger=rounds_mod.log.name):
+        assert rounds_mod.interleave(points, 5) == 2
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(said) == 1 and said[0].startswith("the later rounds stop at round 3: cannot write ")
+    assert "No space left on device" in said[0] and "resume=true" in said[0]
+    # the point whose round-3 line failed keeps round 3 too: it was measured, and result.json is
+    # written whole at the end of the rounds (where the disk has room for it)
+    kept = sorted(
+        tuple(x["round"] for x in json.loads((p / "result.json").read_text())["timing"]["rounds"]) for p in points
+    )
+    assert kept == [(1, 2), (1, 2, 3)]
+    assert not any((p / ROUNDS_NAME).exists() for p in points)
