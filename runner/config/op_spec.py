@@ -11,8 +11,7 @@ shrink). A new kind is a class here and its row in :data:`KINDS`, and its progra
 in :data:`runner.worker.programs.BUILDERS` (which imports JAX, so it cannot stand here).
 
 The spec reaches the worker pickled, these objects with it; no file holds them. ``to_json``
-gives the plain dict the op was before it was typed (the program builders read it) and
-:func:`from_json` takes it back.
+gives the plain dict the op was before it was typed (the point cache keys an op by it).
 """
 
 from __future__ import annotations
@@ -302,13 +301,6 @@ KINDS: dict[str, type[Op]] = {k.name: k for k in (MatmulOp, BlockOp, ProgramOp)}
 def kind(name: str) -> type[Op]:
     """The class of ``op.name`` (a name :func:`runner.config.spec.build_spec` has checked)."""
     return KINDS.get(name, CollectiveOp)
-
-
-def from_json(d: dict) -> Op:
-    """The op whose :meth:`to_json` is ``d``."""
-    cls = kind(d["name"])
-    values = {f.name: d[f.name] for f in fields(cls)}
-    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
 
 def sum_inputs(dtype: str, group: int) -> tuple[int, bool]:
