@@ -13,8 +13,8 @@ host array of the whole size exists.
 It is calibrated as an upper bound of the worker's resident high-water mark (``memory_peak``
 in result.json, measured in a fresh worker), which varies by up to a third from run to run
 with the allocator and more with the JAX version: at 64 MiB over 8 CPU devices the collectives
-grew by 2.1-3.1 GiB (AllGather), 2.0-2.2 GiB (ReduceScatter) and 3.0-4.0 GiB (AllReduce) in
-eight runs on jax 0.10, and by 3.0-4.1 GiB, 1.8-2.0 GiB and 4.1-5.6 GiB (AllReduce's
+grew by 1.8-3.1 GiB (AllGather), 2.0-2.2 GiB (ReduceScatter) and 3.0-4.0 GiB (AllReduce) in
+nine runs on jax 0.10, and by 3.0-4.1 GiB, 1.8-2.0 GiB and 4.1-5.6 GiB (AllReduce's
 mean 4.8 GiB, sd 0.44 GiB, over nine runs) on jax 0.12; AllToAll by 420-580 MiB on both. The
 estimate is 4.6, 2.7, 6.1 GiB and 696 MiB. At 1 KiB they grow by 23 MiB.
 

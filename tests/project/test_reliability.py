@@ -206,7 +206,8 @@ def test_container_memory_limits_are_honoured(tmp_path, monkeypatch):
 def test_the_memory_estimate_bounds_what_each_collective_holds(compose_cfg, tmp_path):
     """At 64 MiB over 8 CPU devices: the worker's resident high-water mark never exceeds the
     estimate the point was admitted with, and the estimate is not far above it. (The growth
-    itself varies up to 1.8x between runs and JAX versions: runner/config/memory.py.)"""
+    itself varies up to 1.8x between runs and JAX versions, and AllGather's came out at 1.8 GiB
+    once on jax 0.10 against its usual 2.1-3.1 GiB: runner/config/memory.py. Hence 3x, not 2.5x.)"""
     from runner import run
     from runner.sweep.pool import discard_worker
 
@@ -217,7 +218,7 @@ def test_the_memory_estimate_bounds_what_each_collective_holds(compose_cfg, tmp_
         r = run(compose_cfg([f"op={op}", "op.size_bytes=64MiB", *FAST, "trace.enabled=false"]), tmp_path / op)
         assert r["status"] == "ok", r.get("error")
         grew, est = r["memory_peak"]["growth_bytes"], r["memory_estimate"]["host_total_bytes"]
-        assert grew <= est <= 2.5 * grew, (op, grew / 2**20, est / 2**20)
+        assert grew <= est <= 3 * grew, (op, grew / 2**20, est / 2**20)
 
 
 def test_a_launcher_that_runs_points_side_by_side_is_refused_before_anything_is_written(tmp_path):
