@@ -14,10 +14,12 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import math
 import random
 
 import numpy as np
 import pytest
+from scipy.special import stdtrit
 
 from analysis.report.sweep_sections import _rounds_taken
 from analysis.runs.record import ONE_ROUND, Result
@@ -53,15 +55,27 @@ def test_two_agreeing_rounds_within_the_target_stop():
     }
 
 
-def test_two_rounds_a_tenth_apart_disagree_though_their_interval_meets_the_target():
-    # Cochran's Q with 2 rounds is a z-test of their log medians: rounds at 1 ms and 1.08 ms,
-    # each known to +-1%, are 8% apart where their intervals allow about 3.6%
-    t = _timing(TIGHT, [1.08 * x for x in TIGHT])
+def test_two_rounds_apart_by_more_than_their_own_intervals_disagree_though_their_interval_meets_the_target():
+    # Cochran's Q with 2 rounds is a z-test of their log medians: rounds at 1 ms and 1.005 ms,
+    # each known to +-0.05%, are 0.5% apart where their intervals allow about 0.1%; the
+    # interval over the two, t(1) x 0.5% / 2 in log space, is +-3.2%, within the target
+    tighter = (np.linspace(0.999, 1.001, 21) * 1e-3).tolist()
+    t = _timing(tighter, [1.005 * x for x in tighter])
     rel = t["summary"]["rel_ci_halfwidth"]
-    assert t["summary"]["rounds_disagree"] and rel <= 0.05
+    assert t["summary"]["rounds_disagree"] and rel == pytest.approx(math.sinh(stdtrit(1, 0.975) * math.log(1.005) / 2))
+    assert rel <= 0.05
     rule = rounds_rule(t, 5, 0.05)
     assert rule["stopped"] is False
     assert rule["why"] == "2 of 5 rounds so far: the step rounds disagree (Cochran's Q, 99%)"
+
+
+def test_two_rounds_a_tenth_apart_do_not_meet_a_5_percent_target():
+    # two rounds 8% apart, each known to +-0.5%: the bootstrap over them spans about +-4%, but
+    # two draws say little of the next (t with 1 degree of freedom: 12.7), so +-51%
+    t = _timing(TIGHT, [1.08 * x for x in TIGHT])
+    rel = t["summary"]["rel_ci_halfwidth"]
+    assert rel == pytest.approx(math.sinh(stdtrit(1, 0.975) * math.log(1.08) / 2)) and 0.5 < rel < 0.52
+    assert rounds_rule(t, 5, 0.05)["stopped"] is False
 
 
 def test_rounds_that_disagree_run_on_and_the_last_says_why():
@@ -284,8 +298,9 @@ def test_a_round_is_appended_with_the_rule_the_bandwidth_and_the_phases(tmp_path
     assert t["estimator"] == "step" and t["summary"]["median_s"] == pytest.approx(2e-3)
     assert t["estimators"]["loop"]["median_s"] == pytest.approx(3e-3) and t["estimators"]["loop"]["K"] == 20
     # judged after round 2: the rounds (3 equal samples each) are apart by far more than their
-    # intervals allow, and the bootstrap over 2 rounds spans 1 ms to 3 ms around 2 ms
-    why = "the loop and step rounds disagree (Cochran's Q, 99%); interval ±50.0%, wider than the target ±5%"
+    # intervals allow, and the interval over 2 rounds is t(1) x ln(3) / 2 = 6.98 in log space
+    # around 2 ms (the bootstrap alone spans 1 ms to 3 ms): sinh(6.98) = 537.242
+    why = "the loop and step rounds disagree (Cochran's Q, 99%); interval ±53724.2%, wider than the target ±5%"
     assert t["rounds_rule"] == {
         "rounds": 2,
         "wanted": 5,

@@ -190,8 +190,14 @@ def test_a_single_old_K_gives_a_whole_K1():
 
 # ---------------------------------------------------------------- summarise
 _RNG = np.random.default_rng(11)
-# rounds that overlap: their bootstrap interval depends on the seed (well-apart rounds' would not)
-A, B, C = ((_RNG.lognormal(0, 0.3, 15) * m * 1e-3).tolist() for m in (1.0, 1.1, 1.2))
+# three different rounds with one median: the spread between their medians (none) leaves the
+# interval to the bootstrap, which depends on the seed (stats.few_rounds_halfwidth, t over the
+# rounds' medians, is deterministic and would set it for rounds apart)
+_BASE = _RNG.lognormal(0, 0.3, 401) * 1e-3  # many samples: bootstrap percentiles fall between order statistics
+_MID = float(np.median(_BASE))
+A = _BASE.tolist()
+B = [x * 1.5 if x > _MID else x for x in A]
+C = [x * 0.7 if x < _MID else x for x in A]
 
 
 def _record():
