@@ -49,9 +49,22 @@ class _Section:
     def of(cls, **values):
         """The section a writer fills: ``values`` by field name (a nested section given None
         stands empty and is written null), written back with exactly these keys, in this order."""
-        nested = {k for k in values if k in cls._NESTED and values[k] is None}
-        filled = {k: (cls._NESTED[k]() if k in nested else v) for k, v in values.items()}
-        return cls(**filled, _keys=tuple(values), _nulls=frozenset(nested))
+        return cls().with_(**values)
+
+    def with_(self, **values):
+        """This section with ``values`` set, as a writer adds to it: each key written back
+        (null included), in its place where the section had it, else after the keys it had."""
+        nested = {k for k in values if k in self._NESTED and values[k] is None}
+        filled = {k: (self._NESTED[k]() if k in nested else v) for k, v in values.items()}
+        keys = self._keys + tuple(k for k in values if k not in self._keys)
+        nulls = (self._nulls - set(values)) | nested
+        return dataclasses.replace(self, **filled, _keys=keys, _nulls=frozenset(nulls))
+
+    def given(self) -> dict:
+        """The fields this section holds a key for, in order (a null section as None): what
+        :meth:`with_` takes to set the same keys on another record."""
+        names = {f.name for f in _keyed(type(self))}
+        return {k: (None if k in self._nulls else getattr(self, k)) for k in self._keys if k in names}
 
     def to_json(self) -> dict:
         """The section as its JSON object: the keys it was read with (or given), then every
