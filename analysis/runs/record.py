@@ -16,6 +16,15 @@ show a missing number. A file written at ``format_version`` 1 names the spec ``e
 its timing's ``source`` (and ``source_reason``): :func:`upgraded` reads those as ``spec``,
 ``point``, ``point_dir``, ``estimator`` and ``estimator_reason``, so every file ever written loads.
 
+Every key the runner writes is declared here (``config`` is Hydra's, open-ended: ``Config.tree``
+holds it whole), and the record writes itself back: :meth:`_Section.to_json`. The rule for None
+(:mod:`analysis.runs.record_section`): a section remembers the keys its object held, in order,
+and writes exactly those back, null where the file had null; a field the file lacked is written
+only where it holds something. So for every file the runner writes,
+``Result.from_json(d).to_json() == d`` (tests/analysis/runs/test_record.py holds every kind of
+point to it); a writer builds its sections with :meth:`_Section.of`, which records the keys given.
+The timing sections live in :mod:`analysis.runs.record_timing`, re-exported here.
+
 :func:`analysis.runs.rundir.read_result` builds the record once, as it reads the file; a reader
 asks ``result.timing.estimate(STEP).median_s``, never
 ``((r.get("timing") or {}).get("estimators") or {}).get("step") or {}``.
@@ -27,32 +36,44 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-# The three timing estimators (runner.worker.timing): *step* the wall time of one blocked step,
-# *loop* the per-repetition slope between two loop calls, *device* the devices' own op times
-# from the trace. Every place that names one takes it from here.
-ESTIMATORS = ("step", "loop", "device")
-STEP, LOOP, DEVICE = ESTIMATORS
-# A point imported from another tool's log (analysis.importers): that tool's average, no samples
-# of ours, so no interval of ours and no noise to judge.
-IMPORTED = "imported"
-# Every name a record's timing.estimator may hold: a timed one, which has samples (only these
-# have rounds and an Estimate: _checked), or imported, which has one number and no samples.
-RECORD_ESTIMATORS = (*ESTIMATORS, IMPORTED)
-# What a point timed in one round says of its interval (timing=quick, timing.rounds=1): it is
-# the samples' within that round, with no later round to show drift. The report, summary.csv's
-# rounds_why, the headline and the console all say it in these words.
-ONE_ROUND = "one round: not checked for run-to-run drift"
+from analysis.runs.record_section import _items, _Section, _section, dump, shape
+from analysis.runs.record_timing import (
+    DEVICE,
+    ESTIMATORS,
+    IMPORTED,
+    LOOP,
+    ONE_ROUND,
+    RECORD_ESTIMATORS,
+    STEP,
+    Estimate,
+    LoopCheck,
+    LoopRule,
+    Round,
+    RoundInputs,
+    RoundsRule,
+    Samples,
+    Timing,
+)
 
-
-def _section(value) -> dict:
-    """A JSON object, or an empty one for anything else (missing, ``null``, a list)."""
-    return value if isinstance(value, dict) else {}
-
-
-def _items(value) -> list:
-    """A JSON array, or an empty one for anything else."""
-    return value if isinstance(value, list) else []
-
+# re-exported: every reader and writer takes the record's names from this module
+__all__ = [
+    "DEVICE",
+    "ESTIMATORS",
+    "IMPORTED",
+    "LOOP",
+    "ONE_ROUND",
+    "RECORD_ESTIMATORS",
+    "STEP",
+    "Estimate",
+    "LoopCheck",
+    "LoopRule",
+    "Round",
+    "RoundInputs",
+    "RoundsRule",
+    "Samples",
+    "Timing",
+    "dump",
+]
 
 # format_version 1's keys and the names they have now (analysis.runs.rundir.FORMAT_VERSION 2)
 V1_KEYS = {"experiment": "spec", "job": "point", "job_dir": "point_dir"}
@@ -93,188 +114,6 @@ def either(recorded, otherwise):
     as it ran, else what its config asked for (a point that failed before it ran, or a file
     from before the key was recorded)."""
     return recorded if recorded is not None else otherwise
-
-
-class _Section:
-    """``from_json`` for the frozen dataclasses below: each field from the key of its name
-    (None where missing), the fields named in ``_NESTED`` read as those sections."""
-
-    _NESTED: ClassVar[dict[str, type]] = {}
-
-    @classmethod
-    def from_json(cls, d):
-        """The section from its JSON object; what the object lacks is None (an empty section
-        for a nested one)."""
-        d = _section(d)
-        return cls(**{f.name: _read(cls._NESTED.get(f.name), d.get(f.name)) for f in _keyed(cls)})
-
-
-def _read(kind, value):
-    return kind.from_json(value) if kind is not None else value
-
-
-def _keyed(cls) -> list:
-    """The fields of ``cls`` read from a key of their own name (all but ``Config.tree``)."""
-    return [f for f in dataclasses.fields(cls) if f.name != "tree"]
-
-
-@dataclass(frozen=True)
-class Estimate(_Section):
-    """One estimator's samples combined over rounds (:func:`analysis.statistics.stats.combine_rounds`):
-    ``timing.summary`` (the chosen estimator's) and each of ``timing.estimators``."""
-
-    n: int | None = None
-    median_s: float | None = None
-    mean_s: float | None = None
-    min_s: float | None = None
-    max_s: float | None = None
-    std_s: float | None = None
-    p10_s: float | None = None
-    p90_s: float | None = None
-    p95_s: float | None = None
-    p99_s: float | None = None
-    ci_low_s: float | None = None
-    ci_high_s: float | None = None
-    cv: float | None = None
-    rel_ci_halfwidth: float | None = None
-    rounds: int | None = None
-    round_medians_s: list | None = None
-    within_round_rel_ci: float | None = None
-    rounds_disagree: bool | None = None
-    K: int | None = None  # the loop estimator's longer trip count
-    # the loop estimator: the empty loop's seconds per repetition (median over rounds), its share
-    # of the loop's, and whether that share is above runner.worker.timing.LAUNCH_BOUND_SHARE
-    empty_loop_s: float | None = None
-    empty_loop_share: float | None = None
-    launch_bound: bool | None = None
-
-
-@dataclass(frozen=True)
-class Samples(_Section):
-    """One estimator's samples in one round (``timing.rounds[i].step``, ``.loop``, ``.device``;
-    round 1's device samples are ``timing.device``, from the point's own trace)."""
-
-    samples_s: list | None = None
-    stop_reason: str | None = None
-    K: int | None = None  # loop: the longer trip count; Ks both
-    Ks: list | None = None
-    what: str | None = None  # device: the collective's time or the whole program's
-    # loop: the same loop with an empty body, seconds per repetition (median of its slopes)
-    empty_loop_s: float | None = None
-    empty_loop_samples_s: list | None = None
-    instructions: list | None = None  # device: the HLO instructions timed (None: the program)
-
-
-@dataclass(frozen=True)
-class Round(_Section):
-    """One round of a point's timing (``timing.rounds[i]``)."""
-
-    round: int | None = None
-    step: Samples = field(default_factory=Samples)
-    loop: Samples = field(default_factory=Samples)
-    device: Samples = field(default_factory=Samples)
-    page_faults_per_step: float | None = None
-    _NESTED: ClassVar[dict[str, type]] = {STEP: Samples, LOOP: Samples, DEVICE: Samples}
-
-    def samples(self, estimator: str) -> list[float]:
-        """This round's samples of ``estimator`` (empty where it has none)."""
-        return list(getattr(self, _checked(estimator)).samples_s or [])
-
-
-@dataclass(frozen=True)
-class RoundsRule(_Section):
-    """How many rounds a sweep asked of the point and why it took the ones it did
-    (``timing.rounds_rule``, :func:`runner.sweep.rounds.rounds_rule`)."""
-
-    wanted: int | None = None
-    why: str | None = None
-    stopped: bool | None = None
-    rounds: int | None = None  # the rounds it had when the rule was last judged
-
-
-@dataclass(frozen=True)
-class LoopRule(_Section):
-    """Whether the point's later rounds timed the *loop* estimator again, and why
-    (``timing.loop_rule``, :func:`runner.worker.timing.loop_rule`): decided on round 1, where the
-    loop is a cross-check of the ``source`` estimator; ``rerun`` where round 1's intervals of
-    the two do not overlap (the loop disagreed), up to round ``last_round`` (None: every round),
-    ``loop_over_source`` the ratio of their round-1 medians."""
-
-    rerun: bool | None = None
-    last_round: int | None = None
-    why: str | None = None
-    source: str | None = None
-    loop_over_source: float | None = None
-
-
-@dataclass(frozen=True)
-class Timing(_Section):
-    """``timing``: the estimator the tables and fits use (``estimator``, why in
-    ``estimator_reason``, its ``summary``; no time and ``missing_reason`` where *device* was
-    chosen and found none), every estimator under its own name, the rounds and their samples."""
-
-    estimator: str | None = None  # one of RECORD_ESTIMATORS
-    estimator_reason: str | None = None
-    missing_reason: str | None = None
-    summary: Estimate = field(default_factory=Estimate)
-    estimators: dict = field(default_factory=dict)  # {name in ESTIMATORS: Estimate}
-    rounds: tuple = ()  # of Round
-    device: Samples = field(default_factory=Samples)
-    rounds_rule: RoundsRule = field(default_factory=RoundsRule)
-    loop_rule: LoopRule = field(default_factory=LoopRule)
-    loop_check: dict | None = None
-    page_faults_per_step: float | None = None
-    seed: int | None = None
-
-    @classmethod
-    def from_json(cls, d) -> Timing:
-        """The timing section; estimators by name (unknown names kept out), rounds in order."""
-        d = _section(d)
-        found = _section(d.get("estimators"))
-        return cls(
-            estimator=d.get("estimator"),
-            estimator_reason=d.get("estimator_reason"),
-            missing_reason=d.get("missing_reason"),
-            summary=Estimate.from_json(d.get("summary")),
-            estimators={name: Estimate.from_json(found[name]) for name in ESTIMATORS if name in found},
-            rounds=tuple(Round.from_json(r) for r in _items(d.get("rounds"))),
-            device=Samples.from_json(d.get("device")),
-            rounds_rule=RoundsRule.from_json(d.get("rounds_rule")),
-            loop_rule=LoopRule.from_json(d.get("loop_rule")),
-            loop_check=d.get("loop_check"),
-            page_faults_per_step=d.get("page_faults_per_step"),
-            seed=d.get("seed"),
-        )
-
-    def estimate(self, name: str) -> Estimate:
-        """The combined samples of estimator ``name`` (empty where the point has none)."""
-        return self.estimators.get(_checked(name)) or Estimate()
-
-    def rounds_why(self) -> str | None:
-        """Why the point took the rounds it did: the adaptive rule's words (``rounds_rule``), or
-        :data:`ONE_ROUND` for a point timed in one round (None where nothing says)."""
-        return self.rounds_rule.why or (ONE_ROUND if len(self.rounds) == 1 else None)
-
-    def estimator_rounds(self) -> list[list[float]]:
-        """The samples of the chosen estimator (*step* where none is said), one list per
-        round, empty rounds dropped, as :func:`runner.worker.timing.summarise` combined them:
-        step and loop from every round; device from the point's own trace (round 1) and the
-        later rounds' traces."""
-        estimator = self.estimator or STEP
-        if estimator == DEVICE:
-            found = [self.device.samples_s or []] + [r.samples(DEVICE) for r in self.rounds[1:]]
-        elif estimator in ESTIMATORS:
-            found = [r.samples(estimator) for r in self.rounds]
-        else:  # IMPORTED (the one untimed name of RECORD_ESTIMATORS): another tool's average, no samples
-            found = []
-        return [[float(x) for x in r] for r in found if r]
-
-
-def _checked(estimator: str) -> str:
-    # a timed estimator, the names with samples: not IMPORTED, whose point has none
-    if estimator not in ESTIMATORS:
-        raise ValueError(f"estimator {estimator!r}: not one of {', '.join(ESTIMATORS)}")
-    return estimator
 
 
 @dataclass(frozen=True)
@@ -323,7 +162,16 @@ class Spec(_Section):
     dims: dict | None = None
     flops: float | None = None
     grad: bool | None = None
+    plan: dict | None = None  # matmul: the steps its strategy runs (runner.worker.programs.matmul)
+    # transformer_block: its sharding recipe, the mesh axes of each, its parameter count
     sharding: str | None = None
+    fsdp_axis: str | None = None
+    tp_axis: str | None = None
+    params: int | None = None
+    # program (a user's function): its target and inputs in the notation
+    target: str | None = None
+    inputs: list | None = None
+    nodes: int | None = None  # an imported point's nodes (analysis.importers)
     _NESTED: ClassVar[dict[str, type]] = {"mesh": Mesh, "placement": Placement}
 
 
@@ -379,6 +227,10 @@ class Config(_Section):
         """The config section: the typed fields, and the whole mapping as ``tree``."""
         return dataclasses.replace(super().from_json(d), tree=_section(d))
 
+    def to_json(self) -> dict:
+        """The whole config mapping (``tree``), as it was read or given."""
+        return dump(self.tree)
+
 
 @dataclass(frozen=True)
 class Environment(_Section):
@@ -393,6 +245,18 @@ class Environment(_Section):
     host: str | None = None
     jax_version: str | None = None
     jaxlib_version: str | None = None
+    python_version: str | None = None
+    platform: str | None = None  # Python's platform.platform()
+    malloc_env: dict | None = None  # the MALLOC_* variables the worker ran with
+    env: dict | None = None  # the variables that change XLA, JAX, libtpu and NCCL
+
+
+@dataclass(frozen=True)
+class TraceOptions(_Section):
+    """``trace.options``: the profiler's tracer levels the trace was taken with."""
+
+    python_tracer_level: int | None = None
+    host_tracer_level: int | None = None
 
 
 @dataclass(frozen=True)
@@ -404,6 +268,14 @@ class Trace(_Section):
     traced_step_median_s: float | None = None
     error: str | None = None
     iters: int | None = None  # the traced calls of the step (the trace holds that many executions)
+    wall_samples_s: list | None = None  # each traced call's wall time
+    write_s: float | None = None  # writing the trace out
+    options: TraceOptions = field(default_factory=TraceOptions)
+    wall_s: float | None = None  # the whole trace phase
+    inspect_only: str | None = None  # why the trace times nothing (trace.inspect_iters)
+    op_events: int | None = None  # device-op events the trace held
+    ops: list | None = None  # per traced op, its times (analysis.trace.op_summary's rows)
+    _NESTED: ClassVar[dict[str, type]] = {"options": TraceOptions}
 
 
 @dataclass(frozen=True)
@@ -413,6 +285,14 @@ class Check(_Section):
     passed: bool | None = None
     unchecked: bool | None = None
     why: str | None = None
+    kind: str | None = None  # "finite": a program without a reference, checked for finite outputs
+    outputs: int | None = None  # the outputs checked (a whole step has several)
+    max_rel_error: float | None = None
+    tolerance: float | None = None
+    shape: list | None = None
+    shards_checked: int | None = None
+    slices: int | None = None
+    wrong_devices: list | None = None
 
 
 @dataclass(frozen=True)
@@ -424,6 +304,17 @@ class Compile(_Section):
 
 
 @dataclass(frozen=True)
+class CeilingCurve(_Section):
+    """``ceiling.curve``: the CPU copy curve the ceiling was read off (runner.worker.copy_curve)."""
+
+    measured_at: str | None = None
+    file: str | None = None
+    repeats: int | None = None
+    wall_s: float | None = None
+    reused: bool | None = None
+
+
+@dataclass(frozen=True)
 class Ceiling(_Section):
     """``ceiling``: the bus bandwidth the point is held to (None for programs without one)."""
 
@@ -432,6 +323,13 @@ class Ceiling(_Section):
     ci_low_Bps: float | None = None
     ci_high_Bps: float | None = None
     inconsistent: str | None = None
+    bytes_per_device: int | None = None  # device_copy: the bus bytes each device moves
+    devices: int | None = None
+    iterations: int | None = None  # device_copy measured at the point (runner.worker.ceiling)
+    physical_axes: int | None = None  # link: the physical axes (links) the group spans
+    curve: CeilingCurve = field(default_factory=CeilingCurve)  # device_copy read off the copy curve
+    what: str | None = None
+    _NESTED: ClassVar[dict[str, type]] = {"curve": CeilingCurve}
 
 
 @dataclass(frozen=True)
@@ -446,64 +344,122 @@ class Process(_Section):
     status: str | None = None
     error: str | None = None
     timing_summary: Estimate = field(default_factory=Estimate)
+    log: str | None = None  # the process's worker log, relative to the point folder
+    process_count: int | None = None
+    pid: int | None = None
     _NESTED: ClassVar[dict[str, type]] = {"timing_summary": Estimate}
+
+
+@dataclass(frozen=True)
+class MemoryPeak(_Section):
+    """``memory_peak``: the worker's resident memory before the point and its high-water mark
+    while it ran (Linux), beside the estimate it was admitted with."""
+
+    rss_before_bytes: int | None = None
+    rss_peak_bytes: int | None = None
+    growth_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class MemoryEstimate(_Section):
+    """``memory_estimate``: what the point was estimated to need (runner.config.memory.check_fits)."""
+
+    host_bytes: int | None = None
+    per_device_bytes: int | None = None
+    host_total_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Worker(_Section):
+    """``worker``: the JAX process (or processes) that served the point, and its start-up."""
+
+    pid: int | None = None
+    pids: list | None = None  # distributed=local: every process's
+    coordinator: str | None = None
+    points_served: int | None = None
+    start_s: float | None = None  # spawn to JAX ready, on the point that started it (else None)
+    start_wait_s: float | None = None  # of that, what the sweep waited
 
 
 @dataclass(frozen=True)
 class Result(_Section):
     """A point's ``result.json`` (with ``point`` and ``point_dir`` that
     :func:`analysis.runs.rundir.read_result` adds). ``check`` and ``process`` are None where
-    the file has none."""
+    the file has none. Fields in the order the runner writes them."""
 
-    status: str | None = None
-    error_type: str | None = None
-    error: str | None = None
+    format: str | None = None  # "shardlab.result"
+    format_version: int | None = None
+    shardlab_version: str | None = None
     point: str | None = None
     point_dir: str | None = None
-    format_version: int | None = None
+    status: str | None = None
+    error: str | None = None
+    error_type: str | None = None
     started_at: str | float | None = None  # ISO 8601 text; epoch seconds in older files
     config: Config = field(default_factory=Config)
+    phases_s: dict = field(default_factory=dict)  # {phase: seconds}, the benchmark's breakdown
     environment: Environment = field(default_factory=Environment)
+    hardware: dict = field(default_factory=dict)  # the entry the worker resolved (analysis.book.hardware)
+    memory_estimate: MemoryEstimate = field(default_factory=MemoryEstimate)
     spec: Spec = field(default_factory=Spec)
-    timing: Timing = field(default_factory=Timing)
-    trace: Trace = field(default_factory=Trace)
-    check: Check | None = None
-    compile: Compile = field(default_factory=Compile)
-    ceiling: Ceiling = field(default_factory=Ceiling)
-    files: dict = field(default_factory=dict)  # {what: path relative to the point folder}
     process: Process | None = None
+    compile: Compile = field(default_factory=Compile)
+    files: dict = field(default_factory=dict)  # {what: path relative to the point folder}
+    check: Check | None = None
+    timing: Timing = field(default_factory=Timing)
+    ceiling: Ceiling = field(default_factory=Ceiling)
+    trace: Trace = field(default_factory=Trace)
+    ops_table_error: str | None = None  # why ops_table.json was not written (the report builds it)
+    memory_peak: MemoryPeak = field(default_factory=MemoryPeak)
     processes: tuple = ()  # of Process, where the runner merged several
-    hardware: dict = field(default_factory=dict)  # the entry the worker resolved
-    prediction: dict = field(default_factory=dict)
-    bandwidth: dict = field(default_factory=dict)
+    traceback: str | None = None  # a point that failed in the worker: where
+    worker: Worker = field(default_factory=Worker)
+    prediction: dict = field(default_factory=dict)  # the book's, as analysis.book's to_dict writes it
+    bandwidth: dict = field(default_factory=dict)  # algbw and busbw (runner.sweep.bandwidth)
+    wall_s: float | None = None  # the point's run, composition to result.json
+    ended_at: str | None = None
+    imported: dict = field(default_factory=dict)  # an imported point: the file, line and tool's columns
+    _NESTED: ClassVar[dict[str, type]] = {
+        "config": Config,
+        "environment": Environment,
+        "memory_estimate": MemoryEstimate,
+        "spec": Spec,
+        "compile": Compile,
+        "timing": Timing,
+        "ceiling": Ceiling,
+        "trace": Trace,
+        "memory_peak": MemoryPeak,
+        "worker": Worker,
+    }
 
     @classmethod
     def from_json(cls, d) -> Result:
         """The whole record from ``result.json``'s object; every section present (empty where
         the file lacks it) but ``check`` and ``process``."""
         d = upgraded(_section(d))
-        sections = {
-            "config": Config,
-            "environment": Environment,
-            "spec": Spec,
-            "timing": Timing,
-            "trace": Trace,
-            "compile": Compile,
-            "ceiling": Ceiling,
-        }
-        plain = ("status", "error_type", "error", "point", "point_dir", "format_version", "started_at")
+        mappings = ("phases_s", "files", "hardware", "prediction", "bandwidth", "imported")
+        special = ("check", "process", "processes", *mappings)
         return cls(
-            **{k: d.get(k) for k in plain},
-            **{k: kind.from_json(d.get(k)) for k, kind in sections.items()},
+            **_read_plain(cls, d, special),
             check=Check.from_json(d["check"]) if d.get("check") else None,
             # None, not an empty process, where the file has none: a reader that looks for the
             # first point naming its host (analysis.report.nccl_export) skips those
             process=Process.from_json(d["process"]) if isinstance(d.get("process"), dict) else None,
             processes=tuple(Process.from_json(p) for p in _items(d.get("processes"))),
-            **{k: _section(d.get(k)) for k in ("files", "hardware", "prediction", "bandwidth")},
+            **{k: _section(d.get(k)) for k in mappings},
+            **shape(cls, d),
         )
 
     @property
     def ok(self) -> bool:
         """Whether the point measured (``status`` ok)."""
         return self.status == "ok"
+
+
+def _read_plain(cls, d: dict, special: tuple) -> dict:
+    """The fields of ``cls`` but ``special`` from ``d``: a nested section read as one, else the value."""
+    return {
+        f.name: (cls._NESTED[f.name].from_json(d.get(f.name)) if f.name in cls._NESTED else d.get(f.name))
+        for f in dataclasses.fields(cls)
+        if f.name not in special and f.name not in ("_keys", "_nulls")
+    }

@@ -24,7 +24,7 @@ from analysis.book.matmul_cost import predict_matmul
 from analysis.book.notation import parse
 from analysis.book.placement import Placement
 from analysis.book.units import fmt_duration, format_size
-from analysis.runs.record import ONE_ROUND, upgraded
+from analysis.runs.record import ONE_ROUND, Config, Result, upgraded
 from analysis.runs.rundir import (
     HLO_DIR,
     RESULT_NAME,
@@ -71,89 +71,90 @@ def run(cfg: DictConfig, point_dir: str | Path | None = None, rounds: int | None
         for stale in (TRACE_DIR, HLO_DIR):  # an earlier, interrupted attempt's files are not this run's
             shutil.rmtree(point_dir / stale, ignore_errors=True)
     t0 = time.perf_counter()
-    result: dict = {
+    result = Result.of(
         **stamp("result"),
-        "point": point_dir.name,  # a reader sets both to where it finds the file (a sweep may move)
-        "point_dir": str(point_dir.absolute()),
-        "status": "failed",
-        "error": None,
-        "error_type": None,
-        "started_at": now_iso(),
-        "config": config,
-    }
-    spec = _run_in_worker(cfg, point_dir, result)
+        point=point_dir.name,  # a reader sets both to where it finds the file (a sweep may move)
+        point_dir=str(point_dir.absolute()),
+        status="failed",
+        error=None,
+        error_type=None,
+        started_at=now_iso(),
+        config=Config.from_json(config),
+    )
+    result, spec = _run_in_worker(cfg, point_dir, result)
     _warn_once(result)
-    if result["status"] == "ok":
-        result["prediction"] = predict(result)
-        result["timing"]["seed"] = int(cfg.timing.seed)
-        result["bandwidth"] = bandwidth(result)  # nccl-tests' algbw and busbw, as a sweep line prints them
-    result["wall_s"] = time.perf_counter() - t0
-    result["ended_at"] = now_iso()
+    if result.ok:
+        result = result.with_(prediction=predict(result.to_json()))
+        result = result.with_(timing=result.timing.with_(seed=int(cfg.timing.seed)))
+        # nccl-tests' algbw and busbw, as a sweep line prints them
+        result = result.with_(bandwidth=bandwidth(result.to_json()))
+    result = result.with_(wall_s=time.perf_counter() - t0, ended_at=now_iso())
     index = _write(point_dir, result)
+    written = result.to_json()
     if index == 0:  # an earlier run's later rounds are not this record's
         (point_dir / ROUNDS_NAME).unlink(missing_ok=True)
     # With distributed=auto every host would have to join each later round; they run round 1 only.
-    if result["status"] == "ok" and index == 0 and spec["distributed"]["mode"] != "auto":
+    if result.ok and index == 0 and spec["distributed"]["mode"] != "auto":
         from runner.sweep.rounds import add_round, finish  # brings numpy (runner.worker.timing): not at start-up
 
         records: dict = {}
         for r in range(2, (rounds or int(cfg.timing.rounds)) + 1):
             add_round(point_dir, r, spec, records=records)
         finish(point_dir, records)  # result.json whole with every round, if the last one did not end them
-        result = json.loads((point_dir / RESULT_NAME).read_text())
-    _log_line(result, point_dir)
-    return result
+        written = json.loads((point_dir / RESULT_NAME).read_text())
+    _log_line(written, point_dir)
+    return written
 
 
-def _run_in_worker(cfg: DictConfig, point_dir: Path, result: dict) -> dict | None:
-    """The point's spec, after the worker ran it into ``result`` (its record and reply; or why
-    it could not: a bad config, a worker that died). None when the config has no valid spec."""
+def _run_in_worker(cfg: DictConfig, point_dir: Path, result: Result) -> tuple[Result, dict | None]:
+    """``result`` with what the worker measured (its record and reply; or why it could not: a
+    bad config, a worker that died), and the point's spec (None when the config has no valid
+    spec). The worker's record comes over the pipe as JSON and is read back as the typed record."""
     try:
         spec = build_spec(cfg)
     except ConfigError as exc:
-        result.update(error_type="ConfigError", error=str(exc))
-        return None
+        return result.with_(error_type="ConfigError", error=str(exc)), None
     worker = get_worker(process_env(spec["hardware"], spec["distributed"], spec["trace"]["gpu_command_buffers"]))
     try:
         check_platform(spec, worker.started(point_dir))
         reply = worker.run(spec, point_dir, float(cfg.timeout_s))
     except WorkerDied as exc:
         discard_worker()
-        result.update(error_type="ConfigError" if isinstance(exc, WorkerRefused) else "WorkerDied", error=str(exc))
-        return spec
+        error_type = "ConfigError" if isinstance(exc, WorkerRefused) else "WorkerDied"
+        return result.with_(error_type=error_type, error=str(exc)), spec
     record = reply.pop("record")
     if record.pop("restart_worker", False):  # the worker ends after such a point: start afresh
         discard_worker()
-    result.update(record)
-    result.update(reply)
-    return spec
+    # the record's keys, then the reply's (status, error, traceback, worker) over them
+    result = result.with_(**Result.from_json(record).given())
+    return result.with_(**Result.from_json(reply).given()), spec
 
 
-def _warn_once(result: dict) -> None:
+def _warn_once(result: Result) -> None:
     """What the console says once a sweep: a group of 1 times a copy; a chip without a model."""
-    if result["status"] != "ok":
+    if not result.ok:
         return
-    if (result.get("spec") or {}).get("no_communication") and "group of 1" not in _warned:
+    if result.spec.no_communication and "group of 1" not in _warned:
         _warned.add("group of 1")
         log.warning(
             "collectives need at least two devices; this mesh gives %s a group of 1, so what is timed "
             "is a copy, not communication (matmuls still measure)",
-            result["spec"]["op"],
+            result.spec.op,
         )
-    hw = result.get("hardware") or {}
+    hw = result.hardware
     if hw.get("known") is False and "unknown hardware" not in _warned:
         _warned.add("unknown hardware")  # hardware=auto on a chip no entry covers: said once, on the console
         log.warning("no model for this chip: %s", hw.get("source"))
 
 
-def _write(point_dir: Path, result: dict) -> int:
+def _write(point_dir: Path, result: Result) -> int:
     """Write the result (distributed=auto: every host runs the point; process 0 writes
     result.json, the others beside it); the process index it was written for."""
-    index = (result.get("environment") or {}).get("process_index") or 0
+    index = result.environment.process_index or 0
     global last_process_index
     last_process_index = index
     try:
-        write_json_atomic(point_dir / result_name(index), result)
+        write_json_atomic(point_dir / result_name(index), result.to_json())
     except OSError as exc:  # a full disk or a folder made read-only: the sweep cannot go on
         then = (
             "the points before it are on disk (resume=true finishes the sweep once there is room)"

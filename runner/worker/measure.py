@@ -21,7 +21,24 @@ from analysis import trace as trace_analysis
 from analysis.book.collectives import BY_OP, busbw_factor, nccl_S_bytes
 from analysis.hlo import collective_executions, instruction_opcodes
 from analysis.runs import point_table
-from analysis.runs.record import DEVICE, LOOP, STEP, Result
+from analysis.runs.record import (
+    DEVICE,
+    LOOP,
+    STEP,
+    Ceiling,
+    Check,
+    Compile,
+    Environment,
+    MemoryEstimate,
+    MemoryPeak,
+    Mesh,
+    Placement,
+    Process,
+    Result,
+    Spec,
+    Trace,
+    dump,
+)
 from analysis.runs.rundir import HLO_COMPILED, HLO_DIR, HLO_LOWERED, TRACE_DIR, now_iso
 from runner.config.memory import check_fits, estimate
 from runner.config.op_spec import Op
@@ -125,7 +142,14 @@ def reset_peak_memory() -> None:
 
 
 def measure(spec: dict, point_dir: Path, record: dict) -> None:
-    """Round 1 of ``spec``: write ``hlo/`` and ``trace/`` under ``point_dir``; fill ``record``."""
+    """Round 1 of ``spec``: write ``hlo/`` and ``trace/`` under ``point_dir``; fill ``record``.
+
+    ``record`` is the point's record as it grows: result.json's sections by key, each a typed
+    section of :mod:`analysis.runs.record` (``environment``, ``spec``, ``compile``, ``check``,
+    ``ceiling``, ``trace``, ...) as soon as it is known, so a point that fails part-way still
+    has what it learnt (:func:`as_json` turns it into the reply's JSON). ``timing`` stays a
+    mapping while the rounds grow it: :func:`runner.worker.timing.summarise` recomputes it after
+    each round here and on the sweep's side, from the rounds' samples."""
     reset_peak_memory()
     before = memory_now()
     try:
@@ -133,11 +157,16 @@ def measure(spec: dict, point_dir: Path, record: dict) -> None:
     finally:  # what the point really held, beside the estimate it was admitted with
         after = memory_now()
         if before and after:
-            record["memory_peak"] = {
-                "rss_before_bytes": before["rss_bytes"],
-                "rss_peak_bytes": after["rss_peak_bytes"],
-                "growth_bytes": after["rss_peak_bytes"] - before["rss_bytes"],
-            }
+            record["memory_peak"] = MemoryPeak.of(
+                rss_before_bytes=before["rss_bytes"],
+                rss_peak_bytes=after["rss_peak_bytes"],
+                growth_bytes=after["rss_peak_bytes"] - before["rss_bytes"],
+            )
+
+
+def as_json(record: dict) -> dict:
+    """The record :func:`measure` filled, as the JSON the worker sends (result.json's keys)."""
+    return dump(record)
 
 
 def _measure(spec: dict, point_dir: Path, record: dict) -> None:
@@ -148,8 +177,8 @@ def _measure(spec: dict, point_dir: Path, record: dict) -> None:
     op = spec["op"]
     group = int(np.prod([point.mesh_axes[a] for a in op.axes]))
     record["spec"] = _spec_record(spec, point, record["hardware"], group, len(devices))
-    record["process"] = meshes.process_info()
-    record["compile"] = {"lower_s": phase["lower"], "compile_s": phase["compile"]}
+    record["process"] = Process.of(**meshes.process_info())
+    record["compile"] = Compile.of(lower_s=phase["lower"], compile_s=phase["compile"])
     with phase("hlo_dump"):
         (point_dir / HLO_DIR).mkdir(parents=True, exist_ok=True)
         hlo_text = point.compiled.as_text()
@@ -159,17 +188,18 @@ def _measure(spec: dict, point_dir: Path, record: dict) -> None:
     record["files"] = {"hlo_lowered": HLO_LOWERED, "hlo_compiled": HLO_COMPILED}
     # the asked collective compiled as others (or offloaded): the device estimator times those
     if rewritten := compiled_as(hlo_text, op.timed_collective(group)):
-        record["spec"]["rewritten"] = rewritten
+        record["spec"] = record["spec"].with_(rewritten=rewritten)
 
     _check_result(spec, point, phase, record)
     with phase("timing"):
         first = time_round(point, spec, 1)
     point_cache.put(spec, point)  # the later rounds time it as it stands (runner.worker.point_cache)
     record["timing"] = {"rounds": [first], "loop_check": point.loop_check, "seed": spec["timing"]["seed"]}
-    record["timing"].update(timing.summarise(record["timing"], spec["timing"], record["environment"]["backend"]))
+    record["timing"].update(timing.summarise(record["timing"], spec["timing"], record["environment"].backend))
 
     with phase("ceiling"):
-        record["ceiling"] = ceiling(spec, record, point, group)
+        found = ceiling(spec, record, point, group)
+        record["ceiling"] = Ceiling.from_json(found) if found is not None else None
 
     if not spec["trace"]["enabled"]:
         _save_table(point_dir, record, hlo_text)
@@ -186,68 +216,73 @@ def _check_setup(spec: dict, record: dict) -> list:
             f"JAX sees {jax.process_count()} processes (a multi-host slice or a cluster job) but "
             "distributed=none; use distributed=auto so that they join one mesh"
         )
-    record["environment"] = environment(jax, devices)
+    record["environment"] = Environment.of(**environment(jax, devices))
     record["hardware"] = resolve_hardware(spec["hardware"], devices)
     mesh_axes = check_against_devices(spec, len(devices))
     # memory_stats() is None on the CPU backend (its devices use host memory) and has no
     # bytes_limit with XLA_PYTHON_CLIENT_ALLOCATOR=platform: then the entry's HBM size
     stats = jax.local_devices()[0].memory_stats() or {}
     limit = stats.get("bytes_limit") or record["hardware"].get("memory_bytes")
-    record["memory_estimate"] = check_fits(spec, mesh_axes, limit, devices_on_host=jax.default_backend() == "cpu")
+    fits = check_fits(spec, mesh_axes, limit, devices_on_host=jax.default_backend() == "cpu")
+    record["memory_estimate"] = MemoryEstimate.of(**fits)
     return devices
 
 
-def _spec_record(spec: dict, point: Point, hardware: dict, group: int, n_devices: int) -> dict:
+def _spec_record(spec: dict, point: Point, hardware: dict, group: int, n_devices: int) -> Spec:
     """result.json's ``spec``: what was run, on which mesh and devices, and how it is placed."""
     op = spec["op"]
-    out = {
-        "op": op.name,
-        "expr": point.prog.expr,
-        "axes": list(op.axes),
-        "size_bytes": op.size_bytes,
-        "V_bytes": point.prog.V_bytes,
-        "dtype": spec["dtype"],
-        "precision": spec["precision"],
-        "group_size": group,
-        "num_groups": n_devices // group,
-        "mesh": {
-            "name": spec["mesh"]["name"],
-            "axes": point.mesh_axes,
-            "device_ids": point.mesh.device_ids.tolist(),
-            "devices": meshes.device_coords(point.mesh),
+    values = dict(
+        op=op.name,
+        expr=point.prog.expr,
+        axes=list(op.axes),
+        size_bytes=op.size_bytes,
+        V_bytes=point.prog.V_bytes,
+        dtype=spec["dtype"],
+        precision=spec["precision"],
+        group_size=group,
+        num_groups=n_devices // group,
+        mesh=Mesh.of(
+            name=spec["mesh"]["name"],
+            axes=point.mesh_axes,
+            device_ids=point.mesh.device_ids.tolist(),
+            devices=meshes.device_coords(point.mesh),
             # each axis' physical extent and wraparound (TPU)
-            "physical": meshes.physical_placement(point.mesh, hardware.get("wraparound")),
-        },
-        "hardware": hardware["name"],
-        **point.prog.extra,
-    }
+            physical=meshes.physical_placement(point.mesh, hardware.get("wraparound")),
+        ),
+        hardware=hardware["name"],
+    )
+    # the program's own facts (a matmul's plan, a block's sharding, ...), over the op's where both say
+    # (a matmul's axes and bytes are its operands')
+    out = Spec.of(**values, **{k: v for k, v in point.prog.extra.items() if k not in values})
+    out = out.with_(**{k: v for k, v in point.prog.extra.items() if k in values})
     if op.collective and group < 2:
         # XLA turns a collective over one device into a copy: what is timed is not communication
-        out["no_communication"] = "group of 1: XLA runs the collective as a copy"
-    out["placement"] = meshes.describe(point.mesh, op.axes)  # which axes cross processes
-    return out
+        out = out.with_(no_communication="group of 1: XLA runs the collective as a copy")
+    # which axes cross processes
+    return out.with_(placement=Placement.of(**meshes.describe(point.mesh, op.axes)))
 
 
 def _check_result(spec: dict, point: Point, phase: timing.Phases, record: dict) -> None:
     """The result check, into ``record["check"]``; a wrong result then raises (the point fails,
     its record saying how)."""
     if not spec["check_result"]:
-        record["check"] = {"passed": None, "unchecked": True, "why": "check_result=false"}
+        record["check"] = Check.of(passed=None, unchecked=True, why="check_result=false")
         return
     with phase("check_run"):  # the one execution the check reads: device time, not the check's
         got = jax.block_until_ready(point.step())
     with phase("check"):
         want = point.prog.reference() if point.prog.reference is not None else None
-        record["check"] = check(got, want, spec["dtype"], point.prog.tolerance)
-    if not record["check"]["passed"]:
-        raise AssertionError(f"result differs from the NumPy reference: {record['check']}")
+        found = check(got, want, spec["dtype"], point.prog.tolerance)
+        record["check"] = Check.of(**found)
+    if not found["passed"]:
+        raise AssertionError(f"result differs from the NumPy reference: {found}")
 
 
 def _trace(spec: dict, point_dir: Path, record: dict, point: Point, hlo_text: str, group: int):
     """Trace the point's steps and read the trace: the device estimator's samples (where it is
     the estimator) and the profiler's perturbation. The trace's ops, or None when tracing failed
     (the point's timings stand; the worker ends after this point)."""
-    op, backend = spec["op"], record["environment"]["backend"]
+    op, backend = spec["op"], record["environment"].backend
     # a trace the estimator does not need (CPU under auto) is kept for inspection alone where
     # trace.inspect_iters says how many steps (timing=quick: 1); it then times nothing
     inspect = spec["trace"].get("inspect_iters")
@@ -258,17 +293,16 @@ def _trace(spec: dict, point_dir: Path, record: dict, point: Point, hlo_text: st
         with phase("trace"):
             captured = tracing.capture(point.step, meshes.trace_dir(point_dir / TRACE_DIR), trace_conf)
     except Exception as exc:  # a trace is for attribution: the point's timings stand without it
-        record["trace"] = {"error": f"{type(exc).__name__}: {exc}"}
+        record["trace"] = Trace.of(error=f"{type(exc).__name__}: {exc}")
         # The profiler may still be running in this process, and every later point would
         # fail with "Profile has already been started": the worker ends after this point.
         record["restart_worker"] = True
         return None
     record["files"]["xplane"] = str(captured.pop("xplane").relative_to(point_dir))
-    record["trace"] = captured
-    record["trace"]["wall_s"] = phase["trace"]
+    record["trace"] = Trace.from_json(captured).with_(wall_s=phase["trace"])
     if inspect_only:
-        record["trace"]["inspect_only"] = (
-            f"trace.inspect_iters={inspect}: {captured['iters']} traced step(s) kept for inspection; "
+        record["trace"] = record["trace"].with_(
+            inspect_only=f"trace.inspect_iters={inspect}: {captured['iters']} traced step(s) kept for inspection; "
             f"the {record['timing']['estimator']} estimator needs no trace, so its device times are no estimator"
         )
     with phase("trace_parse"):
@@ -280,7 +314,9 @@ def _trace(spec: dict, point_dir: Path, record: dict, point: Point, hlo_text: st
                 "instructions": sorted(names) if names is not None else None,
             }
             record["timing"].update(timing.summarise(record["timing"], spec["timing"], backend))
-        record["trace"].update(perturbation(ops, captured["wall_samples_s"], record["timing"], backend))
+        record["trace"] = record["trace"].with_(
+            **perturbation(ops, captured["wall_samples_s"], record["timing"], backend)
+        )
     return ops
 
 
@@ -292,7 +328,7 @@ def _save_table(point_dir: Path, record: dict, hlo_text: str, ops=None) -> None:
         return
     try:
         with record["phases_s"]("ops_table"):
-            rec = Result.from_json(dict(record, point_dir=str(point_dir)))  # the reader's record of it, typed
+            rec = Result.from_json(dict(as_json(record), point_dir=str(point_dir)))  # the reader's record of it
             point_table.save(point_dir, point_table.build(rec, hlo_text, ops))
     except Exception as exc:  # noqa: BLE001 - the point's timings stand without it
         record["ops_table_error"] = f"{type(exc).__name__}: {exc}"
@@ -401,12 +437,12 @@ def ceiling(spec: dict, record: dict, point: Point, group: int) -> dict | None:
     if (collective := op.timed_collective(group)) is None:
         return None
     n_axes = sum(1 for a in op.axes if point.mesh_axes[a] > 1)
-    if record["hardware"].get("kind") == "cpu" or record["environment"]["backend"] == "cpu":
+    if record["hardware"].get("kind") == "cpu" or record["environment"].backend == "cpu":
         if not spec["timing"].get("ceiling", True):  # timing.ceiling=false (timing=quick): no curve measured
             return None
         bus_bytes = nccl_S_bytes(collective, point.prog.V_bytes, group) * busbw_factor(collective, group)
         return copy_curve.at(copy_curve.cpu_curve(), int(bus_bytes))
-    return link_roofline(record["hardware"], n_axes, record["spec"]["mesh"].get("physical"), list(op.axes))
+    return link_roofline(record["hardware"], n_axes, record["spec"].mesh.physical, list(op.axes))
 
 
 def perturbation(ops, traced_walls: list[float], t: dict, backend: str | None = None) -> dict:

@@ -135,7 +135,7 @@ def serve(conn, env: dict, startup_log: str, parent_pid: int) -> None:
             jax = start_jax(env)
             # after start_jax: these import JAX, which must find the process settings in place
             from runner.worker import point_cache
-            from runner.worker.measure import measure, retime
+            from runner.worker.measure import as_json, measure, retime
         except Exception as exc:
             traceback.print_exc()
             said = type(exc).__name__ == "ConfigError"  # the config's fault, said in full: no log to read
@@ -173,10 +173,10 @@ def serve(conn, env: dict, startup_log: str, parent_pid: int) -> None:
                     }
                 else:
                     measure(spec, point_dir, record)
-                    reply = {"status": "ok", "record": record}
+                    reply = {"status": "ok", "record": as_json(record)}
             except ConfigError as exc:
                 point_cache.drop(spec)  # a failed point takes no later round: free its inputs
-                reply = {"status": "failed", "error_type": "ConfigError", "error": str(exc), "record": record}
+                reply = {"status": "failed", "error_type": "ConfigError", "error": str(exc), "record": as_json(record)}
             except BaseException as exc:  # noqa: BLE001 - one point's failure must not end the sweep
                 # This process ignores SIGINT, so a KeyboardInterrupt (or SystemExit, or any
                 # BaseException) here was raised by the point's own code, e.g. a user's function:
@@ -190,7 +190,7 @@ def serve(conn, env: dict, startup_log: str, parent_pid: int) -> None:
                     "status": "failed",
                     "error_type": type(exc).__name__,
                     "error": str(exc) or type(exc).__name__,
-                    "record": record,
+                    "record": as_json(record),  # the typed sections it had, as JSON
                     "traceback": traceback.format_exc(),
                 }
         conn.send(reply)

@@ -5,10 +5,14 @@ writes is what the readers read."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
+from record_kinds import KINDS, real_records
 
+from analysis.importers.sweep_writer import ImportedPoint, point_result
+from analysis.runs import record_section
 from analysis.runs.record import (
     DEVICE,
     ESTIMATORS,
@@ -18,6 +22,7 @@ from analysis.runs.record import (
     STEP,
     Estimate,
     Result,
+    Samples,
     Spec,
     Timing,
     upgraded,
@@ -396,3 +401,100 @@ def test_a_point_the_runner_measures_fills_every_section_the_readers_read(tmp_pa
         "process.device_ids": list(range(8)),
         "files": ["hlo_compiled", "hlo_lowered", "xplane"],
     }
+
+
+# --- the record written back: Result.from_json(d).to_json() == d --------------------------
+
+
+@pytest.fixture(scope="module")
+def real_points(tmp_path_factory, compose_cfg) -> dict:
+    """One real point of every kind the runner writes a record for (tests/helpers/record_kinds.py:
+    a collective over 2 rounds, the rounds' journal folded in; one timed with timing=quick; one
+    untraced; a matmul; a transformer block; a user's program; a point whose config fails; one
+    that fails in the worker; a distributed=local point merged from 2 processes), read as the
+    file holds them."""
+    dirs = real_records(tmp_path_factory.mktemp("kinds"), compose_cfg)
+    return {name: json.loads((d / "result.json").read_text()) for name, d in dirs.items()}
+
+
+def _round_trip_gaps(d: dict) -> list[str]:
+    """Where ``Result.from_json(d).to_json()`` differs from ``d``: ``path: what``."""
+    gaps: list[str] = []
+
+    def walk(a, b, path):
+        if isinstance(a, dict) and isinstance(b, dict):
+            gaps.extend(f"{path}.{k}: dropped" for k in a if k not in b)
+            gaps.extend(f"{path}.{k}: added" for k in b if k not in a)
+            for k in a.keys() & b.keys():
+                walk(a[k], b[k], f"{path}.{k}")
+        elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+            for i, (x, y) in enumerate(zip(a, b)):
+                walk(x, y, f"{path}[{i}]")
+        elif a != b or type(a) is not type(b):
+            gaps.append(f"{path}: {a!r} -> {b!r}")
+
+    walk(d, Result.from_json(d).to_json(), "")
+    return gaps
+
+
+def test_every_real_record_is_written_back_exactly(real_points):
+    """Every key the runner writes is declared: each kind of point's result.json, read into the
+    typed record and written back, is the same JSON, key for key (order included) and value for
+    value, null where the file has null and absent where it has none."""
+    assert set(real_points) == set(KINDS)
+    assert {k: r["status"] for k, r in real_points.items() if r["status"] != "ok"} == {
+        "fails_config": "failed",
+        "fails_in_worker": "failed",
+    }
+    for name, d in real_points.items():
+        assert _round_trip_gaps(d) == [], name
+        assert json.dumps(Result.from_json(d).to_json()) == json.dumps(d), name  # the keys' order too
+    # the kinds hold what makes them kinds: the later round, the merge, the partial failure
+    assert len(real_points["collective_rounds"]["timing"]["rounds"]) == 2
+    assert len(real_points["distributed"]["processes"]) == 2
+    assert "traceback" in real_points["fails_in_worker"] and "spec" not in real_points["fails_config"]
+
+
+def test_a_key_the_record_does_not_declare_fails_the_round_trip(real_points, monkeypatch):
+    """The round trip finds a key the writer writes that the record drops (here ``Samples.timed_s``
+    and ``Result.wall_s`` taken out of the declaration, as a writer's new key would be missing)."""
+    for cls, name in ((Samples, "timed_s"), (Result, "wall_s")):
+        keyed = record_section._keyed
+        monkeypatch.setattr(
+            record_section,
+            "_keyed",
+            lambda c, keyed=keyed, cls=cls, name=name: [f for f in keyed(c) if not (c is cls and f.name == name)],
+        )
+        gaps = _round_trip_gaps(real_points["collective_rounds"])
+        assert any(g.endswith(f".{name}: dropped") for g in gaps), gaps
+        monkeypatch.undo()
+
+
+def test_importers_records_and_format_1_files_read_and_write_back(tmp_path):
+    """An imported point (analysis.importers) writes back as it was; a format_version 1 file reads
+    under today's names and writes back with them."""
+    point = ImportedPoint(
+        op="all_reduce",
+        dtype="float32",
+        V_bytes=1024.0,
+        S_bytes=1024.0,
+        time_s=1e-5,
+        ranks=16,
+        nodes=2,
+        hosts=["a", "b"],
+        device_kind="NVIDIA H100 80GB HBM3",
+        backend="gpu",
+        tool="nccl-tests",
+        origin={"file": "f.txt", "run": 0, "line": 3},
+        wrong=0,
+    )
+    for wrong in (0, 5):
+        d = json.loads(json.dumps(point_result(dataclasses.replace(point, wrong=wrong), "h100", "why", "cmd")))
+        assert _round_trip_gaps(d) == [] and json.dumps(Result.from_json(d).to_json()) == json.dumps(d)
+    # a format_version 1 file writes back under today's names; the one key no runner writes now
+    # (timing.samples_s, before rounds) is not declared, and goes
+    old = upgraded(OLD_RESULT)
+    timing = {k: v for k, v in old["timing"].items() if k != "samples_s"}
+    assert Result.from_json(OLD_RESULT).to_json() == dict(old, timing=timing)
+    r = _write(tmp_path, "000_old", OLD_RESULT)
+    assert r.spec.op == "all_gather" and r.to_json()["spec"] == OLD_RESULT["experiment"]

@@ -330,5 +330,5 @@ def test_a_point_whose_compiled_step_runs_other_collectives_records_so(compose_c
         measure.measure(build_spec(compose_cfg(quick)), tmp_path, record)
     finally:
         point_cache.clear()
-    assert record["spec"]["rewritten"] == "compiled as reduce-scatter + all-gather: timed by those"
+    assert record["spec"].rewritten == "compiled as reduce-scatter + all-gather: timed by those"
     # (a point that runs its collective as itself records none: tests/runner/worker/programs/test_loop.py's real run)
