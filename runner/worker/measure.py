@@ -23,19 +23,23 @@ from analysis.hlo import collective_executions, instruction_opcodes
 from analysis.runs import point_table
 from analysis.runs.record import (
     DEVICE,
-    LOOP,
     STEP,
     Ceiling,
     Check,
     Compile,
     Environment,
+    LoopCheck,
     MemoryEstimate,
     MemoryPeak,
     Mesh,
     Placement,
     Process,
     Result,
+    Round,
+    RoundInputs,
+    Samples,
     Spec,
+    Timing,
     Trace,
     dump,
 )
@@ -62,7 +66,7 @@ class Point:
     lowered: object
     compiled: object
     loop: LoopPrograms | None = None  # the loop estimator's programs, compiled per K when timed
-    loop_check: dict | None = None
+    loop_check: dict | None = None  # as the loop programs' check found it (runner.worker.programs.loop)
 
     def step(self):
         return self.compiled(*self.args)
@@ -92,29 +96,32 @@ def prepare(spec: dict, phase: timing.Phases, record: dict | None = None) -> Poi
 
 def time_round(
     point: Point, spec: dict, round_no: int, K: list[int] | int | None = None, loop: bool = True, kept: bool = False
-) -> dict:
+) -> Round:
     """One round of the *step* and *loop* estimators, with the machine's state. ``loop`` False
     leaves the loop out of a later round: round 1's loop agreed with the source estimator
     (:func:`runner.worker.timing.loop_rule`, decided by the parent). ``kept``: the point's
     program and inputs stayed in the worker since its earlier round, so the step warms up with
     :data:`runner.worker.timing.LATER_ROUND_WARM_ITERS` steps, not a settling warm-up."""
     t = spec["timing"]
-    out = {"round": round_no, "started_at": now_iso(), **timing.machine_state()}
+    out = Round.of(round=round_no, started_at=now_iso(), **timing.machine_state())
     faults0 = timing.minor_faults()
     warm_iters = timing.LATER_ROUND_WARM_ITERS if kept else None
     step = timing.time_step(point.step, t, meshes.agree, warm_iters=warm_iters)
     steps_run = step["warmup_iters"] + len(step["samples_s"]) * t["iters_per_sample"]
-    out["page_faults_per_step"] = (timing.minor_faults() - faults0) / max(steps_run, 1)
-    out[STEP] = {k: v for k, v in step.items() if k != "summary"}
+    out = out.with_(
+        page_faults_per_step=(timing.minor_faults() - faults0) / max(steps_run, 1),
+        step=Samples.of(**{k: v for k, v in step.items() if k != "summary"}),  # the round's summary is combined's
+    )
     if point.loop is not None and loop:
         # K1, K2 set how many collectives the loop calls run: every process takes process 0's
         # (a later round gets round 1's, so its compiles come from the persistent cache)
         Ks = timing.given_Ks(K) or meshes.agree(timing.loop_Ks(step["summary"]["median_s"], t["loop_target_s"]))
         calls = point.loop.calls(Ks)
         point.loop_check = point.loop.check
-        out["loop_compile_s"] = point.loop.compile_s
+        out = out.with_(loop_compile_s=point.loop.compile_s)
         if calls is not None:
-            out[LOOP] = timing.time_loop(calls, Ks, t, meshes.agree, empty=point.loop.empty, kept=kept)
+            looped = timing.time_loop(calls, Ks, t, meshes.agree, empty=point.loop.empty, kept=kept)
+            out = out.with_(loop=Samples.of(**looped))
     return out
 
 
@@ -147,9 +154,9 @@ def measure(spec: dict, point_dir: Path, record: dict) -> None:
     ``record`` is the point's record as it grows: result.json's sections by key, each a typed
     section of :mod:`analysis.runs.record` (``environment``, ``spec``, ``compile``, ``check``,
     ``ceiling``, ``trace``, ...) as soon as it is known, so a point that fails part-way still
-    has what it learnt (:func:`as_json` turns it into the reply's JSON). ``timing`` stays a
-    mapping while the rounds grow it: :func:`runner.worker.timing.summarise` recomputes it after
-    each round here and on the sweep's side, from the rounds' samples."""
+    has what it learnt (:func:`as_json` turns it into the reply's JSON). ``timing`` is a
+    :class:`analysis.runs.record.Timing` that :func:`runner.worker.timing.summarise` combines
+    again whenever its samples grow (the trace's here, a later round's on the sweep's side)."""
     reset_peak_memory()
     before = memory_now()
     try:
@@ -194,8 +201,9 @@ def _measure(spec: dict, point_dir: Path, record: dict) -> None:
     with phase("timing"):
         first = time_round(point, spec, 1)
     point_cache.put(spec, point)  # the later rounds time it as it stands (runner.worker.point_cache)
-    record["timing"] = {"rounds": [first], "loop_check": point.loop_check, "seed": spec["timing"]["seed"]}
-    record["timing"].update(timing.summarise(record["timing"], spec["timing"], record["environment"].backend))
+    check = LoopCheck.of(**point.loop_check) if point.loop_check is not None else None
+    record["timing"] = Timing.of(rounds=(first,), loop_check=check, seed=spec["timing"]["seed"])
+    record["timing"] = timing.summarise(record["timing"], spec["timing"], record["environment"].backend)
 
     with phase("ceiling"):
         found = ceiling(spec, record, point, group)
@@ -303,17 +311,17 @@ def _trace(spec: dict, point_dir: Path, record: dict, point: Point, hlo_text: st
     if inspect_only:
         record["trace"] = record["trace"].with_(
             inspect_only=f"trace.inspect_iters={inspect}: {captured['iters']} traced step(s) kept for inspection; "
-            f"the {record['timing']['estimator']} estimator needs no trace, so its device times are no estimator"
+            f"the {record['timing'].estimator} estimator needs no trace, so its device times are no estimator"
         )
     with phase("trace_parse"):
         ops, names = traced_ops(point_dir / record["files"]["xplane"], hlo_text, op, group, captured["iters"])
         if not inspect_only:
-            record["timing"][DEVICE] = {
-                "samples_s": trace_analysis.device_samples(ops, names),
-                "what": "the collective's device time" if names is not None else "the program's device time",
-                "instructions": sorted(names) if names is not None else None,
-            }
-            record["timing"].update(timing.summarise(record["timing"], spec["timing"], backend))
+            device = Samples.of(
+                samples_s=trace_analysis.device_samples(ops, names),
+                what="the collective's device time" if names is not None else "the program's device time",
+                instructions=sorted(names) if names is not None else None,
+            )
+            record["timing"] = timing.summarise(record["timing"].with_(device=device), spec["timing"], backend)
         record["trace"] = record["trace"].with_(
             **perturbation(ops, captured["wall_samples_s"], record["timing"], backend)
         )
@@ -335,7 +343,8 @@ def _save_table(point_dir: Path, record: dict, hlo_text: str, ops=None) -> None:
 
 
 def retime(spec: dict, round_no: int, K: int | None, loop: bool = True) -> dict:
-    """A later round of a point measured before: its phases' seconds and the round (with the
+    """A later round of a point measured before, as the worker sends it: the round's JSON
+    (:class:`analysis.runs.record.Round`) with its phases' seconds, ``phases_s`` (with the
     *loop* estimator only where ``loop``: :func:`runner.worker.timing.loop_rule`). Where the
     device estimator is the one the fits use (TPU, GPU, or ``timing.estimator=device``), the
     round traces the point again, so that its device times have rounds too; the trace goes to
@@ -348,27 +357,29 @@ def retime(spec: dict, round_no: int, K: int | None, loop: bool = True) -> dict:
     phase = timing.Phases()
     point = point_cache.get(spec)
     if point is not None:
-        inputs = {"placed": "kept", "why": "the inputs and programs of the point's earlier round, kept in the worker"}
+        inputs = RoundInputs.of(
+            placed="kept", why="the inputs and programs of the point's earlier round, kept in the worker"
+        )
     else:
-        inputs = {"placed": "again", "why": point_cache.why_missing(spec)}
+        inputs = RoundInputs.of(placed="again", why=point_cache.why_missing(spec))
         point = prepare(spec, phase)
     try:
         with phase("timing"):
-            out = time_round(point, spec, round_no, K, loop, kept=inputs["placed"] == "kept")
+            out = time_round(point, spec, round_no, K, loop, kept=inputs.placed == "kept")
     except BaseException:
         point_cache.drop(spec)  # a round that failed part-way: its loop carry may be in any state
         raise
-    if inputs["placed"] == "again":
+    if inputs.placed == "again":
         point_cache.put(spec, point)
-    out["inputs"] = inputs
+    out = out.with_(inputs=inputs)
     if spec["trace"]["enabled"] and timing.device_is_estimator(spec["timing"], jax.default_backend()):
         with phase("trace"), tempfile.TemporaryDirectory(prefix="shardlab-round-") as tmp:
             captured = tracing.capture(point.step, Path(tmp), spec["trace"])
             group = int(np.prod([point.mesh_axes[a] for a in spec["op"].axes]))
             ops, names = traced_ops(captured["xplane"], point.compiled.as_text(), spec["op"], group, captured["iters"])
-            out[DEVICE] = {"samples_s": trace_analysis.device_samples(ops, names)}
-    out["phases_s"] = dict(phase)
-    return out
+            out = out.with_(device=Samples.of(samples_s=trace_analysis.device_samples(ops, names)))
+    # the phases travel beside the round, not in it: the sweep adds them to the record's phases_s
+    return dict(out.to_json(), phases_s=dict(phase))
 
 
 def traced_ops(xplane: Path, hlo_text: str, op: Op, group: int, steps: int):
@@ -445,7 +456,7 @@ def ceiling(spec: dict, record: dict, point: Point, group: int) -> dict | None:
     return link_roofline(record["hardware"], n_axes, record["spec"].mesh.physical, list(op.axes))
 
 
-def perturbation(ops, traced_walls: list[float], t: dict, backend: str | None = None) -> dict:
+def perturbation(ops, traced_walls: list[float], t: Timing, backend: str | None = None) -> dict:
     """What tracing did to the step, and how much of an untraced step the device spent.
 
     ``profiler_slowdown`` = traced step / untraced step (both wall times of one blocked
@@ -455,8 +466,7 @@ def perturbation(ops, traced_walls: list[float], t: dict, backend: str | None = 
     traced host thread's: it waits for the other devices and is slowed by the profiler, 3.7-97x
     here, so it came out above the step, a share of -93.7), and never below 0.
     """
-    step = (t["estimators"].get(STEP) or {}).get("median_s")
-    device = (t["estimators"].get(DEVICE) or {}).get("median_s")
+    step, device = t.estimate(STEP).median_s, t.estimate(DEVICE).median_s
     out = {"op_events": int(len(ops)), "traced_step_median_s": float(np.median(traced_walls))}
     if step:
         out["profiler_slowdown"] = out["traced_step_median_s"] / step

@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from analysis.runs.record import DEVICE, LOOP, STEP
+from analysis.runs.record import DEVICE, LOOP, STEP, Estimate, LoopRule, Round, Samples, Timing
 from analysis.statistics.stats import combine_rounds, rel_ci_halfwidth, summarize
 
 
@@ -288,9 +288,18 @@ def device_is_estimator(timing: dict, backend: str) -> bool:
     return (AUTO_ESTIMATOR.get(backend, STEP) if wanted == "auto" else wanted) == DEVICE
 
 
-def summarise(record: dict, timing: dict, backend: str) -> dict:
-    """The estimators of a point's timing record (its ``rounds`` and ``device`` samples),
-    combined over rounds, and the one the tables and fits use (``estimator``, ``summary``).
+def summarise(t: Timing, timing: dict, backend: str) -> Timing:
+    """``t`` (a point's ``timing``, its ``rounds`` and ``device`` samples) with its estimators
+    combined over rounds and the one the tables and fits use: the fields of :func:`combined`
+    set on it, in their places where ``t`` holds them already."""
+    return t.with_(**combined(t, timing, backend))
+
+
+def combined(t: Timing, timing: dict, backend: str) -> dict:
+    """The fields :func:`summarise` sets, typed (``estimators``, ``estimator``,
+    ``estimator_reason``, ``summary``, ``missing_reason``, ``page_faults_per_step``,
+    ``loop_rule``): the estimators of ``t``'s rounds, combined over rounds, and the one the
+    tables and fits use (``estimator``, ``summary``).
 
     ``timing.estimator=auto`` picks *device* on TPU and GPU and *step* on CPU. A *loop* estimator
     with no samples (a loop XLA did not keep) falls back to *step*, saying why; one
@@ -305,22 +314,23 @@ def summarise(record: dict, timing: dict, backend: str) -> dict:
     that have it (with one, that round's order-statistic interval), its ``rounds`` says how
     many, and ``loop_rule`` says why.
     """
-    rounds = record.get("rounds") or []
+    rounds = t.rounds
     seed = int(timing.get("seed") or 0)
     estimators = {}
-    step = [r[STEP]["samples_s"] for r in rounds if r.get(STEP)]
+    # a round holds an estimator where it has its section at all, a key in it (combine_rounds
+    # drops empty sample lists)
+    step = [r.samples(STEP) for r in rounds if r.step.given()]
     if step:
-        estimators[STEP] = combine_rounds(step, seed)
-    looped = [r[LOOP] for r in rounds if r.get(LOOP)]
+        estimators[STEP] = Estimate.of(**combine_rounds(step, seed))
+    looped = [r.loop for r in rounds if r.loop.given()]
     if looped:  # K of the last round that ran the loop (a round whose loop XLA did not keep has none)
-        estimators[LOOP] = dict(combine_rounds([x["samples_s"] for x in looped], seed), K=looped[-1]["K"])
-        estimators[LOOP].update(_launch_bound(looped, estimators[LOOP].get("median_s")))
+        found = combine_rounds([x.samples_s or [] for x in looped], seed)
+        estimators[LOOP] = Estimate.of(**found, K=looped[-1].K, **_launch_bound(looped, found.get("median_s")))
     # round 1's device samples come from the point's own trace; later rounds trace again only
     # where device is the estimator (runner.worker.measure.retime)
-    device = [(record.get(DEVICE) or {}).get("samples_s") or []]
-    device += [r[DEVICE]["samples_s"] for r in rounds[1:] if (r.get(DEVICE) or {}).get("samples_s")]
+    device = [t.device.samples_s or []] + [r.samples(DEVICE) for r in rounds[1:] if r.samples(DEVICE)]
     if device[0]:
-        estimators[DEVICE] = combine_rounds(device, seed)
+        estimators[DEVICE] = Estimate.of(**combine_rounds(device, seed))
     wanted = timing.get("estimator", "auto")
     estimator = AUTO_ESTIMATOR.get(backend, STEP) if wanted == "auto" else wanted
     why = f"timing.estimator={wanted}" + (f" on {backend}" if wanted == "auto" else "")
@@ -329,27 +339,28 @@ def summarise(record: dict, timing: dict, backend: str) -> dict:
         # No fallback: where device time is asked for, a blocked step's wall time (the host's
         # dispatch and sync with it) is not a stand-in: XProf would show no such number. The
         # point keeps its status and its step/loop estimators, but has no headline time.
-        missing = f"no device time: {_why_missing(estimator, record)}"
+        missing = f"no device time: {_why_missing(estimator, t)}"
         why += f"; {missing}"
     elif estimator not in estimators:
-        why += f"; no {estimator} samples ({_why_missing(estimator, record)}), so {STEP}"
+        why += f"; no {estimator} samples ({_why_missing(estimator, t)}), so {STEP}"
         estimator = STEP
-    faults = [r.get("page_faults_per_step") for r in rounds if r.get("page_faults_per_step") is not None]
+    faults = [r.page_faults_per_step for r in rounds if r.page_faults_per_step is not None]
     return {
         "estimators": estimators,
         "estimator": estimator,
         "estimator_reason": why,
-        "summary": estimators.get(estimator, {"n": 0}),
+        "summary": estimators.get(estimator, Estimate.of(n=0)),
         "missing_reason": missing,
         "page_faults_per_step": float(np.median(faults)) if faults else None,
-        "loop_rule": loop_rule(record, estimator),
+        "loop_rule": loop_rule(t, estimator),
     }
 
 
-def loop_rule(record: dict, source: str) -> dict:
-    """Whether a point's later rounds time the *loop* estimator again, decided on round 1 alone
-    (so the same whenever :func:`summarise` runs): ``{"rerun", "last_round", "why", "source"}``, with
-    ``loop_over_source``, round 1's loop median over the source's, where both have one.
+def loop_rule(t: Timing, source: str) -> LoopRule:
+    """Whether a point's later rounds time the *loop* estimator again, decided on round 1 of
+    its timing ``t`` alone (so the same whenever :func:`summarise` runs): ``rerun``,
+    ``last_round``, ``why`` and ``source``, with ``loop_over_source``, round 1's loop median
+    over the source's, where both have one.
 
     The loop runs in round 1 as a cross-check of the *source* estimator, the one the tables
     use (``source``: step on CPU, device on TPU and GPU). It *disagrees* when round 1's 95%
@@ -360,20 +371,19 @@ def loop_rule(record: dict, source: str) -> dict:
     would only confirm what the source's rounds already measure. Where the loop is the source
     (``timing.estimator=loop``), or round 1 has no source time to check it against, it runs
     every round (``last_round`` None)."""
-    rounds = record.get("rounds") or []
-    first = rounds[0] if rounds else {}
-    loop = (first.get(LOOP) or {}).get("samples_s") or []
+    first = t.rounds[0] if t.rounds else Round()
+    loop = first.samples(LOOP)
     out = {"source": source}
     if not loop:
-        return dict(out, rerun=False, why=f"round 1 has no loop samples ({_why_missing(LOOP, record)})")
+        return LoopRule.of(**out, rerun=False, why=f"round 1 has no loop samples ({_why_missing(LOOP, t)})")
     if source == LOOP:
-        return dict(out, rerun=True, last_round=None, why="the loop is the source estimator: timed in every round")
-    src = (
-        (record.get(DEVICE) or {}).get("samples_s") if source == DEVICE else (first.get(source) or {}).get("samples_s")
-    )
+        return LoopRule.of(
+            **out, rerun=True, last_round=None, why="the loop is the source estimator: timed in every round"
+        )
+    src = (t.device.samples_s or []) if source == DEVICE else first.samples(source)
     if not src:
-        return dict(
-            out,
+        return LoopRule.of(
+            **out,
             rerun=True,
             last_round=None,
             why=f"round 1 has no {source} time to check the loop against: timed in every round",
@@ -382,39 +392,39 @@ def loop_rule(record: dict, source: str) -> dict:
     out["loop_over_source"] = lp["median_s"] / s["median_s"] if s["median_s"] > 0 else None
     ratio = f"loop/{source} {out['loop_over_source']:.2f}" if out["loop_over_source"] is not None else "no ratio"
     if lp["ci_low_s"] > s["ci_high_s"] or lp["ci_high_s"] < s["ci_low_s"]:
-        return dict(
-            out,
+        return LoopRule.of(
+            **out,
             rerun=True,
             last_round=LOOP_LAST_ROUND,
             why=f"round 1's loop interval lies {'above' if lp['ci_low_s'] > s['ci_high_s'] else 'below'} the "
             f"{source}'s ({ratio}): timed again in round {LOOP_LAST_ROUND}",
         )
-    return dict(out, rerun=False, why=f"round 1's loop interval overlaps the {source}'s ({ratio}): round 1 only")
+    overlap = f"round 1's loop interval overlaps the {source}'s ({ratio}): round 1 only"
+    return LoopRule.of(**out, rerun=False, why=overlap)
 
 
-def _launch_bound(looped: list[dict], loop_s: float | None) -> dict:
+def _launch_bound(looped: list[Samples], loop_s: float | None) -> dict:
     """``empty_loop_s``, the median over rounds of the empty loop's seconds per repetition,
     its share of the loop's (``empty_loop_share``) and ``launch_bound``: that share above
     :data:`LAUNCH_BOUND_SHARE`. Nothing where no round timed an empty loop."""
-    empty = [x["empty_loop_s"] for x in looped if x.get("empty_loop_s") is not None]
-    if not empty:
+    empty_s = [x.empty_loop_s for x in looped if x.empty_loop_s is not None]
+    if not empty_s:
         return {}
-    empty_s = float(np.median(empty))
-    share = empty_s / loop_s if loop_s and loop_s > 0 else None
+    median_s = float(np.median(empty_s))
+    share = median_s / loop_s if loop_s and loop_s > 0 else None
     return {
-        "empty_loop_s": empty_s,
+        "empty_loop_s": median_s,
         "empty_loop_share": share,
         "launch_bound": share is not None and share > LAUNCH_BOUND_SHARE,
     }
 
 
-def _why_missing(estimator: str, record: dict) -> str:
+def _why_missing(estimator: str, t: Timing) -> str:
     """Why ``estimator`` has no samples, in words a console line and the report can show."""
     if estimator == DEVICE:
-        device = record.get(DEVICE)
-        if device is None:
+        if not t.device.given():
             return "the point was not traced (trace.enabled=false, or its trace failed: see result.json's trace)"
-        names = device.get("instructions")
+        names = t.device.instructions
         if names is None:
             return "the trace held no device op of the program"
         if not names:
@@ -422,6 +432,5 @@ def _why_missing(estimator: str, record: dict) -> str:
         shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
         return f"the trace held no execution of {shown}"
     if estimator == LOOP:
-        check = record.get("loop_check") or {}
-        return check.get("why") or "timing.loop=false"
+        return (t.loop_check.why if t.loop_check is not None else None) or "timing.loop=false"
     return "it did not run"

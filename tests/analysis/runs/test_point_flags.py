@@ -8,12 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis.runs.record import Timing
 
-def _timing(step_s: float, device_s: float | None) -> dict:
+
+def _timing(step_s: float, device_s: float | None) -> Timing:
     est = {"step": {"median_s": step_s}}
     if device_s is not None:
         est["device"] = {"median_s": device_s}
-    return {"estimators": est}
+    return Timing.from_json({"estimators": est})
 
 
 def test_dispatch_share_only_where_the_device_times_its_own_ops_and_never_negative():

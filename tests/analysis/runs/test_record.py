@@ -340,8 +340,8 @@ def test_what_the_worker_summarises_is_what_the_readers_read():
         ],
         DEVICE: {"samples_s": [1e-4] * 5},
     }
-    record.update(summarise(record, {"estimator": "auto", "seed": 0}, "tpu"))
-    t = Timing.from_json(json.loads(json.dumps(record)))
+    written = summarise(Timing.from_json(record), {"estimator": "auto", "seed": 0}, "tpu").to_json()
+    t = Timing.from_json(json.loads(json.dumps(written)))
     assert sorted(t.estimators) == sorted(ESTIMATORS)
     assert [(e, t.estimate(e).n, t.estimate(e).median_s) for e in ESTIMATORS] == [
         (STEP, 40, 3e-4),

@@ -38,7 +38,7 @@ def test_a_later_round_times_the_inputs_and_programs_of_round_1(compose_cfg, tmp
     point = cache.get(spec)
     assert point is not None and cache.stats()["points"] == 1
     args, compiled, loop_programs = point.args, point.compiled, dict(point.loop.compiled)
-    K = record["timing"]["rounds"][0]["loop"]["Ks"]
+    K = record["timing"].rounds[0].loop.Ks
     for r in (2, 3):
         out = measure.retime(spec, r, K)
         assert out["inputs"]["placed"] == "kept"

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis.runs.record import LoopCheck, Round, Samples, Timing
 from analysis.statistics.stats import combine_rounds, median_ci
 from runner.sweep import rounds as rounds_mod
 from runner.worker.timing import given_Ks, loop_rule, summarise, time_loop, time_step, warm_up
@@ -212,57 +213,58 @@ def _record():
             "page_faults_per_step": 30.0,
         },
     ]
-    return {"rounds": rounds, "device": {"samples_s": A}}
+    return Timing.from_json({"rounds": rounds, "device": {"samples_s": A}})
 
 
 def test_every_estimator_combines_its_own_rounds_with_the_recorded_seed():
     out = summarise(_record(), {"seed": 7, "estimator": "loop"}, "cpu")
-    est = out["estimators"]
+    est = {name: e.to_json() for name, e in out.estimators.items()}
     assert est["step"] == combine_rounds([A, B, C, A], 7)
     # the loop's rounds are those with a loop; its K is the last round's
     assert est["loop"] == dict(combine_rounds([B, A, C], 7), K=16)
     # round 1's device samples are the point's own trace's; later rounds' where they have some
     assert est["device"] == combine_rounds([A, C, B], 7)
-    assert out["estimator"] == "loop" and out["summary"] == est["loop"]
+    assert out.estimator == "loop" and out.summary.to_json() == est["loop"]
     # the seed matters: the same rounds with seed 0 give another interval
     for name, rounds in (("step", [A, B, C, A]), ("loop", [B, A, C]), ("device", [A, C, B])):
         zero = combine_rounds(rounds, 0)
         assert (zero["ci_low_s"], zero["ci_high_s"]) != (est[name]["ci_low_s"], est[name]["ci_high_s"]), name
     # a fault count of 0 counts: the median of 10, 0 and 30
-    assert out["page_faults_per_step"] == 10.0
+    assert out.page_faults_per_step == 10.0
     # a last round without a loop (XLA kept none): K stays that of the last round with one
     record = _record()
-    record["rounds"].append({"step": {"samples_s": B}})
-    assert summarise(record, {"seed": 7}, "cpu")["estimators"]["loop"] == dict(combine_rounds([B, A, C], 7), K=16)
+    record = record.with_(rounds=(*record.rounds, Round.of(step=Samples.of(samples_s=B))))
+    loop = summarise(record, {"seed": 7}, "cpu").estimate("loop")
+    assert loop.to_json() == dict(combine_rounds([B, A, C], 7), K=16)
 
 
 def test_without_a_seed_or_an_estimator_it_is_seed_0_and_auto():
     out = summarise(_record(), {}, "cpu")
-    assert out["estimators"]["step"] == combine_rounds([A, B, C, A], 0)
-    assert out["estimators"]["device"] == combine_rounds([A, C, B], 0)
-    assert (out["estimator"], out["estimator_reason"]) == ("step", "timing.estimator=auto on cpu")
+    assert out.estimate("step").to_json() == combine_rounds([A, B, C, A], 0)
+    assert out.estimate("device").to_json() == combine_rounds([A, C, B], 0)
+    assert (out.estimator, out.estimator_reason) == ("step", "timing.estimator=auto on cpu")
     tpu = summarise(_record(), {"seed": None}, "tpu")
-    assert (tpu["estimator"], tpu["estimator_reason"]) == ("device", "timing.estimator=auto on tpu")
-    assert tpu["summary"] == combine_rounds([A, C, B], 0) and tpu["missing_reason"] is None
-    bare = summarise({"rounds": [{"step": {"samples_s": A}}]}, {}, "cpu")
-    assert bare["page_faults_per_step"] is None
+    assert (tpu.estimator, tpu.estimator_reason) == ("device", "timing.estimator=auto on tpu")
+    assert tpu.summary.to_json() == combine_rounds([A, C, B], 0) and tpu.missing_reason is None
+    bare = summarise(Timing.from_json({"rounds": [{"step": {"samples_s": A}}]}), {}, "cpu")
+    assert bare.page_faults_per_step is None
 
 
 def test_why_an_estimator_is_missing_names_four_instructions_then_counts_the_rest():
     def why(names):
         record = {"rounds": [{"step": {"samples_s": A}}], "device": {"samples_s": [], "instructions": names}}
-        return summarise(record, {"estimator": "device"}, "cpu")["missing_reason"]
+        return summarise(Timing.from_json(record), {"estimator": "device"}, "cpu").missing_reason
 
     assert why(["a", "b", "c", "d"]) == "no device time: the trace held no execution of a, b, c, d"
     assert why(["a", "b", "c", "d", "e"]) == "no device time: the trace held no execution of a, b, c, d and 1 more"
-    loop = summarise({"rounds": [{"step": {"samples_s": A}}]}, {"estimator": "loop"}, "cpu")
-    assert loop["estimator_reason"] == "timing.estimator=loop; no loop samples (timing.loop=false), so step"
+    loop = summarise(Timing.from_json({"rounds": [{"step": {"samples_s": A}}]}), {"estimator": "loop"}, "cpu")
+    assert loop.estimator_reason == "timing.estimator=loop; no loop samples (timing.loop=false), so step"
 
 
 STEP_1MS = (np.linspace(0.98, 1.02, 21) * 1e-3).tolist()  # round 1's steps: 0.98-1.02 ms
 
 
-def _rule_record(loop: list[float] | None, step=STEP_1MS, device=None, later: int = 0) -> dict:
+def _rule_record(loop: list[float] | None, step=STEP_1MS, device=None, later: int = 0) -> Timing:
     """A timing record whose round 1 has these step and loop samples (``device``: the point's
     own trace's), and ``later`` more rounds of steps alone."""
     first = {"round": 1, "step": {"samples_s": step}}
@@ -271,14 +273,18 @@ def _rule_record(loop: list[float] | None, step=STEP_1MS, device=None, later: in
     out = {"rounds": [first] + [{"round": r + 2, "step": {"samples_s": step}} for r in range(later)]}
     if device is not None:
         out["device"] = {"samples_s": device}
-    return out
+    return Timing.from_json(out)
+
+
+def _step_round(r: int, samples: list[float], **more) -> Round:
+    return Round.of(round=r, step=Samples.of(samples_s=samples), **more)
 
 
 def test_a_loop_whose_interval_overlaps_the_steps_runs_in_round_1_only():
     # the loop's slopes 0.97-1.01 ms overlap the step's interval: they agree
     loop = (np.linspace(0.97, 1.01, 9) * 1e-3).tolist()
     ratio = float(np.median(loop) / np.median(STEP_1MS))
-    assert loop_rule(_rule_record(loop), "step") == {
+    assert loop_rule(_rule_record(loop), "step").to_json() == {
         "source": "step",
         "loop_over_source": pytest.approx(ratio),
         "rerun": False,
@@ -290,10 +296,8 @@ def test_a_loop_whose_interval_overlaps_the_steps_runs_in_round_1_only():
 def test_a_loop_apart_from_the_step_runs_again_in_round_2_and_says_on_which_side(scale, side):
     loop = [scale * 1e-3] * 6
     rule = loop_rule(_rule_record(loop), "step")
-    assert rule["rerun"] is True and rule["last_round"] == 2
-    assert (
-        rule["why"] == f"round 1's loop interval lies {side} the step's (loop/step {scale:.2f}): timed again in round 2"
-    )
+    assert rule.rerun is True and rule.last_round == 2
+    assert rule.why == f"round 1's loop interval lies {side} the step's (loop/step {scale:.2f}): timed again in round 2"
 
 
 def test_intervals_that_touch_overlap():
@@ -301,22 +305,22 @@ def test_intervals_that_touch_overlap():
     lo, _ = median_ci(STEP_1MS)
     loop = [lo * 0.9] * 4 + [lo] * 2  # 6 slopes: their interval is (min, max) ranks 0 and 5
     assert median_ci(loop)[1] == lo
-    assert loop_rule(_rule_record(loop), "step")["rerun"] is False
+    assert loop_rule(_rule_record(loop), "step").rerun is False
     nudged = loop[:-2] + [lo * 0.999] * 2
-    assert loop_rule(_rule_record(nudged), "step")["rerun"] is True
+    assert loop_rule(_rule_record(nudged), "step").rerun is True
 
 
 def test_on_a_tpu_the_loop_is_held_to_round_1s_device_samples():
     loop = [0.5e-3] * 6
     # the point's own trace (record["device"]) agrees with the loop; the step does not
     agree = _rule_record(loop, device=[0.5e-3] * 8)
-    assert loop_rule(agree, "device")["rerun"] is False
-    assert loop_rule(agree, "device")["why"].endswith("overlaps the device's (loop/device 1.00): round 1 only")
+    assert loop_rule(agree, "device").rerun is False
+    assert loop_rule(agree, "device").why.endswith("overlaps the device's (loop/device 1.00): round 1 only")
     # a later round's device samples do not count: the rule is round 1's
-    agree["rounds"].append({"round": 2, "step": {"samples_s": STEP_1MS}, "device": {"samples_s": [2e-3] * 8}})
-    assert loop_rule(agree, "device")["rerun"] is False
+    agree = agree.with_(rounds=(*agree.rounds, _step_round(2, STEP_1MS, device=Samples.of(samples_s=[2e-3] * 8))))
+    assert loop_rule(agree, "device").rerun is False
     # no device time in round 1 (no execution in the trace): nothing to check the loop against
-    assert loop_rule(_rule_record(loop, device=[]), "device") == {
+    assert loop_rule(_rule_record(loop, device=[]), "device").to_json() == {
         "source": "device",
         "rerun": True,
         "last_round": None,
@@ -326,21 +330,21 @@ def test_on_a_tpu_the_loop_is_held_to_round_1s_device_samples():
 
 def test_the_loop_as_the_source_or_without_samples():
     loop = [0.5e-3] * 6
-    assert loop_rule(_rule_record(loop), "loop") == {
+    assert loop_rule(_rule_record(loop), "loop").to_json() == {
         "source": "loop",
         "rerun": True,
         "last_round": None,
         "why": "the loop is the source estimator: timed in every round",
     }
     # timing.loop=false: no loop in round 1, none later
-    assert loop_rule(_rule_record(None), "step") == {
+    assert loop_rule(_rule_record(None), "step").to_json() == {
         "source": "step",
         "rerun": False,
         "why": "round 1 has no loop samples (timing.loop=false)",
     }
     # a loop XLA did not keep: the check's words
-    kept_none = dict(_rule_record(None), loop_check={"why": "XLA unrolled the loop"})
-    assert loop_rule(kept_none, "step")["why"] == "round 1 has no loop samples (XLA unrolled the loop)"
+    kept_none = _rule_record(None).with_(loop_check=LoopCheck.of(why="XLA unrolled the loop"))
+    assert loop_rule(kept_none, "step").why == "round 1 has no loop samples (XLA unrolled the loop)"
 
 
 def test_summarise_decides_on_round_1_whatever_the_later_rounds_show():
@@ -348,13 +352,13 @@ def test_summarise_decides_on_round_1_whatever_the_later_rounds_show():
     one = summarise(_rule_record(loop), {"seed": 0}, "cpu")
     # later step rounds at 0.4 ms would make the combined step overlap the loop: the rule stays
     drifted = _rule_record(loop)
-    drifted["rounds"] += [{"round": r, "step": {"samples_s": [0.4e-3] * 21}} for r in (2, 3, 4)]
-    assert summarise(drifted, {"seed": 0}, "cpu")["loop_rule"] == one["loop_rule"]
-    assert one["loop_rule"]["rerun"] is True
+    drifted = drifted.with_(rounds=(*drifted.rounds, *(_step_round(r, [0.4e-3] * 21) for r in (2, 3, 4))))
+    assert summarise(drifted, {"seed": 0}, "cpu").loop_rule.to_json() == one.loop_rule.to_json()
+    assert one.loop_rule.rerun is True
     # the source the rule names is the one summarise picks: auto on a GPU is device
     gpu = summarise(_rule_record(loop, device=[0.4e-3] * 8), {"seed": 0}, "gpu")
-    assert gpu["estimator"] == "device" and gpu["loop_rule"]["source"] == "device"
-    assert gpu["loop_rule"]["rerun"] is False
+    assert gpu.estimator == "device" and gpu.loop_rule.source == "device"
+    assert gpu.loop_rule.rerun is False
 
 
 def test_a_loop_in_round_1_only_is_that_rounds_interval_beside_every_round_of_the_step():
@@ -368,20 +372,20 @@ def test_a_loop_in_round_1_only_is_that_rounds_interval_beside_every_round_of_th
             {"step": {"samples_s": steps[2]}},
         ]
     }
-    out = summarise(record, {"seed": 3}, "cpu")
-    loop = out["estimators"]["loop"]
+    out = summarise(Timing.from_json(record), {"seed": 3}, "cpu")
+    loop = out.estimate("loop")
     # one round: its own order-statistic interval, not a bootstrap over rounds it was not in
-    assert loop["rounds"] == 1 and loop["n"] == 12 and loop["K"] == 8
-    assert (loop["ci_low_s"], loop["ci_high_s"]) == median_ci(loop1)
-    assert loop["median_s"] == pytest.approx(float(np.median(loop1)))
-    assert loop["empty_loop_s"] == 1e-6
-    assert out["estimators"]["step"] == combine_rounds(steps, 3) and out["estimators"]["step"]["rounds"] == 3
+    assert loop.rounds == 1 and loop.n == 12 and loop.K == 8
+    assert (loop.ci_low_s, loop.ci_high_s) == median_ci(loop1)
+    assert loop.median_s == pytest.approx(float(np.median(loop1)))
+    assert loop.empty_loop_s == 1e-6
+    assert out.estimate("step").to_json() == combine_rounds(steps, 3) and out.estimate("step").rounds == 3
     # timed again in round 3: combined over the two rounds that have it
     loop3 = [1.2 * x for x in loop1]
     record["rounds"][2]["loop"] = {"samples_s": loop3, "K": 8}
-    again = summarise(record, {"seed": 3}, "cpu")["estimators"]["loop"]
-    assert again["rounds"] == 2 and {
-        k: v for k, v in again.items() if k not in ("K", "empty_loop_s", "empty_loop_share", "launch_bound")
+    again = summarise(Timing.from_json(record), {"seed": 3}, "cpu").estimate("loop")
+    assert again.rounds == 2 and {
+        k: v for k, v in again.to_json().items() if k not in ("K", "empty_loop_s", "empty_loop_share", "launch_bound")
     } == combine_rounds([loop1, loop3], 3)
 
 
@@ -421,8 +425,7 @@ class _Worker:
 def _point(root, name: str, loop: list[float]) -> object:
     d = root / name
     d.mkdir()
-    t = _rule_record(loop, step=[1e-3] * 5)
-    t.update(summarise(t, {"seed": 0, "estimator": "auto"}, "cpu"))
+    t = summarise(_rule_record(loop, step=[1e-3] * 5), {"seed": 0, "estimator": "auto"}, "cpu").to_json()
     result = {
         "status": "ok",
         "config": {"timing": {"rounds": 3, "target_rel_ci": 0.05, "estimator": "auto", "seed": 0}},
@@ -507,11 +510,11 @@ def test_a_round_without_its_loop_asks_nothing_of_the_loop_programs():
 
     point = _Point()
     out = time_round(point, {"timing": RULE_TIMING}, 2, K=[2, 8], loop=False)
-    assert point.loop.asked == [] and "loop" not in out and "loop_compile_s" not in out
-    assert len(out["step"]["samples_s"]) == 5
+    assert point.loop.asked == [] and "loop" not in out.to_json() and "loop_compile_s" not in out.to_json()
+    assert len(out.step.samples_s) == 5
     # the default (and loop=True) asks the loop programs for round 1's trip counts
     out = time_round(point, {"timing": RULE_TIMING}, 3, K=[2, 8])
-    assert point.loop.asked == [[2, 8]] and out["loop_compile_s"] == 0.125
+    assert point.loop.asked == [[2, 8]] and out.loop_compile_s == 0.125
 
 
 def test_the_worker_leaves_the_loop_out_of_a_later_round_when_the_parent_says_so(compose_cfg, tmp_path):
@@ -564,7 +567,7 @@ def test_a_real_sweep_times_the_loop_again_only_where_round_1_disagreed(tmp_path
         t = r["timing"]
         rule = t["loop_rule"]
         # the rule on disk is the one round 1's samples give, against the source summarise picked
-        assert t["estimator"] == "step" and rule == loop_rule(t, "step")
+        assert t["estimator"] == "step" and rule == loop_rule(Timing.from_json(t), "step").to_json()
         step1, loop1 = (median_ci(t["rounds"][0][k]["samples_s"]) for k in ("step", "loop"))
         assert rule["rerun"] is (loop1[0] > step1[1] or loop1[1] < step1[0])
         # a loop in round 2 exactly where round 1 disagreed, in no round after it

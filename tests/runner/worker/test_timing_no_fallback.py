@@ -18,6 +18,7 @@ import textwrap
 import pandas as pd
 import pytest
 
+from analysis.runs.record import Timing
 from analysis.runs.rundir import read_results
 from analysis.runs.summary import summary_table
 from runner import run
@@ -139,23 +140,25 @@ def test_on_tpu_a_missing_device_time_stays_missing(device, why):
     from runner.worker.timing import summarise
 
     record = {"rounds": STEPS, **({"device": device} if device is not None else {})}
-    out = summarise(record, {"estimator": "auto", "seed": 0}, "tpu")
-    assert (out["estimator"], out["summary"], out["missing_reason"]) == ("device", {"n": 0}, f"no device time: {why}")
-    assert out["estimator_reason"] == f"timing.estimator=auto on tpu; no device time: {why}"
-    assert set(out["estimators"]) == {"step"}
+    out = summarise(Timing.from_json(record), {"estimator": "auto", "seed": 0}, "tpu")
+    assert (out.estimator, out.summary.to_json(), out.missing_reason) == ("device", {"n": 0}, f"no device time: {why}")
+    assert out.estimator_reason == f"timing.estimator=auto on tpu; no device time: {why}"
+    assert set(out.estimators) == {"step"}
 
 
 def test_a_device_time_is_the_summary_and_a_missing_loop_still_falls_back_to_step():
     from runner.worker.timing import summarise
 
-    found = summarise({"rounds": STEPS, "device": {"samples_s": [2e-4] * 5}}, {"estimator": "device"}, "cpu")
-    assert found["estimator"] == "device" and found["missing_reason"] is None
-    assert found["summary"] == found["estimators"]["device"] and found["summary"]["median_s"] == pytest.approx(2e-4)
+    traced = Timing.from_json({"rounds": STEPS, "device": {"samples_s": [2e-4] * 5}})
+    found = summarise(traced, {"estimator": "device"}, "cpu")
+    assert found.estimator == "device" and found.missing_reason is None
+    assert found.summary == found.estimate("device") and found.summary.median_s == pytest.approx(2e-4)
     # loop: the user asked for the in-program loop, which XLA did not keep: step, and it says so
-    loop = summarise({"rounds": STEPS, "loop_check": {"why": "XLA unrolled it"}}, {"estimator": "loop"}, "cpu")
-    assert (loop["estimator"], loop["missing_reason"]) == ("step", None)
-    assert loop["estimator_reason"] == "timing.estimator=loop; no loop samples (XLA unrolled it), so step"
-    assert loop["summary"] == loop["estimators"]["step"]
+    unrolled = Timing.from_json({"rounds": STEPS, "loop_check": {"why": "XLA unrolled it"}})
+    loop = summarise(unrolled, {"estimator": "loop"}, "cpu")
+    assert (loop.estimator, loop.missing_reason) == ("step", None)
+    assert loop.estimator_reason == "timing.estimator=loop; no loop samples (XLA unrolled it), so step"
+    assert loop.summary == loop.estimate("step")
 
 
 def test_a_group_of_one_has_the_copys_device_time(compose_cfg, tmp_path):

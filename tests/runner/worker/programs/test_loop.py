@@ -30,7 +30,7 @@ import pytest
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from analysis.runs.record import Result
+from analysis.runs.record import Result, Timing
 from analysis.runs.summary import summary_table
 from analysis.statistics.stats import combine_rounds
 from runner.worker.programs import collectives
@@ -107,40 +107,42 @@ def test_without_an_empty_loop_the_record_is_as_before():
 
 
 # ---------------------------------------------------------------- summarise: the flag
-def _rounds(loop_samples, empties):
-    return {
-        "rounds": [
-            {"step": {"samples_s": [1.0, 1.0, 1.0]}, "loop": {"samples_s": s, "K": 8, **e}}
-            for s, e in zip(loop_samples, empties)
-        ]
-    }
+def _rounds(loop_samples, empties) -> Timing:
+    return Timing.from_json(
+        {
+            "rounds": [
+                {"step": {"samples_s": [1.0, 1.0, 1.0]}, "loop": {"samples_s": s, "K": 8, **e}}
+                for s, e in zip(loop_samples, empties)
+            ]
+        }
+    )
 
 
 def test_launch_bound_above_a_quarter_of_the_loops_repetition_and_not_at_it():
     loop = [[4e-6, 4e-6, 4e-6]] * 3  # the loop's median: 4 us
     assert LAUNCH_BOUND_SHARE == 0.25
     at = summarise(_rounds(loop, [{"empty_loop_s": x} for x in (0.5e-6, 1e-6, 3e-6)]), {"seed": 0}, "gpu")
-    est = at["estimators"]["loop"]
+    est = at.estimate("loop")
     # the median over rounds: 1 us, exactly a quarter: not launch-bound
-    assert (est["empty_loop_s"], est["empty_loop_share"], est["launch_bound"]) == (1e-6, 0.25, False)
+    assert (est.empty_loop_s, est.empty_loop_share, est.launch_bound) == (1e-6, 0.25, False)
     above = summarise(_rounds(loop, [{"empty_loop_s": x} for x in (1.01e-6, 1.01e-6, 0.2e-6)]), {"seed": 0}, "gpu")
-    est = above["estimators"]["loop"]
-    assert est["empty_loop_s"] == 1.01e-6 and est["launch_bound"] is True
-    assert est["empty_loop_share"] == pytest.approx(0.2525)
+    est = above.estimate("loop")
+    assert est.empty_loop_s == 1.01e-6 and est.launch_bound is True
+    assert est.empty_loop_share == pytest.approx(0.2525)
     # a flag, not a correction: the loop's numbers are the slopes' own
-    assert {k: est[k] for k in combine_rounds(loop, 0)} == combine_rounds(loop, 0)
+    assert {k: getattr(est, k) for k in combine_rounds(loop, 0)} == combine_rounds(loop, 0)
 
 
 def test_rounds_without_an_empty_loop_add_nothing_and_a_round_missing_it_is_skipped():
     loop = [[2e-6] * 3] * 3
-    old = summarise(_rounds(loop, [{}, {}, {}]), {"seed": 0}, "gpu")["estimators"]["loop"]
-    assert old == dict(combine_rounds(loop, 0), K=8)
+    old = summarise(_rounds(loop, [{}, {}, {}]), {"seed": 0}, "gpu").estimate("loop")
+    assert old.to_json() == dict(combine_rounds(loop, 0), K=8)
     some = summarise(_rounds(loop, [{"empty_loop_s": 1e-6}, {}, {"empty_loop_s": None}]), {"seed": 0}, "gpu")
-    assert some["estimators"]["loop"]["empty_loop_s"] == 1e-6 and some["estimators"]["loop"]["launch_bound"] is True
+    assert some.estimate("loop").empty_loop_s == 1e-6 and some.estimate("loop").launch_bound is True
     # a loop slope of 0 or below has no share to compare
     flat = summarise(_rounds([[0.0] * 3] * 3, [{"empty_loop_s": 1e-6}] * 3), {"seed": 0}, "gpu")
-    assert flat["estimators"]["loop"]["empty_loop_share"] is None
-    assert flat["estimators"]["loop"]["launch_bound"] is False
+    assert flat.estimate("loop").empty_loop_share is None
+    assert flat.estimate("loop").launch_bound is False
 
 
 def test_summary_csv_shows_the_empty_loop_and_the_flag_and_the_caveat_names_both(tmp_path):
