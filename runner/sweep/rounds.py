@@ -31,14 +31,14 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from analysis.runs.record import LOOP, upgraded
+from analysis.runs.record import Result, Round, RoundsRule, Samples, Timing, dump, upgraded
 from analysis.runs.rundir import RESULT_NAME, ROUNDS_NAME, append_round, with_journal, write_json_atomic
 from runner.config.jaxenv import process_env
 from runner.config.spec import build_spec
 from runner.errors import ConfigError, WorkerDied
 from runner.sweep.bandwidth import bandwidth
 from runner.sweep.pool import discard_worker, get_worker
-from runner.worker.timing import summarise
+from runner.worker.timing import combined
 
 log = logging.getLogger("shardlab")
 
@@ -56,14 +56,14 @@ log = logging.getLogger("shardlab")
 MIN_ROUNDS = 2
 
 
-def wanted_rounds(result: dict) -> int:
+def wanted_rounds(result: Result) -> int:
     """Rounds the point's config asks for."""
-    return int(((result.get("config") or {}).get("timing") or {}).get("rounds") or 1)
+    return int(result.config.timing.rounds or 1)
 
 
-def rounds_rule(t: dict, wanted: int, target_rel_ci: float) -> dict:
+def rounds_rule(t: Timing, wanted: int, target_rel_ci: float) -> RoundsRule:
     """Whether a point's timing ``t`` (result.json's ``timing``) is done with its rounds, and
-    why, in words the report shows: ``{"rounds", "wanted", "stopped", "why"}``.
+    why, in words the report shows: ``rounds``, ``wanted``, ``stopped`` and ``why``.
 
     A point stops early, after exactly ``MIN_ROUNDS`` rounds, only when every estimator with
     rounds (step; loop, where round 1's disagreed with the source and it was timed again;
@@ -71,15 +71,14 @@ def rounds_rule(t: dict, wanted: int, target_rel_ci: float) -> dict:
     and the headline estimator's interval (which, over rounds, spans their spread) is within
     ``target_rel_ci`` of its median. Otherwise it runs every round ``wanted`` (``timing.rounds``),
     and every later sentence keeps why it ran on after ``MIN_ROUNDS`` (``after_min``)."""
-    n = len(t.get("rounds") or [])
+    n = len(t.rounds)
     out = {"rounds": n, "wanted": wanted, "stopped": False}
     if wanted <= MIN_ROUNDS:
-        return dict(out, why=f"timing.rounds={wanted}: every round asked for")
+        return RoundsRule.of(**out, why=f"timing.rounds={wanted}: every round asked for")
     if n < MIN_ROUNDS:
-        return dict(out, why=f"{n} of {wanted} rounds so far")
-    summary = t.get("summary") or {}
-    disagree = sorted(name for name, e in (t.get("estimators") or {}).items() if e.get("rounds_disagree"))
-    rel = summary.get("rel_ci_halfwidth")
+        return RoundsRule.of(**out, why=f"{n} of {wanted} rounds so far")
+    disagree = sorted(name for name, e in t.estimators.items() if e.rounds_disagree)
+    rel = t.summary.rel_ci_halfwidth
     reasons = []
     if disagree:
         reasons.append(f"the {' and '.join(disagree)} rounds disagree (Cochran's Q, 99%)")
@@ -87,20 +86,19 @@ def rounds_rule(t: dict, wanted: int, target_rel_ci: float) -> dict:
         shown = "no interval" if rel is None else f"±{100 * rel:.1f}%"
         reasons.append(f"interval {shown}, wider than the target ±{100 * target_rel_ci:g}%")
     if n == MIN_ROUNDS and not reasons:
-        return dict(
-            out,
-            stopped=True,
+        return RoundsRule.of(
+            **dict(out, stopped=True),
             why=f"stopped after {n} of {wanted} rounds: they agree (Cochran's Q, 99%) and the interval "
             f"±{100 * rel:.1f}% meets the target ±{100 * target_rel_ci:g}%",
         )
     # why the point ran on past MIN_ROUNDS, as it stood then (kept for the last round's sentence)
-    after_min = "; ".join(reasons) if n == MIN_ROUNDS else (t.get("rounds_rule") or {}).get("after_min")
+    after_min = "; ".join(reasons) if n == MIN_ROUNDS else t.rounds_rule.after_min
     out["after_min"] = after_min or "; ".join(reasons)
     # an older file, judged after 3 or not at all, whose rounds meet the rule now: no reason kept
     detail = out["after_min"] or f"no judgement after round {MIN_ROUNDS} recorded"
     if n < wanted:
-        return dict(out, why=f"{n} of {wanted} rounds so far: {detail}")
-    return dict(out, why=f"all {wanted} rounds: after {MIN_ROUNDS}, {detail}")
+        return RoundsRule.of(**out, why=f"{n} of {wanted} rounds so far: {detail}")
+    return RoundsRule.of(**out, why=f"all {wanted} rounds: after {MIN_ROUNDS}, {detail}")
 
 
 def add_round(
@@ -116,78 +114,96 @@ def add_round(
     between rounds). ``records`` holds each point's record as its last round left it, so a
     later round reads result.json (and its journal) only once a sweep."""
     result = _record(point_dir, records)
-    if result is None:
+    if result is None or not result.ok or len(result.timing.rounds) >= round_no:
         return False
-    t = result.get("timing") or {}
-    if result.get("status") != "ok" or len(t.get("rounds") or []) >= round_no:
+    if result.timing.rounds_rule.stopped:  # its rounds agreed after MIN_ROUNDS
         return False
-    if (t.get("rounds_rule") or {}).get("stopped"):  # its rounds agreed after MIN_ROUNDS
-        return False
-    if spec is None and specs is not None:
-        spec = specs.get(point_dir)
     if spec is None:
-        try:
-            spec = build_spec(OmegaConf.create(result["config"]))
-        except (ConfigError, KeyError) as exc:
-            log.warning("round %d of %s skipped: %s", round_no, point_dir, exc)
+        spec = _spec(point_dir, result, round_no, specs)
+        if spec is None:
             return False
-        if specs is not None:
-            specs[point_dir] = spec
-    # round 1's trip counts: every round times the same loop programs (the persistent cache has them)
-    loop = (t["rounds"][0].get(LOOP) or {}) if t.get("rounds") else {}
-    K = loop.get("Ks") or loop.get("K")
-    # the loop again only where round 1's disagreed with the source estimator, and then up to
-    # its last_round (timing.loop_rule, runner.worker.timing.loop_rule); a file written before
-    # the rule times it every round
-    rule = t.get("loop_rule") or {}
-    last = rule.get("last_round")
-    rerun = bool(rule.get("rerun", True)) and (last is None or round_no <= int(last))
-    worker = get_worker(process_env(spec["hardware"], spec["distributed"], spec["trace"]["gpu_command_buffers"]))
-    try:
-        reply = worker.run(
-            spec,
-            point_dir,
-            float(result["config"].get("timeout_s", 600)),
-            kind="retime",
-            round=round_no,
-            K=K,
-            loop=rerun,
-        )
-    except WorkerDied as exc:
-        discard_worker()
-        log.warning("round %d of %s failed: %s", round_no, Path(point_dir).name, str(exc).splitlines()[0])
+    timed = _time_round(point_dir, result, round_no, spec)
+    if timed is None:
         return False
-    if reply.get("status") != "ok":
-        log.warning("round %d of %s failed: %s", round_no, Path(point_dir).name, reply.get("error"))
-        return False
-    rnd = reply["round"]
-    phases = rnd.pop("phases_s", {})
-    t["rounds"].append(rnd)
-    summary = summarise(t, result["config"]["timing"], (result.get("environment") or {}).get("backend", "cpu"))
-    t.update(summary)
-    t["rounds_rule"] = rounds_rule(t, wanted_rounds(result), float(result["config"]["timing"]["target_rel_ci"]))
-    if "bandwidth" in result:  # from the median of every round so far
-        result["bandwidth"] = bandwidth(result)
-    result.setdefault("phases_s", {})
-    for k, v in phases.items():  # later rounds' setup and compile count too (the benchmark reads them)
-        result["phases_s"][f"rounds_{k}"] = result["phases_s"].get(f"rounds_{k}", 0.0) + v
-    # the round, and what it changed of the record as computed here, so a reader folds it in
-    # without computing anything (analysis.runs.rundir.with_journal)
-    line = {
-        "result_started_at": result.get("started_at"),
-        "round": rnd,
-        "timing": {**summary, "rounds_rule": t["rounds_rule"]},
-    }
-    line.update({k: result[k] for k in ("bandwidth", "phases_s") if k in result})
-    append_round(point_dir, line)
-    if records is not None:
+    result, line = _with_round(result, *timed)
+    if records is not None:  # before the journal: a round measured and not journalled (a full disk) is kept
         records[point_dir] = result
-    if t["rounds_rule"]["stopped"] or round_no >= wanted_rounds(result):  # its rounds end here
+    append_round(point_dir, line)
+    if result.timing.rounds_rule.stopped or round_no >= wanted_rounds(result):  # its rounds end here
         finish(point_dir, {point_dir: result})
     return True
 
 
-def finish(point_dir: Path, records: dict | None = None) -> dict | None:
+def _spec(point_dir: Path, result: Result, round_no: int, specs: dict | None) -> dict | None:
+    """The point's spec: built once a sweep from its config (``specs`` caches it by folder);
+    None, with a warning, where its config no longer builds one."""
+    if specs is not None and specs.get(point_dir) is not None:
+        return specs[point_dir]
+    try:
+        spec = build_spec(OmegaConf.create(result.config.tree))
+    except (ConfigError, KeyError) as exc:
+        log.warning("round %d of %s skipped: %s", round_no, point_dir, exc)
+        return None
+    if specs is not None:
+        specs[point_dir] = spec
+    return spec
+
+
+def _time_round(point_dir: Path, result: Result, round_no: int, spec: dict) -> tuple[Round, dict] | None:
+    """Round ``round_no`` of the point, timed by the worker, and its phases' seconds; None
+    (with a warning) where the worker died or failed it."""
+    t = result.timing
+    # round 1's trip counts: every round times the same loop programs (the persistent cache has them)
+    loop = t.rounds[0].loop if t.rounds else Samples()
+    # the loop again only where round 1's disagreed with the source estimator, and then up to
+    # its last_round (timing.loop_rule, runner.worker.timing.loop_rule); a file written before
+    # the rule times it every round
+    rule, last = t.loop_rule.given(), t.loop_rule.last_round
+    rerun = bool(rule.get("rerun", True)) and (last is None or round_no <= int(last))
+    worker = get_worker(process_env(spec["hardware"], spec["distributed"], spec["trace"]["gpu_command_buffers"]))
+    timeout_s = float(result.config.tree.get("timeout_s", 600))
+    try:
+        reply = worker.run(spec, point_dir, timeout_s, kind="retime", round=round_no, K=loop.Ks or loop.K, loop=rerun)
+    except WorkerDied as exc:
+        discard_worker()
+        log.warning("round %d of %s failed: %s", round_no, Path(point_dir).name, str(exc).splitlines()[0])
+        return None
+    if reply.get("status") != "ok":
+        log.warning("round %d of %s failed: %s", round_no, Path(point_dir).name, reply.get("error"))
+        return None
+    rnd = dict(reply["round"])
+    phases = rnd.pop("phases_s", {})
+    return Round.from_json(rnd), phases
+
+
+def _with_round(result: Result, rnd: Round, phases: dict) -> tuple[Result, dict]:
+    """``result`` with round ``rnd`` folded in (the estimators and rules computed again over
+    every round so far, the bandwidth from their median, the round's phases added), and its
+    journal line: the round and what it changed of the record, so a reader folds it in without
+    computing anything (:func:`analysis.runs.rundir.with_journal`)."""
+    config = result.config.timing
+    t = result.timing.with_(rounds=(*result.timing.rounds, rnd))
+    fields = combined(t, result.config.tree["timing"], result.environment.backend or "cpu")
+    t = t.with_(**fields)
+    t = t.with_(rounds_rule=rounds_rule(t, wanted_rounds(result), float(config.target_rel_ci)))
+    result = result.with_(timing=t)
+    if "bandwidth" in result.given():  # from the median of every round so far
+        result = result.with_(bandwidth=bandwidth(result.to_json()))
+    added = dict(result.phases_s)
+    for k, v in phases.items():  # later rounds' setup and compile count too (the benchmark reads them)
+        added[f"rounds_{k}"] = added.get(f"rounds_{k}", 0.0) + v
+    result = result.with_(phases_s=added)
+    written = result.to_json()
+    line = {
+        "result_started_at": result.started_at,
+        "round": rnd.to_json(),
+        "timing": dump({**fields, "rounds_rule": t.rounds_rule}),
+    }
+    line.update({k: written[k] for k in ("bandwidth", "phases_s") if k in written})
+    return result, line
+
+
+def finish(point_dir: Path, records: dict | None = None) -> Result | None:
     """Write the point's record whole to its result.json, with every round its journal holds,
     then remove the journal; the record (None when result.json cannot be read). Nothing is
     written when there is no journal (result.json holds every round already). ``records`` as in
@@ -197,21 +213,26 @@ def finish(point_dir: Path, records: dict | None = None) -> dict | None:
     result = _record(point_dir, records)
     if result is None or not journal.exists():
         return result
-    write_json_atomic(Path(point_dir) / RESULT_NAME, result)  # whole, then the journal it replaces
+    write_json_atomic(Path(point_dir) / RESULT_NAME, result.to_json())  # whole, then the journal it replaces
     journal.unlink(missing_ok=True)
     return result
 
 
-def _record(point_dir: Path, records: dict | None) -> dict | None:
+def _record(point_dir: Path, records: dict | None) -> Result | None:
     """The point's record: as its last round left it (``records``), else read from its
     result.json (an older file's timing.source read as its estimator) with the rounds its
-    journal holds that the file lacks (a sweep killed between rounds); None when unreadable."""
+    journal holds that the file lacks (a sweep killed between rounds); None when unreadable.
+
+    Not :func:`analysis.runs.rundir.read_result`: that reader sets ``point_dir`` to the folder
+    as given, nulls numbers out of range and fails an incomplete record, none of which a writer
+    may save back; this is the same file and journal, typed, and written back as it was."""
     if records is not None and point_dir in records:
         return records[point_dir]
     try:
-        result = with_journal(upgraded(json.loads((Path(point_dir) / RESULT_NAME).read_text())), point_dir)
+        found = with_journal(upgraded(json.loads((Path(point_dir) / RESULT_NAME).read_text())), point_dir)
     except (OSError, ValueError):
         return None
+    result = Result.from_json(found)
     if records is not None:
         records[point_dir] = result
     return result
@@ -264,8 +285,8 @@ def finish_all(point_dirs: list[Path], records: dict | None = None) -> None:
             log.warning("%s: its later rounds stay in %s (%s)", Path(point_dir).name, ROUNDS_NAME, exc)
 
 
-def _stopped(result: dict | None) -> bool:
+def _stopped(result: Result | None) -> bool:
     """Whether a point's record says it stopped its rounds early (or cannot take more)."""
     if result is None:
         return True
-    return result.get("status") != "ok" or bool(((result.get("timing") or {}).get("rounds_rule") or {}).get("stopped"))
+    return not result.ok or bool(result.timing.rounds_rule.stopped)

@@ -22,7 +22,7 @@ import pytest
 from scipy.special import stdtrit
 
 from analysis.report.sweep_sections import _rounds_taken
-from analysis.runs.record import ONE_ROUND, Result
+from analysis.runs.record import ONE_ROUND, Estimate, Result, RoundsRule, Timing
 from analysis.runs.rundir import ROUNDS_NAME, read_result, with_journal
 from runner.sweep import rounds as rounds_mod
 from runner.sweep.rounds import MIN_ROUNDS, rounds_rule
@@ -33,20 +33,18 @@ TIGHT = (np.linspace(0.99, 1.01, 21) * 1e-3).tolist()  # median 1 ms, +-1%
 WIDE = (np.linspace(0.5, 1.5, 21) * 1e-3).tolist()  # median 1 ms, spread +-50%
 
 
-def _timing(*rounds: list[float], before: dict | None = None) -> dict:
+def _timing(*rounds: list[float], before: RoundsRule | None = None) -> Timing:
     """result.json's timing for step rounds with these samples (and the rule as it stood)."""
-    t = {"rounds": [{"round": i + 1, "step": {"samples_s": s}} for i, s in enumerate(rounds)]}
-    t.update(summarise(t, TIMING, "cpu"))
-    if before is not None:
-        t["rounds_rule"] = before
-    return t
+    t = Timing.from_json({"rounds": [{"round": i + 1, "step": {"samples_s": s}} for i, s in enumerate(rounds)]})
+    t = summarise(t, TIMING, "cpu")
+    return t.with_(rounds_rule=before) if before is not None else t
 
 
 def test_two_agreeing_rounds_within_the_target_stop():
     t = _timing(TIGHT, TIGHT)
-    rel = t["summary"]["rel_ci_halfwidth"]
-    assert not t["summary"]["rounds_disagree"] and rel <= 0.01
-    assert rounds_rule(t, 5, 0.05) == {
+    rel = t.summary.rel_ci_halfwidth
+    assert not t.summary.rounds_disagree and rel <= 0.01
+    assert rounds_rule(t, 5, 0.05).to_json() == {
         "rounds": 2,
         "wanted": 5,
         "stopped": True,
@@ -61,65 +59,76 @@ def test_two_rounds_apart_by_more_than_their_own_intervals_disagree_though_their
     # interval over the two, t(1) x 0.5% / 2 in log space, is +-3.2%, within the target
     tighter = (np.linspace(0.999, 1.001, 21) * 1e-3).tolist()
     t = _timing(tighter, [1.005 * x for x in tighter])
-    rel = t["summary"]["rel_ci_halfwidth"]
-    assert t["summary"]["rounds_disagree"] and rel == pytest.approx(math.sinh(stdtrit(1, 0.975) * math.log(1.005) / 2))
+    rel = t.summary.rel_ci_halfwidth
+    assert t.summary.rounds_disagree and rel == pytest.approx(math.sinh(stdtrit(1, 0.975) * math.log(1.005) / 2))
     assert rel <= 0.05
     rule = rounds_rule(t, 5, 0.05)
-    assert rule["stopped"] is False
-    assert rule["why"] == "2 of 5 rounds so far: the step rounds disagree (Cochran's Q, 99%)"
+    assert rule.stopped is False
+    assert rule.why == "2 of 5 rounds so far: the step rounds disagree (Cochran's Q, 99%)"
 
 
 def test_two_rounds_a_tenth_apart_do_not_meet_a_5_percent_target():
     # two rounds 8% apart, each known to +-0.5%: the bootstrap over them spans about +-4%, but
     # two draws say little of the next (t with 1 degree of freedom: 12.7), so +-51%
     t = _timing(TIGHT, [1.08 * x for x in TIGHT])
-    rel = t["summary"]["rel_ci_halfwidth"]
+    rel = t.summary.rel_ci_halfwidth
     assert rel == pytest.approx(math.sinh(stdtrit(1, 0.975) * math.log(1.08) / 2)) and 0.5 < rel < 0.52
-    assert rounds_rule(t, 5, 0.05)["stopped"] is False
+    assert rounds_rule(t, 5, 0.05).stopped is False
 
 
 def test_rounds_that_disagree_run_on_and_the_last_says_why():
     slow = [2 * x for x in TIGHT]  # a round at 2 ms beside one at 1 ms: drift, not noise
     t = _timing(TIGHT, slow)
-    assert t["summary"]["rounds_disagree"]
+    assert t.summary.rounds_disagree
     rule = rounds_rule(t, 5, 0.05)
-    rel = t["summary"]["rel_ci_halfwidth"]
+    rel = t.summary.rel_ci_halfwidth
     why = f"the step rounds disagree (Cochran's Q, 99%); interval ±{100 * rel:.1f}%, wider than the target ±5%"
-    assert rule == {"rounds": 2, "wanted": 5, "stopped": False, "after_min": why, "why": f"2 of 5 rounds so far: {why}"}
+    assert rule.to_json() == {
+        "rounds": 2,
+        "wanted": 5,
+        "stopped": False,
+        "after_min": why,
+        "why": f"2 of 5 rounds so far: {why}",
+    }
     # judged once: rounds 3 and 4 that agree with round 1 do not stop it (no optional stopping)
     later = rounds_rule(_timing(TIGHT, slow, TIGHT, TIGHT, before=rule), 5, 0.05)
-    assert later["stopped"] is False and later["why"] == f"4 of 5 rounds so far: {why}"
+    assert later.stopped is False and later.why == f"4 of 5 rounds so far: {why}"
     done = rounds_rule(_timing(TIGHT, slow, TIGHT, TIGHT, TIGHT, before=later), 5, 0.05)
     # the last round's sentence keeps why the point ran on after 2, whatever the 5 rounds say
-    assert done["stopped"] is False and done["why"] == f"all 5 rounds: after 2, {why}"
+    assert done.stopped is False and done.why == f"all 5 rounds: after 2, {why}"
 
 
 def test_agreeing_rounds_with_a_wide_interval_run_on():
     t = _timing(WIDE, WIDE)
-    rel = t["summary"]["rel_ci_halfwidth"]
-    assert not t["summary"]["rounds_disagree"] and rel > 0.05
+    rel = t.summary.rel_ci_halfwidth
+    assert not t.summary.rounds_disagree and rel > 0.05
     rule = rounds_rule(t, 5, 0.05)
-    assert rule["stopped"] is False
-    assert rule["why"] == f"2 of 5 rounds so far: interval ±{100 * rel:.1f}%, wider than the target ±5%"
+    assert rule.stopped is False
+    assert rule.why == f"2 of 5 rounds so far: interval ±{100 * rel:.1f}%, wider than the target ±5%"
     # a target the interval meets stops the same rounds
-    assert rounds_rule(t, 5, rel)["stopped"] is True
+    assert rounds_rule(t, 5, rel).stopped is True
 
 
 def test_no_early_stop_before_two_rounds_or_when_two_are_all_asked_for():
     assert MIN_ROUNDS == 2
     one = rounds_rule(_timing(TIGHT), 5, 0.05)
-    assert one == {"rounds": 1, "wanted": 5, "stopped": False, "why": "1 of 5 rounds so far"}
+    assert one.to_json() == {"rounds": 1, "wanted": 5, "stopped": False, "why": "1 of 5 rounds so far"}
     two = rounds_rule(_timing(TIGHT, TIGHT), 2, 0.05)
-    assert two == {"rounds": 2, "wanted": 2, "stopped": False, "why": "timing.rounds=2: every round asked for"}
+    assert two.to_json() == {
+        "rounds": 2,
+        "wanted": 2,
+        "stopped": False,
+        "why": "timing.rounds=2: every round asked for",
+    }
     # three asked for: two that agree stop one round short
-    assert rounds_rule(_timing(TIGHT, TIGHT), 3, 0.05)["stopped"] is True
+    assert rounds_rule(_timing(TIGHT, TIGHT), 3, 0.05).stopped is True
 
 
 def test_a_point_without_a_headline_time_runs_every_round():
     t = _timing(TIGHT, TIGHT)
-    t["summary"] = {"n": 0}  # device source and no device samples: nothing to judge by
+    t = t.with_(summary=Estimate.of(n=0))  # device source and no device samples: nothing to judge by
     rule = rounds_rule(t, 5, 0.05)
-    assert rule["stopped"] is False and "no interval" in rule["why"]
+    assert rule.stopped is False and "no interval" in rule.why
 
 
 def _read(point) -> dict:
@@ -178,7 +187,7 @@ def test_the_measurement_text_counts_the_points_that_stopped_early(n):
     assert "(1 point(s) stopped after 3," in _rounds_words(old, old["time_rounds"])
 
 
-def _t(n: int, rel, disagree=(), agree=("step",), before: dict | None = None) -> dict:
+def _t(n: int, rel, disagree=(), agree=("step",), before: dict | None = None) -> Timing:
     """A timing record of ``n`` rounds whose headline interval is ``rel`` (None: none) and
     whose estimators named in ``disagree`` have rounds that disagree."""
     est = {name: {"rounds_disagree": False} for name in agree}
@@ -186,19 +195,25 @@ def _t(n: int, rel, disagree=(), agree=("step",), before: dict | None = None) ->
     t = {"rounds": [{}] * n, "summary": {} if rel is None else {"rel_ci_halfwidth": rel}, "estimators": est}
     if before is not None:
         t["rounds_rule"] = before
-    return t
+    return Timing.from_json(t)
 
 
 def test_two_estimators_that_disagree_are_named_in_order_and_a_missing_interval_says_so():
     rule = rounds_rule(_t(2, None, disagree=("step", "loop"), agree=("device",)), 6, 0.05)
     why = "the loop and step rounds disagree (Cochran's Q, 99%); interval no interval, wider than the target ±5%"
-    assert rule == {"rounds": 2, "wanted": 6, "stopped": False, "after_min": why, "why": f"2 of 6 rounds so far: {why}"}
+    assert rule.to_json() == {
+        "rounds": 2,
+        "wanted": 6,
+        "stopped": False,
+        "after_min": why,
+        "why": f"2 of 6 rounds so far: {why}",
+    }
 
 
 def test_the_stop_sentence_shows_the_interval_to_a_tenth_of_a_percent():
     # 0.303 and a target of 0.5: both sides of the target's comparison are wide, the words exact
     rule = rounds_rule(_t(2, 0.303), 4, 0.5)
-    assert rule == {
+    assert rule.to_json() == {
         "rounds": 2,
         "wanted": 4,
         "stopped": True,
@@ -206,22 +221,28 @@ def test_the_stop_sentence_shows_the_interval_to_a_tenth_of_a_percent():
         "target ±50%",
     }
     # exactly at the target stops; just above does not
-    assert rounds_rule(_t(2, 0.05), 4, 0.05)["stopped"] is True
-    assert rounds_rule(_t(2, 0.0501), 4, 0.05)["stopped"] is False
+    assert rounds_rule(_t(2, 0.05), 4, 0.05).stopped is True
+    assert rounds_rule(_t(2, 0.0501), 4, 0.05).stopped is False
     # judged after round 2 only: a third round that meets everything does not stop a point then
-    assert rounds_rule(_t(3, 0.01), 4, 0.05)["stopped"] is False
+    assert rounds_rule(_t(3, 0.01), 4, 0.05).stopped is False
 
 
 def test_a_later_round_without_the_rule_of_round_two_gives_every_reason_now():
     # round 4 of a file whose rule never recorded after_min (an older file): today's reasons, joined
     rule = rounds_rule(_t(4, 0.2, disagree=("step",)), 5, 0.05)
     why = "the step rounds disagree (Cochran's Q, 99%); interval ±20.0%, wider than the target ±5%"
-    assert rule == {"rounds": 4, "wanted": 5, "stopped": False, "after_min": why, "why": f"4 of 5 rounds so far: {why}"}
+    assert rule.to_json() == {
+        "rounds": 4,
+        "wanted": 5,
+        "stopped": False,
+        "after_min": why,
+        "why": f"4 of 5 rounds so far: {why}",
+    }
     # round 5, with round 2's reason kept: the last sentence says why it ran on then
     last = rounds_rule(_t(5, 0.01, before={"after_min": "then"}), 5, 0.05)
-    assert last["why"] == "all 5 rounds: after 2, then" and last["after_min"] == "then"
+    assert last.why == "all 5 rounds: after 2, then" and last.after_min == "then"
     # an older file with no judgement kept, whose rounds meet the rule now, says so
-    assert rounds_rule(_t(4, 0.01), 5, 0.05)["why"] == "4 of 5 rounds so far: no judgement after round 2 recorded"
+    assert rounds_rule(_t(4, 0.01), 5, 0.05).why == "4 of 5 rounds so far: no judgement after round 2 recorded"
 
 
 def _write(root, name: str, status: str = "ok", rounds: int = 1, **extra) -> object:
@@ -506,7 +527,7 @@ def test_a_sweep_killed_between_rounds_reads_back_every_round_and_its_resume_run
     assert [x["round"] for x in json.loads((point / "result.json").read_text())["timing"]["rounds"]] == [1]
     # every reader sees the record as the sweep held it: the typed reader the report and
     # load_sweep use, and the runner's own (a resume)
-    kept = json.loads(json.dumps(records[point]))
+    kept = json.loads(json.dumps(records[point].to_json()))
     assert _read(point) == kept
     r = read_result(point)
     assert [x.round for x in r.timing.rounds] == [1, 2, 3]
@@ -574,8 +595,8 @@ def test_a_normal_sweep_leaves_result_json_with_every_round_as_each_round_comput
         r = json.loads((point / "result.json").read_text())
         t = r["timing"]
         assert [x["round"] for x in t["rounds"]] == [1, 2, 3, 4, 5]
-        want = summarise(t, r["config"]["timing"], "cpu")
-        assert {k: t[k] for k in want} == json.loads(json.dumps(want))
+        # summarising its rounds again changes nothing of it
+        assert summarise(Timing.from_json(t), r["config"]["timing"], "cpu").to_json() == t
         assert t["summary"]["median_s"] == pytest.approx(3e-3) and t["rounds_rule"]["rounds"] == 5
         assert r["phases_s"] == {"rounds_timing": 1.5 + 4 * 0.5}
 
