@@ -199,6 +199,7 @@ class ProcessGroup:
 def merge(replies: dict[int, dict]) -> dict:
     """One reply from every process's: process 0's record, every process's essentials,
     and the first failure (if any) as the point's error."""
+    # JSON in and out: point.run reads the merged record typed; typed here, a missing key would read as empty
     base = dict(replies[0])
     record = dict(base.get("record") or {})
     processes = []
