@@ -66,7 +66,7 @@ class Point:
     lowered: object
     compiled: object
     loop: LoopPrograms | None = None  # the loop estimator's programs, compiled per K when timed
-    loop_check: dict | None = None  # as the loop programs' check found it (runner.worker.programs.loop)
+    loop_check: dict | None = None
 
     def step(self):
         return self.compiled(*self.args)
@@ -110,7 +110,7 @@ def time_round(
     steps_run = step["warmup_iters"] + len(step["samples_s"]) * t["iters_per_sample"]
     out = out.with_(
         page_faults_per_step=(timing.minor_faults() - faults0) / max(steps_run, 1),
-        step=Samples.of(**{k: v for k, v in step.items() if k != "summary"}),  # the round's summary is combined's
+        step=Samples.of(**{k: v for k, v in step.items() if k != "summary"}),  # summarise combines the samples
     )
     if point.loop is not None and loop:
         # K1, K2 set how many collectives the loop calls run: every process takes process 0's

@@ -20,6 +20,7 @@ from analysis.book.collective_cost import predict_collective
 from analysis.book.hardware import Calibration, calibrated_for, hardware_dir, load_hardware
 from analysis.cli import main as analysis_main
 from analysis.predictions import model_constants, predict_points, unit_terms
+from analysis.runs.record import Timing
 from analysis.runs.rundir import read_results
 from analysis.runs.summary import summary_table
 from analysis.statistics.fit import fit_max_model
@@ -257,7 +258,9 @@ def _steady(root, op: str, alpha_s: float = 3e-4, W_Bps: float = 1e9) -> None:
         t = alpha_s + r["spec"]["V_bytes"] / W_Bps
         for rnd in r["timing"]["rounds"]:
             rnd["step"]["samples_s"] = [t * (0.98 + 0.01 * k) for k in range(5)]
-        r["timing"].update(summarise(r["timing"], r["config"]["timing"], r["environment"]["backend"]))
+        r["timing"] = summarise(
+            Timing.from_json(r["timing"]), r["config"]["timing"], r["environment"]["backend"]
+        ).to_json()
         f.write_text(json.dumps(r))
 
 
