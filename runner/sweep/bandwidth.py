@@ -11,21 +11,20 @@ from __future__ import annotations
 
 from analysis.book.collectives import BY_OP, busbw_factor, nccl_S_bytes
 from analysis.book.units import fmt_bandwidth
-from analysis.runs.record import upgraded
+from analysis.runs.record import Result
 
 
-def bandwidth(result: dict) -> dict | None:
+def bandwidth(result: Result) -> dict | None:
     """``S_bytes``, ``algbw_Bps``, ``busbw_Bps`` and the bus bandwidth's 95% interval of an
     ok run of a collective over at least two devices, from its headline time; else None."""
-    exp = upgraded(result).get("spec") or {}  # rounds.py hands it a format_version 1 file on resume
-    s = (result.get("timing") or {}).get("summary") or {}
-    op, V, n, t = exp.get("op"), exp.get("V_bytes"), exp.get("group_size") or 0, s.get("median_s")
-    if result.get("status") != "ok" or op not in BY_OP or exp.get("grad") or not V or n < 2 or not t:
+    exp, s = result.spec, result.timing.summary
+    op, V, n, t = exp.op, exp.V_bytes, exp.group_size or 0, s.median_s
+    if not result.ok or op not in BY_OP or exp.grad or not V or n < 2 or not t:
         return None
     S = nccl_S_bytes(op, V, n)
     factor = busbw_factor(op, n)
     out = {"S_bytes": S, "algbw_Bps": S / t, "busbw_Bps": S / t * factor}
-    lo, hi = s.get("ci_low_s"), s.get("ci_high_s")
+    lo, hi = s.ci_low_s, s.ci_high_s
     if lo and hi:
         out.update(busbw_ci_low_Bps=S / hi * factor, busbw_ci_high_Bps=S / lo * factor)
     out["what"] = f"nccl-tests: algbw = S / time, busbw = algbw x {factor:g} ({op} over {n} devices)"

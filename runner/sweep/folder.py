@@ -21,6 +21,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from analysis.runs.record import Result
 from analysis.runs.rundir import RESULT_NAME, SWEEP_NAME, expected_points, point_dirs
 from analysis.runs.sweep_match import point_key, sweep_difference
 from runner.config.jaxenv import process_env
@@ -158,19 +159,20 @@ def resume_mix(sweep_dir: Path, xla_flags: str) -> str | None:
         now = {}
     for path in sorted(sweep_dir.glob(f"*/{RESULT_NAME}")):
         try:
-            r = json.loads(path.read_text())
-            env = (r.get("environment") or {}) if r.get("status") == "ok" else {}
-        except (OSError, ValueError, AttributeError):
+            r = Result.from_json(json.loads(path.read_text()))
+        except (OSError, ValueError):
             continue  # damaged: that point runs again
-        if not env:
+        env = r.environment
+        if not r.ok or not env.given():  # a failed point, or a file without its environment
             continue
-        then = (env.get("env") or {}).get("XLA_FLAGS")
+        then = (env.env or {}).get("XLA_FLAGS")
         differs = []
         if then is not None and then != xla_flags:
             differs.append(f"XLA_FLAGS={then!r}, this run {xla_flags!r}")
         for name in now:
-            if env.get(f"{name}_version") not in (None, now[name]):
-                differs.append(f"{name} {env[f'{name}_version']}, this run {now[name]}")
+            then_version = getattr(env, f"{name}_version")
+            if then_version not in (None, now[name]):
+                differs.append(f"{name} {then_version}, this run {now[name]}")
         if differs:
             return (
                 f"resume=true: {path.parent.name} was measured under {'; '.join(differs)}; one fit would mix "

@@ -87,7 +87,7 @@ def run(cfg: DictConfig, point_dir: str | Path | None = None, rounds: int | None
         result = result.with_(prediction=predict(result.to_json()))
         result = result.with_(timing=result.timing.with_(seed=int(cfg.timing.seed)))
         # nccl-tests' algbw and busbw, as a sweep line prints them
-        result = result.with_(bandwidth=bandwidth(result.to_json()))
+        result = result.with_(bandwidth=bandwidth(result))
     result = result.with_(wall_s=time.perf_counter() - t0, ended_at=now_iso())
     index = _write(point_dir, result)
     written = result.to_json()
@@ -102,7 +102,7 @@ def run(cfg: DictConfig, point_dir: str | Path | None = None, rounds: int | None
             add_round(point_dir, r, spec, records=records)
         finish(point_dir, records)  # result.json whole with every round, if the last one did not end them
         written = json.loads((point_dir / RESULT_NAME).read_text())
-    _log_line(written, point_dir)
+    _log_line(Result.from_json(written), point_dir)
     return written
 
 
@@ -234,12 +234,12 @@ def kept_result(point_dir: Path, config: dict) -> dict | None:
     if same(old.get("config")) != same(config):
         log.info("resume: %s has a result for another config; running the point again", point_dir)
         return None
-    exp = old.get("spec") or {}
-    size = exp.get("size_bytes")
+    exp = Result.from_json(old).spec
+    size = exp.size_bytes
     if not _in_multirun():  # a sweep's line for the point says "(kept from before)"
         log.info(
             "resume: kept the ok result of %s%s -> %s",
-            exp.get("expr"),
+            exp.expr,
             f" {format_size(size)}" if size else "",
             point_dir,
         )
@@ -278,39 +278,33 @@ def _in_multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
-def _log_line(result: dict, point_dir: Path) -> None:
+def _log_line(result: Result, point_dir: Path) -> None:
     if _in_multirun():  # the sweep's console has one line per point (runner.sweep.progress)
         return
-    exp = result.get("spec") or {}
-    what = exp.get("expr") or result["config"]["op"]["name"]
-    size = exp.get("size_bytes")
-    if exp.get("dims"):  # a matmul: its dims and strategy say more than its bytes
-        dims = " ".join(f"{k}={v}" for k, v in exp["dims"].items())
-        where = f"{what} {dims}" + (f" ({exp['strategy']})" if exp.get("strategy") else "")  # a block has none
+    exp, t = result.spec, result.timing
+    what = exp.expr or result.config.op.name
+    size = exp.size_bytes
+    if exp.dims:  # a matmul: its dims and strategy say more than its bytes
+        dims = " ".join(f"{k}={v}" for k, v in exp.dims.items())
+        where = f"{what} {dims}" + (f" ({exp.strategy})" if exp.strategy else "")  # a block has none
     else:
         where = f"{what} {format_size(size) if size else ''}".strip()
-    if result["status"] == "ok" and result["timing"].get("missing_reason"):
-        log.warning(
-            "%s: no time (%s estimator): %s -> %s",
-            where,
-            result["timing"]["estimator"],
-            result["timing"]["missing_reason"],
-            point_dir,
-        )
-    elif result["status"] == "ok":
-        s = result["timing"]["summary"]
-        bw = bandwidth_words(result.get("bandwidth"))
-        n_rounds = s.get("rounds", 1)
+    if result.ok and t.missing_reason:
+        log.warning("%s: no time (%s estimator): %s -> %s", where, t.estimator, t.missing_reason, point_dir)
+    elif result.ok:
+        s = t.summary
+        bw = bandwidth_words(result.bandwidth)
+        n_rounds = s.rounds or 1
         log.info(
             "%s: median %s (+-%.0f%%, %s estimator, %d samples in %s)%s -> %s",
             where,
-            fmt_duration(s["median_s"]),
-            100 * s["rel_ci_halfwidth"],
-            result["timing"]["estimator"],
-            s["n"],
+            fmt_duration(s.median_s),
+            100 * s.rel_ci_halfwidth,
+            t.estimator,
+            s.n,
             ONE_ROUND if n_rounds == 1 else f"{n_rounds} round(s)",  # timing=quick: says what its +-% leaves out
             f"  {bw}" if bw else "",
             point_dir,
         )
     else:
-        log.error("%s: FAILED (%s) %s -> %s", where, result["error_type"], result["error"], point_dir)
+        log.error("%s: FAILED (%s) %s -> %s", where, result.error_type, result.error, point_dir)

@@ -36,7 +36,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from analysis.book.units import fmt_duration, parse_size
-from analysis.runs.record import ONE_ROUND, STEP
+from analysis.runs.record import ONE_ROUND, STEP, Result
 from analysis.runs.rundir import SWEEP_NAME, now_iso, stamp, write_json_atomic
 from runner.sweep.bandwidth import bandwidth, bandwidth_words
 from runner.sweep.command import this_command
@@ -90,20 +90,20 @@ def point_line(k: int, total: int | None, what: str, result: dict | None) -> str
     head = f"[{k:>{width}}/{total}]" if total else f"[{k}]"
     if not isinstance(result, dict):
         return f"{head} {what:<28} FAILED (the point raised; see its folder's shardlab.log)"
-    if result.get("status") != "ok":
-        first = str(result.get("error") or "").strip().splitlines()[0:1]
-        return f"{head} {what:<28} FAILED {result.get('error_type')}: {(first[0] if first else '')[:90]}"
-    s = (result.get("timing") or {}).get("summary") or {}
-    missing = (result.get("timing") or {}).get("missing_reason")
+    r = Result.from_json(result)  # the job's return: the point's result.json (and ``resumed``)
+    if not r.ok:
+        first = str(r.error or "").strip().splitlines()[0:1]
+        return f"{head} {what:<28} FAILED {r.error_type}: {(first[0] if first else '')[:90]}"
+    s, missing = r.timing.summary, r.timing.missing_reason
     if missing:  # the chosen estimator (device) found nothing: no other one's number stands in
         return f"{head} {what:<28} ok {'no time':>9}  {missing}" + (
             "  (kept from before)" if result.get("resumed") else ""
         )
-    rel = s.get("rel_ci_halfwidth")
-    text = f"{head} {what:<28} ok {fmt_duration(s.get('median_s')):>9}" + (f" ±{rel:.0%}" if rel is not None else "")
-    bw = bandwidth_words(bandwidth(result))
+    rel = s.rel_ci_halfwidth
+    text = f"{head} {what:<28} ok {fmt_duration(s.median_s):>9}" + (f" ±{rel:.0%}" if rel is not None else "")
+    bw = bandwidth_words(bandwidth(r))
     text += f"  {bw}" if bw else ""
-    rewritten = (result.get("spec") or {}).get("rewritten")
+    rewritten = r.spec.rewritten
     text += f"  ({rewritten})" if rewritten else ""  # timed by what the compiler ran in its place
     if result.get("resumed"):
         text += "  (kept from before)"
@@ -190,12 +190,12 @@ class ProgressCallback(Callback):
         point = self.points[k] if self.points and k < len(self.points) else []
         what = " ".join(o for o in point if o.partition("=")[0] in self.keys) or "(defaults)"
         if isinstance(result, dict) and not result.get("resumed") and result.get("status") == "ok":
-            V = float((result.get("spec") or {}).get("V_bytes") or (result.get("spec") or {}).get("size_bytes") or 0)
-            timing = float((result.get("phases_s") or {}).get("timing", wall))
-            t = result.get("timing") or {}
+            r = Result.from_json(result)
+            V = float(r.spec.V_bytes or r.spec.size_bytes or 0)
+            timing = float(r.phases_s.get("timing", wall))
             # the blocked step's time, whichever estimator is the headline (device may have none)
-            step = float(((t.get("estimators") or {}).get(STEP) or t.get("summary") or {}).get("median_s") or 0.0)
-            self.done.append((V, wall, timing, step))
+            step = r.timing.estimators.get(STEP) or r.timing.summary
+            self.done.append((V, wall, timing, float(step.median_s or 0.0)))
         line = point_line(k + 1, self.total, what, result)
         left = self.time_left(k)
         log.info(

@@ -188,7 +188,7 @@ def _with_round(result: Result, rnd: Round, phases: dict) -> tuple[Result, dict]
     t = t.with_(rounds_rule=rounds_rule(t, wanted_rounds(result), float(config.target_rel_ci)))
     result = result.with_(timing=t)
     if "bandwidth" in result.given():  # from the median of every round so far
-        result = result.with_(bandwidth=bandwidth(result.to_json()))
+        result = result.with_(bandwidth=bandwidth(result))
     added = dict(result.phases_s)
     for k, v in phases.items():  # later rounds' setup and compile count too (the benchmark reads them)
         added[f"rounds_{k}"] = added.get(f"rounds_{k}", 0.0) + v

@@ -22,9 +22,16 @@ import pandas as pd
 import pytest
 
 from analysis.report.nccl_table import avg_busbw_line, nccl_count, nccl_frame
-from runner.sweep.bandwidth import bandwidth, bandwidth_words
+from analysis.runs.record import Result
+from runner.sweep import bandwidth as runner_bandwidth
+from runner.sweep.bandwidth import bandwidth_words
 
 KiB, MiB = 1 << 10, 1 << 20
+
+
+def bandwidth(result: dict) -> dict | None:
+    """The runner's bandwidth of a result.json's object (the runner hands it the typed record)."""
+    return runner_bandwidth.bandwidth(Result.from_json(result))
 
 
 def test_the_count_column_is_what_one_rank_passes():
@@ -110,7 +117,7 @@ def test_a_single_run_and_a_sweep_line_print_algbw_and_busbw(caplog, tmp_path):
     r["spec"]["size_bytes"] = 64 * MiB
     r["config"] = {"op": {"name": "all_reduce"}}
     with caplog.at_level(logging.INFO, logger="shardlab"):
-        _log_line(r, tmp_path)
+        _log_line(Result.from_json(r), tmp_path)
     assert caplog.records[-1].getMessage() == (
         f"all_reduce 64MiB: median 100 ms (+-4%, step estimator, 60 samples in 5 round(s))  "
         f"algbw 0.671 GB/s  busbw 1.17 GB/s -> {tmp_path}"
@@ -262,8 +269,6 @@ def test_a_bandwidth_cell_that_is_not_a_number_is_skipped_in_the_average():
 
 
 def test_a_run_with_one_end_of_its_interval_missing_has_no_bandwidth_interval():
-    from runner.sweep.bandwidth import bandwidth
-
     # the key as format_version 1 wrote it (read either way)
     result = {
         "status": "ok",
