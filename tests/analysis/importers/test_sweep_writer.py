@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from imported_point import imported_point
 
 from analysis.importers import ImportFormatError, sweep_writer
 from analysis.importers.accelerator_microbenchmarks import parse_results
-from analysis.importers.sweep_writer import ImportedPoint, hardware_of, point_result, write_sweep
+from analysis.importers.sweep_writer import hardware_of, point_result, write_sweep
 
 
 def _line(test_name: str, metrics: dict, **dims) -> str:
@@ -175,28 +176,8 @@ def test_each_malformed_line_is_one_error_naming_file_and_line():
     assert _error("{x").startswith("m.jsonl:1: not a JSON line (Expecting property name")
 
 
-def _point(**over) -> ImportedPoint:
-    kw = dict(
-        op="all_reduce",
-        dtype="float32",
-        V_bytes=1024.0,
-        S_bytes=1024.0,
-        time_s=1e-5,
-        ranks=16,
-        nodes=2,
-        hosts=["a", "b"],
-        device_kind="NVIDIA H100 80GB HBM3",
-        backend="gpu",
-        tool="nccl-tests",
-        origin={"file": "f.txt", "run": 0, "line": 3},
-        wrong=0,
-    )
-    kw.update(over)
-    return ImportedPoint(**kw)
-
-
 def test_a_points_result_json_whole():
-    r = point_result(_point(), "h100", "why", "python -m analysis import nccl-tests f.txt")
+    r = point_result(imported_point(), "h100", "why", "python -m analysis import nccl-tests f.txt")
     assert r == {
         "format": "shardlab.result",
         "format_version": r["format_version"],
@@ -242,16 +223,16 @@ def test_a_points_result_json_whole():
 
 
 def test_wrong_elements_fail_the_point_and_hosts_and_meshes_are_named_by_count():
-    bad = point_result(_point(wrong=5, tool="rccl-tests"), "h", "w", "c")
+    bad = point_result(imported_point(wrong=5, tool="rccl-tests"), "h", "w", "c")
     assert (bad["status"], bad["error_type"]) == ("failed", "WrongResult")
     assert bad["error"] == "rccl-tests counted 5 wrong elements at this size"
-    unchecked = point_result(_point(wrong=None), "h", "w", "c")
+    unchecked = point_result(imported_point(wrong=None), "h", "w", "c")
     assert unchecked["status"] == "ok" and "error" not in unchecked and "error_type" not in unchecked
-    four = point_result(_point(hosts=["h0", "h1", "h2", "h3"], nodes=1, ranks=8), "h", "w", "c")
+    four = point_result(imported_point(hosts=["h0", "h1", "h2", "h3"], nodes=1, ranks=8), "h", "w", "c")
     assert (four["environment"]["host"], four["spec"]["mesh"]["name"]) == ("h0,h1,h2,h3", "x")
-    five = point_result(_point(hosts=[f"h{i}" for i in range(5)]), "h", "w", "c")
+    five = point_result(imported_point(hosts=[f"h{i}" for i in range(5)]), "h", "w", "c")
     assert five["environment"]["host"] == "h0,h1,h2,h3,... (5 hosts)"
-    six = point_result(_point(hosts=[f"h{i}" for i in range(6)], nodes=3, ranks=12), "h", "w", "c")
+    six = point_result(imported_point(hosts=[f"h{i}" for i in range(6)], nodes=3, ranks=12), "h", "w", "c")
     assert (six["environment"]["host"], six["spec"]["mesh"]["name"]) == ("h0,h1,h2,h3,... (6 hosts)", "3x4")
 
 
@@ -270,9 +251,9 @@ def test_the_hardware_is_the_override_or_the_device_kinds_entry():
 
 def test_a_sweep_of_two_runs_and_two_device_kinds_is_written_whole(tmp_path):
     points = [
-        _point(S_bytes=1024.0),
-        _point(S_bytes=2048.0, device_kind="TPU v6 lite"),  # a TPU's name in a GPU tool's file
-        _point(S_bytes=1024.0, op="all_to_all", origin={"file": "f.txt", "run": 1, "line": 40}),
+        imported_point(S_bytes=1024.0),
+        imported_point(S_bytes=2048.0, device_kind="TPU v6 lite"),  # a TPU's name in a GPU tool's file
+        imported_point(S_bytes=1024.0, op="all_to_all", origin={"file": "f.txt", "run": 1, "line": 40}),
     ]
     out = tmp_path / "imp"
     out.mkdir()  # an empty folder is taken
@@ -314,10 +295,10 @@ def test_a_used_folder_is_refused_and_a_write_that_fails_leaves_nothing(tmp_path
     used.mkdir()
     (used / "x").write_text("")
     with pytest.raises(FileExistsError, match=r"^--out .*used: exists and is not an empty folder; pick a new one$"):
-        write_sweep([_point()], used, "c")
+        write_sweep([imported_point()], used, "c")
     (tmp_path / "file").write_text("")
     with pytest.raises(FileExistsError, match="file: exists and is not an empty folder"):
-        write_sweep([_point()], tmp_path / "file", "c")
+        write_sweep([imported_point()], tmp_path / "file", "c")
     calls = []
 
     def fail_second(path, data):
@@ -329,7 +310,7 @@ def test_a_used_folder_is_refused_and_a_write_that_fails_leaves_nothing(tmp_path
     real = sweep_writer.write_json_atomic
     monkeypatch.setattr(sweep_writer, "write_json_atomic", fail_second)
     with pytest.raises(OSError, match="disk full"):
-        write_sweep([_point(), _point(S_bytes=2048.0)], tmp_path / "new" / "deeper" / "s", "c")
+        write_sweep([imported_point(), imported_point(S_bytes=2048.0)], tmp_path / "new" / "deeper" / "s", "c")
     # the folder was built beside its place (one rename away), named after it, and removed
     built = calls[0].parent.parent
     assert built.parent == tmp_path / "new" / "deeper" and built.name.startswith(".s.")

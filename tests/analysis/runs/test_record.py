@@ -9,9 +9,10 @@ import dataclasses
 import json
 
 import pytest
+from imported_point import imported_point
 from record_kinds import KINDS, real_records
 
-from analysis.importers.sweep_writer import ImportedPoint, point_result
+from analysis.importers.sweep_writer import point_result
 from analysis.runs import record_section
 from analysis.runs.record import (
     DEVICE,
@@ -473,21 +474,7 @@ def test_a_key_the_record_does_not_declare_fails_the_round_trip(real_points, mon
 def test_importers_records_and_format_1_files_read_and_write_back(tmp_path):
     """An imported point (analysis.importers) writes back as it was; a format_version 1 file reads
     under today's names and writes back with them."""
-    point = ImportedPoint(
-        op="all_reduce",
-        dtype="float32",
-        V_bytes=1024.0,
-        S_bytes=1024.0,
-        time_s=1e-5,
-        ranks=16,
-        nodes=2,
-        hosts=["a", "b"],
-        device_kind="NVIDIA H100 80GB HBM3",
-        backend="gpu",
-        tool="nccl-tests",
-        origin={"file": "f.txt", "run": 0, "line": 3},
-        wrong=0,
-    )
+    point = imported_point()
     for wrong in (0, 5):
         d = json.loads(json.dumps(point_result(dataclasses.replace(point, wrong=wrong), "h100", "why", "cmd")))
         assert _round_trip_gaps(d) == [] and json.dumps(Result.from_json(d).to_json()) == json.dumps(d)
