@@ -89,8 +89,8 @@ def run(cfg: DictConfig, point_dir: str | Path | None = None, rounds: int | None
         # nccl-tests' algbw and busbw, as a sweep line prints them
         result = result.with_(bandwidth=bandwidth(result))
     result = result.with_(wall_s=time.perf_counter() - t0, ended_at=now_iso())
-    index = _write(point_dir, result)
     written = result.to_json()
+    index = _write(point_dir, result.environment.process_index or 0, written)
     if index == 0:  # an earlier run's later rounds are not this record's
         (point_dir / ROUNDS_NAME).unlink(missing_ok=True)
     # With distributed=auto every host would have to join each later round; they run round 1 only.
@@ -102,7 +102,8 @@ def run(cfg: DictConfig, point_dir: str | Path | None = None, rounds: int | None
             add_round(point_dir, r, spec, records=records)
         finish(point_dir, records)  # result.json whole with every round, if the last one did not end them
         written = json.loads((point_dir / RESULT_NAME).read_text())
-    _log_line(Result.from_json(written), point_dir)
+        result = Result.from_json(written)
+    _log_line(result, point_dir)
     return written
 
 
@@ -147,14 +148,13 @@ def _warn_once(result: Result) -> None:
         log.warning("no model for this chip: %s", hw.get("source"))
 
 
-def _write(point_dir: Path, result: Result) -> int:
-    """Write the result (distributed=auto: every host runs the point; process 0 writes
-    result.json, the others beside it); the process index it was written for."""
-    index = result.environment.process_index or 0
+def _write(point_dir: Path, index: int, written: dict) -> int:
+    """Write the result ``written`` of JAX process ``index`` (distributed=auto: every host runs
+    the point; process 0 writes result.json, the others beside it); ``index``."""
     global last_process_index
     last_process_index = index
     try:
-        write_json_atomic(point_dir / result_name(index), result.to_json())
+        write_json_atomic(point_dir / result_name(index), written)
     except OSError as exc:  # a full disk or a folder made read-only: the sweep cannot go on
         then = (
             "the points before it are on disk (resume=true finishes the sweep once there is room)"
