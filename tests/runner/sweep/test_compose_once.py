@@ -14,7 +14,7 @@ from omegaconf import OmegaConf, open_dict
 
 from runner.config.schema import CONF_DIR, register_configs
 from runner.sweep import compose_once
-from runner.sweep.compose_once import FilesReadOnce, read_each_file_once
+from runner.sweep.compose_once import FilesReadOnce, merge_each_defaults_list_once, read_each_file_once
 
 SWEEP = ["+sweep=allgather_sizes", "timing=quick", "hydra.sweep.dir=/tmp/unused"]
 # the default sweep's points, then points that pick other group options (another defaults list
@@ -67,6 +67,32 @@ def test_points_compose_exactly_as_hydra_composes_them(loader, monkeypatch):
     assert _compose(loader, master) == hydras  # the hydra node too (nothing in it differs by time unresolved)
     assert reads and len(reads) == len(set(reads))  # each file read once for all the points, not ~18 times a point
     assert _compose(loader, master) == hydras and len(reads) == len(set(reads))
+
+
+def test_points_merged_once_per_defaults_list_compose_exactly_as_hydra_composes_them(loader, monkeypatch):
+    master = _master(loader)
+    hydras = _compose(loader, master)
+    merges = []
+    merge = loader._compose_config_from_defaults_list
+    monkeypatch.setattr(loader, "_compose_config_from_defaults_list", lambda **kw: merges.append(1) or merge(**kw))
+    read_each_file_once()
+    merge_each_defaults_list_once()
+    assert _compose(loader, master) == hydras
+    # POINTS name 5 defaults lists (the sizes share one; each other group choice makes one)
+    assert len(merges) == 5
+    assert _compose(loader, master) == hydras and len(merges) == 5
+    merge_each_defaults_list_once()  # a second call wraps nothing more
+    assert _compose(loader, master) == hydras and len(merges) == 5
+
+
+def test_a_merge_memo_that_hands_out_what_it_keeps_is_caught(loader, monkeypatch):
+    """Hydra applies each point's overrides to the merged config in place: handed out without
+    a copy, the first size's override would reach every later point."""
+    master = _master(loader)
+    hydras = _compose(loader, master)
+    monkeypatch.setattr(compose_once.copy, "deepcopy", lambda x: x)
+    merge_each_defaults_list_once()
+    assert _compose(loader, master) != hydras
 
 
 class Shared(FilesReadOnce):
@@ -123,6 +149,7 @@ def test_a_bad_point_fails_with_hydras_message(loader, point):
 
     hydras = failure()
     read_each_file_once()
+    merge_each_defaults_list_once()
     assert failure() == hydras
     assert failure() == hydras  # an error is never kept: the second time, the same
 
@@ -133,6 +160,9 @@ def test_another_hydra_loader_is_left_as_it_is(loader, monkeypatch):
     assert type(loader.repository) is object
     monkeypatch.setattr(compose_once, "ConfigRepository", None)
     read_each_file_once()  # no Hydra internals to wrap: nothing to do
+    monkeypatch.delattr(type(loader), "_compose_config_from_defaults_list")
+    merge_each_defaults_list_once()
+    assert not hasattr(loader, "_compose_config_from_defaults_list")
 
 
 def test_read_once_twice_wraps_once(loader):
