@@ -62,6 +62,11 @@ class ProcessGroup:
     def alive(self) -> bool:
         return not self.broken and all(w.alive() for w in self.workers.values())
 
+    def starting(self) -> bool:
+        """False: the processes start when :meth:`started` asks, not beforehand (as
+        :meth:`runner.sweep.workers.Worker.starting` asks of a worker started ahead)."""
+        return False
+
     def started(self, point_dir: Path) -> dict:
         """Wait until every process has joined (once; their start-up logs go to ``point_dir``
         if they do not); what process 0's JAX found."""

@@ -94,11 +94,14 @@ def run(cfg: DictConfig, point_dir: str | Path | None = None, rounds: int | None
     if index == 0:  # an earlier run's later rounds are not this record's
         (point_dir / ROUNDS_NAME).unlink(missing_ok=True)
     # With distributed=auto every host would have to join each later round; they run round 1 only.
-    if result.ok and index == 0 and spec["distributed"]["mode"] != "auto":
+    # A sweep's round 1 (rounds=1) is whole as written (no journal: removed above): no second
+    # read of the file.
+    rounds = rounds or int(cfg.timing.rounds)
+    if result.ok and index == 0 and spec["distributed"]["mode"] != "auto" and rounds > 1:
         from runner.sweep.rounds import add_round, finish  # brings numpy (runner.worker.timing): not at start-up
 
         records: dict = {}
-        for r in range(2, (rounds or int(cfg.timing.rounds)) + 1):
+        for r in range(2, rounds + 1):
             add_round(point_dir, r, spec, records=records)
         finish(point_dir, records)  # result.json whole with every round, if the last one did not end them
         written = json.loads((point_dir / RESULT_NAME).read_text())
@@ -116,6 +119,11 @@ def _run_in_worker(cfg: DictConfig, point_dir: Path, result: Result) -> tuple[Re
     except ConfigError as exc:
         return result.with_(error_type="ConfigError", error=str(exc)), None
     worker = get_worker(process_env(spec["hardware"], spec["distributed"], spec["trace"]["gpu_command_buffers"]))
+    if worker.starting():
+        # This process would wait idle for JAX: import now what the sweep needs after round 1
+        # (the later rounds, the console's time left: numpy and scipy, 0.35 s), which would
+        # otherwise come between a point and its console line, or while a point is timed.
+        import runner.sweep.rounds  # noqa: F401
     try:
         check_platform(spec, worker.started(point_dir))
         reply = worker.run(spec, point_dir, float(cfg.timeout_s))

@@ -184,6 +184,13 @@ class Worker:
         self.start_wait_s = time.perf_counter() - t_wait
         self.info = {k: v for k, v in msg.items() if k != "ready"}
 
+    def starting(self) -> bool:
+        """Whether JAX is still starting in the worker (it has not said it is ready), without waiting."""
+        try:
+            return self.start_s is None and not self._conn.poll(0)
+        except (EOFError, ConnectionError, BrokenPipeError, OSError):
+            return False  # it ended: started() says how
+
     def started(self, point_dir: Path | None = None) -> dict:
         """Wait for JAX to start (once); what it found: backend, device kind and count, and
         ``accelerator_unused`` when an accelerator seems present but JAX is on CPU."""

@@ -63,3 +63,18 @@ def test_point_past_its_timeout_is_killed_and_recorded(compose_cfg, tmp_path, mo
     assert ok["status"] == "ok" and ok["worker"]["points_served"] == 1
     # its JAX start: the whole of it, and the part this point waited for (no more than the whole)
     assert 0 < ok["worker"]["start_wait_s"] <= ok["worker"]["start_s"]
+
+
+def test_a_new_worker_says_it_is_starting_until_jax_is_ready():
+    """What lets a sweep use the wait for JAX (runner.sweep.point imports the later rounds'
+    modules then): asked at once, without waiting, a new worker is starting; once it has said
+    it is ready, it is not."""
+    from runner.sweep.workers import Worker
+
+    worker = Worker({})
+    try:
+        assert worker.starting()  # importing JAX alone takes a second here
+        assert worker.started()["backend"] == "cpu"
+        assert not worker.starting()
+    finally:
+        worker.kill()
