@@ -97,9 +97,12 @@ def hlo_rows(text: str, mesh_axes: dict) -> list[dict]:
     return rows
 
 
-def build(result: Result, hlo_text: str | None = None, ops: pd.DataFrame | None = None) -> dict:
+def build(
+    result: Result, hlo_text: str | None = None, ops: pd.DataFrame | None = None, summary: pd.DataFrame | None = None
+) -> dict:
     """The table of one point (``result``: its record, with ``point_dir``), read from its
-    files; ``hlo_text`` and ``ops`` where the caller has them already (the worker). A file
+    files; ``hlo_text``, ``ops`` and their ``summary`` (:func:`analysis.trace.op_summary`)
+    where the caller has them already (the worker). A file
     that cannot be read leaves its part empty, with the problem in its ``error``."""
     table = {
         "stamp": _stamp(result),
@@ -136,7 +139,8 @@ def build(result: Result, hlo_text: str | None = None, ops: pd.DataFrame | None 
     overlap = overlap_summary(ops, opcodes if text is not None else None)
     # GPU command buffers (CUDA graphs) hide the ops they run: their kernels carry the buffer's name
     overlap["trace_command_buffers"] = int(ops["hlo_op"].astype(str).str.contains("command_buffer").sum())
-    summary = trace_reader.op_summary(trace_reader.op_steps(ops))
+    if summary is None:
+        summary = trace_reader.op_summary(trace_reader.op_steps(ops))
     # the first row of an op name (op_summary has one per module and op)
     summary = summary.drop_duplicates("hlo_op")[list(OP_COLUMNS)]
     table["trace"]["ops"] = [

@@ -211,8 +211,8 @@ def _measure(spec: dict, point_dir: Path, record: dict) -> None:
 
     if not spec["trace"]["enabled"]:
         _save_table(point_dir, record, hlo_text)
-    elif (ops := _trace(spec, point_dir, record, point, hlo_text, group)) is not None:
-        _save_table(point_dir, record, hlo_text, ops)
+    elif (traced := _trace(spec, point_dir, record, point, hlo_text, group)) is not None:
+        _save_table(point_dir, record, hlo_text, *traced)
 
 
 def _check_setup(spec: dict, record: dict) -> list:
@@ -288,8 +288,9 @@ def _check_result(spec: dict, point: Point, phase: timing.Phases, record: dict) 
 
 def _trace(spec: dict, point_dir: Path, record: dict, point: Point, hlo_text: str, group: int):
     """Trace the point's steps and read the trace: the device estimator's samples (where it is
-    the estimator) and the profiler's perturbation. The trace's ops, or None when tracing failed
-    (the point's timings stand; the worker ends after this point)."""
+    the estimator) and the profiler's perturbation. The trace's ops and their per-op summary
+    (:func:`analysis.trace.op_summary`), or None when tracing failed (the point's timings
+    stand; the worker ends after this point)."""
     op, backend = spec["op"], record["environment"].backend
     # a trace the estimator does not need (CPU under auto) is kept for inspection alone where
     # trace.inspect_iters says how many steps (timing=quick: 1); it then times nothing
@@ -322,13 +323,14 @@ def _trace(spec: dict, point_dir: Path, record: dict, point: Point, hlo_text: st
                 instructions=sorted(names) if names is not None else None,
             )
             record["timing"] = timing.summarise(record["timing"].with_(device=device), spec["timing"], backend)
+        summary = trace_analysis.op_summary(trace_analysis.op_steps(ops)) if len(ops) else None
         record["trace"] = record["trace"].with_(
-            **perturbation(ops, captured["wall_samples_s"], record["timing"], backend)
+            **perturbation(ops, captured["wall_samples_s"], record["timing"], backend, summary)
         )
-    return ops
+    return ops, summary
 
 
-def _save_table(point_dir: Path, record: dict, hlo_text: str, ops=None) -> None:
+def _save_table(point_dir: Path, record: dict, hlo_text: str, ops=None, summary=None) -> None:
     """The point's HLO and trace facts for the report (:mod:`analysis.runs.point_table`), from what
     this round already read: the report then parses neither again. Process 0 writes it, as it
     writes the HLO. Without it (a full disk, a reader's bug) the report builds it from the files."""
@@ -337,7 +339,7 @@ def _save_table(point_dir: Path, record: dict, hlo_text: str, ops=None) -> None:
     try:
         with record["phases_s"]("ops_table"):
             rec = Result.from_json(dict(as_json(record), point_dir=str(point_dir)))  # the reader's record of it
-            point_table.save(point_dir, point_table.build(rec, hlo_text, ops))
+            point_table.save(point_dir, point_table.build(rec, hlo_text, ops, summary))
     except Exception as exc:  # noqa: BLE001 - the point's timings stand without it
         record["ops_table_error"] = f"{type(exc).__name__}: {exc}"
 
@@ -456,7 +458,7 @@ def ceiling(spec: dict, record: dict, point: Point, group: int) -> dict | None:
     return link_roofline(record["hardware"], n_axes, record["spec"].mesh.physical, list(op.axes))
 
 
-def perturbation(ops, traced_walls: list[float], t: Timing, backend: str | None = None) -> dict:
+def perturbation(ops, traced_walls: list[float], t: Timing, backend: str | None = None, summary=None) -> dict:
     """What tracing did to the step, and how much of an untraced step the device spent.
 
     ``profiler_slowdown`` = traced step / untraced step (both wall times of one blocked
@@ -472,6 +474,8 @@ def perturbation(ops, traced_walls: list[float], t: Timing, backend: str | None 
         out["profiler_slowdown"] = out["traced_step_median_s"] / step
         if device and backend != "cpu" and device <= step:
             out["dispatch_share"] = (step - device) / step
-    if len(ops):
-        out["ops"] = trace_analysis.op_summary(trace_analysis.op_steps(ops)).to_dict(orient="records")
+    if len(ops):  # ``summary``: the ops' summary where the caller has it
+        if summary is None:
+            summary = trace_analysis.op_summary(trace_analysis.op_steps(ops))
+        out["ops"] = summary.to_dict(orient="records")
     return out
