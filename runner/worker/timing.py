@@ -20,6 +20,7 @@ third, *device*, comes from the trace (:mod:`runner.worker.measure`).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import resource
 import time
@@ -252,12 +253,19 @@ def given_Ks(K) -> list[int] | None:
 
 def loop_Ks(step_median_s: float, target_s: float) -> list[int]:
     """The two trip counts [K1, K2] of the loop estimator: K2 repetitions take about
-    ``target_s``, from 4 to 512, and K1 = K2 / 4, at least 2 (at K = 1 XLA removes the while
-    loop and with it the input copy the slope must cancel). Where one repetition alone takes
-    longer than ``target_s / 4`` (a large message), K = 2 and 4: the slope spans 2 repetitions,
-    against whose milliseconds a call's jitter is small, and a pair costs 6 repetitions, not
-    the 10 of K = 2 and 8, which made the loop most of a large point's time."""
-    K2 = int(min(max(round(target_s / max(step_median_s, 1e-9)), K_MIN), K_MAX))
+    ``target_s`` (within a factor of 1.41: K2 is the nearest power of two, from 4 to 512), and
+    K1 = K2 / 4, at least 2 (at K = 1 XLA removes the while loop and with it the input copy
+    the slope must cancel). Where one repetition alone takes longer than ``target_s / 4`` (a
+    large message), K = 2 and 4: the slope spans 2 repetitions, against whose milliseconds a
+    call's jitter is small, and a pair costs 6 repetitions, not the 10 of K = 2 and 8, which
+    made the loop most of a large point's time.
+
+    Powers of two, because K is static (one program per K): a point's K then comes out the
+    same from sweep to sweep, and the next sweep finds its loop programs in the persistent
+    compilation cache (about 0.25 s a point here: 4 compiles of 50-90 ms each, against 6 ms
+    from the cache), where a K that followed each sweep's step time compiled afresh."""
+    K2 = 2 ** round(math.log2(max(target_s / max(step_median_s, 1e-9), 1.0)))
+    K2 = int(min(max(K2, K_MIN), K_MAX))
     return [max(2, K2 // 4), K2]
 
 

@@ -338,9 +338,13 @@ def test_c_from_a_point_that_split_the_product_every_way_is_per_device():
 def test_loop_Ks_span_at_least_two_repetitions_and_stop_at_512():
     from runner.worker.timing import loop_Ks
 
-    assert loop_Ks(1e-3, 0.02) == [5, 20]  # K2 calls take about loop_target_s; K1 = K2 / 4
+    # K2 calls take about loop_target_s, K2 the nearest power of two (the same from sweep to
+    # sweep: the next finds the programs compiled); K1 = K2 / 4
+    assert loop_Ks(1e-3, 0.02) == [4, 16]  # 20 repetitions' worth: 16 (a factor 1.25 off), not 32 (1.6)
+    assert loop_Ks(0.85e-3, 0.02) == [8, 32]  # 23.5: 32 is 1.36 off, 16 is 1.47: the nearest in ratio
+    assert loop_Ks(1.1e-3, 0.02) == loop_Ks(1.3e-3, 0.02) == [4, 16]  # a step a little slower: the same K
     assert loop_Ks(6e-3, 0.02) == [2, 4]  # a 16 MiB ReduceScatter: 4 and 2, not K = 3
-    assert loop_Ks(2e-3, 0.02) == [2, 10]
+    assert loop_Ks(2e-3, 0.02) == [2, 8]
     assert loop_Ks(1.0, 0.02) == [2, 4]
     assert loop_Ks(1e-6, 0.02) == [128, 512]
 
