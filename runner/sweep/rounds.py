@@ -8,7 +8,7 @@ hits every point alike, and a point's interval (:func:`analysis.statistics.stats
 covers the spread between its rounds.
 
 Round 1 is part of a point's run (:func:`runner.worker.measure.measure`); the rounds after it only
-re-time the compiled program (:func:`runner.worker.measure.retime`). Each later round is appended,
+re-time the compiled program (:func:`runner.worker.point_round.retime`). Each later round is appended,
 one JSON line, to the point's journal (``rounds.jsonl``, :func:`analysis.runs.rundir.append_round`),
 and result.json is written whole once, when the point's rounds end (:func:`finish`):
 a sweep killed between rounds keeps every round it finished, and every reader of result.json

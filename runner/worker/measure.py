@@ -1,29 +1,24 @@
-"""One sweep point, inside the worker process: mesh, program, compile, check, time, trace.
+"""One sweep point's first round, inside the worker process: mesh, program, compile, check,
+time, ceiling, trace.
 
-:func:`measure` is a point's first round: everything, once (it fills ``record`` as it goes,
-so a failure part-way still leaves what was learnt in the point's result.json).
-:func:`retime` is a later round of the same point: the program again (its compile comes
-from JAX's persistent cache) and one more round of the *step* and *loop* timings, which
-the parent interleaves with the other points' rounds (:mod:`runner.sweep.rounds`).
+:func:`measure` does everything, once (it fills ``record`` as it goes, so a failure part-way
+still leaves what was learnt in the point's result.json). The point it builds and the round it
+times are :mod:`runner.worker.point_round`'s, which also times the later rounds
+(:func:`runner.worker.point_round.retime`); what the HLO and the trace say about the collective
+is :mod:`runner.worker.trace_facts`'.
 """
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Collection
-from dataclasses import dataclass
 from pathlib import Path
 
 import jax
 import numpy as np
 
 from analysis import trace as trace_analysis
-from analysis.book.collectives import BY_OP, busbw_factor, nccl_S_bytes
-from analysis.hlo import collective_executions, instruction_opcodes
+from analysis.book.collectives import busbw_factor, nccl_S_bytes
 from analysis.runs import point_table
 from analysis.runs.record import (
-    DEVICE,
-    STEP,
     Ceiling,
     Check,
     Compile,
@@ -35,94 +30,22 @@ from analysis.runs.record import (
     Placement,
     Process,
     Result,
-    Round,
-    RoundInputs,
     Samples,
     Spec,
     Timing,
     Trace,
     dump,
 )
-from analysis.runs.rundir import HLO_COMPILED, HLO_DIR, HLO_LOWERED, TRACE_DIR, now_iso
-from runner.config.memory import check_fits, estimate
-from runner.config.op_spec import Op
+from analysis.runs.rundir import HLO_COMPILED, HLO_DIR, HLO_LOWERED, TRACE_DIR
+from runner.config.memory import check_fits
 from runner.config.spec import check_against_devices
 from runner.errors import ConfigError
-from runner.worker import copy_curve, meshes, point_cache, programs, timing, tracing
+from runner.worker import copy_curve, meshes, point_cache, timing, tracing
 from runner.worker.ceiling import link_roofline
 from runner.worker.devices import environment, resolve_hardware
-from runner.worker.programs.loop import LoopPrograms
+from runner.worker.point_round import Point, prepare, time_round
 from runner.worker.result_check import check
-
-
-@dataclass
-class Point:
-    """A point ready to time: its program compiled, its inputs on the devices."""
-
-    mesh: jax.sharding.Mesh
-    mesh_axes: dict
-    prog: programs.Program
-    args: tuple
-    lowered: object
-    compiled: object
-    loop: LoopPrograms | None = None  # the loop estimator's programs, compiled per K when timed
-    loop_check: dict | None = None
-
-    def step(self):
-        return self.compiled(*self.args)
-
-
-def prepare(spec: dict, phase: timing.Phases, record: dict | None = None) -> Point:
-    """Mesh, program, inputs and the compiled step (and loop) program of ``spec``."""
-    with phase("setup"):
-        devices = jax.devices()
-        mesh_axes = check_against_devices(spec, len(devices))  # last checks before device work
-        point_cache.make_room(estimate(spec, mesh_axes), len(devices))  # points kept for later rounds
-        cross = spec.get("distributed", {}).get("cross_process_axis")
-        mesh = meshes.build_mesh(mesh_axes, cross, name=spec["mesh"]["name"])  # errors name the mesh
-        prog = programs.build(spec, mesh)
-    with phase("input"):
-        args = prog.make_input()
-        args = args if isinstance(args, tuple) else (args,)  # a matmul takes two arrays
-    with phase("lower"):
-        lowered = prog.fn.lower(*args)
-    with phase("compile"):
-        compiled = lowered.compile()
-    point = Point(mesh, mesh_axes, prog, args, lowered, compiled)
-    if spec["timing"]["loop"]:  # compiled in time_round, once its trip counts are known
-        point.loop = LoopPrograms(prog.fn, mesh, args, compiled.as_text())
-    return point
-
-
-def time_round(
-    point: Point, spec: dict, round_no: int, K: list[int] | int | None = None, loop: bool = True, kept: bool = False
-) -> Round:
-    """One round of the *step* and *loop* estimators, with the machine's state. ``loop`` False
-    leaves the loop out of a later round: round 1's loop agreed with the source estimator
-    (:func:`runner.worker.timing.loop_rule`, decided by the parent). ``kept``: the point's
-    program and inputs stayed in the worker since its earlier round, so the step warms up with
-    :data:`runner.worker.timing.LATER_ROUND_WARM_ITERS` steps, not a settling warm-up."""
-    t = spec["timing"]
-    out = Round.of(round=round_no, started_at=now_iso(), **timing.machine_state())
-    faults0 = timing.minor_faults()
-    warm_iters = timing.LATER_ROUND_WARM_ITERS if kept else None
-    step = timing.time_step(point.step, t, meshes.agree, warm_iters=warm_iters)
-    steps_run = step["warmup_iters"] + len(step["samples_s"]) * t["iters_per_sample"]
-    out = out.with_(
-        page_faults_per_step=(timing.minor_faults() - faults0) / max(steps_run, 1),
-        step=Samples.of(**{k: v for k, v in step.items() if k != "summary"}),  # summarise combines the samples
-    )
-    if point.loop is not None and loop:
-        # K1, K2 set how many collectives the loop calls run: every process takes process 0's
-        # (a later round gets round 1's, so its compiles come from the persistent cache)
-        Ks = timing.given_Ks(K) or meshes.agree(timing.loop_Ks(step["summary"]["median_s"], t["loop_target_s"]))
-        calls = point.loop.calls(Ks)
-        point.loop_check = point.loop.check
-        out = out.with_(loop_compile_s=point.loop.compile_s)
-        if calls is not None:
-            looped = timing.time_loop(calls, Ks, t, meshes.agree, empty=point.loop.empty, kept=kept)
-            out = out.with_(loop=Samples.of(**looped))
-    return out
+from runner.worker.trace_facts import compiled_as, perturbation, traced_ops
 
 
 def memory_now() -> dict:
@@ -344,103 +267,6 @@ def _save_table(point_dir: Path, record: dict, hlo_text: str, ops=None, summary=
         record["ops_table_error"] = f"{type(exc).__name__}: {exc}"
 
 
-def retime(spec: dict, round_no: int, K: int | None, loop: bool = True) -> dict:
-    """A later round of a point measured before, as the worker sends it: the round's JSON
-    (:class:`analysis.runs.record.Round`) with its phases' seconds, ``phases_s`` (with the
-    *loop* estimator only where ``loop``: :func:`runner.worker.timing.loop_rule`). Where the
-    device estimator is the one the fits use (TPU, GPU, or ``timing.estimator=device``), the
-    round traces the point again, so that its device times have rounds too; the trace goes to
-    a temporary folder (the point's own ``trace/`` keeps the first round's, for XProf).
-
-    The point comes from the worker's cache of prepared points (:mod:`runner.worker.point_cache`):
-    its inputs stay placed and its programs compiled from round 1, so the round costs its timed
-    samples. Where the cache no longer has it, the round prepares it again and its ``inputs``
-    entry says why."""
-    phase = timing.Phases()
-    point = point_cache.get(spec)
-    if point is not None:
-        inputs = RoundInputs.of(
-            placed="kept", why="the inputs and programs of the point's earlier round, kept in the worker"
-        )
-    else:
-        inputs = RoundInputs.of(placed="again", why=point_cache.why_missing(spec))
-        point = prepare(spec, phase)
-    try:
-        with phase("timing"):
-            out = time_round(point, spec, round_no, K, loop, kept=inputs.placed == "kept")
-    except BaseException:
-        point_cache.drop(spec)  # a round that failed part-way: its loop carry may be in any state
-        raise
-    if inputs.placed == "again":
-        point_cache.put(spec, point)
-    out = out.with_(inputs=inputs)
-    if spec["trace"]["enabled"] and timing.device_is_estimator(spec["timing"], jax.default_backend()):
-        with phase("trace"), tempfile.TemporaryDirectory(prefix="shardlab-round-") as tmp:
-            captured = tracing.capture(point.step, Path(tmp), spec["trace"])
-            group = int(np.prod([point.mesh_axes[a] for a in spec["op"].axes]))
-            ops, names = traced_ops(captured["xplane"], point.compiled.as_text(), spec["op"], group, captured["iters"])
-            out = out.with_(device=Samples.of(samples_s=trace_analysis.device_samples(ops, names)))
-    # the phases travel beside the round, not in it: the sweep adds them to the record's phases_s
-    return dict(out.to_json(), phases_s=dict(phase))
-
-
-def traced_ops(xplane: Path, hlo_text: str, op: Op, group: int, steps: int):
-    """A traced point's device-op table and the names of the instructions that run its
-    collective (:func:`target_instructions`, as this trace names them). Only collectives' async
-    halves are joined (a host offload's copy-start/-done stays two ops, as XProf keeps it), and
-    steps are cut at the module's executions, of which the trace holds ``steps`` (the traced
-    calls; an op may run several times a step)."""
-    ops = point_table.point_ops(xplane, hlo_text, steps)
-    return ops, target_instructions(hlo_text, op.timed_collective(group), seen=set(ops["hlo_op"]))
-
-
-def target_instructions(
-    hlo_text: str, op: str | None, grad: bool = False, group: int = 2, seen: Collection[str] | None = None
-) -> set[str] | None:
-    """Names, as the trace shows them, of the top-level instructions that run the collective a
-    point measures (:func:`analysis.hlo.collective_executions`: by opcode, whatever JAX named
-    them, so an AllReduce may be ``psum.7``; both halves of an async pair; a fusion or an
-    offloaded ``call-start``/``call-done`` wrapping it, never an instruction nested in a fusion).
-    A generic ``async-start``/``async-done`` wrapper is named by its pair or by the wrapped
-    instruction (a GPU trace's NCCL kernel): ``seen``, the op names of the trace, picks the one
-    it shows, so that no execution is counted twice; without ``seen`` both are listed.
-
-    Where the compiled step runs none of the asked collective but runs others in its place (an
-    AllReduce compiled as a reduce-scatter fusion and an all-gather), the names of every
-    collective the step runs: the point is timed by those, and :func:`compiled_as` says so. An
-    empty set when the step runs no collective at all: the device estimator then has no time.
-    None, timed whole, for ``op`` None (an op's ``timed_collective`` says which, in
-    :mod:`runner.config.op_spec`), a matmul, a grad, or a ``group`` of 1 (XLA runs a copy, and
-    the point is flagged as no communication)."""
-    if op not in BY_OP or grad or group < 2:
-        return None
-    hlo = BY_OP[op].hlo
-    executed = collective_executions(hlo_text, seen)
-    asked = {name for name, kinds in executed.items() if hlo in kinds}
-    return asked or set(executed)
-
-
-def compiled_as(hlo_text: str, op: str | None, grad: bool = False, group: int = 2) -> str | None:
-    """One line where the compiled step runs the asked collective as something else, and what
-    :func:`target_instructions` then times: ``"compiled as reduce-scatter + all-gather: timed
-    by those"`` (the asked kind never runs, other collectives do, named in the order the step's
-    text has them), ``"offloaded as call-start/call-done (e.g. to the SparseCore): timed by that
-    pair"`` (every execution of it is an async call's); None where it runs as itself, and for
-    points timed whole (:func:`target_instructions` None)."""
-    if op not in BY_OP or grad or group < 2:
-        return None
-    hlo = BY_OP[op].hlo
-    executed = collective_executions(hlo_text)
-    asked = [name for name, kinds in executed.items() if hlo in kinds]
-    if not asked:
-        kinds = list(dict.fromkeys(k for ks in executed.values() for k in ks))
-        return f"compiled as {' + '.join(kinds)}: timed by those" if kinds else None
-    opcodes = instruction_opcodes(hlo_text)
-    if all(opcodes.get(name) in ("call-start", "call-done") for name in asked):
-        return "offloaded as call-start/call-done (e.g. to the SparseCore): timed by that pair"
-    return None
-
-
 def ceiling(spec: dict, record: dict, point: Point, group: int) -> dict | None:
     """The point's bus-bandwidth ceiling: on CPU the copy curve (measured once per process or
     reused from this machine's cache, :mod:`runner.worker.copy_curve`) read at the point's bus bytes
@@ -456,26 +282,3 @@ def ceiling(spec: dict, record: dict, point: Point, group: int) -> dict | None:
         bus_bytes = nccl_S_bytes(collective, point.prog.V_bytes, group) * busbw_factor(collective, group)
         return copy_curve.at(copy_curve.cpu_curve(), int(bus_bytes))
     return link_roofline(record["hardware"], n_axes, record["spec"].mesh.physical, list(op.axes))
-
-
-def perturbation(ops, traced_walls: list[float], t: Timing, backend: str | None = None, summary=None) -> dict:
-    """What tracing did to the step, and how much of an untraced step the device spent.
-
-    ``profiler_slowdown`` = traced step / untraced step (both wall times of one blocked
-    step). ``dispatch_share`` = (step - device time) / step: the part of a step the device
-    did not spend on the program (the host's dispatch and sync), from the device estimator;
-    only where the device times its own ops (not on ``cpu``, where the "device time" is the
-    traced host thread's: it waits for the other devices and is slowed by the profiler, 3.7-97x
-    here, so it came out above the step, a share of -93.7), and never below 0.
-    """
-    step, device = t.estimate(STEP).median_s, t.estimate(DEVICE).median_s
-    out = {"op_events": int(len(ops)), "traced_step_median_s": float(np.median(traced_walls))}
-    if step:
-        out["profiler_slowdown"] = out["traced_step_median_s"] / step
-        if device and backend != "cpu" and device <= step:
-            out["dispatch_share"] = (step - device) / step
-    if len(ops):  # ``summary``: the ops' summary where the caller has it
-        if summary is None:
-            summary = trace_analysis.op_summary(trace_analysis.op_steps(ops))
-        out["ops"] = summary.to_dict(orient="records")
-    return out

@@ -1,6 +1,6 @@
 """The worker's prepared points, kept from a point's first round to its later ones.
 
-A later round (:func:`runner.worker.measure.retime`) used to build the point again: the mesh, the
+A later round (:func:`runner.worker.point_round.retime`) used to build the point again: the mesh, the
 program, its inputs placed on the devices (the costly part: a 64 MiB input is made element by
 element and copied to 8 devices), the lowering and a compile from JAX's cache, and the loop
 programs compiled again per trip count. Across a default sweep's later rounds that was 3.4 to

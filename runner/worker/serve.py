@@ -135,7 +135,8 @@ def serve(conn, env: dict, startup_log: str, parent_pid: int) -> None:
             jax = start_jax(env)
             # after start_jax: these import JAX, which must find the process settings in place
             from runner.worker import point_cache
-            from runner.worker.measure import as_json, measure, retime
+            from runner.worker.measure import as_json, measure
+            from runner.worker.point_round import retime
         except Exception as exc:
             traceback.print_exc()
             said = type(exc).__name__ == "ConfigError"  # the config's fault, said in full: no log to read

@@ -335,7 +335,7 @@ def combined(t: Timing, timing: dict, backend: str) -> dict:
         found = combine_rounds([x.samples_s or [] for x in looped], seed)
         estimators[LOOP] = Estimate.of(**found, K=looped[-1].K, **_launch_bound(looped, found.get("median_s")))
     # round 1's device samples come from the point's own trace; later rounds trace again only
-    # where device is the estimator (runner.worker.measure.retime)
+    # where device is the estimator (runner.worker.point_round.retime)
     device = [t.device.samples_s or []] + [r.samples(DEVICE) for r in rounds[1:] if r.samples(DEVICE)]
     if device[0]:
         estimators[DEVICE] = Estimate.of(**combine_rounds(device, seed))

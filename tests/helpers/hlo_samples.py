@@ -87,6 +87,9 @@ TPU_COLLECTIVE_SHAPES = _read("tpu_collective_shapes")
 # A SparseCore offload: call-start/call-done running an all-gather on the "sparsecore" thread,
 # then an all-reduce fusion (XProf's "all-reduce fusion": the all-reduce and a multiply).
 TPU_SPARSECORE = _read("tpu_sparsecore")
+# An all-reduce XLA TPU compiled as its all-reduce-scatter fusion (an all-reduce sliced by a
+# dynamic-slice: a reduce-scatter's work) and an async all-gather; written by hand.
+TPU_AR_SPLIT = _read("tpu_ar_split")
 # PyTorch/XLA SPMD style: a header without num_partitions or replica_count, and an all-reduce
 # with replica_groups={} (every device, one group, of a size the module does not state).
 PYTORCH_XLA_SPMD = _read("pytorch_xla_spmd")

@@ -1,5 +1,5 @@
 """Which top-level instructions run a point's collective, by the names a trace shows them
-(analysis.hlo.collective_executions, runner.worker.measure.target_instructions), and the group count
+(analysis.hlo.collective_executions, runner.worker.trace_facts.target_instructions), and the group count
 of ``replica_groups={}`` without a device count in the header.
 
 The modules are in tests/data/hlo (tests/helpers/hlo_samples.py says what each holds). A trace names
@@ -29,7 +29,7 @@ from hlo_samples import (
 
 from analysis.hlo import async_pairs, collective_executions, parse_collectives
 from analysis.trace import device_samples
-from runner.worker.measure import target_instructions
+from runner.worker.trace_facts import target_instructions
 
 PALLAS = REPO.parent / "shared" / "traces" / "hlo" / "tpu_v6e1_pallas_matmul.after_optimizations.txt"
 

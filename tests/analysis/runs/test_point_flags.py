@@ -19,7 +19,7 @@ def _timing(step_s: float, device_s: float | None) -> Timing:
 
 
 def test_dispatch_share_only_where_the_device_times_its_own_ops_and_never_negative():
-    from runner.worker.measure import perturbation
+    from runner.worker.trace_facts import perturbation
 
     # CPU: the "device time" (the traced host thread, 93.7x the step plus one) gives no share
     cpu = perturbation([], [2e-3, 3e-3, 4e-3], _timing(1e-3, 94.7e-3), "cpu")

@@ -29,7 +29,7 @@ def cache():
 
 def test_a_later_round_times_the_inputs_and_programs_of_round_1(compose_cfg, tmp_path, cache):
     from runner.config.spec import build_spec
-    from runner.worker import measure
+    from runner.worker import measure, point_round
     from runner.worker.result_check import check
 
     spec = build_spec(compose_cfg(QUICK))
@@ -40,7 +40,7 @@ def test_a_later_round_times_the_inputs_and_programs_of_round_1(compose_cfg, tmp
     args, compiled, loop_programs = point.args, point.compiled, dict(point.loop.compiled)
     K = record["timing"].rounds[0].loop.Ks
     for r in (2, 3):
-        out = measure.retime(spec, r, K)
+        out = point_round.retime(spec, r, K)
         assert out["inputs"]["placed"] == "kept"
         # nothing placed, lowered or compiled again: the round is its timing
         assert set(out["phases_s"]) == {"timing"}
@@ -53,16 +53,16 @@ def test_a_later_round_times_the_inputs_and_programs_of_round_1(compose_cfg, tmp
 
 def test_a_round_whose_point_is_gone_places_it_again_and_says_why(compose_cfg, tmp_path, cache):
     from runner.config.spec import build_spec
-    from runner.worker import measure
+    from runner.worker import point_round
 
     spec = build_spec(compose_cfg(QUICK))
-    out = measure.retime(spec, 2, None)  # a new worker: round 1 ran in another process
+    out = point_round.retime(spec, 2, None)  # a new worker: round 1 ran in another process
     assert out["inputs"] == {
         "placed": "again",
         "why": "not prepared in this worker process (a new worker, or another process of the group)",
     }
     assert {"setup", "input", "lower", "compile", "timing"} <= set(out["phases_s"])
-    assert measure.retime(spec, 3, None)["inputs"]["placed"] == "kept"  # and keeps it for the next
+    assert point_round.retime(spec, 3, None)["inputs"]["placed"] == "kept"  # and keeps it for the next
 
 
 class _Fake:

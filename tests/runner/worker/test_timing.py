@@ -92,7 +92,7 @@ def test_every_timed_sample_gets_the_step_and_iters_per_sample_and_the_phases_ar
 
 
 def test_a_given_warm_up_runs_exactly_its_steps_however_unsettled():
-    # a later round of a kept point (runner.worker.measure.retime): one warm-up step, then samples,
+    # a later round of a kept point (runner.worker.point_round.retime): one warm-up step, then samples,
     # where the settling warm-up would have run until its 2.5 s were spent
     clock, calls = Clock(100.0), []
     out = time_step(
@@ -506,7 +506,7 @@ RULE_TIMING = {
 
 
 def test_a_round_without_its_loop_asks_nothing_of_the_loop_programs():
-    from runner.worker.measure import time_round
+    from runner.worker.point_round import time_round
 
     point = _Point()
     out = time_round(point, {"timing": RULE_TIMING}, 2, K=[2, 8], loop=False)

@@ -4,7 +4,7 @@ on its console line, in result.json and in the report, and no other estimator's 
 shown as its time.
 
 Planted on CPU: the worker (a spawned process) starts with a ``sitecustomize`` that makes
-``runner.worker.measure.target_instructions`` name an instruction the program does not have, as a
+``runner.worker.trace_facts.target_instructions`` name an instruction the program does not have, as a
 module whose collective hides in a shape the reader does not know would.
 """
 
@@ -34,7 +34,7 @@ _PLANT = textwrap.dedent(f"""
 
     class _Plant(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path, target=None):
-            if name != "runner.worker.measure":
+            if name != "runner.worker.trace_facts":
                 return None
             spec = importlib.machinery.PathFinder.find_spec(name, path)
             run_module = spec.loader.exec_module
