@@ -122,7 +122,7 @@ def _run_in_worker(cfg: DictConfig, point_dir: Path, result: Result) -> tuple[Re
     if worker.starting():
         # This process would wait idle for JAX: import now what the sweep needs after round 1
         # (the later rounds, the console's time left: numpy and scipy, 0.35 s), which would
-        # otherwise come between a point and its console line, or while a point is timed.
+        # otherwise come between the first point and its console line.
         import runner.sweep.rounds  # noqa: F401
     try:
         check_platform(spec, worker.started(point_dir))
