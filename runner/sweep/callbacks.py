@@ -26,7 +26,12 @@ from runner.config.schema import renamed_override, unknown_key
 from runner.config.spec import build_spec, check_gate
 from runner.errors import ConfigError
 from runner.sweep import command, point, report_process
-from runner.sweep.compose_once import compose_each_point_once, merge_each_defaults_list_once, read_each_file_once
+from runner.sweep.compose_once import (
+    build_each_defaults_list_once,
+    compose_each_point_once,
+    merge_each_defaults_list_once,
+    read_each_file_once,
+)
 from runner.sweep.folder import claim, repeated_point, resume_mix_for, single_run_problem, unwritable
 from runner.sweep.held_stderr import release
 from runner.sweep.lock import FolderInUse, hold
@@ -229,6 +234,7 @@ class SweepCheck(Callback):
         compose_each_point_once()
         read_each_file_once()
         merge_each_defaults_list_once()
+        build_each_defaults_list_once()
         prestart_worker(base)
 
     def on_job_start(self, config: DictConfig, **kwargs) -> None:

@@ -4,6 +4,7 @@ same; and no point's composition leaks into the next (a planted memo without cop
 
 from __future__ import annotations
 
+import hydra._internal.config_loader_impl as loader_impl
 import pytest
 from hydra import initialize_config_dir
 from hydra._internal.config_repository import ConfigRepository
@@ -14,7 +15,12 @@ from omegaconf import OmegaConf, open_dict
 
 from runner.config.schema import CONF_DIR, register_configs
 from runner.sweep import compose_once
-from runner.sweep.compose_once import FilesReadOnce, merge_each_defaults_list_once, read_each_file_once
+from runner.sweep.compose_once import (
+    FilesReadOnce,
+    build_each_defaults_list_once,
+    merge_each_defaults_list_once,
+    read_each_file_once,
+)
 
 SWEEP = ["+sweep=allgather_sizes", "timing=quick", "hydra.sweep.dir=/tmp/unused"]
 # the default sweep's points, then points that pick other group options (another defaults list
@@ -90,8 +96,56 @@ def test_a_merge_memo_that_hands_out_what_it_keeps_is_caught(loader, monkeypatch
     a copy, the first size's override would reach every later point."""
     master = _master(loader)
     hydras = _compose(loader, master)
-    monkeypatch.setattr(compose_once.copy, "deepcopy", lambda x: x)
+    monkeypatch.setattr(compose_once, "handed_out", lambda x: x)  # only the memo's copies
     merge_each_defaults_list_once()
+    assert _compose(loader, master) != hydras
+
+
+def _count_defaults_lists(monkeypatch) -> list[str]:
+    """Hydra's defaults lists built from now on (under whatever wraps them)."""
+    built: list[str] = []
+    create = loader_impl.create_defaults_list
+    inner = create.__closure__[0].cell_contents if getattr(create, "_shardlab", False) else create
+
+    def counted(*args, **kwargs):
+        built.append(1)
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(loader_impl, "create_defaults_list", counted)
+    return built
+
+
+def test_points_with_each_defaults_list_built_once_compose_exactly_as_hydra_composes_them(loader, monkeypatch):
+    master = _master(loader)
+    hydras = _compose(loader, master)
+    built = _count_defaults_lists(monkeypatch)
+    read_each_file_once()
+    merge_each_defaults_list_once()
+    build_each_defaults_list_once()  # wraps the counter
+    assert _compose(loader, master) == hydras  # each point's own values, choices and hydra node
+    assert len(built) == 5  # POINTS name 5 defaults lists: the sizes share one
+    assert _compose(loader, master) == hydras and len(built) == 5
+
+
+def test_defaults_lists_kept_for_one_app_are_not_another_apps(loader, monkeypatch):
+    build_each_defaults_list_once()
+    built = _count_defaults_lists(monkeypatch)
+    build_each_defaults_list_once()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        fresh = GlobalHydra.instance().config_loader()  # a new app: every list built as Hydra builds it
+        master = _master(fresh)
+        _compose(fresh, master)
+    assert len(built) == 1 + len(POINTS)
+
+
+def test_a_defaults_list_memo_that_keeps_the_first_points_values_is_caught(loader, monkeypatch):
+    """A kept defaults list carries the value overrides of the point that built it: handed out
+    as kept, the first size would be every point's."""
+    master = _master(loader)
+    hydras = _compose(loader, master)
+    build_each_defaults_list_once()
+    monkeypatch.setattr(compose_once, "with_values", lambda built, values: built)
     assert _compose(loader, master) != hydras
 
 
@@ -150,6 +204,7 @@ def test_a_bad_point_fails_with_hydras_message(loader, point):
     hydras = failure()
     read_each_file_once()
     merge_each_defaults_list_once()
+    build_each_defaults_list_once()
     assert failure() == hydras
     assert failure() == hydras  # an error is never kept: the second time, the same
 
