@@ -44,6 +44,31 @@ def test_it_imports_on_idle_cpu_then_writes_the_report_it_is_sent(tmp_path, comp
     assert helper.answered and helper.proc.poll() is not None  # and it is gone
 
 
+# what a report may not import once the process said ready: a package not loaded yet (the slow ones
+# take seconds of CPU here; a loaded one's own lazy submodules, pandas' CSV writer, milliseconds) or
+# a module of the report
+
+
+def test_once_ready_writing_the_report_imports_nothing_slow(tmp_path, compose_cfg):
+    """Every module writing a report imports is imported while the points run, not after the
+    last round (the report's protos for TensorBoard once came after it: 0.2-0.3 s)."""
+    root = small_sweep(tmp_path / "sweep", compose_cfg, sizes=("1KiB", "16KiB"))
+    code = (
+        "import json, sys, time\n"
+        "from pathlib import Path\n"
+        "from runner.sweep.report_process import answer, import_the_report\n"
+        "import_the_report()\n"
+        "before = set(sys.modules)\n"
+        f"out = answer(Path({str(root)!r}), time.time())\n"
+        "new = set(sys.modules) - before\n"
+        "late = [m for m in new if m.split('.')[0] not in before or m.startswith('analysis.report')]\n"
+        "print(json.dumps({'index': out.get('index'), 'late': sorted(late)}))\n"
+    )
+    found = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert found["index"] == str(root / "report" / "index.html")
+    assert found["late"] == []
+
+
 def test_the_summary_is_the_same_whoever_writes_the_report(tmp_path, compose_cfg, caplog):
     root = small_sweep(tmp_path / "sweep", compose_cfg, sizes=("1KiB", "16KiB"))
     caplog.set_level(logging.INFO, logger="shardlab")
