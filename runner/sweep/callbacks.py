@@ -96,7 +96,8 @@ def report_and_summary(
         log.debug("the report is written here: the sweep's report process was not ready or did not answer")
         out = report_process.answer(sweep_dir, written)
     else:
-        log.debug("the report was written by the sweep's report process")
+        waited = f" (it was still importing: waited {helper.waited_s:.1f} s)" if helper.waited_s is not None else ""
+        log.debug("the report was written by the sweep's report process%s", waited)
     for name, level, message in out.get("log", []):  # what the report's process logged
         logging.getLogger(name).log(level, "%s", message)
     if "mixed" in out:

@@ -9,10 +9,13 @@ and never slows a point being timed, says ``ready`` and waits. After the last ro
 sends it the folder; it writes the report and answers with what the closing summary needs (the
 report's path or why there is none, the claims' lines, what it logged).
 
-Whenever it cannot help, the sweep writes the report itself, as before: the process is not ready
-(its imports have not finished: a sweep of one quick point), it died, or it has not answered
-within :data:`ANSWER_S` (an idle-class process on a machine with no idle CPU barely runs; every
-report file is written whole, so a report stopped half way leaves nothing cut off). It ends with
+A process still importing when the last round ends (a short sweep, or one whose worker kept every
+CPU busy: an idle-class process then gets none) is let out of the idle class and waited for, up to
+:data:`READY_S`: it is as far along as any fresh import would be, and the CPU is free now. Whenever
+it cannot help, the sweep writes the report itself, as before: it cannot run (idle class, no idle
+CPU, not allowed out), it is not ready within :data:`READY_S`, it died, or it has not answered
+within :data:`ANSWER_S` (every report file is written whole, so a report stopped half way leaves
+nothing cut off). It ends with
 the sweep: the sweep kills it on exit, and it dies with its parent (``PR_SET_PDEATHSIG``, and
 an end of file on its stdin).
 """
@@ -38,6 +41,7 @@ import analysis.report
 READY = "ready"
 LEAVES_IDLE = "leaves-idle"  # said after READY by a process allowed to leave the idle class
 ANSWER_S = 30.0  # the 1000-point report takes about 10 s here; a stalled process is given up on
+READY_S = 6.0  # its imports take 2-3 s of CPU here: one not ready by then has stalled
 
 _current: ReportProcess | None = None
 
@@ -57,6 +61,7 @@ class ReportProcess:
         self._ready = False
         self.can_leave_idle = False  # whether it may take normal CPU shares for the report itself
         self.answered = False  # it wrote the report it was sent and said so
+        self.waited_s: float | None = None  # how long the sweep waited for its imports (none: 0)
 
     def ready(self) -> bool:
         """Whether its imports are done (it said so), without waiting."""
@@ -67,11 +72,25 @@ class ReportProcess:
             self.can_leave_idle = said[1:] == [LEAVES_IDLE]
         return self._ready and self.proc.poll() is None
 
+    def wait_ready(self, ready_s: float | None = None) -> bool:
+        """Whether it is ready, waiting up to ``ready_s`` (:data:`READY_S`) for one still importing, let out of the
+        idle class where this process may (the sweep asks only once its rounds are done)."""
+        if self.ready():
+            return True
+        if self.proc.poll() is not None or not (_unidle(self.proc.pid) or idle_cpu()):
+            return False  # an idle-class process on busy CPUs would barely run: not waited for
+        t0 = time.monotonic()
+        deadline = t0 + (READY_S if ready_s is None else ready_s)
+        while not self.ready() and self.proc.poll() is None and time.monotonic() < deadline:
+            select.select([self.proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        self.waited_s = time.monotonic() - t0
+        return self.ready()
+
     def write_report(self, sweep_dir: Path, since: float, answer_s: float = ANSWER_S) -> dict | None:
         """Have it write ``sweep_dir``'s report; its answer, or None when the sweep must write it."""
         # an idle-class process runs only on CPU nobody else wants: where it may not leave that
         # class (not root, no CAP_SYS_NICE) and no CPU is free now, the sweep writes the report
-        if not self.ready() or not (self.can_leave_idle or idle_cpu()):
+        if not self.wait_ready() or not (self.can_leave_idle or idle_cpu()):
             self.close()
             return None
         try:
@@ -180,10 +199,10 @@ def _idle() -> bool:
     return True
 
 
-def _unidle() -> bool:
-    """Back to normal scheduling, where allowed; whether it was."""
+def _unidle(pid: int = 0) -> bool:
+    """Back to normal scheduling (this process, or ``pid``'s main thread), where allowed; whether it was."""
     try:
-        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
     except (AttributeError, OSError):
         return False
     return True

@@ -84,11 +84,33 @@ def test_the_summary_is_the_same_whoever_writes_the_report(tmp_path, compose_cfg
     assert said_here == said_there and said_here[0] == "done: 2 ok, 0 failed; 0 noisy, 0 flagged, 0 unchecked"
 
 
-def test_a_report_process_not_yet_ready_is_not_waited_for(tmp_path):
+def test_a_report_process_still_importing_is_let_out_of_the_idle_class_and_waited_for(tmp_path, compose_cfg):
+    """At the end of a sweep whose worker kept every CPU busy, its imports are part done: it
+    finishes them (the CPU is free now) rather than the sweep importing everything again."""
+    root = small_sweep(tmp_path / "sweep", compose_cfg, sizes=("1KiB",))
     helper = ReportProcess()  # its imports take a second or more: it cannot be ready yet
+    assert not helper.ready()
+    out = helper.write_report(root, time.time())
+    assert out is not None and out["index"] == str(root / "report" / "index.html") and helper.answered
+
+
+def test_a_report_process_that_never_gets_ready_is_given_up(tmp_path, monkeypatch):
+    helper = ReportProcess()
+    os.kill(helper.proc.pid, signal.SIGSTOP)  # stalled half way through its imports
+    monkeypatch.setattr(report_process, "READY_S", 1.0)
     t0 = time.perf_counter()
     assert helper.write_report(tmp_path, time.time()) is None  # the sweep writes the report itself
     assert time.perf_counter() - t0 < 5
+    assert not helper.answered and helper.proc.returncode == -signal.SIGKILL
+
+
+def test_an_idle_class_process_still_importing_on_busy_cpus_is_not_waited_for(tmp_path, monkeypatch):
+    helper = ReportProcess()
+    monkeypatch.setattr(report_process, "_unidle", lambda pid=0: False)  # a user without CAP_SYS_NICE
+    monkeypatch.setattr(report_process, "idle_cpu", lambda: False)
+    t0 = time.perf_counter()
+    assert helper.write_report(tmp_path, time.time()) is None
+    assert time.perf_counter() - t0 < 1
     assert not helper.answered and helper.proc.returncode == -signal.SIGKILL
 
 
