@@ -10,10 +10,10 @@ sends it the folder; it writes the report and answers with what the closing summ
 report's path or why there is none, the claims' lines, what it logged).
 
 A process still importing when the last round ends (a short sweep, or one whose worker kept every
-CPU busy: an idle-class process then gets none) is let out of the idle class and waited for, up to
-:data:`READY_S`: it is as far along as any fresh import would be, and the CPU is free now. Whenever
+CPU busy: an idle-class process then gets none) is let out of the idle class and waited for while
+it takes CPU: it is as far along as any fresh import would be, and the CPU is free now. Whenever
 it cannot help, the sweep writes the report itself, as before: it cannot run (idle class, no idle
-CPU, not allowed out), it is not ready within :data:`READY_S`, it died, or it has not answered
+CPU, not allowed out), it took no CPU for :data:`STALL_S`, it died, or it has not answered
 within :data:`ANSWER_S` (every report file is written whole, so a report stopped half way leaves
 nothing cut off). It ends with
 the sweep: the sweep kills it on exit, and it dies with its parent (``PR_SET_PDEATHSIG``, and
@@ -41,7 +41,7 @@ import analysis.report
 READY = "ready"
 LEAVES_IDLE = "leaves-idle"  # said after READY by a process allowed to leave the idle class
 ANSWER_S = 30.0  # the 1000-point report takes about 10 s here; a stalled process is given up on
-READY_S = 6.0  # its imports take 2-3 s of CPU here: one not ready by then has stalled
+STALL_S = 2.0  # a process still importing that took no CPU for this long has stalled (its imports: 2-3 s of CPU here)
 
 _current: ReportProcess | None = None
 
@@ -72,17 +72,23 @@ class ReportProcess:
             self.can_leave_idle = said[1:] == [LEAVES_IDLE]
         return self._ready and self.proc.poll() is None
 
-    def wait_ready(self, ready_s: float | None = None) -> bool:
-        """Whether it is ready, waiting up to ``ready_s`` (:data:`READY_S`) for one still importing, let out of the
-        idle class where this process may (the sweep asks only once its rounds are done)."""
+    def wait_ready(self) -> bool:
+        """Whether it is ready, waiting for one still importing (let out of the idle class where
+        this process may; the sweep asks only once its rounds are done) for as long as it takes
+        CPU time: one that took none for :data:`STALL_S`, or not ready within :data:`ANSWER_S`,
+        is given up on."""
         if self.ready():
             return True
         if self.proc.poll() is not None or not (_unidle(self.proc.pid) or idle_cpu()):
             return False  # an idle-class process on busy CPUs would barely run: not waited for
         t0 = time.monotonic()
-        deadline = t0 + (READY_S if ready_s is None else ready_s)
-        while not self.ready() and self.proc.poll() is None and time.monotonic() < deadline:
-            select.select([self.proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        seen = _cpu_ticks(self.proc.pid)
+        while not self.ready() and self.proc.poll() is None and time.monotonic() - t0 < ANSWER_S:
+            select.select([self.proc.stdout], [], [], STALL_S)
+            now = _cpu_ticks(self.proc.pid)
+            if now is not None and now == seen and not self.ready():
+                break  # stalled (stopped, or starved of CPU)
+            seen = now
         self.waited_s = time.monotonic() - t0
         return self.ready()
 
@@ -162,6 +168,16 @@ def claim_lines(sweep_dir: Path, since: float) -> list[str]:
 
 
 # -- the report's process -----------------------------------------------------------------
+
+
+def _cpu_ticks(pid: int) -> int | None:
+    """CPU time ``pid`` has taken so far, in clock ticks (``/proc/PID/stat`` utime + stime); None
+    where that cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _die_with_parent(parent_pid: int) -> None:

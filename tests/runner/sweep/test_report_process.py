@@ -96,8 +96,8 @@ def test_a_report_process_still_importing_is_let_out_of_the_idle_class_and_waite
 
 def test_a_report_process_that_never_gets_ready_is_given_up(tmp_path, monkeypatch):
     helper = ReportProcess()
-    os.kill(helper.proc.pid, signal.SIGSTOP)  # stalled half way through its imports
-    monkeypatch.setattr(report_process, "READY_S", 1.0)
+    os.kill(helper.proc.pid, signal.SIGSTOP)  # stalled half way through its imports: it takes no CPU
+    monkeypatch.setattr(report_process, "STALL_S", 0.5)
     t0 = time.perf_counter()
     assert helper.write_report(tmp_path, time.time()) is None  # the sweep writes the report itself
     assert time.perf_counter() - t0 < 5
