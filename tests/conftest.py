@@ -37,7 +37,7 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 
-from runner.config.schema import register_configs  # noqa: E402
+from runner.config.store import register_configs  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]  # the checkout
 # the tests' shared helpers (shardlab_cli, hlo_samples, small_sweep, xspace_bytes, ...) import

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from analysis.book.collectives import OPS as COLLECTIVES
@@ -23,7 +22,6 @@ from analysis.book.folders import project_folder
 from analysis.book.hardware import YAML_KEYS, Calibration, ExpectedFactor, Hardware
 from analysis.book.units import SizeError, format_size, parse_size
 from analysis.runs.record import ESTIMATORS
-from analysis.runs.sweep_match import folder_name
 from runner.config.matmul_plan import STRATEGIES
 from runner.config.op_spec import KINDS, SHARDINGS
 
@@ -54,7 +52,6 @@ Mode = _choices("Mode", ("none", "local", "auto"))  # distributed modes, see con
 Kind = _choices("Kind", ("auto", "cpu", "tpu", "gpu"))  # hardware kinds
 
 CONF_DIR = project_folder("conf")
-SWEEPS_DIR = project_folder("sweeps")
 
 
 # The hardware node's schema is not written here: it is the model's own reader, analysis.book.hardware.
@@ -288,15 +285,3 @@ def geometric(low: Any, high: Any, factor: Any = 2) -> str:
         out.append(format_size(v))
         v *= int(factor)
     return ",".join(out)
-
-
-def register_configs() -> None:
-    """Register the schema, the ``geometric`` resolver and every ``sweeps/*.yaml`` as
-    ``+sweep=NAME`` (global package)."""
-    OmegaConf.register_new_resolver("geometric", geometric, replace=True)
-    OmegaConf.register_new_resolver("job_num", lambda n: f"{int(n):03d}", replace=True)  # point folder names
-    OmegaConf.register_new_resolver("folder_name", folder_name, replace=True)  # no "/" in them, not too long
-    cs = ConfigStore.instance()
-    cs.store(name="config_schema", node=Config)
-    for path in sorted(SWEEPS_DIR.glob("*.yaml")):
-        cs.store(group="sweep", name=path.stem, node=OmegaConf.load(path), package="_global_")

@@ -13,7 +13,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from runner.config.schema import CONF_DIR, register_configs
+from runner.config.schema import CONF_DIR
+from runner.config.store import register_configs
 from runner.errors import OutputError, PlatformError
 from runner.sweep import ctrl_c
 from runner.sweep.callbacks import armed, interrupted

@@ -22,6 +22,7 @@ depth, so a lazy import cannot hide a circle):
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -343,6 +344,18 @@ def test_starting_the_runner_imports_no_jax_pandas_or_matplotlib():
     assert loaded_on_import("runner", "runner.__main__", "runner.sweep.callbacks", "runner.sweep.progress") == "[]"
 
 
+def test_the_worker_starts_without_hydra():
+    """What a worker imports before it says ready (runner.worker.serve) is on the way to a sweep's
+    first point; Hydra's config store (0.11-0.12 s) is the app's, registered by runner.config.store."""
+    code = (
+        "import sys; import runner.worker.serve, runner.worker.point_cache, runner.worker.measure, "
+        "runner.worker.point_round; print(sorted({m.split('.')[0] for m in sys.modules} & {'hydra'}))"
+    )
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.strip() == "[]"
+
+
 def test_the_cli_starts_and_reads_a_commands_flags_without_heavy_imports():
     """``python -m analysis --help`` and a TAB after a command load none of DEFERRED; the command
     modules that need them import them inside ``main`` (on the boundary)."""
@@ -356,7 +369,7 @@ def test_a_measured_point_brings_no_jax_into_the_main_process(tmp_path):
     import it into the main process, which would cost a sweep about a second and the memory."""
     code = (
         "import sys; from hydra import compose, initialize_config_dir; "
-        "from runner.config.schema import register_configs; "
+        "from runner.config.store import register_configs; "
         "register_configs(); from runner import run\n"
         f"with initialize_config_dir(config_dir={str(ROOT / 'conf')!r}, version_base='1.3'):\n"
         "    cfg = compose('config', overrides=['op.size_bytes=1KiB', 'timing.rounds=2', 'timing.budget_s=0.2'])\n"

@@ -13,7 +13,8 @@ from hydra.errors import HydraException
 from hydra.types import RunMode
 from omegaconf import OmegaConf, open_dict
 
-from runner.config.schema import CONF_DIR, register_configs
+from runner.config.schema import CONF_DIR
+from runner.config.store import register_configs
 from runner.sweep import compose_once
 from runner.sweep.compose_once import (
     FilesReadOnce,
