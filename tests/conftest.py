@@ -8,6 +8,15 @@ sets it independently, in runner.config.jaxenv.)
 from __future__ import annotations
 
 import os
+import signal
+
+# A shell that starts a job in the background without job control (`cmd &` in a script, nohup)
+# has it ignore SIGINT, and a Python started so never installs its Ctrl-C handler: every program a
+# test starts would then ignore the SIGINT the test sends it (the viewer's and the sweep's Ctrl-C
+# tests hung until their timeouts, and the viewers stayed up). Caught here, SIGINT reaches the
+# programs the tests start as its default again (a handler does not survive exec).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")

@@ -130,7 +130,12 @@ def _serve(cwd: Path, tmpdir: Path):
         )
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
+        try:
+            proc.wait(timeout=30)
+        finally:  # one that did not stop is not left serving
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 @pytest.fixture(scope="module")
