@@ -169,6 +169,8 @@ def _built_once(create):
         # one raises here as it would inside create_defaults_list
         values = Overrides(repo=repo, overrides_list=overrides_list).config_overrides
         choices = [o.input_line for o in overrides_list if not o.is_sweep_override() and not _among(o, values)]
+        if None in choices:  # an override built without its command-line text: no key to keep it by
+            return create(repo, config_name, overrides_list, prepend_hydra, skip_missing)
         key = (_sources_key(repo), config_name, prepend_hydra, skip_missing, *choices)
         if key not in kept:  # an error is not kept: raised again, the same, next time
             kept[key] = create(repo, config_name, overrides_list, prepend_hydra, skip_missing)

@@ -15,9 +15,8 @@ it takes CPU: it is as far along as any fresh import would be, and the CPU is fr
 it cannot help, the sweep writes the report itself, as before: it cannot run (idle class, no idle
 CPU, not allowed out), it took no CPU for :data:`STALL_S`, it died, or it has not answered
 within :data:`ANSWER_S` (every report file is written whole, so a report stopped half way leaves
-nothing cut off). It ends with
-the sweep: the sweep kills it on exit, and it dies with its parent (``PR_SET_PDEATHSIG``, and
-an end of file on its stdin).
+nothing cut off). It ends with the sweep: the sweep kills it on exit, and it dies with its parent
+(``PR_SET_PDEATHSIG``, and an end of file on its stdin).
 """
 
 from __future__ import annotations
