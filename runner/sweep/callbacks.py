@@ -25,7 +25,7 @@ from runner.config.jaxenv import process_env
 from runner.config.schema import renamed_override, unknown_key
 from runner.config.spec import build_spec, check_gate
 from runner.errors import ConfigError
-from runner.sweep import command, point, report_process
+from runner.sweep import command, ctrl_c, point, report_process
 from runner.sweep.compose_once import (
     build_each_defaults_list_once,
     compose_each_point_once,
@@ -193,12 +193,23 @@ def launcher_problem(target: str) -> str | None:
     )
 
 
+def _stop_for_a_lost_ctrl_c() -> None:
+    """Stop as a Ctrl-C of the start asked, where it was lost on the way. A library may turn the
+    KeyboardInterrupt into another error (runner.sweep.ctrl_c), and Hydra's ``get_mode`` drops any
+    error of its composition: it then took a sweep for a single run (``hydra.mode=RUN``), which went
+    on to run its default point. Raised here, before Hydra writes anything, it ends in the start's
+    two lines and exit 130 (runner.__main__)."""
+    if ctrl_c.received:
+        raise KeyboardInterrupt
+
+
 class SweepCheck(Callback):
     """Before anything of a sweep is written: stop on a launcher that cannot time it, a key
     the schema does not have (each point would fail on it), a folder another sweep holds or
     uses (:mod:`runner.sweep.folder`); a single run into a sweep's folder stops too."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        _stop_for_a_lost_ctrl_c()
         # After this callback Hydra's sweeper composes every point to check the batch: a bad
         # value or option in a sweep list fails there. With the basic launcher stderr stays held
         # until the first point starts (on_job_start), so that error is one line and exit 2 like
@@ -244,6 +255,7 @@ class SweepCheck(Callback):
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
         """A single run: never with a renamed key (``+timing.source=loop``), never into a
         sweep's folder (before Hydra writes anything there)."""
+        _stop_for_a_lost_ctrl_c()
         release()  # the config is composed: stderr goes straight to the terminal again
         run_dir = Path(config.hydra.run.dir)
         problem = renamed_override(list(config.hydra.overrides.task))

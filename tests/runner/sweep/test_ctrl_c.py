@@ -135,6 +135,23 @@ CTRL_C_PYTHON_MISHANDLES = {
         "m.main()\n",
         ["interrupted before any point ran: nothing was measured or written", "run the same command again to start"],
     ),
+    "runner-lost-by-hydras-get-mode": (
+        # the same, once, in the composition Hydra's get_mode makes to read hydra.mode: it drops the
+        # error, takes the sweep for a single run (hydra.mode=RUN), and that went on to run its
+        # default point (seen once in CI, at the minimum versions: a second Ctrl-C then said
+        # "interrupted" alone)
+        "import os, signal, sys, time, runner.__main__ as m, hydra._internal.hydra as h\n"
+        "real, calls = h.Hydra.compose_config, []\n"
+        "def compose_config(self, *args, **kwargs):\n"
+        "    calls.append(1)\n"
+        "    if len(calls) > 1:\n        return real(self, *args, **kwargs)\n"
+        "    try:\n        os.kill(os.getpid(), signal.SIGINT); time.sleep(5)\n"
+        "    finally:\n        raise AttributeError(\"'NoneType' object has no attribute '_invalidate_flags_cache'\")\n"
+        "h.Hydra.compose_config = compose_config\n"
+        "sys.argv[1:] = ['+sweep=allgather_sizes', 'hydra.sweep.dir=' + sys.argv[1], 'hydra.run.dir=' + sys.argv[1]]\n"
+        "m.main()\n",
+        ["interrupted before any point ran: nothing was measured or written", "run the same command again to start"],
+    ),
     "runner-converted": (
         "import os, signal, time, runner.__main__ as m, runner.sweep.app as app\n"
         "def start():\n"
@@ -171,6 +188,7 @@ def test_a_ctrl_c_python_would_mark_unhandled_or_drop_still_exits_130_under_pyth
         timeout=120,
     )
     assert (proc.returncode, [line for line in proc.stderr.splitlines() if line.strip()]) == (130, lines), proc.stderr
+    assert not (tmp_path / "sweep").exists()  # nothing was written: no run folder, no sweep folder
 
 
 def test_an_error_with_no_ctrl_c_before_it_is_still_a_traceback_and_exit_1(tmp_path):
