@@ -159,6 +159,7 @@ class TimingConf:
     max_iters: int = 2000
     target_rel_ci: float = 0.05  # stop a round once its median's 95% CI is within +-5% of it
     budget_s: float = 0.25  # per point and round, timed iterations only
+    later_budget_s: float = 0.1  # the same in a later round (2 on): the spread between rounds sets the interval
     iters_per_sample: int = 1
     loop: bool = True  # also time the program repeated K times in one call (the loop estimator)
     loop_target_s: float = 0.02  # K is chosen so one loop call takes about this long
@@ -173,6 +174,8 @@ class TraceConf:
     max_s: float = 0.5  # trace no step that would end after this long (at least 2 steps)
     # traced steps where the trace is for inspection only (the estimator is not device); None: iters
     inspect_iters: int | None = None
+    # max_s there (the estimator is not device): its device times are no headline (CPU under auto)
+    inspect_max_s: float = 0.1
     gpu_command_buffers: bool = False  # false: XLA's GPU command buffers off, so every op has its own time
     python_tracer_level: int = 0
     host_tracer_level: int | None = None  # None: per backend, see conf/config.yaml

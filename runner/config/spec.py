@@ -148,10 +148,16 @@ def _check_timeout(timeout_s, timing: dict, trace: dict) -> None:
             f"timeout_s={timeout_s!r}: must be a finite number of seconds > 0 (default 600), at most "
             f"{MAX_TIMEOUT_S} (a week)"
         )
-    need = timing["warmup_max_s"] + timing["budget_s"] * 1.5 + trace["max_s"] + 5
+    # the larger of round 1's budget and a later round's
+    budget = max(
+        ("timing.budget_s", timing["budget_s"]),
+        ("timing.later_budget_s", timing["later_budget_s"]),
+        key=lambda kv: kv[1],
+    )
+    need = timing["warmup_max_s"] + budget[1] * 1.5 + trace["max_s"] + 5
     if timeout_s < need:
         raise ConfigError(
-            f"timeout_s={timeout_s!r}: a point may take timing.warmup_max_s + 1.5 x timing.budget_s "
+            f"timeout_s={timeout_s!r}: a point may take timing.warmup_max_s + 1.5 x {budget[0]} "
             f"+ trace.max_s + 5 s of set-up = {need:g} s; give timeout_s >= {need:g} or shorten those"
         )
 
@@ -183,6 +189,7 @@ def _check_timing(timing: dict, trace: dict) -> None:
         ),
         ("timing.target_rel_ci", 0 < timing["target_rel_ci"] < 1, "between 0 and 1 (0.05 = +-5%)"),
         ("timing.budget_s", 0 < timing["budget_s"] <= 3600, "between 0 and 3600 seconds"),
+        ("timing.later_budget_s", 0 < timing["later_budget_s"] <= 3600, "between 0 and 3600 seconds"),
         # bounded: 2000 unblocked 8-device CPU all-gathers deadlocked XLA's rendezvous (jax 0.10)
         ("timing.iters_per_sample", 1 <= timing["iters_per_sample"] <= 64, "from 1 to 64"),
         ("trace.iters", 1 <= trace["iters"] <= 10_000, "from 1 to 10000"),
@@ -192,6 +199,7 @@ def _check_timing(timing: dict, trace: dict) -> None:
             "null (trace.iters) or from 1 to 10000",
         ),
         ("trace.max_s", 0 < trace["max_s"] <= 3600, "between 0 and 3600 seconds"),
+        ("trace.inspect_max_s", 0 < trace["inspect_max_s"] <= 3600, "between 0 and 3600 seconds"),
         ("trace.host_tracer_level", trace["host_tracer_level"] in (None, 0, 1, 2, 3), "null, 0, 1, 2 or 3"),
         ("trace.python_tracer_level", trace["python_tracer_level"] in (0, 1), "0 or 1"),
     ]

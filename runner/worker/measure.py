@@ -216,10 +216,15 @@ def _trace(spec: dict, point_dir: Path, record: dict, point: Point, hlo_text: st
     stand; the worker ends after this point)."""
     op, backend = spec["op"], record["environment"].backend
     # a trace the estimator does not need (CPU under auto) is kept for inspection alone where
-    # trace.inspect_iters says how many steps (timing=quick: 1); it then times nothing
+    # trace.inspect_iters says how many steps (timing=quick: 1); it then times nothing. Either
+    # way its steps end within trace.inspect_max_s there, not max_s.
     inspect = spec["trace"].get("inspect_iters")
-    inspect_only = inspect is not None and not timing.device_is_estimator(spec["timing"], backend)
-    trace_conf = dict(spec["trace"], iters=inspect) if inspect_only else spec["trace"]
+    aside = not timing.device_is_estimator(spec["timing"], backend)
+    inspect_only = inspect is not None and aside
+    trace_conf = spec["trace"]
+    if aside:
+        max_s = min(trace_conf["max_s"], trace_conf.get("inspect_max_s", trace_conf["max_s"]))
+        trace_conf = dict(trace_conf, max_s=max_s, iters=inspect if inspect_only else trace_conf["iters"])
     phase = record["phases_s"]
     try:
         with phase("trace"):

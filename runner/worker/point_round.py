@@ -73,8 +73,11 @@ def time_round(
     leaves the loop out of a later round: round 1's loop agreed with the source estimator
     (:func:`runner.worker.timing.loop_rule`, decided by the parent). ``kept``: the point's
     program and inputs stayed in the worker since its earlier round, so the step warms up with
-    :data:`runner.worker.timing.LATER_ROUND_WARM_ITERS` steps, not a settling warm-up."""
+    :data:`runner.worker.timing.LATER_ROUND_WARM_ITERS` steps, not a settling warm-up. A later
+    round (``round_no`` > 1) is timed within ``timing.later_budget_s``, not ``timing.budget_s``."""
     t = spec["timing"]
+    if round_no > 1:  # the spread between rounds sets a point's interval, not the samples within one
+        t = dict(t, budget_s=t.get("later_budget_s", t["budget_s"]))  # (a result from before the key: as round 1)
     out = Round.of(round=round_no, started_at=now_iso(), **timing.machine_state())
     faults0 = timing.minor_faults()
     warm_iters = timing.LATER_ROUND_WARM_ITERS if kept else None

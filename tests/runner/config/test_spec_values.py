@@ -37,7 +37,8 @@ NUMERIC = [
     for k in (
         "timeout_s", "timing.rounds", "timing.seed", "timing.warmup_min_iters", "timing.warmup_max_s",
         "timing.min_iters", "timing.max_iters", "timing.target_rel_ci", "timing.budget_s", "timing.iters_per_sample",
-        "timing.loop_target_s", "timing.loop_max_samples", "trace.iters", "trace.max_s", "trace.python_tracer_level",
+        "timing.later_budget_s", "timing.loop_target_s", "timing.loop_max_samples", "trace.iters", "trace.max_s",
+        "trace.inspect_max_s", "trace.python_tracer_level",
         "trace.host_tracer_level", "distributed.timeout_s", "check.min_busbw_GBps", "sizes.factor", "mesh.axes.X",
         "op.size_bytes", "sizes.min", "sizes.max", "hardware.device_count", "hardware.link_bw_unidir_Bps",
         "hardware.link_bw_bidir_Bps", "hardware.hop_latency_s", "hardware.hbm_bw_Bps", "hardware.memory_bytes",

@@ -128,3 +128,26 @@ def test_equal_typed_ops_key_alike_whatever_order_their_dims_came_in():
     b = {"op": MatmulOp("A[I, J_X] * B[J, K] -> C[I, K]", {"K": 8, "J": 16, "I": 16}, "auto", ("X",))}
     assert a == b and key(a) == key(b)
     assert key(a) != key({"op": MatmulOp(a["op"].expr, {"I": 16, "J": 16, "K": 16}, "auto", ("X",))})
+
+
+def test_a_later_round_is_timed_within_timing_later_budget_s(compose_cfg, tmp_path, cache, monkeypatch):
+    """Round 1 times its step and loop within ``timing.budget_s``; a later round within
+    ``timing.later_budget_s`` (the spread between rounds sets the interval), the loop's too."""
+    from runner.config.spec import build_spec
+    from runner.worker import measure, point_round, timing
+
+    spec = build_spec(compose_cfg([*QUICK, "timing.later_budget_s=0.02"]))
+    budgets = []
+    for name in ("time_step", "time_loop"):
+        real = getattr(timing, name)
+
+        def spy(*args, _real=real, _name=name, **kwargs):
+            t = args[1] if _name == "time_step" else args[2]  # (step, timing, ...) / (calls, Ks, timing, ...)
+            budgets.append((_name, t["budget_s"]))
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(timing, name, spy)
+    record: dict = {}
+    measure.measure(spec, tmp_path, record)
+    point_round.retime(spec, 2, record["timing"].rounds[0].loop.Ks)
+    assert budgets == [("time_step", 0.05), ("time_loop", 0.05), ("time_step", 0.02), ("time_loop", 0.02)]
