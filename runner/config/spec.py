@@ -148,16 +148,12 @@ def _check_timeout(timeout_s, timing: dict, trace: dict) -> None:
             f"timeout_s={timeout_s!r}: must be a finite number of seconds > 0 (default 600), at most "
             f"{MAX_TIMEOUT_S} (a week)"
         )
-    # the larger of round 1's budget and a later round's
-    budget = max(
-        ("timing.budget_s", timing["budget_s"]),
-        ("timing.later_budget_s", timing["later_budget_s"]),
-        key=lambda kv: kv[1],
-    )
-    need = timing["warmup_max_s"] + budget[1] * 1.5 + trace["max_s"] + 5
+    # a round may spend the larger of round 1's budget and a later round's
+    key = "timing.later_budget_s" if timing["later_budget_s"] > timing["budget_s"] else "timing.budget_s"
+    need = timing["warmup_max_s"] + max(timing["budget_s"], timing["later_budget_s"]) * 1.5 + trace["max_s"] + 5
     if timeout_s < need:
         raise ConfigError(
-            f"timeout_s={timeout_s!r}: a point may take timing.warmup_max_s + 1.5 x {budget[0]} "
+            f"timeout_s={timeout_s!r}: a point may take timing.warmup_max_s + 1.5 x {key} "
             f"+ trace.max_s + 5 s of set-up = {need:g} s; give timeout_s >= {need:g} or shorten those"
         )
 
