@@ -223,8 +223,9 @@ def _trace(spec: dict, point_dir: Path, record: dict, point: Point, hlo_text: st
     inspect_only = inspect is not None and aside
     trace_conf = spec["trace"]
     if aside:
-        max_s = min(trace_conf["max_s"], trace_conf.get("inspect_max_s", trace_conf["max_s"]))
-        trace_conf = dict(trace_conf, max_s=max_s, iters=inspect if inspect_only else trace_conf["iters"])
+        trace_conf = dict(trace_conf, max_s=min(trace_conf["max_s"], trace_conf["inspect_max_s"]))
+    if inspect_only:
+        trace_conf = dict(trace_conf, iters=inspect)
     phase = record["phases_s"]
     try:
         with phase("trace"):

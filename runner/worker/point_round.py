@@ -77,7 +77,7 @@ def time_round(
     round (``round_no`` > 1) is timed within ``timing.later_budget_s``, not ``timing.budget_s``."""
     t = spec["timing"]
     if round_no > 1:  # the spread between rounds sets a point's interval, not the samples within one
-        t = dict(t, budget_s=t.get("later_budget_s", t["budget_s"]))  # (a result from before the key: as round 1)
+        t = dict(t, budget_s=t["later_budget_s"])
     out = Round.of(round=round_no, started_at=now_iso(), **timing.machine_state())
     faults0 = timing.minor_faults()
     warm_iters = timing.LATER_ROUND_WARM_ITERS if kept else None

@@ -499,6 +499,7 @@ RULE_TIMING = {
     "max_iters": 5,
     "iters_per_sample": 1,
     "budget_s": 0.0,
+    "later_budget_s": 0.0,  # every spec has it (runner.config.spec checks it)
     "min_iters": 5,
     "target_rel_ci": 0.05,
     "loop_target_s": 0.02,
