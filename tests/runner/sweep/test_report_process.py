@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -81,7 +82,11 @@ def test_the_summary_is_the_same_whoever_writes_the_report(tmp_path, compose_cfg
     said_there = [r.getMessage() for r in caplog.records if r.name == "shardlab"]
     assert helper.answered  # the report process wrote it
     assert here == there == root / "report" / "index.html"
-    assert said_here == said_there and said_here[0] == "done: 2 ok, 0 failed; 0 noisy, 0 flagged, 0 unchecked"
+    # how many points read noisy (interval wider than +-25%) is the machine's doing that minute: a
+    # busy CI machine made one of these one-round points noisy; what is asserted is that both
+    # writers say the same
+    assert said_here == said_there
+    assert re.fullmatch(r"done: 2 ok, 0 failed; \d noisy, 0 flagged, 0 unchecked", said_here[0])
 
 
 def test_a_report_process_still_importing_is_let_out_of_the_idle_class_and_waited_for(tmp_path, compose_cfg):
