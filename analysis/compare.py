@@ -24,6 +24,21 @@ from analysis.runs.rundir import point_dirs
 from analysis.sweep import load_sweep
 
 
+def stack_sweeps(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """The rows of every sweep's table in one table (``pd.concat``), a column's dtype set by the
+    sweeps that have values in it.
+
+    A column can be empty in one sweep and measured in another (``device_time_s`` of a CPU sweep
+    against a GPU one, ``W_Bps`` of a family with no bandwidth regime). Plain ``pd.concat`` lets
+    the empty side's object dtype win from pandas 3 on (2.2 warns), which turns numbers into
+    objects; so a column is dropped from a frame where it is all NA before the concat, and comes
+    back as NaN in the original column order.
+    """
+    columns = list(dict.fromkeys(c for f in frames for c in f.columns))
+    kept = [f.loc[:, f.notna().any()] if len(f) else f.iloc[:, :0] for f in frames]
+    return pd.concat(kept, ignore_index=True).reindex(columns=columns)
+
+
 class CompareError(Exception):
     """Input the comparison cannot use; the message is the one line the user sees."""
 
@@ -137,7 +152,7 @@ def ratio_table(points: pd.DataFrame, keys: list[str], reference: str) -> pd.Dat
         return pd.DataFrame(
             columns=["sweep", "reference", *keys, "time_ratio", "time_ratio_ci_low", "time_ratio_ci_high", "differs"]
         )
-    m = pd.concat(frames, ignore_index=True)
+    m = stack_sweeps(frames)
     r = m["time_s"] / m["time_s_ref"]
     down = np.hypot(np.log(m["time_s"] / m["time_ci_low_s"]), np.log(m["time_ci_high_s_ref"] / m["time_s_ref"]))
     up = np.hypot(np.log(m["time_ci_high_s"] / m["time_s"]), np.log(m["time_s_ref"] / m["time_ci_low_s_ref"]))
@@ -214,5 +229,5 @@ def load_sweeps(
     labels = sweep_labels(names, split_absent(diff)[0])
     diff.columns = ["key", *labels]
     points = [s.points.assign(sweep=label) for s, label in zip(sweeps, labels)]
-    fits = pd.concat([s.fits.assign(sweep=label) for s, label in zip(sweeps, labels)], ignore_index=True)
-    return pd.concat(points, ignore_index=True), fits, diff, labels
+    fits = stack_sweeps([s.fits.assign(sweep=label) for s, label in zip(sweeps, labels)])
+    return stack_sweeps(points), fits, diff, labels

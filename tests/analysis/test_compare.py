@@ -73,6 +73,19 @@ def test_no_shared_points_and_empty_folders_exit_2_with_one_line(tiny_sweeps, tm
     assert "no run folders" in err and len(err.splitlines()) == 1
 
 
+def test_a_column_empty_in_one_sweep_keeps_the_other_sweeps_numbers():
+    # A family with no bandwidth regime has no W (None), the other sweep's family has one; a CPU
+    # sweep has no device time. pandas 2.2 warns on the plain concat, pandas 3 makes it object.
+    cpu = pd.DataFrame({"op": ["all_gather"], "W_Bps": [None], "device_time_s": [None], "sweep": ["cpu"]})
+    gpu = pd.DataFrame({"op": ["all_gather"], "W_Bps": [3e9], "device_time_s": [2e-5], "sweep": ["gpu"]})
+    empty = pd.DataFrame(columns=["op", "W_Bps", "extra", "sweep"])
+    out = compare.stack_sweeps([cpu, gpu, empty])
+    assert list(out.columns) == ["op", "W_Bps", "device_time_s", "sweep", "extra"]
+    assert out["W_Bps"].dtype == "float64" and out["device_time_s"].dtype == "float64"
+    assert out["W_Bps"].isna().tolist() == [True, False] and out.at[1, "W_Bps"] == 3e9
+    assert out["sweep"].tolist() == ["cpu", "gpu"] and out["extra"].isna().all()
+
+
 def test_flatten_config_and_differing_keys():
     flat = compare.flatten_config({"mesh": {"name": "x8", "axes": {"X": 8}}, "op": {"axes": ["X"]}, "dtype": "f32"})
     assert flat == {"mesh.name": "x8", "mesh.axes.X": "8", "op.axes": '["X"]', "dtype": "f32"}
