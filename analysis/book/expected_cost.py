@@ -56,6 +56,8 @@ class ExpectedTime:
     ranks: int = 0
     nodes: int = 0
     library: str = "NCCL"  # whose model priced it: NCCL or RCCL
+    # the NCCL_ALGO / NCCL_PROTO the platform set for this price (across nodes), in words; "" for none
+    settings: str = ""
 
     def to_dict(self) -> dict:
         out = {
@@ -71,6 +73,8 @@ class ExpectedTime:
             out["expected_channels"] = self.algorithm.channels
             out["expected_ranks"], out["expected_nodes"] = self.ranks, self.nodes
             out["expected_candidates"] = {c.name: c.time_s for c in self.candidates}
+            if self.settings:
+                out["expected_settings"] = self.settings
         return out
 
 
@@ -105,9 +109,16 @@ def nccl_expected(pred: CollectivePrediction, hw: Hardware) -> ExpectedTime:
     bw_time = best.time_s - best.latency_s
     share = pred.bandwidth_time_s / bw_time if bw_time > 0 else 1.0
     source = hw.expected_source or f"{library}'s tuning model (analysis/book/{library.lower()}_cost.py)"
+    settings = ""
+    if library == "NCCL" and nodes > 1 and (model.net_algorithms or model.net_protocols):
+        settings = (
+            f"NCCL_ALGO={','.join(model.net_algorithms) or 'any'} NCCL_PROTO={','.join(model.net_protocols) or 'any'}"
+            " across nodes, as the platform's network plugin sets them (the entry's net_algorithms, net_protocols)"
+        )
     return ExpectedTime(
-        best.time_s, level, best.latency_s, bw_time, (share,), source, best, tuple(priced), ranks, nodes, library
-    )
+        best.time_s, level, best.latency_s, bw_time, (share,), source, best, tuple(priced), ranks, nodes, library,
+        settings,
+    )  # fmt: skip
 
 
 def expected_time(pred: CollectivePrediction, hw: Hardware) -> ExpectedTime:

@@ -18,7 +18,7 @@ import yaml
 from analysis.book.collectives import OPS
 from analysis.book.errors import HardwareError
 from analysis.book.folders import project_folder
-from analysis.book.nccl_cost import ARCHS, NcclSystem
+from analysis.book.nccl_cost import ALGOS, ARCHS, PROTOS, NcclSystem
 from analysis.book.rccl_cost import ARCHS as RCCL_ARCHS
 from analysis.book.rccl_cost import RcclSystem
 from analysis.book.topology import parse_topology, wraparound_for, wraparound_reason
@@ -280,16 +280,22 @@ def _expected(raw: Any, where: str) -> tuple[tuple[ExpectedFactor, ...], str]:
     return tuple(out), str(raw.get("source") or "")
 
 
-_NCCL_KEYS = {"source", "arch", "intra", "nvlinks", "nics_per_node", "nvls", "cpu", "net_latency_s"}
+_NCCL_KEYS = {
+    "source", "arch", "intra", "nvlinks", "nics_per_node", "nvls", "cpu", "net_latency_s", "net_algorithms",
+    "net_protocols",
+}  # fmt: skip
+_NCCL_OPTIONAL = {"source", "net_latency_s", "net_algorithms", "net_protocols"}
 
 
 def _nccl(raw: Any, where: str) -> NcclSystem | None:
     """``expected.nccl: {source, arch, intra, nvlinks, nics_per_node, nvls, cpu, net_latency_s}`` as the system
     NCCL's model prices; each NIC's bandwidth is the entry's scale-out bandwidth per GPU times
-    ``domain_size`` over ``nics_per_node`` (read at pricing time, so overrides reach it)."""
+    ``domain_size`` over ``nics_per_node`` (read at pricing time, so overrides reach it).
+    Optional ``net_algorithms`` and ``net_protocols``: the NCCL_ALGO and NCCL_PROTO the platform's
+    network plugin needs across nodes (lists of :data:`~analysis.book.nccl_cost.ALGOS` and ``PROTOS``)."""
     if raw is None:
         return None
-    need = _NCCL_KEYS - {"source", "net_latency_s"}
+    need = _NCCL_KEYS - _NCCL_OPTIONAL
     if not isinstance(raw, dict) or not need <= set(raw) <= _NCCL_KEYS:
         raise HardwareError(f"{where}: expected.nccl needs {', '.join(sorted(need))} (and source); got {raw!r}")
     arch, intra, cpu = str(raw["arch"]), str(raw["intra"]), str(raw["cpu"])
@@ -304,7 +310,13 @@ def _nccl(raw: Any, where: str) -> NcclSystem | None:
     if nvlinks < 0 or nics < 1 or not isinstance(raw["nvls"], bool):
         raise HardwareError(f"{where}: expected.nccl: nvlinks >= 0, nics_per_node >= 1, nvls true or false")
     latency = _ranged(raw.get("net_latency_s", 0.0), "scaleout_latency_s", f"{where}: expected.nccl.net_latency_s")
-    return NcclSystem(arch, intra, nvlinks, nics, 0.0, raw["nvls"], cpu, float(latency or 0.0))
+    chosen = {}
+    for key, allowed in (("net_algorithms", ALGOS), ("net_protocols", PROTOS)):
+        given = raw.get(key) or []
+        if not isinstance(given, list) or not set(map(str, given)) <= set(allowed):
+            raise HardwareError(f"{where}: expected.nccl.{key} is a list of {', '.join(allowed)}; got {given!r}")
+        chosen[key] = tuple(str(x) for x in given)
+    return NcclSystem(arch, intra, nvlinks, nics, 0.0, raw["nvls"], cpu, float(latency or 0.0), **chosen)
 
 
 _RCCL_KEYS = {"source", "arch", "xgmi_links", "nics_per_node", "cpu", "ll128", "net_latency_s"}

@@ -24,12 +24,14 @@ GPU's NVLink (one node) or its NIC (several nodes), as many channels as the link
 ``ncclTopoDupChannels``; NVLS graphs by search.cc's two passes (:func:`nvls_graph`: each channel
 takes its bandwidth from every GPU's NVLink; across nodes one channel per NIC, as NVIDIA/nccl#1041
 saw: 8 NVLSTree channels on an H100 node with 8 NICs; NVIDIA/nccl#1197's one-node graph, 8 x 40/60).
-Not reproduced: ``ncclTopoCompute``'s second pass (search.cc, commit 67491d6d), which retries a
-found graph at faster speeds: a ring at both, NVLS at a faster bwInter, a tree at a faster bwIntra
-up to twice bwInter. Across 400 Gb/s NICs it can raise no ring or NVLS graph (``ncclTopoSearchRecNet``
-skips a NIC slower than the speed; Hopper's array starts at 48), so the 2 x 8 B200 all_gather and
-H100 all_reduce it was checked for are unchanged (docs/validation.md, "The two biggest misses"); a
-tree's bwIntra over slower NICs (the 200 Gb/s entries) stays at bwInter here, an open difference.
+``ncclTopoCompute``'s second pass (search.cc, commit 67491d6d) retries a found graph at faster
+speeds: a ring at both, NVLS at a faster bwInter, a tree at a faster bwIntra up to twice bwInter
+("increase bwIntra for trees (2 nodes or collnet)"). The tree's is followed (:func:`search_graph`,
+2 nodes: over 200 Gb/s NICs its bwIntra doubles, which is how a 2-node tree's bus bandwidth passes
+the NICs' line rate); across 400 Gb/s NICs it can raise no ring or NVLS graph
+(``ncclTopoSearchRecNet`` skips a NIC slower than the speed; Hopper's array starts at 48), so that
+part is not reproduced (the 2 x 8 B200 all_gather and H100 all_reduce it was checked for are
+unchanged: docs/validation.md, "The two biggest misses").
 The network's own latency (``graph.latencyInter``, which search.cc starts at 0 and a network plugin may
 report) is the entry's ``net_latency_s``: NCCL adds it to every inter-node step (twice for Simple).
 It is the one fitted number, named with its set in each entry. CollNet (SHARP in the network) is
@@ -46,6 +48,7 @@ from dataclasses import dataclass
 
 ARCHS = ("volta", "ampere", "hopper", "blackwell")  # tuning.cc's compCapIndex order
 PROTOS = ("LL", "LL128", "Simple")
+ALGOS = ("ring", "tree", "nvls", "nvls_tree", "pat")  # NCCL_ALGO's Ring, Tree, NVLS, NVLSTree, PAT
 # tuning.cc ncclTunerConstantsDefaults, in us; algorithm -> (LL, LL128, Simple)
 BASE_LAT_US = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4), "nvls": (0, 0, 0), "nvls_tree": (0, 0, 0),
                "pat": (8.0, 8.0, 8.0)}  # fmt: skip
@@ -93,7 +96,13 @@ class NcclSystem:
     """What NCCL's model needs of a cluster: the GPU arch, the intra-node link (``nvlink`` with
     ``nvlinks`` links per GPU, or ``pci``), NICs per node and each one's bandwidth, whether the
     NVSwitch reduces (NVLS), and the CPU (``intel``, ``amd``, ``arm``: the LL cap across nodes and
-    the network post overhead depend on it)."""
+    the network post overhead depend on it).
+
+    ``net_algorithms`` and ``net_protocols``: what NCCL may choose from across nodes, where the
+    platform's network plugin needs ``NCCL_ALGO`` / ``NCCL_PROTO`` set (Google's GPUDirect-TCPX and
+    -TCPXO machines: Simple only, as their environment profiles set it for every job that uses
+    the plugin); empty, NCCL's own choice among all of them. Inside one node no network plugin
+    is loaded, and NCCL chooses among all of them there too."""
 
     arch: str
     intra: str
@@ -103,6 +112,8 @@ class NcclSystem:
     nvls: bool
     cpu: str
     net_latency_s: float = 0.0  # graph.latencyInter: the network's own latency per inter-node step
+    net_algorithms: tuple[str, ...] = ()
+    net_protocols: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -143,12 +154,21 @@ def search_graph(sys: NcclSystem, gpus: int, nodes: int, pattern: str = "ring") 
     if nodes > 1:
         n = min(n, sys.nics_per_node * max(1, math.floor(sys.nic_bw_GBps / s)))
     n = max(1, min(n, MAX_SEARCH_CHANNELS))
+    s_intra = s
+    if pattern == "tree" and nodes == 2:
+        # search.cc's second pass, "increase bwIntra for trees (2 nodes or collnet)": the channels
+        # held, bwIntra one speed faster at a time while below twice bwInter and the NVLink holds it
+        j = speeds.index(s)
+        while j > 0 and s_intra < 2 * s and n * speeds[j - 1] <= intra_total:
+            j -= 1
+            s_intra = speeds[j]
     cc_above_80 = sys.arch in ("hopper", "blackwell")
     if s >= 25.0 and not (cc_above_80 and s < 50.0 and n > 4):  # ncclTopoDupChannels
         dup = min(2 * n, MAX_SEARCH_CHANNELS)
         s /= math.ceil(dup / n)
+        s_intra /= math.ceil(dup / n)
         n = dup
-    return Graph(n, s, s)
+    return Graph(n, s_intra, s)
 
 
 def nvls_graph(sys: NcclSystem, gpus: int, nodes: int) -> Graph:
@@ -212,7 +232,9 @@ def nvls_graph(sys: NcclSystem, gpus: int, nodes: int) -> Graph:
 
 def candidates(kind: str, sys: NcclSystem, ranks: int, nodes: int) -> list[tuple[str, str, float, float, int]]:
     """Every pair NCCL's tuning table would enable for ``kind`` on this system: (algorithm,
-    protocol, latency in us, bandwidth in GB/s, channels), as ncclTopoTuneModel computes them."""
+    protocol, latency in us, bandwidth in GB/s, channels), as ncclTopoTuneModel computes them,
+    among the system's ``net_algorithms`` and ``net_protocols`` across nodes where it names them
+    (NCCL_ALGO and NCCL_PROTO disable the rest before tuning)."""
     a_i = ARCHS.index(sys.arch)
     i2 = min(nodes, 3) - 1
     ll_row = a_i if nodes == 1 else (1 if sys.cpu == "amd" else 0)
@@ -224,6 +246,9 @@ def candidates(kind: str, sys: NcclSystem, ranks: int, nodes: int) -> list[tuple
         algos.append("nvls" if nodes == 1 else "nvls_tree")  # multi-node NVLS needs CollNet
     if kind != "all_reduce" and ppn == 1:
         algos.append("pat")  # PAT: one GPU per node only (ncclPatEnable)
+    algos_allowed, protos_allowed = (sys.net_algorithms, sys.net_protocols) if nodes > 1 else ((), ())
+    if algos_allowed:
+        algos = [a for a in algos if a in algos_allowed]
     intra_hw = "nvlink" if sys.intra == "nvlink" else "pci"
     net_us = sys.net_latency_s * 1e6
     net_overhead = 2.0 if sys.cpu == "amd" else 1.0
@@ -232,6 +257,8 @@ def candidates(kind: str, sys: NcclSystem, ranks: int, nodes: int) -> list[tuple
         g = search_graph(sys, round(ppn), nodes, a)
         for p_i, p in enumerate(PROTOS):
             if a in ("nvls", "nvls_tree", "pat") and p != "Simple":
+                continue
+            if protos_allowed and p not in protos_allowed:
                 continue
             if p == "LL128" and sys.intra != "nvlink":  # LL128 needs typeIntra <= NVB
                 continue
@@ -289,7 +316,13 @@ def nccl_time(kind: str, size_bytes: float, ranks: int, nodes: int, sys: NcclSys
     if kind == "all_to_all":
         return _p2p(size_bytes, ranks, nodes, sys)
     priced = []
-    for a, p, lat, bw, ch in candidates(kind, sys, ranks, nodes):
+    pairs = candidates(kind, sys, ranks, nodes)
+    if not pairs:  # NCCL fails the call the same way: nothing left to run it with
+        raise ValueError(
+            f"{kind}: NCCL_ALGO {','.join(sys.net_algorithms)} and NCCL_PROTO {','.join(sys.net_protocols) or 'any'} "
+            "leave no algorithm NCCL runs it with across nodes"
+        )
+    for a, p, lat, bw, ch in pairs:
         if bw <= 0:
             continue
         log_size = int(math.log2(size_bytes / 64)) if size_bytes >= 64 else -1  # log2i(nBytes >> 6)

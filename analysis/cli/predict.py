@@ -208,6 +208,8 @@ def _nccl_lines(roofline_s: float, e, explain: bool, entry: str) -> list[str]:
             "; across nodes RCCL then sets the protocol by size" if lib == "RCCL" else ""
         )
         lines.append(f"  {lib}       time = latency + bytes / bandwidth per algorithm/protocol; {taken}:")
+        if e.settings:
+            lines.append(f"    (only the pairs of {e.settings})")
         cheapest = min(e.candidates, key=lambda c: c.time_s).name
         for c in sorted(e.candidates, key=lambda c: c.time_s):
             mark = "  <- taken" if c.name == a.name else ""

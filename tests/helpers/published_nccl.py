@@ -33,6 +33,14 @@ FILES = {
     "mi300x_1node_aac8_rccl_all_reduce_perf.txt": ("mi300x", "test"),
     "mi300x_2node_aac10_rccl_all_reduce_perf.txt": ("mi300x", "test"),
     "h200_1node_azure_ndv5_all_reduce_perf.txt": ("h200", "test"),
+    # added in issue 41's fourth round (SEARCH_LOG_round4.md): held out
+    "mi300x_2node_rich_console_all_reduce_perf.txt": ("mi300x", "test"),
+    "h100_2node_oci_bm_h100_all_reduce_perf.txt": ("h100", "test"),
+    "a100_40gb_2node_oci_oke_slurm_operator_all_reduce_perf.txt": ("a100_40gb", "test"),
+    "mi300x_2node_oci_oke_slurm_operator_all_reduce_perf.txt": ("mi300x", "test"),
+    "a100_40gb_1node_oci_stack_all_reduce_perf.txt": ("a100_40gb", "test"),
+    "a100_40gb_2node_oci_stack_all_reduce_perf.txt": ("a100_40gb", "test"),
+    "h200_1node_azure_nhc_all_reduce_perf.txt": ("h200", "test"),
 }
 # file -> (hardware entry, set, collective, ranks): tables printed without rank lines
 ROWS_CSV = {
@@ -55,17 +63,35 @@ ROWS_CSV = {
     "gb200_nvl72_20rack_all_reduce_rows.csv": ("gb200", "test", "all_reduce", 1440),
     "h200_2node_dell_roce_10g_all_reduce_rows.csv": ("h200", "test", "all_reduce", 16),
     "gcp_a3_high_2node_cluster_toolkit_all_gather_rows.csv": ("gcp_a3_high", "test", "all_gather", 16),
+    # added in issue 41's fourth round (SEARCH_LOG_round4.md): held out; the p5 files' ranks column
+    # overrides the 16 here, and their time is S / algbw (the files print no time column)
+    "gcp_a4_b200_2node_dstack_all_reduce_rows.csv": ("b200", "test", "all_reduce", 16),
+    "b200_2node_lambda_dstack_all_reduce_rows.csv": ("b200", "test", "all_reduce", 16),
+    "aws_p5_2to32node_hyperpod_all_reduce_rows.csv": ("aws_p5", "test", "all_reduce", 16),
+    "aws_p5_2to32node_hyperpod_alltoall_rows.csv": ("aws_p5", "test", "all_to_all", 16),
+    "gcp_a4_b200_2node_gke_doc_all_gather_rows.csv": ("b200", "test", "all_gather", 16),
+    "gcp_a3_ultra_h200_2node_gke_doc_all_gather_rows.csv": ("h200", "test", "all_gather", 16),
 }
 
 
 def published_rows() -> list[dict]:
-    """Every published row: source, entry, set, collective, ranks, S (= V here), measured time."""
+    """Every published row: source, entry, set, collective, ranks, S (nccl-tests' size: V, or V / ranks
+    for all_to_all) and V, measured time."""
     rows = []
     for name, (hw, which) in FILES.items():
         (run,) = parse_nccl_tests((DATA / name).read_text(), DATA / name)
         for r in run.rows:
             rows.append(
-                dict(source=name, hw=hw, set=which, op=run.op, n=run.ranks, S=r.S_bytes, t=r.out_of_place.time_s)
+                dict(
+                    source=name,
+                    hw=hw,
+                    set=which,
+                    op=run.op,
+                    n=run.ranks,
+                    S=r.S_bytes,
+                    V=r.S_bytes * (run.ranks if run.op == "all_to_all" else 1),
+                    t=r.out_of_place.time_s,
+                )
             )
     for name, (hw, which, op, n) in ROWS_CSV.items():
         lines = [ln for ln in (DATA / name).read_text().splitlines() if ln and not ln.startswith("#")]
@@ -81,6 +107,7 @@ def published_rows() -> list[dict]:
                     op=op,
                     n=ranks,
                     S=int(cell["size_bytes"]),
+                    V=int(cell["size_bytes"]) * (ranks if op == "all_to_all" else 1),
                     t=float(cell["time_us"]) * 1e-6,
                 )
             )

@@ -53,6 +53,50 @@ def test_search_stand_in_gives_the_channels_search_cc_would():
     assert search_graph(a100, 8, 1) == Graph(12, 20.0, 20.0)
 
 
+def test_a_tree_on_two_nodes_raises_its_intra_speed_as_search_cc_s_second_pass():
+    # search.cc, "increase bwIntra for trees (2 nodes or collnet)": over 200 Gb/s NICs (25 GB/s; the
+    # sm90 inter speed 24, 8 channels, one per NIC) the tree's bwIntra goes 30, 40, 42, 45 while below
+    # 2 x 24 = 48, and stops there: 8 x 48 = 384 > the NVLink's 370.8. The ring keeps 24/24, three nodes
+    # keep 24 (the pass is for 2 nodes), and 400 Gb/s NICs start at the array's first speed, 48
+    a3_mega = NcclSystem("hopper", "nvlink", 18, 8, 25.0, True, "intel")
+    assert search_graph(a3_mega, 8, 2, "tree") == Graph(8, 45.0, 24.0)
+    assert search_graph(a3_mega, 8, 2) == Graph(8, 24.0, 24.0)
+    assert search_graph(a3_mega, 8, 3, "tree") == Graph(8, 24.0, 24.0)
+    assert search_graph(H100, 8, 2, "tree") == Graph(7, 48.0, 48.0)
+    # priced from bwIntra on 2 nodes: min(8 x 45 x 0.92, 8 x perChMaxTreeBw 41.4) = 331.2 GB/s bus, half
+    # of it for all_reduce; latency 8.4 + 2 x (7 NVLink steps x 4.0 + 1 network step x 14) = 92.4 us
+    tree = {(a, p): (lat, bw) for a, p, lat, bw, _ in candidates("all_reduce", a3_mega, 16, 2)}[("tree", "Simple")]
+    assert tree == pytest.approx((92.4, 165.6))
+
+
+def test_the_platforms_network_settings_leave_nccl_their_pairs_across_nodes_only():
+    # Google's GPUDirect-TCPXO profile sets NCCL_ALGO=Ring,Tree and NCCL_PROTO=Simple (NVLS off) for jobs
+    # over its plugin: across nodes NCCL tunes among those two pairs only
+    tcpxo = NcclSystem("hopper", "nvlink", 18, 8, 25.0, True, "intel", 30.1 * US, ("ring", "tree"), ("Simple",))
+    pairs = {(a, p) for a, p, *_ in candidates("all_reduce", tcpxo, 16, 2)}
+    assert pairs == {("ring", "Simple"), ("tree", "Simple")}
+    best, priced = nccl_time("all_reduce", 1 << 30, 16, 2, tcpxo)
+    assert {c.name for c in priced} == {"ring/Simple", "tree/Simple"} and best.name in ("ring/Simple", "tree/Simple")
+    # one node loads no network plugin: NCCL's own choice among all, NVLS and the low-latency protocols too
+    inside = {(a, p) for a, p, *_ in candidates("all_reduce", tcpxo, 8, 1)}
+    assert {("nvls", "Simple"), ("ring", "LL"), ("tree", "LL128")} <= inside and len(inside) == 7
+    # the entries carry them, each with its source (conf/hardware/gcp_a3_*.yaml)
+    assert load_hardware("gcp_a3_high").nccl.net_algorithms == ("ring",)
+    assert load_hardware("gcp_a3_mega").nccl.net_protocols == ("Simple",)
+    assert load_hardware("h100").nccl.net_algorithms == () == load_hardware("h100").nccl.net_protocols
+    # predict says which pairs it priced and why, across nodes only
+    mega = load_hardware("gcp_a3_mega")
+    e = expected_time(predict_collective("all_reduce", 1 << 20, [16], mega), mega)
+    assert e.settings.startswith("NCCL_ALGO=ring,tree NCCL_PROTO=Simple across nodes")
+    assert e.to_dict()["expected_settings"] == e.settings and e.algorithm.name == "tree/Simple"
+    one = expected_time(predict_collective("all_reduce", 1 << 20, [8], mega), mega)
+    assert one.settings == "" and "expected_settings" not in one.to_dict()
+    # settings that leave nothing: NCCL fails the call, and so does the price, in one line
+    tree_only = dataclasses.replace(tcpxo, net_algorithms=("tree",))
+    with pytest.raises(ValueError, match="all_gather: NCCL_ALGO tree and NCCL_PROTO Simple leave no algorithm"):
+        nccl_time("all_gather", 1 << 20, 16, 2, tree_only)
+
+
 def test_one_h100_node_small_all_reduce_takes_ring_ll():
     best, priced = nccl_time("all_reduce", 1024, 8, 1, H100)
     got = {c.name: c for c in priced}
@@ -177,7 +221,7 @@ def test_net_latency_is_the_least_squares_fit_to_the_set_the_entry_names(source,
     def err(latency_s: float) -> float:
         hw = dataclasses.replace(hw0, nccl=dataclasses.replace(hw0.nccl, net_latency_s=latency_s))
         return sum(
-            math.log(r["t"] / expected_time(predict_collective(r["op"], r["S"], [r["n"]], hw), hw).time_s) ** 2
+            math.log(r["t"] / expected_time(predict_collective(r["op"], r["V"], [r["n"]], hw), hw).time_s) ** 2
             for r in rows
         )
 
@@ -215,6 +259,13 @@ def test_predict_names_the_algorithm_and_explains_the_candidates(capsys):
     ) in text
     assert main(argv) == 0  # without --explain: the pair taken, not the table
     assert "<- taken" not in capsys.readouterr().out
+    mega = ["predict", "AllReduce_X(A[I]{U_X})", "--hardware", "gcp_a3_mega", "--mesh", "X=16", "--dims", "I=1048576"]
+    assert main([*mega, "--explain"]) == 0
+    text = capsys.readouterr().out
+    assert "    (only the pairs of NCCL_ALGO=ring,tree NCCL_PROTO=Simple across nodes, as the platform's" in text
+    assert "    tree/Simple " in text and "ring/LL" not in text and "nvls" not in text
+    assert main(argv + ["--explain"]) == 0  # h100 sets nothing: no such line
+    assert "(only the pairs of" not in capsys.readouterr().out
 
 
 def test_a_malformed_nccl_block_is_refused_in_one_line_naming_it():
@@ -230,6 +281,8 @@ def test_a_malformed_nccl_block_is_refused_in_one_line_naming_it():
         ({**good, "nvls": "yes"}, "nvls true or false"),
         ({k: v for k, v in good.items() if k != "cpu"}, "expected.nccl needs"),
         ({**good, "net_latency_s": -1}, "net_latency_s"),
+        ({**good, "net_protocols": ["LL256"]}, "expected.nccl.net_protocols is a list of LL, LL128, Simple"),
+        ({**good, "net_algorithms": "ring"}, "expected.nccl.net_algorithms is a list of ring, tree, nvls"),
     ):
         with pytest.raises(HardwareError, match=says):
             Hardware.from_dict({"name": "lab", "kind": "gpu", "expected": {"nccl": bad}})
