@@ -319,7 +319,8 @@ def nccl_time(kind: str, size_bytes: float, ranks: int, nodes: int, sys: NcclSys
     pairs = candidates(kind, sys, ranks, nodes)
     if not pairs:  # NCCL fails the call the same way: nothing left to run it with
         raise ValueError(
-            f"{kind}: NCCL_ALGO {','.join(sys.net_algorithms)} and NCCL_PROTO {','.join(sys.net_protocols) or 'any'} "
+            f"{kind}: NCCL_ALGO {','.join(sys.net_algorithms) or 'any'} and NCCL_PROTO "
+            f"{','.join(sys.net_protocols) or 'any'} "
             "leave no algorithm NCCL runs it with across nodes"
         )
     for a, p, lat, bw, ch in pairs:
