@@ -288,9 +288,10 @@ _NCCL_OPTIONAL = {"source", "net_latency_s", "net_algorithms", "net_protocols"}
 
 
 def _nccl(raw: Any, where: str) -> NcclSystem | None:
-    """``expected.nccl: {source, arch, intra, nvlinks, nics_per_node, nvls, cpu, net_latency_s}`` as the system
-    NCCL's model prices; each NIC's bandwidth is the entry's scale-out bandwidth per GPU times
-    ``domain_size`` over ``nics_per_node`` (read at pricing time, so overrides reach it).
+    """``expected.nccl: {source, arch, intra, nvlinks, nics_per_node, nvls, cpu, net_latency_s,
+    net_algorithms, net_protocols}`` as the system NCCL's model prices; each NIC's bandwidth is the
+    entry's scale-out bandwidth per GPU times ``domain_size`` over ``nics_per_node`` (read at pricing
+    time, so overrides reach it).
     Optional ``net_algorithms`` and ``net_protocols``: the NCCL_ALGO and NCCL_PROTO the platform's
     network plugin needs across nodes (lists of :data:`~analysis.book.nccl_cost.ALGOS` and ``PROTOS``)."""
     if raw is None:
