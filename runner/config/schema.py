@@ -164,6 +164,8 @@ class TimingConf:
     loop: bool = True  # also time the program repeated K times in one call (the loop estimator)
     loop_target_s: float = 0.02  # K is chosen so one loop call takes about this long
     loop_max_samples: int = 30
+    # where the step is the source (CPU): no loop cross-check once round 1's step takes this long
+    loop_check_below_s: float | None = 0.02
     ceiling: bool = True  # CPU: measure the copy-curve ceiling (false: none); TPU/GPU: the roofline stays
 
 

@@ -175,6 +175,11 @@ def _check_timing(timing: dict, trace: dict) -> None:
         ("timing.rounds", 1 <= timing["rounds"] <= 100, "from 1 to 100"),
         ("timing.loop_target_s", 0 < timing["loop_target_s"] <= 10, "between 0 and 10 seconds"),
         ("timing.loop_max_samples", 5 <= timing["loop_max_samples"] <= 10_000, "from 5 to 10000"),
+        (
+            "timing.loop_check_below_s",
+            timing.get("loop_check_below_s") is None or 0 < timing["loop_check_below_s"] <= 3600,
+            "null (the loop cross-check on every point) or between 0 and 3600 seconds",
+        ),
         ("timing.warmup_min_iters", 1 <= timing["warmup_min_iters"] <= 10_000, "from 1 to 10000"),
         ("timing.warmup_max_s", 0 < timing["warmup_max_s"] <= 3600, "between 0 and 3600 seconds"),
         ("timing.min_iters", 3 <= timing["min_iters"] <= 10_000, "from 3 to 10000"),

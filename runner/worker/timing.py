@@ -251,6 +251,32 @@ def given_Ks(K) -> list[int] | None:
     return [int(k) for k in K]
 
 
+def loop_check_needless(step_median_s: float | None, timing: dict, backend: str) -> str | None:
+    """Why round 1 leaves the *loop* cross-check out, or None where it runs.
+
+    Left out only where the blocked *step* is the source estimator (CPU by default) and its
+    round-1 median is at least ``timing.loop_check_below_s``. The step's wall time holds all a
+    loop repetition does plus a call's fixed cost (dispatch and sync), so all the cross-check
+    can find there is that fixed cost: on this project's 2-core machine about 0.2-0.26 ms
+    (1 KiB AllGather and AllReduce, loop/step 0.32-0.54), 1.3% of a 20 ms step at most, a
+    quarter of the default ``timing.target_rel_ci``. Above it the loop pays for a few
+    repetitions of a long step (a 64 MiB AllReduce's: 1.7 s of a 3.4 s point) to read a
+    difference the step's own rounds cannot resolve. Where the *device* estimator is the source
+    (TPU, GPU) the loop always runs: there it checks what the trace counts, whatever the
+    step's length. ``timing.loop_check_below_s`` null: the cross-check runs on every point."""
+    limit = timing.get("loop_check_below_s")
+    if limit is None or step_median_s is None or not timing.get("loop"):
+        return None
+    wanted = timing.get("estimator", "auto")
+    source = AUTO_ESTIMATOR.get(backend, STEP) if wanted == "auto" else wanted
+    if source != STEP or step_median_s < limit:
+        return None
+    return (
+        f"left out: round 1's step took {step_median_s * 1e3:.3g} ms, at least timing.loop_check_below_s = "
+        f"{limit * 1e3:g} ms, and a call's fixed cost, all the loop could read off the step, is lost in it"
+    )
+
+
 def loop_Ks(step_median_s: float, target_s: float) -> list[int]:
     """The two trip counts [K1, K2] of the loop estimator: K2 repetitions take about
     ``target_s`` (within a factor of 1.41: K2 is the nearest power of two, from 4 to 512), and

@@ -118,6 +118,10 @@ def test_unknown_key_is_rejected_at_compose_time(compose_cfg):
         ("timing.warmup_min_iters=10000000", "timing.warmup_min_iters=10000000: must be from 1 to 10000"),
         ("timing.budget_s=inf", "timing.budget_s=inf: must be a finite number"),
         ("timing.later_budget_s=0", "timing.later_budget_s=0.0: must be between 0 and 3600 seconds"),
+        (
+            "timing.loop_check_below_s=0",
+            "timing.loop_check_below_s=0.0: must be null (the loop cross-check on every point) or between 0 and 3600",
+        ),
         ("trace.inspect_max_s=-1", "trace.inspect_max_s=-1.0: must be between 0 and 3600 seconds"),
         # a later round's budget counts toward what a point may take, as round 1's does
         ("timing.later_budget_s=3000", "timeout_s=600.0: a point may take"),

@@ -38,7 +38,7 @@ NUMERIC = [
         "timeout_s", "timing.rounds", "timing.seed", "timing.warmup_min_iters", "timing.warmup_max_s",
         "timing.min_iters", "timing.max_iters", "timing.target_rel_ci", "timing.budget_s", "timing.iters_per_sample",
         "timing.later_budget_s", "timing.loop_target_s", "timing.loop_max_samples", "trace.iters", "trace.max_s",
-        "trace.inspect_max_s", "trace.python_tracer_level",
+        "trace.inspect_max_s", "trace.python_tracer_level", "timing.loop_check_below_s",
         "trace.host_tracer_level", "distributed.timeout_s", "check.min_busbw_GBps", "sizes.factor", "mesh.axes.X",
         "op.size_bytes", "sizes.min", "sizes.max", "hardware.device_count", "hardware.link_bw_unidir_Bps",
         "hardware.link_bw_bidir_Bps", "hardware.hop_latency_s", "hardware.hbm_bw_Bps", "hardware.memory_bytes",
@@ -146,6 +146,7 @@ ALLOWED = {
     "hardware.hop_latency_s": lambda v: isinstance(v, (int, float)) and math.isfinite(v) and 0 <= v <= 1,
     "hardware.memory_bytes": lambda v: isinstance(v, (int, float)) and math.isfinite(v) and v > 0,
     "op.dims.B": lambda v: _whole(v) and 8 <= v <= 2**20 and v % 8 == 0,
+    "timing.loop_check_below_s": lambda v: isinstance(v, (int, float)) and math.isfinite(v) and 0 < v <= 3600,
 }
 # Whether these fit depends on this machine's free memory (the estimate is checked against it):
 # sizes between surely-fits and the key's hard limit are not judged
