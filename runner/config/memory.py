@@ -8,7 +8,9 @@ the allocator's slack, measured: 4 V for AllReduce, 3 V for AllGather, V for Red
 2 V/p for AllToAll; plus a fixed 64 MiB for compiling and running, and,
 on CPU, the ceiling's copies (every device reads and writes up to 64 MiB) and one device's slice
 of the NumPy answer while it is checked. Inputs and answers are built one shard at a time, so no
-host array of the whole size exists.
+host array of the whole size exists. The loop's copy is counted wherever ``timing.loop`` is on,
+though round 1 leaves the loop out of a CPU step it finds long (``timing.loop_check_below_s``):
+the estimate is made before anything runs, so it stays a bound.
 
 It is calibrated as an upper bound of the worker's resident high-water mark (``memory_peak``
 in result.json, measured in a fresh worker), which varies by up to a third from run to run
