@@ -107,7 +107,7 @@ def measurement_text(pts: pd.DataFrame) -> str:
 def loop_rounds_text(pts: pd.DataFrame, estimator: str) -> str:
     """In how many rounds the *loop* estimator, a cross-check of ``estimator``, was timed: round 1
     everywhere, and in round 2 only where round 1's loop and ``estimator`` intervals did not
-    overlap (``loop_rounds``, ``loop_why``; runner.worker.timing.loop_rule). Empty where no point
+    overlap (``loop_rounds``, ``loop_why``; runner.worker.estimators.loop_rule). Empty where no point
     has a loop time, where the loop is the estimator, or where no point had a later round."""
     if estimator == LOOP or not {"loop_rounds", "time_rounds"} <= set(pts):
         return ""

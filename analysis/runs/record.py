@@ -2,7 +2,7 @@
 
 The runner's worker writes it (:mod:`runner.worker.measure`, :mod:`runner.worker.timing`; the
 sweep side adds ``prediction``, ``bandwidth`` and ``timing.rounds_rule``; ``timing.loop_rule``
-comes from :func:`runner.worker.timing.summarise`, in the worker and after each round), the importers write
+comes from :func:`runner.worker.estimators.summarise`, in the worker and after each round), the importers write
 the same shape for another tool's numbers, and the analysis reads it through these classes
 instead of walking the JSON. :mod:`analysis.runs.rundir` owns the folder's names and the reader
 that turns a damaged file into a failed record; this module owns the keys inside the file.

@@ -51,7 +51,7 @@ class Estimate(_Section):
     rounds_disagree: bool | None = None
     K: int | None = None  # the loop estimator's longer trip count
     # the loop estimator: the empty loop's seconds per repetition (median over rounds), its share
-    # of the loop's, and whether that share is above runner.worker.timing.LAUNCH_BOUND_SHARE
+    # of the loop's, and whether that share is above runner.worker.estimators.LAUNCH_BOUND_SHARE
     empty_loop_s: float | None = None
     empty_loop_share: float | None = None
     launch_bound: bool | None = None
@@ -126,7 +126,7 @@ class RoundsRule(_Section):
 @dataclass(frozen=True)
 class LoopRule(_Section):
     """Whether the point's later rounds timed the *loop* estimator again, and why
-    (``timing.loop_rule``, :func:`runner.worker.timing.loop_rule`): decided on round 1, where the
+    (``timing.loop_rule``, :func:`runner.worker.estimators.loop_rule`): decided on round 1, where the
     loop is a cross-check of the ``source`` estimator; ``rerun`` where round 1's intervals of
     the two do not overlap (the loop disagreed), up to round ``last_round`` (None: every round),
     ``loop_over_source`` the ratio of their round-1 medians."""
@@ -206,7 +206,7 @@ class Timing(_Section):
 
     def estimator_rounds(self) -> list[list[float]]:
         """The samples of the chosen estimator (*step* where none is said), one list per
-        round, empty rounds dropped, as :func:`runner.worker.timing.summarise` combined them:
+        round, empty rounds dropped, as :func:`runner.worker.estimators.summarise` combined them:
         step and loop from every round; device from the point's own trace (round 1) and the
         later rounds' traces."""
         estimator = self.estimator or STEP

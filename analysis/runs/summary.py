@@ -69,11 +69,11 @@ def _estimator_columns(t: Timing) -> dict:
     loop = t.estimate(LOOP)
     out["loop_K"] = loop.K
     # the same loop with an empty body: what a repetition costs the loop itself, and whether
-    # that is more than a quarter of the loop's (runner.worker.timing.LAUNCH_BOUND_SHARE)
+    # that is more than a quarter of the loop's (runner.worker.estimators.LAUNCH_BOUND_SHARE)
     out["loop_empty_s"] = loop.empty_loop_s
     out["loop_launch_bound"] = loop.launch_bound
     # the loop is a cross-check, timed again after round 1 only where it disagreed with the
-    # source estimator (runner.worker.timing.loop_rule): how many rounds it has, and why
+    # source estimator (runner.worker.estimators.loop_rule): how many rounds it has, and why
     out["loop_rounds"] = loop.rounds
     out["loop_why"] = t.loop_rule.why
     return out

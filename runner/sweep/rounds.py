@@ -19,7 +19,7 @@ agree and its interval meets ``timing.target_rel_ci``; only a point whose rounds
 whose interval is still wider, runs on to ``timing.rounds``. result.json's
 ``timing.rounds_rule`` says how many rounds the point took and why. The *loop* estimator, a
 cross-check, runs again (in round 2) only where round 1's disagreed with the source estimator
-(``timing.loop_rule``, :func:`runner.worker.timing.loop_rule`).
+(``timing.loop_rule``, :func:`runner.worker.estimators.loop_rule`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from runner.config.spec import build_spec
 from runner.errors import ConfigError, WorkerDied
 from runner.sweep.bandwidth import bandwidth
 from runner.sweep.pool import discard_worker, get_worker
-from runner.worker.timing import combined
+from runner.worker.estimators import combined
 
 log = logging.getLogger("shardlab")
 
@@ -156,7 +156,7 @@ def _time_round(point_dir: Path, result: Result, round_no: int, spec: dict) -> t
     # round 1's trip counts: every round times the same loop programs (the persistent cache has them)
     loop = t.rounds[0].loop if t.rounds else Samples()
     # the loop again only where round 1's disagreed with the source estimator, and then up to
-    # its last_round (timing.loop_rule, runner.worker.timing.loop_rule); a file written before
+    # its last_round (timing.loop_rule, runner.worker.estimators.loop_rule); a file written before
     # the rule times it every round
     rule, last = t.loop_rule.given(), t.loop_rule.last_round
     rerun = bool(rule.get("rerun", True)) and (last is None or round_no <= int(last))

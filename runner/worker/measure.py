@@ -40,7 +40,7 @@ from analysis.runs.rundir import HLO_COMPILED, HLO_DIR, HLO_LOWERED, TRACE_DIR
 from runner.config.memory import check_fits
 from runner.config.spec import check_against_devices
 from runner.errors import ConfigError
-from runner.worker import copy_curve, meshes, point_cache, timing, tracing
+from runner.worker import copy_curve, estimators, meshes, point_cache, timing, tracing
 from runner.worker.ceiling import link_roofline
 from runner.worker.devices import environment, resolve_hardware
 from runner.worker.point_round import Point, prepare, time_round
@@ -78,7 +78,7 @@ def measure(spec: dict, point_dir: Path, record: dict) -> None:
     section of :mod:`analysis.runs.record` (``environment``, ``spec``, ``compile``, ``check``,
     ``ceiling``, ``trace``, ...) as soon as it is known, so a point that fails part-way still
     has what it learnt (:func:`as_json` turns it into the reply's JSON). ``timing`` is a
-    :class:`analysis.runs.record.Timing` that :func:`runner.worker.timing.summarise` combines
+    :class:`analysis.runs.record.Timing` that :func:`runner.worker.estimators.summarise` combines
     again whenever its samples grow (the trace's here, a later round's on the sweep's side)."""
     reset_peak_memory()
     before = memory_now()
@@ -126,7 +126,7 @@ def _measure(spec: dict, point_dir: Path, record: dict) -> None:
     point_cache.put(spec, point)  # the later rounds time it as it stands (runner.worker.point_cache)
     check = LoopCheck.of(**point.loop_check) if point.loop_check is not None else None
     record["timing"] = Timing.of(rounds=(first,), loop_check=check, seed=spec["timing"]["seed"])
-    record["timing"] = timing.summarise(record["timing"], spec["timing"], record["environment"].backend)
+    record["timing"] = estimators.summarise(record["timing"], spec["timing"], record["environment"].backend)
 
     with phase("ceiling"):
         found = ceiling(spec, record, point, group)
@@ -219,7 +219,7 @@ def _trace(spec: dict, point_dir: Path, record: dict, point: Point, hlo_text: st
     # trace.inspect_iters says how many steps (timing=quick: 1); it then times nothing. Either
     # way its steps end within trace.inspect_max_s there, not max_s.
     inspect = spec["trace"].get("inspect_iters")
-    aside = not timing.device_is_estimator(spec["timing"], backend)
+    aside = not estimators.device_is_estimator(spec["timing"], backend)
     inspect_only = inspect is not None and aside
     trace_conf = spec["trace"]
     if aside:
@@ -251,7 +251,7 @@ def _trace(spec: dict, point_dir: Path, record: dict, point: Point, hlo_text: st
                 what="the collective's device time" if names is not None else "the program's device time",
                 instructions=sorted(names) if names is not None else None,
             )
-            record["timing"] = timing.summarise(record["timing"].with_(device=device), spec["timing"], backend)
+            record["timing"] = estimators.summarise(record["timing"].with_(device=device), spec["timing"], backend)
         summary = trace_analysis.op_summary(trace_analysis.op_steps(ops)) if len(ops) else None
         record["trace"] = record["trace"].with_(
             **perturbation(ops, captured["wall_samples_s"], record["timing"], backend, summary)

@@ -22,7 +22,7 @@ from analysis.runs.record import Round, RoundInputs, Samples
 from analysis.runs.rundir import now_iso
 from runner.config.memory import estimate
 from runner.config.spec import check_against_devices
-from runner.worker import meshes, point_cache, programs, timing, tracing
+from runner.worker import estimators, meshes, point_cache, programs, timing, tracing
 from runner.worker.programs.loop import LoopPrograms
 from runner.worker.trace_facts import traced_ops
 
@@ -71,7 +71,7 @@ def time_round(
 ) -> Round:
     """One round of the *step* and *loop* estimators, with the machine's state. ``loop`` False
     leaves the loop out of a later round: round 1's loop agreed with the source estimator
-    (:func:`runner.worker.timing.loop_rule`, decided by the parent). ``kept``: the point's
+    (:func:`runner.worker.estimators.loop_rule`, decided by the parent). ``kept``: the point's
     program and inputs stayed in the worker since its earlier round, so the step warms up with
     :data:`runner.worker.timing.LATER_ROUND_WARM_ITERS` steps, not a settling warm-up. A later
     round (``round_no`` > 1) is timed within ``timing.later_budget_s``, not ``timing.budget_s``."""
@@ -88,7 +88,7 @@ def time_round(
         step=Samples.of(**{k: v for k, v in step.items() if k != "summary"}),  # summarise combines the samples
     )
     if point.loop is not None and loop and round_no == 1:
-        long_step = timing.loop_check_needless(step["summary"]["median_s"], spec["timing"], jax.default_backend())
+        long_step = estimators.loop_check_needless(step["summary"]["median_s"], spec["timing"], jax.default_backend())
         if meshes.agree(long_step):  # every process leaves it out, or none: they run the same collectives
             point.loop_check = {"ok": None, "why": long_step}
             loop = False
@@ -108,7 +108,7 @@ def time_round(
 def retime(spec: dict, round_no: int, K: int | None, loop: bool = True) -> dict:
     """A later round of a point measured before, as the worker sends it: the round's JSON
     (:class:`analysis.runs.record.Round`) with its phases' seconds, ``phases_s`` (with the
-    *loop* estimator only where ``loop``: :func:`runner.worker.timing.loop_rule`). Where the
+    *loop* estimator only where ``loop``: :func:`runner.worker.estimators.loop_rule`). Where the
     device estimator is the one the fits use (TPU, GPU, or ``timing.estimator=device``), the
     round traces the point again, so that its device times have rounds too; the trace goes to
     a temporary folder (the point's own ``trace/`` keeps the first round's, for XProf).
@@ -135,7 +135,7 @@ def retime(spec: dict, round_no: int, K: int | None, loop: bool = True) -> dict:
     if inputs.placed == "again":
         point_cache.put(spec, point)
     out = out.with_(inputs=inputs)
-    if spec["trace"]["enabled"] and timing.device_is_estimator(spec["timing"], jax.default_backend()):
+    if spec["trace"]["enabled"] and estimators.device_is_estimator(spec["timing"], jax.default_backend()):
         with phase("trace"), tempfile.TemporaryDirectory(prefix="shardlab-round-") as tmp:
             captured = tracing.capture(point.step, Path(tmp), spec["trace"])
             group = int(np.prod([point.mesh_axes[a] for a in spec["op"].axes]))

@@ -54,7 +54,7 @@ def _steady(root, op: str, alpha_s: float = 3e-4, W_Bps: float = 1e9) -> None:
     """Rewrite ``op``'s points of the sweep in ``root`` to take alpha + V / W in every sample of
     every round (2% apart): its fit then has a bandwidth regime, whatever this machine's noise
     did to the real run (one 32 KiB AllGather at 2.8x its neighbours left the fit without W)."""
-    from runner.worker.timing import summarise
+    from runner.worker.estimators import summarise
 
     for f in root.glob("*/result.json"):
         r = json.loads(f.read_text())

@@ -27,7 +27,7 @@ The same loop with an empty body (:func:`empty_looped`: the same carry, each rep
 itself: on a GPU each repetition launches its kernels from the host, and for a small op that
 launch rate, not the op, sets the slope (a 1024^2 matmul on an H200: device 7.6 us, loop
 24.5 us). :func:`runner.worker.timing.time_loop` times it beside the loop and
-:func:`runner.worker.timing.summarise` flags the loop where it is a large share.
+:func:`runner.worker.estimators.summarise` flags the loop where it is a large share.
 """
 
 from __future__ import annotations

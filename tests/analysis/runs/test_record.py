@@ -332,7 +332,7 @@ def test_the_estimator_rounds_come_from_the_chosen_estimator():
 
 def test_what_the_worker_summarises_is_what_the_readers_read():
     """runner.worker.timing writes the record's estimator keys; analysis.runs.record reads them back."""
-    from runner.worker.timing import summarise
+    from runner.worker.estimators import summarise
 
     record = {
         "rounds": [

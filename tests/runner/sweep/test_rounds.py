@@ -26,7 +26,7 @@ from analysis.runs.record import ONE_ROUND, Estimate, Result, RoundsRule, Timing
 from analysis.runs.rundir import ROUNDS_NAME, read_result, with_journal
 from runner.sweep import rounds as rounds_mod
 from runner.sweep.rounds import MIN_ROUNDS, rounds_rule
-from runner.worker.timing import summarise
+from runner.worker.estimators import summarise
 
 TIMING = {"seed": 0, "estimator": "step", "target_rel_ci": 0.05}
 TIGHT = (np.linspace(0.99, 1.01, 21) * 1e-3).tolist()  # median 1 ms, +-1%

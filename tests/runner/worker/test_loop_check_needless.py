@@ -1,5 +1,5 @@
 """Round 1 leaves the *loop* cross-check out where the blocked step is the source estimator and
-its round-1 median is at least ``timing.loop_check_below_s`` (runner.worker.timing.loop_check_needless):
+its round-1 median is at least ``timing.loop_check_below_s`` (runner.worker.estimators.loop_check_needless):
 there all the loop can read off the step is a call's fixed cost, lost in a long step. On TPU and
 GPU (the device estimator the source) the loop always runs. Exact expectations: the rule on
 its inputs, the worker's round on a stand-in point, and one real point's record and summary row."""
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from runner.worker.timing import loop_check_needless
+from runner.worker.estimators import loop_check_needless
 
 CPU = {"estimator": "auto", "loop": True, "loop_check_below_s": 0.02}
 

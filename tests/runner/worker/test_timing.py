@@ -21,7 +21,8 @@ import pytest
 from analysis.runs.record import LoopCheck, Round, Samples, Timing
 from analysis.statistics.stats import combine_rounds, median_ci
 from runner.sweep import rounds as rounds_mod
-from runner.worker.timing import given_Ks, loop_rule, summarise, time_loop, time_step, warm_up
+from runner.worker.estimators import loop_rule, summarise
+from runner.worker.timing import given_Ks, time_loop, time_step, warm_up
 
 
 class Clock:
@@ -450,7 +451,7 @@ def test_later_rounds_time_the_loop_only_for_the_points_whose_round_1_disagreed(
     monkeypatch.setattr(rounds_mod, "discard_worker", lambda: None)
     # rounds of 1, 2, 3 and 4 ms (_Worker): they disagree, so both points run all 4
     assert rounds_mod.interleave([agreed, apart], 4) == 6
-    # the loop apart from the step in round 1 is timed again in round 2 (timing.LOOP_LAST_ROUND), no later
+    # the loop apart from the step in round 1 is timed again in round 2 (estimators.LOOP_LAST_ROUND), no later
     assert sorted(worker.calls) == [
         ("0_agreed", 2, False),
         ("0_agreed", 3, False),

@@ -137,7 +137,7 @@ STEPS = [{"step": {"samples_s": [1e-3, 1.1e-3, 0.9e-3, 1e-3, 1e-3]}}]
     ],
 )
 def test_on_tpu_a_missing_device_time_stays_missing(device, why):
-    from runner.worker.timing import summarise
+    from runner.worker.estimators import summarise
 
     record = {"rounds": STEPS, **({"device": device} if device is not None else {})}
     out = summarise(Timing.from_json(record), {"estimator": "auto", "seed": 0}, "tpu")
@@ -147,7 +147,7 @@ def test_on_tpu_a_missing_device_time_stays_missing(device, why):
 
 
 def test_a_device_time_is_the_summary_and_a_missing_loop_still_falls_back_to_step():
-    from runner.worker.timing import summarise
+    from runner.worker.estimators import summarise
 
     traced = Timing.from_json({"rounds": STEPS, "device": {"samples_s": [2e-4] * 5}})
     found = summarise(traced, {"estimator": "device"}, "cpu")

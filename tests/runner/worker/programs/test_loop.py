@@ -33,9 +33,10 @@ from jax.sharding import PartitionSpec as P
 from analysis.runs.record import Result, Timing
 from analysis.runs.summary import summary_table
 from analysis.statistics.stats import combine_rounds
+from runner.worker.estimators import LAUNCH_BOUND_SHARE, summarise
 from runner.worker.programs import collectives
 from runner.worker.programs.loop import LoopPrograms, empty_loop_check, looped
-from runner.worker.timing import EMPTY_LOOP_PAIRS, LAUNCH_BOUND_SHARE, summarise, time_loop
+from runner.worker.timing import EMPTY_LOOP_PAIRS, time_loop
 
 
 class Clock:
