@@ -104,23 +104,37 @@ def measurement_text(pts: pd.DataFrame) -> str:
     return " ".join(parts)
 
 
+# the key loop_why names where round 1 left the loop out (runner.worker.estimators.loop_check_needless)
+LEFT_OUT_KEY = "timing.loop_check_below_s"
+
+
 def loop_rounds_text(pts: pd.DataFrame, estimator: str) -> str:
     """In how many rounds the *loop* estimator, a cross-check of ``estimator``, was timed: round 1
     everywhere, and in round 2 only where round 1's loop and ``estimator`` intervals did not
-    overlap (``loop_rounds``, ``loop_why``; runner.worker.estimators.loop_rule). Empty where no point
-    has a loop time, where the loop is the estimator, or where no point had a later round."""
+    overlap (``loop_rounds``, ``loop_why``; runner.worker.estimators.loop_rule); and at how many
+    points round 1 left it out, their step being long (runner.worker.estimators.loop_check_needless).
+    Empty where the loop is the estimator, or where no point had a loop time in a sweep of later
+    rounds and none left it out."""
     if estimator == LOOP or not {"loop_rounds", "time_rounds"} <= set(pts):
         return ""
     looped = pts[pd.to_numeric(pts["loop_rounds"], errors="coerce") > 0]
     later = looped[pd.to_numeric(looped["time_rounds"], errors="coerce") > 1]
-    if not len(later):
-        return ""
-    again = int((pd.to_numeric(later["loop_rounds"], errors="coerce") > 1).sum())
-    return (
-        f"The loop is a cross-check of the *{estimator}*: timed in round 1, and again in round 2 at {again} "
-        f"of {len(later)} point(s), those where round 1's loop interval and the {estimator}'s did not overlap "
-        "(`loop_why` in summary.csv says which way)."
-    )
+    why = pts["loop_why"].astype("string") if "loop_why" in pts else pd.Series(pd.NA, index=pts.index, dtype="string")
+    left = int(why.str.contains(LEFT_OUT_KEY, regex=False).fillna(False).sum())
+    parts = []
+    if len(later):
+        again = int((pd.to_numeric(later["loop_rounds"], errors="coerce") > 1).sum())
+        parts.append(
+            f"The loop is a cross-check of the *{estimator}*: timed in round 1, and again in round 2 at {again} "
+            f"of {len(later)} point(s), those where round 1's loop interval and the {estimator}'s did not overlap "
+            "(`loop_why` in summary.csv says which way)."
+        )
+    if left:
+        parts.append(
+            f"Round 1 left the loop out at {left} point(s) whose step took at least {LEFT_OUT_KEY}: all a loop "
+            "can read off a step that long is a call's fixed cost, lost in it."
+        )
+    return " ".join(parts)
 
 
 def slowdown_text(pts: pd.DataFrame) -> str:

@@ -130,3 +130,5 @@ def test_a_real_point_with_a_long_step_records_why_its_loop_was_left_out(tmp_pat
     assert t["estimator"] == "step" and t["summary"]["median_s"] > 0
     row = pd.read_csv(out / "summary.csv").query("is_target").iloc[0]
     assert row["loop_why"] == t["loop_rule"]["why"] and row["status"] == "ok"
+    md = (out / "report" / "report.md").read_text()
+    assert "Round 1 left the loop out at 1 point(s) whose step took at least timing.loop_check_below_s" in md

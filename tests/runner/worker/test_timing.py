@@ -408,6 +408,18 @@ def test_the_report_says_at_how_many_points_the_loop_was_timed_again():
     assert loop_rounds_text(pts, "loop") == ""
     assert loop_rounds_text(pts.assign(time_rounds=1), "step") == ""
     assert loop_rounds_text(pts.drop(columns="loop_rounds"), "step") == ""
+    # points whose long step left the loop out in round 1 (loop_why names the key) are counted apart
+    why = [None, None, None, None, "round 1 has no loop samples (left out: round 1's step took 35 ms, at least "
+           "timing.loop_check_below_s = 20 ms, and ...)"]  # fmt: skip
+    assert loop_rounds_text(pts.assign(loop_why=why), "step").endswith(
+        "(`loop_why` in summary.csv says which way). Round 1 left the loop out at 1 point(s) whose step took at "
+        "least timing.loop_check_below_s: all a loop can read off a step that long is a call's fixed cost, lost in it."
+    )
+    only_long = pd.DataFrame({"loop_rounds": [None, None], "time_rounds": [5, 5], "loop_why": [why[-1]] * 2})
+    assert loop_rounds_text(only_long, "step") == (
+        "Round 1 left the loop out at 2 point(s) whose step took at least timing.loop_check_below_s: all a loop "
+        "can read off a step that long is a call's fixed cost, lost in it."
+    )
 
 
 # ---------------------------------------------------------------- the parent sends the decision
