@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from round_point import TIMING as ROUND_TIMING
+from round_point import Point
 
 from runner.worker.estimators import loop_check_needless
 
@@ -44,60 +46,25 @@ def test_an_explicit_step_estimator_on_a_gpu_leaves_a_long_steps_loop_out():
     )
 
 
-class _Arr:
-    def block_until_ready(self):
-        return self
-
-
-class _Loop:
-    check, compile_s, empty = {"ok": False, "why": "stand-in"}, 0.125, None
-
-    def __init__(self):
-        self.asked = []
-
-    def calls(self, Ks):
-        self.asked.append(Ks)
-        return None
-
-
-class _Point:
-    def __init__(self):
-        self.loop, self.loop_check = _Loop(), None
-
-    def step(self):
-        return _Arr()
-
-
-TIMING = {
-    "warmup_min_iters": 1,
-    "warmup_max_s": 0.0,
-    "max_iters": 5,
-    "iters_per_sample": 1,
-    "budget_s": 0.0,
-    "later_budget_s": 0.0,
-    "min_iters": 5,
-    "target_rel_ci": 0.05,
-    "loop_target_s": 0.02,
-    "estimator": "auto",
-    "loop": True,
-}
+# the timing keys a round reads, with the loop asked for and the auto estimator (step on CPU)
+TIMING = {**ROUND_TIMING, "estimator": "auto", "loop": True}
 
 
 def test_round_1_asks_nothing_of_the_loop_programs_once_its_step_is_long():
     from runner.worker.point_round import time_round
 
     # a stand-in step takes microseconds: a limit of a picosecond makes it long
-    point = _Point()
+    point = Point()
     out = time_round(point, {"timing": {**TIMING, "loop_check_below_s": 1e-12}}, 1)
     assert point.loop.asked == [] and "loop" not in out.to_json() and "loop_compile_s" not in out.to_json()
     assert point.loop_check["ok"] is None and point.loop_check["why"].startswith("left out: round 1's step took ")
     # under the limit, and with it off, round 1 asks the loop programs for its trip counts
     for limit in (10.0, None):
-        point = _Point()
+        point = Point()
         time_round(point, {"timing": {**TIMING, "loop_check_below_s": limit}}, 1)
         assert len(point.loop.asked) == 1, limit
     # a later round follows the parent's word (loop_rule) whatever its step took
-    point = _Point()
+    point = Point()
     time_round(point, {"timing": {**TIMING, "loop_check_below_s": 1e-12}}, 2, K=[2, 8])
     assert point.loop.asked == [[2, 8]]
 

@@ -17,6 +17,8 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from round_point import TIMING as ROUND_TIMING
+from round_point import Point
 
 from analysis.runs.record import LoopCheck, Round, Samples, Timing
 from analysis.statistics.stats import combine_rounds, median_ci
@@ -480,54 +482,15 @@ def test_later_rounds_time_the_loop_only_for_the_points_whose_round_1_disagreed(
 
 
 # ---------------------------------------------------------------- the worker's round
-class _Arr:
-    def block_until_ready(self):
-        return self
-
-
-class _Loop:
-    """The loop programs of a point, as time_round sees them: none kept by XLA."""
-
-    check, compile_s, empty = {"ok": False, "why": "stand-in"}, 0.125, None
-
-    def __init__(self):
-        self.asked = []
-
-    def calls(self, Ks):
-        self.asked.append(Ks)
-        return None
-
-
-class _Point:
-    def __init__(self):
-        self.loop, self.loop_check = _Loop(), None
-
-    def step(self):
-        return _Arr()
-
-
-RULE_TIMING = {
-    "warmup_min_iters": 1,
-    "warmup_max_s": 0.0,
-    "max_iters": 5,
-    "iters_per_sample": 1,
-    "budget_s": 0.0,
-    "later_budget_s": 0.0,  # every spec has it (runner.config.spec checks it)
-    "min_iters": 5,
-    "target_rel_ci": 0.05,
-    "loop_target_s": 0.02,
-}
-
-
 def test_a_round_without_its_loop_asks_nothing_of_the_loop_programs():
     from runner.worker.point_round import time_round
 
-    point = _Point()
-    out = time_round(point, {"timing": RULE_TIMING}, 2, K=[2, 8], loop=False)
+    point = Point()
+    out = time_round(point, {"timing": ROUND_TIMING}, 2, K=[2, 8], loop=False)
     assert point.loop.asked == [] and "loop" not in out.to_json() and "loop_compile_s" not in out.to_json()
     assert len(out.step.samples_s) == 5
     # the default (and loop=True) asks the loop programs for round 1's trip counts
-    out = time_round(point, {"timing": RULE_TIMING}, 3, K=[2, 8])
+    out = time_round(point, {"timing": ROUND_TIMING}, 3, K=[2, 8])
     assert point.loop.asked == [[2, 8]] and out.loop_compile_s == 0.125
 
 
