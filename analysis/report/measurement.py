@@ -119,8 +119,9 @@ def loop_rounds_text(pts: pd.DataFrame, estimator: str) -> str:
         return ""
     looped = pts[pd.to_numeric(pts["loop_rounds"], errors="coerce") > 0]
     later = looped[pd.to_numeric(looped["time_rounds"], errors="coerce") > 1]
-    why = pts["loop_why"].astype("string") if "loop_why" in pts else pd.Series(pd.NA, index=pts.index, dtype="string")
-    left = int(why.str.contains(LEFT_OUT_KEY, regex=False).fillna(False).sum())
+    left = 0
+    if "loop_why" in pts:
+        left = int(pts["loop_why"].astype("string").str.contains(LEFT_OUT_KEY, regex=False).fillna(False).sum())
     parts = []
     if len(later):
         again = int((pd.to_numeric(later["loop_rounds"], errors="coerce") > 1).sum())
