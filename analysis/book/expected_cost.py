@@ -22,7 +22,9 @@ latency term), and the result says so.
 On a GPU entry whose ``expected:`` block has an ``nccl:`` part the expected time is NCCL's own
 instead (:mod:`analysis.book.nccl_cost`): every algorithm and protocol NCCL would consider for the
 group's ranks and nodes, priced from NCCL's tuning constants, the cheapest taken; the result names
-it (``ring/LL128``, ``nvls/Simple``) with its latency, bandwidth term and channels. An AMD GPU entry
+it (``ring/LL128``, ``nvls/Simple``) with its latency, bandwidth term and channels. Where the entry
+names a tuner plugin (``nccl.tuner``: aws-ofi-nccl's on p5) and its regions hold the point, the
+pair it picks is taken instead, at NCCL's price, and the result says so. An AMD GPU entry
 with an ``rccl:`` part is priced alike by RCCL's model (:mod:`analysis.book.rccl_cost`). TPU entries
 and GPU entries without either part keep the factors above.
 """
@@ -35,6 +37,7 @@ from dataclasses import dataclass, replace
 from analysis.book.collective_cost import CollectivePrediction
 from analysis.book.hardware import Hardware
 from analysis.book.nccl_cost import Choice, nccl_time
+from analysis.book.ofi_tuner import TUNERS, region_pair
 from analysis.book.rccl_cost import rccl_time
 
 
@@ -58,6 +61,8 @@ class ExpectedTime:
     library: str = "NCCL"  # whose model priced it: NCCL or RCCL
     # the NCCL_ALGO / NCCL_PROTO the platform set for this price (across nodes), in words; "" for none
     settings: str = ""
+    # the tuner plugin that picked the pair instead of NCCL's cheapest (analysis.book.ofi_tuner); "" for none
+    tuner: str = ""
 
     def to_dict(self) -> dict:
         out = {
@@ -75,6 +80,8 @@ class ExpectedTime:
             out["expected_candidates"] = {c.name: c.time_s for c in self.candidates}
             if self.settings:
                 out["expected_settings"] = self.settings
+            if self.tuner:
+                out["expected_tuner"] = self.tuner
         return out
 
 
@@ -115,9 +122,17 @@ def nccl_expected(pred: CollectivePrediction, hw: Hardware) -> ExpectedTime:
             f"NCCL_ALGO={','.join(model.net_algorithms) or 'any'} NCCL_PROTO={','.join(model.net_protocols) or 'any'}"
             " across nodes, as the platform's network plugin sets them (the entry's net_algorithms, net_protocols)"
         )
+    tuner = ""
+    if library == "NCCL" and model.tuner:
+        names = {c.name for c in priced}
+        if region_pair(model.tuner, pred.kind, size, ranks, nodes, names) == best.name:
+            cheapest = min(priced, key=lambda c: c.time_s).name
+            tuner = f"{TUNERS[model.tuner]} runs {best.name} here, " + (
+                "NCCL's cheapest pair too" if cheapest == best.name else f"not NCCL's cheapest pair ({cheapest})"
+            )
     return ExpectedTime(
         best.time_s, level, best.latency_s, bw_time, (share,), source, best, tuple(priced), ranks, nodes, library,
-        settings,
+        settings, tuner,
     )  # fmt: skip
 
 

@@ -19,6 +19,7 @@ from analysis.book.collectives import OPS
 from analysis.book.errors import HardwareError
 from analysis.book.folders import project_folder
 from analysis.book.nccl_cost import ALGOS, ARCHS, PROTOS, NcclSystem
+from analysis.book.ofi_tuner import TUNERS
 from analysis.book.rccl_cost import ARCHS as RCCL_ARCHS
 from analysis.book.rccl_cost import RcclSystem
 from analysis.book.topology import parse_topology, wraparound_for, wraparound_reason
@@ -282,9 +283,9 @@ def _expected(raw: Any, where: str) -> tuple[tuple[ExpectedFactor, ...], str]:
 
 _NCCL_KEYS = {
     "source", "arch", "intra", "nvlinks", "nics_per_node", "nvls", "cpu", "net_latency_s", "net_algorithms",
-    "net_protocols",
+    "net_protocols", "tuner",
 }  # fmt: skip
-_NCCL_OPTIONAL = {"source", "net_latency_s", "net_algorithms", "net_protocols"}
+_NCCL_OPTIONAL = {"source", "net_latency_s", "net_algorithms", "net_protocols", "tuner"}
 
 
 def _nccl(raw: Any, where: str) -> NcclSystem | None:
@@ -293,7 +294,9 @@ def _nccl(raw: Any, where: str) -> NcclSystem | None:
     entry's scale-out bandwidth per GPU times ``domain_size`` over ``nics_per_node`` (read at pricing
     time, so overrides reach it).
     Optional ``net_algorithms`` and ``net_protocols``: the NCCL_ALGO and NCCL_PROTO the platform's
-    network plugin needs across nodes (lists of :data:`~analysis.book.nccl_cost.ALGOS` and ``PROTOS``)."""
+    network plugin needs across nodes (lists of :data:`~analysis.book.nccl_cost.ALGOS` and ``PROTOS``);
+    ``tuner``: the tuner plugin whose regions pick the pair (one of
+    :data:`~analysis.book.ofi_tuner.TUNERS`)."""
     if raw is None:
         return None
     need = _NCCL_KEYS - _NCCL_OPTIONAL
@@ -317,7 +320,10 @@ def _nccl(raw: Any, where: str) -> NcclSystem | None:
         if not isinstance(given, list) or not set(map(str, given)) <= set(allowed):
             raise HardwareError(f"{where}: expected.nccl.{key} is a list of {', '.join(allowed)}; got {given!r}")
         chosen[key] = tuple(str(x) for x in given)
-    return NcclSystem(arch, intra, nvlinks, nics, 0.0, raw["nvls"], cpu, float(latency or 0.0), **chosen)
+    tuner = raw.get("tuner") or ""
+    if tuner not in ("", *TUNERS):
+        raise HardwareError(f"{where}: expected.nccl.tuner is one of {', '.join(TUNERS)} (or absent); got {tuner!r}")
+    return NcclSystem(arch, intra, nvlinks, nics, 0.0, raw["nvls"], cpu, float(latency or 0.0), **chosen, tuner=tuner)
 
 
 _RCCL_KEYS = {"source", "arch", "xgmi_links", "nics_per_node", "cpu", "ll128", "net_latency_s"}

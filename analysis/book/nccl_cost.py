@@ -36,6 +36,8 @@ The network's own latency (``graph.latencyInter``, which search.cc starts at 0 a
 report) is the entry's ``net_latency_s``: NCCL adds it to every inter-node step (twice for Simple).
 It is the one fitted number, named with its set in each entry. CollNet (SHARP in the network) is
 not priced: no entry here has it.
+A tuner plugin may override the cheapest pair: where an entry names one (``NcclSystem.tuner``),
+:func:`nccl_time` takes the pair its regions pick (:mod:`analysis.book.ofi_tuner`), priced the same.
 all_to_all has no tuning table in NCCL (it is grouped send/recv, the p2p path): it is priced as
 one pipelined Ring/Simple step over each link (baseLat + hwLat) plus the bytes each GPU sends over
 its NVLink and its share of the NICs, whichever is slower, and named ``p2p/Simple``.
@@ -45,6 +47,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from analysis.book.ofi_tuner import region_pair
 
 ARCHS = ("volta", "ampere", "hopper", "blackwell")  # tuning.cc's compCapIndex order
 PROTOS = ("LL", "LL128", "Simple")
@@ -114,6 +118,8 @@ class NcclSystem:
     net_latency_s: float = 0.0  # graph.latencyInter: the network's own latency per inter-node step
     net_algorithms: tuple[str, ...] = ()
     net_protocols: tuple[str, ...] = ()
+    # a tuner plugin whose regions override NCCL's cheapest pair (analysis.book.ofi_tuner.TUNERS); "" for none
+    tuner: str = ""
 
 
 @dataclass(frozen=True)
@@ -340,6 +346,9 @@ def nccl_time(kind: str, size_bytes: float, ranks: int, nodes: int, sys: NcclSys
             lat *= 1.4 if sys.arch != "volta" else 1.9  # "plateau effect of ring"
         t_us = lat + size_bytes / (1000 * bw)
         priced.append(Choice(f"{a}/{p}", t_us * 1e-6, lat * 1e-6, bw, ch))
+    tuned = region_pair(sys.tuner, kind, size_bytes, ranks, nodes, {c.name for c in priced}) if sys.tuner else None
+    if tuned:  # the tuner plugin sets that pair's cost to 0: NCCL runs it, at NCCL's own price
+        return next(c for c in priced if c.name == tuned), priced
     return min(priced, key=lambda c: c.time_s), priced
 
 

@@ -198,7 +198,8 @@ def _nccl_lines(roofline_s: float, e, explain: bool, entry: str) -> list[str]:
     channels = f" over {a.channels} channels" if a.channels else ""
     lines = [
         f"  expected   {fmt_time(e.time_s)} on a real cluster = {e.time_s / roofline_s:.3g}x the roofline above "
-        f"({lib}'s model, {where}: {a.name}, latency {fmt_time(a.latency_s)} + bandwidth "
+        f"({lib}'s model, {where}: {a.name}{' (the tuner plugin picked it)' if e.tuner else ''}, "
+        f"latency {fmt_time(a.latency_s)} + bandwidth "
         f"{fmt_time(e.bandwidth_time_s)} at {a.bw_GBps:.4g} GB/s{channels})",
         f"  factors    {lib}'s tuning constants and the expected.{lib.lower()} block of {entry}, "
         "each number with its source",
@@ -210,10 +211,14 @@ def _nccl_lines(roofline_s: float, e, explain: bool, entry: str) -> list[str]:
         lines.append(f"  {lib}       time = latency + bytes / bandwidth per algorithm/protocol; {taken}:")
         if e.settings:
             lines.append(f"    (only the pairs of {e.settings})")
+        if e.tuner:
+            lines.append(f"    ({e.tuner})")
         cheapest = min(e.candidates, key=lambda c: c.time_s).name
         for c in sorted(e.candidates, key=lambda c: c.time_s):
             mark = "  <- taken" if c.name == a.name else ""
-            if a.name != cheapest and c.name == cheapest:  # RCCL's protocol by size replaced it
+            if e.tuner and a.name != cheapest:  # the tuner plugin's region replaced it
+                mark = {a.name: "  <- taken (the tuner's region)", cheapest: "  <- cheapest"}.get(c.name, "")
+            elif a.name != cheapest and c.name == cheapest:  # RCCL's protocol by size replaced it
                 mark = f"  <- cheapest: RCCL runs {a.name}, estimated at this time"
             elif a.name != cheapest and c.name == a.name:
                 mark = "  <- run (RCCL's protocol by size)"

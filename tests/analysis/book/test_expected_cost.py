@@ -174,8 +174,8 @@ def test_validation_against_published_tables(capsys):
     # platforms set across nodes (ring/Simple for TCPX: its large rows 1.23 -> 1.04 once priced so)
     assert fit["large"][:2] == (19, 19) and fit["small"][:2] == (33, 33)
     # HELD OUT (never used to set a number), against the issue's goal (>= 80% of large rows within 25%,
-    # >= 75% of smaller rows within 2x; "within" symmetric: max(r, 1/r)): large 162 of 223 (73%), smaller
-    # 244 of 339 (72%). Out, by file (docs/validation.md says more of each):
+    # >= 75% of smaller rows within 2x; "within" symmetric: max(r, 1/r)): large 167 of 223 (75%), smaller
+    # 248 of 339 (73%). Out, by file (docs/validation.md says more of each):
     # - mi300x (RCCL's model, analysis/book/rccl_cost.py): two nodes below 256 MiB (AAC10: 22 of 25 rows, 4.7,
     #   about 220 us where RCCL's tables price 47 us; the round-4 console table's 8 - 128 MiB rows, 0.22: RCCL's
     #   tables steer tree/Simple at about 1 ms where the runs take 0.2 - 1.1 ms), a few large rows;
@@ -187,10 +187,12 @@ def test_validation_against_published_tables(capsys):
     # - GB200 racks: 20 racks (6 rows, 2.76) and 2 racks at 512 MiB - 2 GiB (3 rows), 1 rack at 512 MiB - 1 GiB;
     # - B200 2-node all_reduce at >= 256 MiB in three files (GCP A4 twice, Lambda: 0.73 - 0.76, faster than
     #   NCCL's own NVLS-tree price with Blackwell's nvlsEfficiency 0.74);
-    # - p5 (EFA, 16 - 256 ranks) all_reduce and all_to_all at some sizes, the p4d EFA rows at 24 and 32
-    #   ranks (NVIDIA/nccl#527 asks whether they are healthy), A3 Mega's two nodes at 8 - 32 MiB.
-    assert test["large"][:2] == (223, 162)
-    assert test["small"][:2] == (339, 244)
+    # - p5 (EFA, 16 - 256 ranks): all_reduce at 4 large rows (128 and 256 ranks, 256 MiB - 1 GiB) once priced with
+    #   aws-ofi-nccl's 8 grouped NICs and its tuner's pairs (26 of 30 large, 15 of 15 smaller; 21 and 11 before),
+    #   all_to_all at some sizes; the p4d EFA rows at 24 and 32 ranks (NVIDIA/nccl#527 asks whether they are
+    #   healthy), A3 Mega's two nodes at 8 - 32 MiB.
+    assert test["large"][:2] == (223, 167)
+    assert test["small"][:2] == (339, 248)
     roof = summary(held, "roofline")
     assert roof["large"][:2] == (223, 81) and roof["small"][:2] == (339, 42)
     # issue 28's held-out files alone: large 25/30, smaller 35/40 (the factor model: 24/30 and 35/40)
@@ -202,7 +204,7 @@ def test_validation_against_published_tables(capsys):
     round3 = summary([r for r in held if r["source"] in ROUND3], "expected")
     assert (round3["large"][:2], round3["small"][:2]) == ((61, 44), (126, 83))
     round4 = summary([r for r in held if r["source"] in ROUND4], "expected")
-    assert (round4["large"][:2], round4["small"][:2]) == ((94, 68), (101, 88))
+    assert (round4["large"][:2], round4["small"][:2]) == ((94, 73), (101, 92))
 
 
 US = 1e-6
