@@ -1,13 +1,14 @@
 """Hardware constants: ``conf/hardware/*.yaml`` read and checked into :class:`Hardware`.
 
-Which entry a device JAX reports belongs to is :mod:`analysis.book.device_kinds`.
+The ranges its numbers may take are :mod:`analysis.book.hardware_values`; its ``expected:``
+block (factors, NCCL's and RCCL's view of the cluster) is read by
+:mod:`analysis.book.hardware_expected`. Which entry a device JAX reports belongs to is :mod:`analysis.book.device_kinds`.
 
 Rings, lines and multi-node layouts live in :mod:`analysis.book.topology` (re-exported here).
 """
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -15,12 +16,18 @@ from typing import Any
 
 import yaml
 
-from analysis.book.collectives import OPS
 from analysis.book.errors import HardwareError
 from analysis.book.folders import project_folder
-from analysis.book.nccl_cost import ALGOS, ARCHS, PROTOS, NcclSystem
-from analysis.book.ofi_tuner import TUNERS
-from analysis.book.rccl_cost import ARCHS as RCCL_ARCHS
+from analysis.book.hardware_expected import ExpectedFactor, expected_factors, nccl_system, rccl_system
+from analysis.book.hardware_values import (
+    COUNT_KEYS,
+    MAX_DEVICES,
+    NUMBER_KEYS,
+    number,
+    out_of_range,
+    ranged,
+)
+from analysis.book.nccl_cost import NcclSystem
 from analysis.book.rccl_cost import RcclSystem
 from analysis.book.topology import parse_topology, wraparound_for, wraparound_reason
 
@@ -70,22 +77,6 @@ class Calibration:
     hop_latency_s: float
     rel_rms_error: float | None = None
     n_points: int | None = None
-
-
-EXPECTED_LEVELS = ("inside", "across")
-
-
-@dataclass(frozen=True)
-class ExpectedFactor:
-    """For one collective at one level (``inside`` a domain, ``across`` domains): the share of
-    the roofline's link bandwidth its usual algorithms reach, and its launch/protocol floor."""
-
-    level: str
-    op: str
-    bw_share: float  # of the roofline's link bandwidth, for large messages (NCCL's Simple protocol)
-    floor_s: float  # the smallest time any message takes (launch and protocol)
-    setup_s: float | None = None  # start-up of the bulk protocol; None: the floor
-    small_bw_share: float | None = None  # the low-latency protocol's share (mid sizes); None: bw_share
 
 
 @dataclass(frozen=True)
@@ -139,25 +130,25 @@ class Hardware:
             raise HardwareError(f"{where or 'hardware'}: not a hardware entry (needs at least name and kind)")
         where = where or f"hardware {raw['name']!r}"
         kw: dict[str, Any] = {k: v for k, v in raw.items() if k in YAML_KEYS}
-        for key in _NUMBERS:
-            kw[key] = _ranged(raw.get(key), key, where)
+        for key in NUMBER_KEYS:
+            kw[key] = ranged(raw.get(key), key, where)
         flops = raw.get("flops_per_s") or {}
         if not isinstance(flops, dict):
             raise HardwareError(f"{where}: flops_per_s={flops!r}: must be a mapping of dtype to FLOP/s")
-        kw["flops_per_s"] = {str(k): _ranged(v, f"flops_per_s.{k}", where, null=False) for k, v in flops.items()}
+        kw["flops_per_s"] = {str(k): ranged(v, f"flops_per_s.{k}", where, null=False) for k, v in flops.items()}
         kw["device_kinds"] = tuple(str(k) for k in raw.get("device_kinds") or ())
         kw["device_kind_patterns"] = tuple(str(p) for p in raw.get("device_kind_patterns") or ())
         for pattern in kw["device_kind_patterns"]:
             compile_pattern(pattern, where)
-        for key in _COUNTS:
+        for key in COUNT_KEYS:
             if raw.get(key) is not None:
-                kw[key] = int(_ranged(raw[key], key, where))
+                kw[key] = int(ranged(raw[key], key, where))
         kw["name"], kw["kind"] = str(raw["name"]), str(raw.get("kind", "auto"))
         kw["source"] = str(raw.get("source") or "")
         kw["calibrated"] = _calibrations(raw.get("calibrated") or [], where)
-        kw["expected"], kw["expected_source"] = _expected(raw.get("expected") or {}, where)
-        kw["nccl"] = _nccl((raw.get("expected") or {}).get("nccl"), where)
-        kw["rccl"] = _rccl((raw.get("expected") or {}).get("rccl"), where)
+        kw["expected"], kw["expected_source"] = expected_factors(raw.get("expected") or {}, where)
+        kw["nccl"] = nccl_system((raw.get("expected") or {}).get("nccl"), where)
+        kw["rccl"] = rccl_system((raw.get("expected") or {}).get("rccl"), where)
         if kw.get("wraparound") not in (None, *WRAPAROUND_RULES):
             raise HardwareError(f"{where}: wraparound={kw['wraparound']!r} is not one of {WRAPAROUND_RULES}")
         if kw.get("interconnect") not in (None, *INTERCONNECTS):
@@ -232,9 +223,9 @@ def _calibrations(raw: Any, where: str) -> tuple[Calibration, ...]:
             Calibration(
                 op=str(e["op"]),
                 n_axes=int(e["n_axes"]),
-                link_bw_bidir_Bps=_ranged(e["link_bw_bidir_Bps"], "link_bw_bidir_Bps", where, null=False),
-                hop_latency_s=_ranged(e["hop_latency_s"], "hop_latency_s", where, null=False),
-                rel_rms_error=_num(e.get("rel_rms_error"), "rel_rms_error", where),
+                link_bw_bidir_Bps=ranged(e["link_bw_bidir_Bps"], "link_bw_bidir_Bps", where, null=False),
+                hop_latency_s=ranged(e["hop_latency_s"], "hop_latency_s", where, null=False),
+                rel_rms_error=number(e.get("rel_rms_error"), "rel_rms_error", where),
                 n_points=None if e.get("n_points") is None else int(e["n_points"]),
             )
             for e in raw
@@ -243,169 +234,6 @@ def _calibrations(raw: Any, where: str) -> tuple[Calibration, ...]:
         raise HardwareError(f"{where}: a calibrated entry has no {err.args[0]}") from err
     except (TypeError, ValueError, OverflowError) as err:  # OverflowError: an n_axes of .inf
         raise HardwareError(f"{where}: a calibrated entry is malformed ({err})") from err
-
-
-def _expected(raw: Any, where: str) -> tuple[tuple[ExpectedFactor, ...], str]:
-    """``expected: {source, inside: {op: {bw_share, floor_s}}, across: {...}}`` as factors."""
-    if not isinstance(raw, dict):
-        raise HardwareError(f"{where}: expected must be a mapping with source, inside and across")
-    out = []
-    for level, per_op in raw.items():
-        if level in ("source", "nccl", "rccl"):  # read by _nccl, _rccl
-            continue
-        if level not in EXPECTED_LEVELS or not isinstance(per_op, dict):
-            raise HardwareError(f"{where}: expected.{level}: the levels are {', '.join(EXPECTED_LEVELS)} (and source)")
-        for op, f in per_op.items():
-            keys = {"bw_share", "floor_s", "setup_s", "small_bw_share"}
-            if op not in OPS or not isinstance(f, dict) or not {"bw_share", "floor_s"} <= set(f) <= keys:
-                raise HardwareError(
-                    f"{where}: expected.{level}.{op}: a collective ({', '.join(OPS)}) with bw_share and floor_s "
-                    "(and optionally setup_s, small_bw_share)"
-                )
-            share, floor = _num(f["bw_share"], "bw_share", where), _num(f["floor_s"], "floor_s", where)
-            setup, small = (
-                _num(f.get("setup_s"), "setup_s", where),
-                _num(f.get("small_bw_share"), "small_bw_share", where),
-            )
-            given = [x for x in (share, floor, setup, small) if x is not None]
-            if (
-                not (share and share > 0 and floor is not None and floor >= 0)
-                or (small is not None and small <= 0)
-                or (setup is not None and setup < 0)
-                or not all(map(math.isfinite, given))  # an infinite share prices any size at 0 s
-            ):
-                raise HardwareError(
-                    f"{where}: expected.{level}.{op}: shares > 0 and floor_s >= 0 (setup_s too), all finite; got {f!r}"
-                )
-            out.append(ExpectedFactor(level, op, share, floor, setup, small))
-    return tuple(out), str(raw.get("source") or "")
-
-
-_NCCL_KEYS = {
-    "source", "arch", "intra", "nvlinks", "nics_per_node", "nvls", "cpu", "net_latency_s", "net_algorithms",
-    "net_protocols", "tuner",
-}  # fmt: skip
-_NCCL_OPTIONAL = {"source", "net_latency_s", "net_algorithms", "net_protocols", "tuner"}
-
-
-def _nccl(raw: Any, where: str) -> NcclSystem | None:
-    """``expected.nccl: {source, arch, intra, nvlinks, nics_per_node, nvls, cpu, net_latency_s,
-    net_algorithms, net_protocols}`` as the system NCCL's model prices; each NIC's bandwidth is the
-    entry's scale-out bandwidth per GPU times ``domain_size`` over ``nics_per_node`` (read at pricing
-    time, so overrides reach it).
-    Optional ``net_algorithms`` and ``net_protocols``: the NCCL_ALGO and NCCL_PROTO the platform's
-    network plugin needs across nodes (lists of :data:`~analysis.book.nccl_cost.ALGOS` and ``PROTOS``);
-    ``tuner``: the tuner plugin whose regions pick the pair (one of
-    :data:`~analysis.book.ofi_tuner.TUNERS`)."""
-    if raw is None:
-        return None
-    need = _NCCL_KEYS - _NCCL_OPTIONAL
-    if not isinstance(raw, dict) or not need <= set(raw) <= _NCCL_KEYS:
-        raise HardwareError(f"{where}: expected.nccl needs {', '.join(sorted(need))} (and source); got {raw!r}")
-    arch, intra, cpu = str(raw["arch"]), str(raw["intra"]), str(raw["cpu"])
-    try:
-        nvlinks, nics = int(raw["nvlinks"]), int(raw["nics_per_node"])
-    except (TypeError, ValueError) as err:
-        raise HardwareError(f"{where}: expected.nccl.nvlinks and nics_per_node are whole numbers ({err})") from None
-    if arch not in ARCHS or intra not in ("nvlink", "pci") or cpu not in ("intel", "amd", "arm"):
-        raise HardwareError(
-            f"{where}: expected.nccl: arch one of {', '.join(ARCHS)}, intra nvlink or pci, cpu intel, amd or arm"
-        )
-    if nvlinks < 0 or nics < 1 or not isinstance(raw["nvls"], bool):
-        raise HardwareError(f"{where}: expected.nccl: nvlinks >= 0, nics_per_node >= 1, nvls true or false")
-    latency = _ranged(raw.get("net_latency_s", 0.0), "scaleout_latency_s", f"{where}: expected.nccl.net_latency_s")
-    chosen = {}
-    for key, allowed in (("net_algorithms", ALGOS), ("net_protocols", PROTOS)):
-        given = raw.get(key) or []
-        if not isinstance(given, list) or not set(map(str, given)) <= set(allowed):
-            raise HardwareError(f"{where}: expected.nccl.{key} is a list of {', '.join(allowed)}; got {given!r}")
-        chosen[key] = tuple(str(x) for x in given)
-    tuner = raw.get("tuner") or ""
-    if tuner not in ("", *TUNERS):
-        raise HardwareError(f"{where}: expected.nccl.tuner is one of {', '.join(TUNERS)} (or absent); got {tuner!r}")
-    return NcclSystem(arch, intra, nvlinks, nics, 0.0, raw["nvls"], cpu, float(latency or 0.0), **chosen, tuner=tuner)
-
-
-_RCCL_KEYS = {"source", "arch", "xgmi_links", "nics_per_node", "cpu", "ll128", "net_latency_s"}
-
-
-def _rccl(raw: Any, where: str) -> RcclSystem | None:
-    """``expected.rccl: {source, arch, xgmi_links, nics_per_node, cpu, ll128, net_latency_s}`` as the
-    system RCCL's model prices (each NIC's bandwidth as for ``expected.nccl``, at pricing time)."""
-    if raw is None:
-        return None
-    need = _RCCL_KEYS - {"source", "net_latency_s"}
-    if not isinstance(raw, dict) or not need <= set(raw) <= _RCCL_KEYS:
-        raise HardwareError(f"{where}: expected.rccl needs {', '.join(sorted(need))} (and source); got {raw!r}")
-    try:
-        links, nics = int(raw["xgmi_links"]), int(raw["nics_per_node"])
-    except (TypeError, ValueError) as err:
-        raise HardwareError(f"{where}: expected.rccl.xgmi_links and nics_per_node are whole numbers ({err})") from None
-    arch, cpu = str(raw["arch"]), str(raw["cpu"])
-    if arch not in RCCL_ARCHS or cpu not in ("intel", "amd") or links < 1 or nics < 1:
-        raise HardwareError(
-            f"{where}: expected.rccl: arch one of {', '.join(RCCL_ARCHS)}, cpu intel or amd, "
-            "xgmi_links and nics_per_node >= 1"
-        )
-    if not isinstance(raw["ll128"], bool):
-        raise HardwareError(f"{where}: expected.rccl.ll128 is true or false")
-    latency = _ranged(raw.get("net_latency_s", 0.0), "scaleout_latency_s", f"{where}: expected.rccl.net_latency_s")
-    return RcclSystem(arch, links, nics, 0.0, cpu, raw["ll128"], float(latency or 0.0))
-
-
-def _num(value: Any, key: str, where: str) -> float | None:
-    # PyYAML reads `4.5e10` (no sign in the exponent) as a string, so coerce explicitly.
-    if value is None:
-        return None
-    if isinstance(value, bool):  # float(True) is 1.0: a YAML `yes` is no bandwidth
-        raise HardwareError(f"{where}: {key}={value!r} is not a number")
-    try:
-        return float(value)
-    except (TypeError, ValueError, OverflowError) as err:
-        raise HardwareError(f"{where}: {key}={value!r} is not a number") from err
-
-
-# The runner's rules for these values (runner.config.spec_values._check_hardware, which cannot
-# be imported from here), applied to every entry read here too: a constant the runner refuses
-# must not price a prediction either (a negative W gave "max(7.00 us, -130.49 us)").
-MAX_DEVICES = 1 << 16  # runner.config.spec_values.MAX_DEVICES
-_RATE = (lambda x: math.isfinite(x) and x > 0, "a finite number > 0")
-_SECONDS = (lambda x: 0 <= x <= 1, "seconds from 0 to 1")  # NaN fails both comparisons
-_COUNT = (lambda x: x.is_integer() and 1 <= x <= MAX_DEVICES, f"a whole number from 1 to {MAX_DEVICES}")
-
-
-def out_of_range(key: str, value: float) -> str | None:
-    """What the runner allows for the hardware field ``key`` (``flops_per_s.DTYPE`` too) when
-    ``value`` lies outside it (``"a finite number > 0"``), else None."""
-    ok, allowed = _COUNT if key in _COUNTS else _SECONDS if key in _LATENCIES else _RATE
-    return None if ok(value) else allowed
-
-
-def _ranged(value: Any, key: str, where: str, null: bool = True) -> float | None:
-    """``value`` as a number (None stays None where ``null``) when the rule for ``key`` allows
-    it, else a HardwareError of one line naming ``where``, ``key``, the value and the range."""
-    number = _num(value, key, where)
-    if number is None and null:
-        return None
-    allowed = out_of_range(key, math.nan if number is None else number)  # NaN fails every rule
-    if allowed:
-        raise HardwareError(f"{where}: {key}={value!r}: must be {'null or ' if null else ''}{allowed}")
-    return number
-
-
-_NUMBERS = (
-    "link_bw_unidir_Bps",
-    "link_bw_bidir_Bps",
-    "hop_latency_s",
-    "hbm_bw_Bps",
-    "memory_bytes",
-    "node_bw_unidir_Bps",
-    "core_bw_unidir_Bps",
-    "scaleout_bw_unidir_Bps",
-    "scaleout_latency_s",
-)
-_LATENCIES = ("hop_latency_s", "scaleout_latency_s")  # in seconds; the others are rates or byte counts
-_COUNTS = ("domain_size", "device_count")
 
 
 def compile_pattern(pattern: str, where: str) -> re.Pattern:
@@ -420,7 +248,7 @@ def compile_pattern(pattern: str, where: str) -> re.Pattern:
 def load_hardware(name_or_path: str) -> Hardware:
     """Load ``conf/hardware/<name>.yaml``, or a YAML file given by path (read, then
     :meth:`Hardware.from_dict`); a HardwareError of one line for a file that is not YAML or
-    holds a value out of the runner's range (:func:`_ranged`)."""
+    holds a value out of the runner's range (:func:`~analysis.book.hardware_values.ranged`)."""
     path = Path(name_or_path)
     if not (path.suffix in (".yaml", ".yml") and path.is_file()):
         path = hardware_dir() / f"{name_or_path}.yaml"
