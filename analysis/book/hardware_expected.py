@@ -108,8 +108,8 @@ def nccl_system(raw: Any, where: str) -> NcclSystem | None:
         if not isinstance(given, list) or not set(map(str, given)) <= set(allowed):
             raise HardwareError(f"{where}: expected.nccl.{key} is a list of {', '.join(allowed)}; got {given!r}")
         chosen[key] = tuple(str(x) for x in given)
-    tuner = raw.get("tuner") or ""
-    if tuner not in ("", *TUNERS):
+    tuner = "" if raw.get("tuner") is None else raw["tuner"]
+    if not (tuner == "" or (isinstance(tuner, str) and tuner in TUNERS)):
         raise HardwareError(f"{where}: expected.nccl.tuner is one of {', '.join(TUNERS)} (or absent); got {tuner!r}")
     return NcclSystem(arch, intra, nvlinks, nics, 0.0, raw["nvls"], cpu, float(latency or 0.0), **chosen, tuner=tuner)
 

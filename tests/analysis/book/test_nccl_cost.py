@@ -284,6 +284,7 @@ def test_a_malformed_nccl_block_is_refused_in_one_line_naming_it():
         ({**good, "net_protocols": ["LL256"]}, "expected.nccl.net_protocols is a list of LL, LL128, Simple"),
         ({**good, "net_algorithms": "ring"}, "expected.nccl.net_algorithms is a list of ring, tree, nvls"),
         ({**good, "tuner": "aws_ofi_p6"}, "expected.nccl.tuner is one of aws_ofi_p5 \\(or absent\\); got 'aws_ofi_p6'"),
+        ({**good, "tuner": []}, "expected.nccl.tuner is one of aws_ofi_p5 \\(or absent\\); got \\[\\]"),
     ):
         with pytest.raises(HardwareError, match=says):
             Hardware.from_dict({"name": "lab", "kind": "gpu", "expected": {"nccl": bad}})
