@@ -2,7 +2,8 @@
 
 The ranges its numbers may take are :mod:`analysis.book.hardware_values`; its ``expected:``
 block (factors, NCCL's and RCCL's view of the cluster) is read by
-:mod:`analysis.book.hardware_expected`. Which entry a device JAX reports belongs to is :mod:`analysis.book.device_kinds`.
+:mod:`analysis.book.hardware_expected`. Which entry a device JAX reports belongs to is
+:mod:`analysis.book.device_kinds`.
 
 Rings, lines and multi-node layouts live in :mod:`analysis.book.topology` (re-exported here).
 """
