@@ -36,8 +36,8 @@ from dataclasses import dataclass, replace
 
 from analysis.book.collective_cost import CollectivePrediction
 from analysis.book.hardware import Hardware
-from analysis.book.nccl_cost import Choice, nccl_time
-from analysis.book.ofi_tuner import TUNERS, region_pair
+from analysis.book.nccl_cost import Choice, nccl_time, tuner_pick
+from analysis.book.ofi_tuner import TUNERS
 from analysis.book.rccl_cost import rccl_time
 
 
@@ -123,13 +123,11 @@ def nccl_expected(pred: CollectivePrediction, hw: Hardware) -> ExpectedTime:
             " across nodes, as the platform's network plugin sets them (the entry's net_algorithms, net_protocols)"
         )
     tuner = ""
-    if library == "NCCL" and model.tuner:
-        names = {c.name for c in priced}
-        if region_pair(model.tuner, pred.kind, size, ranks, nodes, names) == best.name:
-            cheapest = min(priced, key=lambda c: c.time_s).name
-            tuner = f"{TUNERS[model.tuner]} runs {best.name} here, " + (
-                "NCCL's cheapest pair too" if cheapest == best.name else f"not NCCL's cheapest pair ({cheapest})"
-            )
+    if library == "NCCL" and tuner_pick(model, pred.kind, size, ranks, nodes, priced) is best:
+        cheapest = min(priced, key=lambda c: c.time_s).name
+        tuner = f"{TUNERS[model.tuner]} runs {best.name} here, " + (
+            "NCCL's cheapest pair too" if cheapest == best.name else f"not NCCL's cheapest pair ({cheapest})"
+        )
     return ExpectedTime(
         best.time_s, level, best.latency_s, bw_time, (share,), source, best, tuple(priced), ranks, nodes, library,
         settings, tuner,

@@ -346,10 +346,19 @@ def nccl_time(kind: str, size_bytes: float, ranks: int, nodes: int, sys: NcclSys
             lat *= 1.4 if sys.arch != "volta" else 1.9  # "plateau effect of ring"
         t_us = lat + size_bytes / (1000 * bw)
         priced.append(Choice(f"{a}/{p}", t_us * 1e-6, lat * 1e-6, bw, ch))
-    tuned = region_pair(sys.tuner, kind, size_bytes, ranks, nodes, {c.name for c in priced}) if sys.tuner else None
-    if tuned:  # the tuner plugin sets that pair's cost to 0: NCCL runs it, at NCCL's own price
-        return next(c for c in priced if c.name == tuned), priced
-    return min(priced, key=lambda c: c.time_s), priced
+    return tuner_pick(sys, kind, size_bytes, ranks, nodes, priced) or min(priced, key=lambda c: c.time_s), priced
+
+
+def tuner_pick(
+    sys: NcclSystem, kind: str, size_bytes: float, ranks: int, nodes: int, priced: list[Choice]
+) -> Choice | None:
+    """The priced pair the system's tuner plugin makes NCCL run (it sets that pair's cost to 0:
+    NCCL runs it, at NCCL's own price; :mod:`analysis.book.ofi_tuner`); None where there is no
+    tuner or its regions leave the choice to NCCL."""
+    if not sys.tuner:
+        return None
+    pair = region_pair(sys.tuner, kind, size_bytes, ranks, nodes, {c.name for c in priced})
+    return next((c for c in priced if c.name == pair), None)
 
 
 def _p2p(size_bytes: float, ranks: int, nodes: int, sys: NcclSystem) -> tuple[Choice, list[Choice]]:
