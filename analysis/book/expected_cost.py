@@ -61,7 +61,7 @@ class ExpectedTime:
     library: str = "NCCL"  # whose model priced it: NCCL or RCCL
     # the NCCL_ALGO / NCCL_PROTO the platform set for this price (across nodes), in words; "" for none
     settings: str = ""
-    # the tuner plugin that picked the pair instead of NCCL's cheapest (analysis.book.ofi_tuner); "" for none
+    # the tuner plugin whose region picked the pair, in words (analysis.book.ofi_tuner); "" where NCCL chose
     tuner: str = ""
 
     def to_dict(self) -> dict:
