@@ -28,8 +28,9 @@ from analysis.cli.options import fail
 from analysis.importers import ImportFormatError
 from analysis.importers.accelerator_microbenchmarks import parse_results
 from analysis.importers.limits import MAX_POINTS, POINTS_ALLOWED, check
-from analysis.importers.nccl_tests import parse_nccl_tests, run_points
+from analysis.importers.nccl_tests import parse_nccl_tests
 from analysis.importers.nccl_tests_json import parse_nccl_tests_json
+from analysis.importers.nccl_tests_rows import run_points
 from analysis.importers.sweep_writer import write_sweep
 
 TOOLS = ("nccl-tests", "accelerator-microbenchmarks")

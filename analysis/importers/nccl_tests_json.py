@@ -18,18 +18,18 @@ from analysis.importers.limits import (
     checked_name,
     small,
 )
-from analysis.importers.nccl_tests import (
+from analysis.importers.nccl_tests_rows import (
     OPS,
     Measured,
     NcclRun,
     Row,
-    _num,
-    _op_from_file,
-    _wrong,
     check_measured,
     check_repeats,
     check_size,
     check_type,
+    number,
+    op_from_file,
+    wrong_count,
 )
 
 
@@ -51,10 +51,10 @@ def _measured(m, where: str, path, moved: bool) -> Measured | None:
     if m.get(key) is None or "alg_bw" not in m or "bus_bw" not in m:
         raise ImportFormatError(path, None, f"a result without time, alg_bw and bus_bw: {m!r}"[:160])
     got = Measured(
-        _num(m[key], path, None, f"{where}.{key}") * 1e-6,
-        _num(m["alg_bw"], path, None, f"{where}.alg_bw") * 1e9,
-        _num(m["bus_bw"], path, None, f"{where}.bus_bw") * 1e9,
-        _wrong(m.get("nwrong"), path, None, f"{where}.nwrong", True, moved),
+        number(m[key], path, None, f"{where}.{key}") * 1e-6,
+        number(m["alg_bw"], path, None, f"{where}.alg_bw") * 1e9,
+        number(m["bus_bw"], path, None, f"{where}.bus_bw") * 1e9,
+        wrong_count(m.get("nwrong"), path, None, f"{where}.nwrong", True, moved),
     )
     if moved:
         names = {"time": key, "algbw": "alg_bw", "busbw": "bus_bw"}
@@ -123,12 +123,12 @@ def parse_nccl_tests_json(text: str, path: str | Path = "<json>", op: str | None
     rows = _rows(doc["results"], path)
     bounds = doc.get("out_of_bounds")
     bounds = bounds if isinstance(bounds, dict) else {}
-    wrong = _wrong(bounds.get("count"), path, None, "out_of_bounds.count", True, True)
+    wrong = wrong_count(bounds.get("count"), path, None, "out_of_bounds.count", True, True)
     if bounds.get("okay") is False:  # the run's own verdict, whatever its count says
         wrong = max(wrong or 0, 1)
     args = doc.get("args")
     binary = " ".join(str(a) for a in args) if isinstance(args, list) else ""
-    name, where = (op, "--op") if op else _op_from_file(path, [binary], rows, ranks)
+    name, where = (op, "--op") if op else op_from_file(path, [binary], rows, ranks)
     key = "alltoall" if name.replace("-", "_").lower() in ("all_to_all", "alltoall") else name.lower()
     if key not in OPS:
         raise ImportFormatError(

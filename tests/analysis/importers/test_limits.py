@@ -34,8 +34,9 @@ from analysis.importers.limits import (
     MIN_TIME_S,
     MAX_BANDWIDTH_Bps,
 )
-from analysis.importers.nccl_tests import parse_nccl_tests, run_points
+from analysis.importers.nccl_tests import parse_nccl_tests
 from analysis.importers.nccl_tests_json import parse_nccl_tests_json
+from analysis.importers.nccl_tests_rows import run_points
 from analysis.importers.sweep_writer import ImportedPoint, point_overrides, point_result
 from analysis.report.nccl_export import LISTED_RANKS, nccl_json, nccl_text
 from analysis.runs.rundir import MAX_BYTES, RESULT_NAME, read_result, write_json_atomic

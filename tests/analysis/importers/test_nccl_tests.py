@@ -21,8 +21,9 @@ import pytest
 from analysis import load_sweep
 from analysis.cli import main as analysis_main
 from analysis.importers import ImportFormatError
-from analysis.importers.nccl_tests import Measured, parse_nccl_tests, run_points
+from analysis.importers.nccl_tests import parse_nccl_tests
 from analysis.importers.nccl_tests_json import parse_nccl_tests_json
+from analysis.importers.nccl_tests_rows import Measured, run_points
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "published"
 A3_MEGA = DATA / "gcp_a3_mega_2node_all_reduce_perf.txt"

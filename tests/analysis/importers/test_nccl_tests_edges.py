@@ -12,8 +12,9 @@ import json
 import pytest
 
 from analysis.importers import ImportFormatError
-from analysis.importers.nccl_tests import NcclRun, parse_nccl_tests, run_points
+from analysis.importers.nccl_tests import parse_nccl_tests
 from analysis.importers.nccl_tests_json import parse_nccl_tests_json
+from analysis.importers.nccl_tests_rows import NcclRun, run_points
 
 HEAD = "# nThread 1 nGpus 1 minBytes 8 maxBytes 4096 step: 2(factor) warmup iters: 5 iters: 20"
 GROUPS = "#  out-of-place  in-place"
