@@ -1,7 +1,7 @@
 """The pair aws-ofi-nccl's region tuner makes NCCL run on AWS p5 instances, where it overrides
 NCCL's own cheapest pair (:func:`analysis.book.nccl_cost.nccl_time` prices the pair it picks).
 
-Source, read for this module (geometry and vertices copied, code not): aws/aws-ofi-nccl
+Source, read for this module (the vertices copied; its geometry written again in Python): aws/aws-ofi-nccl
 ``src/tuner/nccl_ofi_regions.cpp``, the same p5 regions in the two stored versions (commits
 a720c038048a1d7706ea5955bc41bda8e83a9533 and 228fa0eafb41c9e2b46446b86b5ab46c76410650), and
 ``include/tuner/nccl_ofi_tuner_region.h`` (TUNER_MAX_SIZE, TUNER_MAX_RANKS, ``transform_log2``).
